@@ -1,0 +1,140 @@
+"""Start and stop a real strom broker process (see :mod:`strom.testing`)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_port(host: str, port: int, timeout: float) -> bool:
+    """True once ``host:port`` accepts a TCP connection, False after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+class BrokerProcess:
+    """One ``strom serve`` child process bound to 127.0.0.1 on a free port.
+
+    The data directory survives :meth:`stop` and :meth:`kill`, so :meth:`start` again is a
+    restart on the same data (what a kill -9 test needs).
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        port: int | None = None,
+        settings: Mapping[str, str] | None = None,
+        extra_args: Sequence[str] = (),
+        log_file: Path | None = None,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.port = port or free_port()
+        self.settings = dict(settings or {})
+        self.extra_args = list(extra_args)
+        self.log_file = log_file or self.data_dir.parent / f"broker-{self.port}.log"
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def command(self) -> list[str]:
+        cmd = [
+            sys.executable,
+            "-m",
+            "strom",
+            "serve",
+            "--data-dir",
+            str(self.data_dir),
+            "--listen",
+            self.bootstrap,
+        ]
+        for key, value in self.settings.items():
+            cmd += ["--set", f"{key}={value}"]
+        return cmd + self.extra_args
+
+    def start(self, timeout: float = 30.0) -> BrokerProcess:
+        if self._proc is not None and self._proc.poll() is None:
+            raise RuntimeError("broker already running")
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_file, "ab")  # noqa: SIM115 - the child owns it until it exits
+        try:
+            self._proc = subprocess.Popen(
+                self.command(), stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ)
+            )
+        finally:
+            log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise RuntimeError(
+                    f"strom serve exited with {self._proc.returncode}:\n{self.log_tail()}"
+                )
+            if wait_for_port("127.0.0.1", self.port, 0.2):
+                return self
+        self.kill()
+        raise RuntimeError(f"strom serve did not listen within {timeout}s:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self, timeout: float = 15.0) -> int | None:
+        """SIGTERM (a clean shutdown), then SIGKILL if it has not exited within ``timeout``."""
+        return self._signal_and_wait(signal.SIGTERM, timeout)
+
+    def kill(self) -> int | None:
+        """SIGKILL: the crash a durability test wants."""
+        return self._signal_and_wait(signal.SIGKILL, 10.0)
+
+    def _signal_and_wait(self, sig: int, timeout: float) -> int | None:
+        proc = self._proc
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            os.kill(proc.pid, sig)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+        self._proc = None
+        return proc.returncode
+
+    def __enter__(self) -> BrokerProcess:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
