@@ -1,0 +1,78 @@
+"""Storage exceptions, each carrying the Kafka wire ``error_code`` a handler should answer with.
+
+Handlers catch :class:`StorageError` and answer ``exc.error_code``. The record-format errors
+also subclass the codec's own classes in :mod:`strom.protocol.record_batch`, so
+``except record_batch.CorruptRecordError`` catches both the codec's and the storage's.
+"""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from strom.protocol import record_batch as _rb
+
+
+class StorageError(Exception):
+    """Base of every storage error; ``error_code`` is the wire error code."""
+
+    error_code: ErrorCode = ErrorCode.unknown_server_error
+
+
+class CorruptRecordError(StorageError, _rb.CorruptRecordError):
+    """Malformed batch: truncated, bad magic, bad length, bad CRC."""
+
+    error_code = ErrorCode.corrupt_message
+
+
+class InvalidRecordError(StorageError, _rb.InvalidRecordError):
+    """Well-formed batch that breaks a rule (no records, inconsistent offsets, ...)."""
+
+    error_code = ErrorCode.invalid_record
+
+
+class RecordTooLargeError(StorageError):
+    """A batch larger than ``max.message.bytes``."""
+
+    error_code = ErrorCode.message_too_large
+
+
+class OffsetOutOfRangeError(StorageError):
+    """An offset below the log start offset or above the log end offset / high watermark."""
+
+    error_code = ErrorCode.offset_out_of_range
+
+
+class OutOfOrderSequenceError(StorageError):
+    """An idempotent producer's batch whose sequence does not follow the last one."""
+
+    error_code = ErrorCode.out_of_order_sequence_number
+
+
+class InvalidProducerEpochError(StorageError):
+    """A batch from an older epoch of a producer id than the one already seen."""
+
+    error_code = ErrorCode.invalid_producer_epoch
+
+
+class UnknownProducerIdError(StorageError):
+    """A batch with a non-zero sequence from a producer id the log has no state for."""
+
+    error_code = ErrorCode.unknown_producer_id
+
+
+class InvalidTimestampError(StorageError):
+    """A CreateTime timestamp outside message.timestamp.before/after.max.ms."""
+
+    error_code = ErrorCode.invalid_timestamp
+
+
+class InvalidConfigError(StorageError):
+    """An unknown topic config name or a value that does not parse / is out of range."""
+
+    error_code = ErrorCode.invalid_config
+
+
+class LogDirLockedError(StorageError):
+    """Another process (or LogManager) holds the data directory's lock."""
+
+    error_code = ErrorCode.kafka_storage_error
