@@ -1,0 +1,180 @@
+"""The broker process: wires storage, metadata and the network server, and runs them.
+
+Start-up order: data directory and ``meta.properties`` (cluster id, node id), metadata store,
+topic registry, log manager (recovery of every partition), then the listener. Shutdown in
+reverse: stop accepting, close connections, stop services, flush and close every log (which
+marks a clean shutdown so the next start skips recovery).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from strom.broker import dispatch
+from strom.broker.producer_ids import ProducerIdManager
+from strom.broker.replica_manager import ReplicaManager
+from strom.broker.server import start_server
+from strom.clock import Clock, SystemClock
+from strom.config import BrokerConfig, ConfigError, parse_properties
+from strom.metadata.embedded import EmbeddedStore
+from strom.metadata.topics import TopicInfo, TopicRegistry
+from strom.storage.log_manager import LogManager
+
+if TYPE_CHECKING:
+    from strom.broker.server import KafkaConnection
+
+log = logging.getLogger(__name__)
+
+
+class Service:
+    """Something that runs beside the request handlers (group coordinator, cleaner …)."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+class Broker:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        data_dir: Path,
+        listen: tuple[str, int],
+        advertised: tuple[str, int] | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.config = config
+        self.data_dir = Path(data_dir)
+        self.listen = listen
+        self.advertised = advertised or listen
+        self.clock: Clock = clock or SystemClock()
+        self.node_id = config.node_id
+        self.cluster_id = ""
+        self.connections: set[KafkaConnection] = set()
+        self.services: list[Service] = []
+        self.extensions: dict[str, Any] = {}
+        self._server: asyncio.Server | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = asyncio.Event()
+
+    # lifecycle -------------------------------------------------------------------------------
+    async def start(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.cluster_id = self._load_meta_properties()
+        self.store = EmbeddedStore(self.data_dir)
+        self.topics = TopicRegistry(self.store)
+        self.logs = LogManager(self.data_dir, self.clock, self.config.values)
+        self.logs.load(self._topic_overrides)
+        self.replicas = ReplicaManager(self.logs, self.node_id)
+        for topic in self.topics:  # logs lost or never created (crash mid-create) come back
+            self.replicas.create_partitions(topic, topic.replicas)
+        self.producer_ids = ProducerIdManager(self.store)
+        dispatch.load_handlers()
+        for hook in _SERVICE_FACTORIES:
+            self.services.append(hook(self))
+        for service in self.services:
+            await service.start()
+        host, port = self.listen
+        self._server = await start_server(self, host, port)
+        self._every(self._maintenance_interval(), self._maintenance)
+        log.info(
+            "strom broker %s listening on %s:%s (advertised %s:%s), data in %s, cluster %s",
+            self.node_id, host, port, *self.advertised, self.data_dir, self.cluster_id,
+        )
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections):
+            conn.close()
+        for task in self._tasks:
+            task.cancel()
+        for service in reversed(self.services):
+            try:
+                await service.stop()
+            except Exception:
+                log.exception("error stopping %s", type(service).__name__)
+        if hasattr(self, "logs"):
+            self.logs.close_all()
+        if hasattr(self, "store"):
+            self.store.close()
+        log.info("strom broker %s stopped", self.node_id)
+
+    async def serve_forever(self) -> None:
+        await self._stopping.wait()
+
+    def request_stop(self) -> None:
+        self._stopping.set()
+
+    # helpers for handlers --------------------------------------------------------------------
+    def create_topic(
+        self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> TopicInfo:
+        """Register a topic and create its logs (validation is the caller's)."""
+        replicas = {p: [self.node_id] for p in range(partitions)}
+        info = self.topics.create(name, replicas, configs)
+        self.replicas.create_partitions(info, info.replicas)
+        log.info("created topic %s with %d partitions", name, partitions)
+        return info
+
+    def _topic_overrides(self, topic: str) -> dict[str, str]:
+        info = self.topics.get(topic)
+        return dict(info.configs) if info else {}
+
+    def _maintenance_interval(self) -> float:
+        ms = min(
+            self.config.get_int("log.retention.check.interval.ms"),
+            self.config.get_int("log.flush.scheduler.interval.ms"),
+        )
+        return max(ms, 10) / 1000.0
+
+    def _maintenance(self) -> None:
+        self.logs.maintenance()
+
+    def _every(self, seconds: float, fn: Callable[[], None | Awaitable[None]]) -> None:
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(seconds)
+                try:
+                    result = fn()
+                    if asyncio.iscoroutine(result):
+                        await result
+                except Exception:
+                    log.exception("periodic task %s failed", getattr(fn, "__name__", fn))
+
+        self._tasks.append(asyncio.get_running_loop().create_task(loop()))
+
+    def every(self, seconds: float, fn: Callable[[], None | Awaitable[None]]) -> None:
+        """Run ``fn`` every ``seconds`` until the broker stops (for services)."""
+        self._every(seconds, fn)
+
+    def _load_meta_properties(self) -> str:
+        """Kafka's ``meta.properties``: the cluster id survives restarts; the node id must match."""
+        path = self.data_dir / "meta.properties"
+        if path.exists():
+            props = parse_properties(path.read_text(), str(path))
+            stored = props.get("node.id")
+            if stored is not None and int(stored) != self.node_id:
+                raise ConfigError(
+                    f"{path} belongs to node.id={stored}, but this broker is node.id={self.node_id}"
+                )
+            return props["cluster.id"]
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        path.write_text(f"version=1\ncluster.id={cluster_id}\nnode.id={self.node_id}\n")
+        return cluster_id
+
+
+ServiceFactory = Callable[[Broker], Service]
+_SERVICE_FACTORIES: list[ServiceFactory] = []
+
+
+def register_service(factory: ServiceFactory) -> ServiceFactory:
+    """Have every broker start a service made by ``factory(broker)`` (import-time hook)."""
+    _SERVICE_FACTORIES.append(factory)
+    return factory

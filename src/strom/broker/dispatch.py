@@ -1,0 +1,76 @@
+"""API key → handler, and the ApiVersions table derived from it.
+
+A handler is ``async def handle(ctx: RequestContext, request) -> response | None`` registered
+with :func:`handler` for the versions it serves; ``None`` means "send no response" (Produce
+with acks=0). Each module in :mod:`strom.broker.handlers` registers its own handlers when
+imported, and :func:`load_handlers` imports them all, so adding an API is adding one module.
+
+The advertised range is what the broker answers: ``advertise_min`` may be lower than the
+decodable minimum where clients gate features on it (Produce is advertised from v0 because
+librdkafka turns compression off without it; v0–2 requests are still refused).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from strom.broker.context import RequestContext
+
+HandlerFn = Callable[["RequestContext", Any], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class HandlerSpec:
+    api_key: int
+    min_version: int
+    max_version: int
+    advertise_min: int
+    fn: HandlerFn
+
+    def serves(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+
+_REGISTRY: dict[int, HandlerSpec] = {}
+
+
+def handler(
+    api_key: int, min_version: int, max_version: int, *, advertise_min: int | None = None
+) -> Callable[[HandlerFn], HandlerFn]:
+    """Register the decorated coroutine for ``api_key`` versions min..max inclusive."""
+
+    def register(fn: HandlerFn) -> HandlerFn:
+        if api_key in _REGISTRY:
+            raise RuntimeError(f"api key {api_key} has two handlers")
+        _REGISTRY[api_key] = HandlerSpec(
+            api_key,
+            min_version,
+            max_version,
+            min_version if advertise_min is None else advertise_min,
+            fn,
+        )
+        return fn
+
+    return register
+
+
+def load_handlers() -> dict[int, HandlerSpec]:
+    """Import every handler module (idempotent) and return the registry."""
+    import strom.broker.handlers as package
+
+    for info in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"{package.__name__}.{info.name}")
+    return _REGISTRY
+
+
+def lookup(api_key: int) -> HandlerSpec | None:
+    return _REGISTRY.get(api_key)
+
+
+def supported_apis() -> list[HandlerSpec]:
+    return sorted(_REGISTRY.values(), key=lambda s: s.api_key)

@@ -1,0 +1,58 @@
+"""ListOffsets (key 2): earliest (-2), latest (-1), max timestamp (-3), or by timestamp.
+
+Latest is the high watermark (the last stable offset under read_committed, equal to it until
+transactions exist). By timestamp: the first offset whose timestamp is at or after it, or -1
+when there is none.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strom.broker import dispatch
+from strom.broker.context import RequestContext
+from strom.protocol.errors import ErrorCode, error_code_of
+
+API_KEY = 2
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+
+
+def _lookup(ctx: RequestContext, topic: str, partition: int, ts: int) -> tuple[int, int]:
+    log_ = ctx.broker.replicas.get_log(topic, partition)
+    if ts in (EARLIEST, EARLIEST_LOCAL):
+        return -1, log_.log_start_offset
+    if ts in (LATEST, LATEST_TIERED):
+        return -1, log_.high_watermark
+    if ts == MAX_TIMESTAMP:
+        found = log_.max_timestamp_offset()
+        return (found[1], found[0]) if found else (-1, -1)
+    found = log_.offset_for_timestamp(ts)
+    if found is None:
+        return -1, -1
+    return found[1], found[0]
+
+
+@dispatch.handler(API_KEY, 1, 7)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    topics = []
+    for topic in request.topics:
+        parts = []
+        for p in topic.partitions:
+            try:
+                timestamp, offset = _lookup(ctx, topic.name, p.partition_index, int(p.timestamp))
+                code = ErrorCode.none
+            except Exception as exc:
+                timestamp, offset, code = -1, -1, error_code_of(exc)
+            parts.append(
+                ctx.make(
+                    "ListOffsetsPartitionResponse",
+                    partition_index=p.partition_index,
+                    error_code=code,
+                    timestamp=timestamp,
+                    offset=offset,
+                    leader_epoch=-1,
+                    old_style_offsets=(offset,) if offset >= 0 else (),
+                )
+            )
+        topics.append(ctx.make("ListOffsetsTopicResponse", name=topic.name, partitions=tuple(parts)))
+    return ctx.respond(throttle_time=0, topics=tuple(topics))

@@ -1,0 +1,122 @@
+"""Metadata (key 3): brokers, controller, cluster id, and topics with their partitions.
+
+Asked for unknown topics, the broker creates them when the client allows it and
+``auto.create.topics.enable`` is true (with ``num.partitions``); names Kafka would refuse get
+INVALID_TOPIC_EXCEPTION, and unknown ones otherwise UNKNOWN_TOPIC_OR_PARTITION. Leader epochs
+are reported as -1 (unknown) until replication brings real epochs and OffsetForLeaderEpoch.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from strom.broker import dispatch
+from strom.broker.context import RequestContext
+from strom.metadata.topics import TopicInfo, validate_topic_name
+from strom.protocol.errors import ErrorCode, KafkaError
+
+API_KEY = 3
+AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
+log = logging.getLogger(__name__)
+
+
+def auto_create(ctx: RequestContext, name: str) -> TopicInfo:
+    """Create ``name`` with the broker's defaults (Metadata / FindCoordinator auto-creation)."""
+    config = ctx.broker.config
+    return ctx.broker.create_topic(
+        name,
+        config.get_int("num.partitions"),
+        config.get_int("default.replication.factor"),
+        {},
+    )
+
+
+def topic_metadata(ctx: RequestContext, info: TopicInfo) -> Any:
+    node = ctx.broker.node_id
+    partitions = []
+    for index, replicas in sorted(info.replicas.items()):
+        leader = replicas[0] if replicas else -1
+        partitions.append(
+            ctx.make(
+                "MetadataResponsePartition",
+                error_code=0,
+                partition_index=index,
+                leader_id=leader,
+                leader_epoch=-1,
+                replica_nodes=tuple(replicas),
+                isr_nodes=tuple(r for r in replicas if r == node),
+                offline_replicas=(),
+            )
+        )
+    return ctx.make(
+        "MetadataResponseTopic",
+        error_code=0,
+        name=info.name,
+        topic_id=info.topic_id,
+        is_internal=info.is_internal,
+        partitions=tuple(partitions),
+        topic_authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN,
+    )
+
+
+def _error_topic(ctx: RequestContext, name: str | None, topic_id: Any, code: ErrorCode) -> Any:
+    return ctx.make(
+        "MetadataResponseTopic",
+        error_code=code,
+        name=name,
+        topic_id=topic_id or uuid.UUID(int=0),
+        is_internal=False,
+        partitions=(),
+        topic_authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN,
+    )
+
+
+@dispatch.handler(API_KEY, 0, 12)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    topics: list[Any] = []
+    if request.topics is None:
+        topics = [topic_metadata(ctx, info) for info in broker.topics]
+    else:
+        allow = ctx.api_version < 4 or bool(getattr(request, "allow_auto_topic_creation", True))
+        allow = allow and broker.config.get_bool("auto.create.topics.enable")
+        for wanted in request.topics:
+            name = wanted.name
+            topic_id = getattr(wanted, "topic_id", None)
+            if name is None and topic_id is not None and topic_id.int != 0:
+                info = broker.topics.by_id(topic_id)
+                topics.append(
+                    topic_metadata(ctx, info)
+                    if info
+                    else _error_topic(ctx, None, topic_id, ErrorCode.unknown_topic_id)
+                )
+                continue
+            info = broker.topics.get(name) if name else None
+            if info is None:
+                try:
+                    validate_topic_name(name)
+                except KafkaError as exc:
+                    topics.append(_error_topic(ctx, name, None, exc.error_code))
+                    continue
+                if not allow:
+                    topics.append(
+                        _error_topic(ctx, name, None, ErrorCode.unknown_topic_or_partition)
+                    )
+                    continue
+                try:
+                    info = auto_create(ctx, str(name))
+                except KafkaError as exc:
+                    topics.append(_error_topic(ctx, name, None, exc.error_code))
+                    continue
+            topics.append(topic_metadata(ctx, info))
+    host, port = broker.advertised
+    return ctx.respond(
+        throttle_time=0,
+        brokers=(ctx.make("MetadataResponseBroker", node_id=broker.node_id, host=host, port=port, rack=None),),
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        topics=tuple(topics),
+        cluster_authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN,
+    )

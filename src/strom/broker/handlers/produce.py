@@ -1,0 +1,88 @@
+"""Produce (key 0): append producers' record batches, as bytes, to partition logs.
+
+Advertised from v0 (librdkafka enables compression only when the broker lists Produce v0+);
+versions 0–2 (message formats v0/v1) are refused, since only record batch v2 is stored. Each
+partition's records are validated batch by batch by the log (magic, CRC-32C, size, producer
+sequence), so one bad partition gets its error code while the others are appended. acks=0 gets
+no response at all, as Kafka's protocol says.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from strom.broker import dispatch
+from strom.broker.context import RequestContext
+from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
+
+API_KEY = 0
+log = logging.getLogger(__name__)
+
+
+def _partition(ctx: RequestContext, index: int, code: ErrorCode, **values: Any) -> Any:
+    return ctx.make(
+        "PartitionProduceResponse",
+        index=index,
+        error_code=code,
+        base_offset=values.get("base_offset", -1),
+        log_append_time=values.get("log_append_time", -1),
+        log_start_offset=values.get("log_start_offset", -1),
+        record_errors=(),
+        error_message=values.get("error_message"),
+    )
+
+
+def _append_one(ctx: RequestContext, topic: str, index: int, records: bytes | None, acks: int) -> Any:
+    broker = ctx.broker
+    info = broker.topics.get(topic)
+    if info is None or index not in info.replicas:
+        return _partition(ctx, index, ErrorCode.unknown_topic_or_partition)
+    if info.is_internal:
+        return _partition(
+            ctx, index, ErrorCode.invalid_topic_exception,
+            error_message=f"{topic} is an internal topic",
+        )
+    if not records:
+        return _partition(ctx, index, ErrorCode.corrupt_message, error_message="no records")
+    try:
+        log_ = broker.replicas.get_log(topic, index)
+        if acks == -1 and log_.config.min_insync_replicas > 1:
+            # A single node's ISR is itself: acks=all cannot meet min.insync.replicas > 1.
+            raise KafkaError(
+                ErrorCode.not_enough_replicas,
+                f"min.insync.replicas={log_.config.min_insync_replicas} but the ISR has 1 replica",
+            )
+        result = broker.replicas.append(topic, index, bytes(records))
+    except Exception as exc:
+        code = error_code_of(exc)
+        if code == ErrorCode.unknown_server_error:
+            log.exception("append to %s-%s failed", topic, index)
+        return _partition(ctx, index, code, error_message=str(exc)[:500])
+    return _partition(
+        ctx,
+        index,
+        ErrorCode.none,
+        base_offset=result.base_offset,
+        log_append_time=result.log_append_time,
+        log_start_offset=result.log_start_offset,
+    )
+
+
+@dispatch.handler(API_KEY, 3, 9, advertise_min=0)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    acks = int(request.acks)
+    responses = []
+    for topic_data in request.topic_data:
+        parts = []
+        for pdata in topic_data.partition_data:
+            if acks not in (0, 1, -1):
+                parts.append(_partition(ctx, pdata.index, ErrorCode.invalid_required_acks))
+            else:
+                parts.append(_append_one(ctx, topic_data.name, pdata.index, pdata.records, acks))
+        responses.append(
+            ctx.make("TopicProduceResponse", name=topic_data.name, partition_responses=tuple(parts))
+        )
+    if acks == 0:
+        return None
+    return ctx.respond(responses=tuple(responses), throttle_time=0)

@@ -1,0 +1,59 @@
+"""Partitions hosted by this broker: their logs, appends, reads, high watermarks.
+
+On a single node every partition's only replica is local and the leader, so the high
+watermark is the log end offset after each append; replication (a later issue) moves it with
+follower fetches instead. Appends wake long-polling fetchers through the purgatory.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from strom.broker.purgatory import DataPurgatory
+from strom.metadata.topics import TopicInfo
+from strom.protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from strom.storage.log import AppendResult, Log
+    from strom.storage.log_manager import LogManager
+
+log = logging.getLogger(__name__)
+
+
+class ReplicaManager:
+    def __init__(self, logs: LogManager, node_id: int) -> None:
+        self.logs = logs
+        self.node_id = node_id
+        self.purgatory = DataPurgatory()
+
+    def create_partitions(self, topic: TopicInfo, partitions: Mapping[int, list[int]]) -> None:
+        """Create the local logs of ``partitions`` (those with a replica on this node)."""
+        for partition, replicas in partitions.items():
+            if self.node_id in replicas and self.logs.get(topic.name, partition) is None:
+                self.logs.create(topic.name, partition, topic.configs)
+
+    def delete_topic(self, topic: TopicInfo) -> None:
+        for partition in topic.replicas:
+            if self.logs.get(topic.name, partition) is not None:
+                self.logs.delete(topic.name, partition)
+            self.purgatory.notify((topic.name, partition))
+
+    def get_log(self, topic: str, partition: int) -> Log:
+        log_ = self.logs.get(topic, partition)
+        if log_ is None:
+            raise KafkaError(
+                ErrorCode.unknown_topic_or_partition, f"{topic}-{partition} is not hosted here"
+            )
+        return log_
+
+    def append(self, topic: str, partition: int, records: bytes) -> AppendResult:
+        log_ = self.get_log(topic, partition)
+        result = log_.append(records)
+        log_.high_watermark = log_.log_end_offset
+        self.purgatory.notify((topic, partition))
+        return result
+
+    def high_watermark(self, topic: str, partition: int) -> int:
+        return self.get_log(topic, partition).high_watermark

@@ -1,0 +1,171 @@
+"""The network server: one asyncio protocol per client connection.
+
+Per connection, requests are handled strictly one after another and answered in request order
+(Kafka's contract; clients pipeline but rely on the order). Incoming bytes are framed as they
+arrive; reading pauses when too many requests are queued or the socket's write buffer is full,
+so one fast or stuck client cannot exhaust memory. A malformed frame, an oversize frame or an
+unknown API closes only that connection. Nothing but a Kafka response ever goes on the wire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections import deque
+from typing import TYPE_CHECKING
+
+from strom.broker import dispatch
+from strom.broker.context import RequestContext
+from strom.protocol.errors import ErrorCode
+from strom.protocol.framing import FrameDecoder, FrameTooLargeError
+from strom.protocol.messages import (
+    API_VERSIONS_KEY,
+    ProtocolError,
+    UnsupportedVersionError,
+    decode_request,
+    encode_response,
+)
+
+if TYPE_CHECKING:
+    from strom.broker.broker import Broker
+
+log = logging.getLogger(__name__)
+_connection_ids = itertools.count(1)
+MAX_QUEUED_REQUESTS = 64
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.id = next(_connection_ids)
+        self.decoder = FrameDecoder(broker.config.get_int("socket.request.max.bytes"))
+        self.queue: deque[bytes] = deque()
+        self.wakeup = asyncio.Event()
+        self.can_write = asyncio.Event()
+        self.can_write.set()
+        self.transport: asyncio.Transport | None = None
+        self.task: asyncio.Task[None] | None = None
+        self.reading_paused = False
+        self.peer: tuple[str, int] = ("?", 0)
+
+    # asyncio.Protocol callbacks -------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple) and len(peer) >= 2:
+            self.peer = (str(peer[0]), int(peer[1]))
+        self.broker.connections.add(self)
+        self.task = asyncio.get_running_loop().create_task(self.process())
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self.decoder.feed(data)
+        except FrameTooLargeError as exc:
+            log.warning("closing connection %s from %s: %s", self.id, self.peer[0], exc)
+            self.close()
+            return
+        if frames:
+            self.queue.extend(frames)
+            self.wakeup.set()
+            if len(self.queue) >= MAX_QUEUED_REQUESTS and not self.reading_paused:
+                self.reading_paused = True
+                assert self.transport is not None
+                self.transport.pause_reading()
+
+    def eof_received(self) -> bool | None:
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.broker.connections.discard(self)
+        self.can_write.set()
+        if self.task is not None:
+            self.task.cancel()
+
+    def pause_writing(self) -> None:
+        self.can_write.clear()
+
+    def resume_writing(self) -> None:
+        self.can_write.set()
+
+    # request loop ----------------------------------------------------------------------------
+    def close(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+    async def process(self) -> None:
+        try:
+            while True:
+                while not self.queue:
+                    self.wakeup.clear()
+                    await self.wakeup.wait()
+                frame = self.queue.popleft()
+                if self.reading_paused and len(self.queue) < MAX_QUEUED_REQUESTS // 2:
+                    self.reading_paused = False
+                    assert self.transport is not None
+                    self.transport.resume_reading()
+                response = await self.handle(frame)
+                if response is None:
+                    continue
+                if self.transport is None or self.transport.is_closing():
+                    return
+                self.transport.write(response)
+                if not self.can_write.is_set():
+                    await self.can_write.wait()
+        except asyncio.CancelledError:
+            pass
+        except _CloseConnection as exc:
+            log.info("closing connection %s from %s: %s", self.id, self.peer[0], exc)
+            self.close()
+        except Exception:
+            log.exception("closing connection %s after an internal error", self.id)
+            self.close()
+
+    async def handle(self, frame: bytes) -> bytes | None:
+        try:
+            header, request = decode_request(frame)
+        except UnsupportedVersionError as exc:
+            if exc.api_key == API_VERSIONS_KEY:
+                return unsupported_api_versions_response(exc.correlation_id)
+            raise _CloseConnection(str(exc)) from None
+        except ProtocolError as exc:
+            raise _CloseConnection(str(exc)) from None
+        spec = dispatch.lookup(header.api_key)
+        if spec is None or not spec.serves(header.api_version):
+            if header.api_key == API_VERSIONS_KEY:
+                return unsupported_api_versions_response(header.correlation_id)
+            raise _CloseConnection(
+                f"api key {header.api_key} v{header.api_version} is not served"
+            )
+        ctx = RequestContext(header, self.broker, self.peer[0], self.peer[1], self.id)
+        response = await spec.fn(ctx, request)
+        if response is None:
+            return None
+        return encode_response(header.api_key, header.api_version, header.correlation_id, response)
+
+
+class _CloseConnection(Exception):
+    pass
+
+
+def unsupported_api_versions_response(correlation_id: int) -> bytes:
+    """ApiVersions v0 format, UNSUPPORTED_VERSION, with the full API list (so the client can
+    retry with a version we serve)."""
+    from kio.schema.api_versions.v0.response import ApiVersion, ApiVersionsResponse
+
+    response = ApiVersionsResponse(
+        error_code=ErrorCode.unsupported_version,
+        api_keys=tuple(
+            ApiVersion(api_key=s.api_key, min_version=s.advertise_min, max_version=s.max_version)
+            for s in dispatch.supported_apis()
+        ),
+    )
+    return encode_response(API_VERSIONS_KEY, 0, correlation_id, response)
+
+
+async def start_server(broker: Broker, host: str, port: int) -> asyncio.Server:
+    loop = asyncio.get_running_loop()
+    return await loop.create_server(
+        lambda: KafkaConnection(broker), host, port, reuse_address=True, backlog=1024
+    )

@@ -1,0 +1,121 @@
+"""Broker configuration under Kafka's own property names.
+
+Sources, later ones winning: Kafka's defaults below, a ``--config`` properties file
+(``key=value`` lines, ``#`` comments, as ``server.properties``), repeated ``--set key=value``.
+Values stay strings (as Kafka's are in a properties file); the typed getters parse them and
+raise :class:`ConfigError` with the property's name when a value does not parse.
+Topic-level defaults (``log.retention.ms`` …) are read by :mod:`strom.storage.log_config`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+BROKER_DEFAULTS: dict[str, str] = {
+    "node.id": "1",
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    "auto.create.topics.enable": "true",
+    "delete.topic.enable": "true",
+    "message.max.bytes": "1048588",
+    "socket.request.max.bytes": "104857600",
+    "queued.max.requests": "500",
+    "log.retention.check.interval.ms": "300000",
+    "log.flush.scheduler.interval.ms": "1000",
+    "offsets.topic.num.partitions": "50",
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.segment.bytes": "104857600",
+    "offsets.retention.minutes": "10080",
+    "offsets.retention.check.interval.ms": "600000",
+    "group.initial.rebalance.delay.ms": "3000",
+    "group.min.session.timeout.ms": "6000",
+    "group.max.session.timeout.ms": "1800000",
+    "group.max.size": "2147483647",
+    "log.cleaner.enable": "true",
+    "log.cleaner.backoff.ms": "15000",
+    "transactional.id.expiration.ms": "604800000",
+}
+
+
+class ConfigError(Exception):
+    """A configuration value that cannot be used; the message names the property."""
+
+
+def parse_properties(text: str, source: str = "config") -> dict[str, str]:
+    """Parse Java-properties-style ``key=value`` (or ``key: value``) lines."""
+    result: dict[str, str] = {}
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if sep <= 0:
+            raise ConfigError(f"{source}:{lineno}: expected key=value, got {raw!r}")
+        result[line[:sep].strip()] = line[sep + 1 :].strip()
+    return result
+
+
+def parse_assignments(items: Iterable[str]) -> dict[str, str]:
+    """``["k=v", ...]`` (from repeated ``--set``) into a dict."""
+    result: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"expected key=value, got {item!r}")
+        result[key.strip()] = value.strip()
+    return result
+
+
+class BrokerConfig:
+    """The broker's effective properties (strings) with typed accessors."""
+
+    def __init__(self, overrides: Mapping[str, str] | None = None) -> None:
+        self.values: dict[str, str] = dict(BROKER_DEFAULTS)
+        self.explicit: dict[str, str] = dict(overrides or {})
+        self.values.update(self.explicit)
+
+    @classmethod
+    def load(cls, config_file: Path | None, sets: Iterable[str]) -> BrokerConfig:
+        props: dict[str, str] = {}
+        if config_file is not None:
+            try:
+                text = Path(config_file).read_text()
+            except OSError as exc:
+                raise ConfigError(f"cannot read {config_file}: {exc.strerror}") from None
+            props.update(parse_properties(text, str(config_file)))
+        props.update(parse_assignments(sets))
+        config = cls(props)
+        config.validate()
+        return config
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self.values.get(key, default)
+
+    def get_int(self, key: str) -> int:
+        value = self.values.get(key)
+        try:
+            return int(str(value))
+        except ValueError:
+            raise ConfigError(f"{key}={value!r} is not an integer") from None
+
+    def get_bool(self, key: str) -> bool:
+        value = str(self.values.get(key, "")).lower()
+        if value in ("true", "false"):
+            return value == "true"
+        raise ConfigError(f"{key}={value!r} is not true or false")
+
+    def validate(self) -> None:
+        """Parse every typed default-backed property once, so a bad value fails at start-up."""
+        for key, default in BROKER_DEFAULTS.items():
+            if default in ("true", "false"):
+                self.get_bool(key)
+            elif default.lstrip("-").isdigit():
+                self.get_int(key)
+        if "broker.id" in self.explicit and "node.id" not in self.explicit:
+            self.values["node.id"] = self.explicit["broker.id"]
+            self.get_int("node.id")
+
+    @property
+    def node_id(self) -> int:
+        return self.get_int("node.id")

@@ -1,0 +1,232 @@
+"""Kafka protocol messages through ``kio``: decode request frames, encode response frames.
+
+Sans-IO: bytes in, entities out, and back. Every API key and version has its own generated
+``kio`` classes (a Fetch v12 response is a different class from a Fetch v11 response, nested
+classes included), so handlers build responses with :func:`build`, which keeps only the fields
+the chosen version has and coerces plain ints into the wrapper types ``kio`` writes
+(``ErrorCode``, millisecond ``timedelta``). A handler is then written once for all versions.
+
+Frame layout: ``int32 size | request header | body``. The request header is v1 (legacy
+strings) for non-flexible versions and v2 (tagged fields) for flexible ones; the response
+header is v0 for non-flexible versions and v1 for flexible ones, except ApiVersions, whose
+response header is always v0 so a client can read it before versions are negotiated.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import struct
+from dataclasses import MISSING, dataclass, fields
+from functools import cache
+from types import ModuleType
+from typing import Any, TypeVar
+
+from kio.index import load_payload_module, load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
+from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
+from kio.serial import entity_reader, entity_writer
+from kio.static.constants import EntityType
+
+API_VERSIONS_KEY = 18
+_PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
+_SIZE = struct.Struct(">i")
+
+E = TypeVar("E")
+
+
+class ProtocolError(Exception):
+    """The peer sent something that is not a valid request; the connection is closed."""
+
+
+class UnsupportedVersionError(ProtocolError):
+    """A known API key at a version this build cannot decode."""
+
+    def __init__(self, api_key: int, api_version: int, correlation_id: int) -> None:
+        super().__init__(f"api key {api_key} version {api_version} is not supported")
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    """What every request carries, whatever its header version."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+@cache
+def request_class(api_key: int, api_version: int) -> type[Any]:
+    return load_request_schema(api_key, api_version)
+
+
+@cache
+def response_class(api_key: int, api_version: int) -> type[Any]:
+    return load_response_schema(api_key, api_version)
+
+
+@cache
+def response_module(api_key: int, api_version: int) -> ModuleType:
+    """The module holding a response's nested classes (``mod.PartitionData`` …)."""
+    return load_payload_module(api_key, api_version, EntityType.response)
+
+
+@cache
+def _reader(cls: type[Any]) -> Any:
+    return entity_reader(cls)
+
+
+@cache
+def _writer(cls: type[Any]) -> Any:
+    return entity_writer(cls)
+
+
+def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
+    """(api key, api version, correlation id) from the first 8 bytes of a request body."""
+    if len(frame) < _PREFIX.size:
+        raise ProtocolError("request shorter than its header")
+    api_key, api_version, correlation_id = _PREFIX.unpack_from(frame, 0)
+    return int(api_key), int(api_version), int(correlation_id)
+
+
+def decode_request(frame: bytes) -> tuple[RequestHeader, Any]:
+    """Decode one request (the bytes after the size prefix).
+
+    Raises :class:`UnsupportedVersionError` for a version ``kio`` has no schema for and
+    :class:`ProtocolError` for anything malformed, never anything else.
+    """
+    api_key, api_version, correlation_id = peek_header(frame)
+    try:
+        cls = request_class(api_key, api_version)
+    except Exception:
+        raise UnsupportedVersionError(api_key, api_version, correlation_id) from None
+    header_cls = RequestHeaderV2 if cls.__flexible__ else RequestHeaderV1
+    try:
+        header, used = _reader(header_cls)(frame, 0)
+        request, body_used = _reader(cls)(frame, used)
+    except Exception as exc:  # kio raises several types for truncated or garbled input
+        raise ProtocolError(f"malformed request (api key {api_key}): {exc}") from None
+    if used + body_used != len(frame):
+        raise ProtocolError(f"request (api key {api_key}) has {len(frame) - used - body_used} trailing bytes")
+    return RequestHeader(api_key, api_version, correlation_id, header.client_id), request
+
+
+def encode_response(api_key: int, api_version: int, correlation_id: int, response: Any) -> bytes:
+    """The complete response frame, size prefix included."""
+    buf = io.BytesIO()
+    buf.write(b"\0\0\0\0")
+    flexible = bool(type(response).__flexible__)
+    if flexible and api_key != API_VERSIONS_KEY:
+        _writer(ResponseHeaderV1)(buf, ResponseHeaderV1(correlation_id=correlation_id))
+    else:
+        _writer(ResponseHeaderV0)(buf, ResponseHeaderV0(correlation_id=correlation_id))
+    _writer(type(response))(buf, response)
+    data = buf.getbuffer()
+    _SIZE.pack_into(data, 0, len(data) - 4)
+    del data
+    return buf.getvalue()
+
+
+def encode_request(header: RequestHeader, request: Any) -> bytes:
+    """A request frame (size prefix included): for tests and broker-to-broker traffic."""
+    cls = type(request)
+    header_cls = RequestHeaderV2 if cls.__flexible__ else RequestHeaderV1
+    buf = io.BytesIO()
+    buf.write(b"\0\0\0\0")
+    _writer(header_cls)(
+        buf,
+        header_cls(
+            request_api_key=header.api_key,
+            request_api_version=header.api_version,
+            correlation_id=header.correlation_id,
+            client_id=header.client_id,
+        ),
+    )
+    _writer(cls)(buf, request)
+    data = buf.getbuffer()
+    _SIZE.pack_into(data, 0, len(data) - 4)
+    del data
+    return buf.getvalue()
+
+
+def decode_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, Any]:
+    """(correlation id, response) from a response frame without its size prefix."""
+    cls = response_class(api_key, api_version)
+    header_cls = (
+        ResponseHeaderV1 if cls.__flexible__ and api_key != API_VERSIONS_KEY else ResponseHeaderV0
+    )
+    header, used = _reader(header_cls)(frame, 0)
+    response, _ = _reader(cls)(frame, used)
+    return int(header.correlation_id), response
+
+
+def _coerce_error(value: Any) -> Any:
+    return value if isinstance(value, ErrorCode) else ErrorCode(int(value))
+
+
+def _coerce_timedelta(value: Any) -> Any:
+    if isinstance(value, datetime.timedelta):
+        return value
+    return datetime.timedelta(milliseconds=int(value))
+
+
+def _coerce_datetime(value: Any) -> Any:
+    if value is None or isinstance(value, datetime.datetime):
+        return value
+    if int(value) < 0:  # Kafka's "no timestamp"
+        return None
+    return datetime.datetime.fromtimestamp(int(value) / 1000, tz=datetime.UTC)
+
+
+_COERCERS = {
+    "error_code": _coerce_error,
+    "timedelta_i32": _coerce_timedelta,
+    "timedelta_i64": _coerce_timedelta,
+    "datetime_i64": _coerce_datetime,
+}
+
+
+@cache
+def _field_plan(cls: type[Any]) -> dict[str, Any]:
+    """name -> coercer (or None) for every field of ``cls``."""
+    plan: dict[str, Any] = {}
+    for f in fields(cls):
+        plan[f.name] = _COERCERS.get(f.metadata.get("kafka_type", ""))
+    return plan
+
+
+@cache
+def _required_fields(cls: type[Any]) -> frozenset[str]:
+    return frozenset(
+        f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING
+    )
+
+
+def build(cls: type[E], **values: Any) -> E:
+    """Construct ``cls`` from the values it has fields for; the rest are ignored.
+
+    Lets one handler serve every version: pass every field any version has, and each version's
+    class takes its own. Plain ints become ``ErrorCode`` / ``timedelta`` where ``kio`` needs
+    them. A field the version requires but the caller did not pass is a bug: TypeError.
+    """
+    plan = _field_plan(cls)
+    kwargs: dict[str, Any] = {}
+    for name, value in values.items():
+        if name in plan:
+            coerce = plan[name]
+            kwargs[name] = coerce(value) if coerce is not None else value
+    missing = _required_fields(cls) - kwargs.keys()
+    if missing:
+        raise TypeError(f"{cls.__module__}.{cls.__qualname__} needs {sorted(missing)}")
+    return cls(**kwargs)
+
+
+def has_field(cls: type[Any], name: str) -> bool:
+    return name in _field_plan(cls)
