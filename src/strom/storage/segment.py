@@ -1,0 +1,310 @@
+"""One log segment: a ``.log`` file of record batches plus its offset and time indexes.
+
+On-disk format of ``<baseOffset:020d>.log``: record batches (magic 2) back to back, exactly as
+received except baseOffset / partitionLeaderEpoch / the LogAppendTime rewrite. No header, no
+padding. Invariants: batches' offsets strictly increase and are ``>= base_offset``; every
+relative offset fits an int32. ``.index`` and ``.timeindex`` are described in
+:mod:`strom.storage.index` and :mod:`strom.storage.time_index`; both can be rebuilt from the
+``.log`` at any time (:meth:`LogSegment.recover`).
+
+A segment being built by the compactor carries a suffix (``.cleaned``, then ``.swap``) on all
+three file names until :class:`strom.storage.log.Log` swaps it in.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from strom.protocol.record_batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+    parse_header,
+    verify_crc,
+)
+from strom.storage.index import CorruptIndexError, OffsetIndex
+from strom.storage.log_config import LogConfig
+from strom.storage.time_index import TimeIndex
+
+_CHUNK = 1 << 20
+_INT32_MAX = 2**31 - 1
+
+
+def segment_path(dir: Path, base_offset: int, ext: str, suffix: str = "") -> Path:
+    return dir / f"{base_offset:020d}{ext}{suffix}"
+
+
+class LogSegment:
+    """A segment's files and in-memory summary (size, next offset, max timestamp)."""
+
+    def __init__(self, dir: Path, base_offset: int, config: LogConfig, created_ms: int,
+                 suffix: str = "") -> None:  # fmt: skip
+        self.dir = dir
+        self.base_offset = base_offset
+        self.suffix = suffix
+        self.path = segment_path(dir, base_offset, ".log", suffix)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.size = os.fstat(self._fd).st_size
+        self.index_interval_bytes = config.index_interval_bytes
+        self._index_bytes = config.segment_index_bytes
+        self.index: OffsetIndex
+        self.time_index: TimeIndex
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = base_offset  # last offset of the batch holding it
+        self.created_ms = created_ms
+        self._bytes_since_index = 0
+        self._max_ts_indexed = -1
+
+    # --- opening ---------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, dir: Path, base_offset: int, config: LogConfig, now_ms: int,
+               suffix: str = "") -> LogSegment:  # fmt: skip
+        """A new empty segment (any old files of that name are emptied)."""
+        seg = cls(dir, base_offset, config, now_ms, suffix)
+        os.ftruncate(seg._fd, 0)
+        seg.size = 0
+        seg.index = OffsetIndex(seg._ipath(".index"), base_offset, seg._index_bytes)
+        seg.index.reset()
+        seg.time_index = TimeIndex(seg._ipath(".timeindex"), base_offset)
+        seg.time_index.reset()
+        return seg
+
+    @classmethod
+    def open(cls, dir: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
+        """Open an existing segment trusting its log; indexes are rebuilt if missing/corrupt."""
+        seg = cls(dir, base_offset, config, now_ms)
+        try:
+            if not seg._ipath(".index").exists() or not seg._ipath(".timeindex").exists():
+                raise CorruptIndexError("missing index")
+            seg.index = OffsetIndex.load(
+                seg._ipath(".index"), base_offset, seg._index_bytes, max(seg.size, 1)
+            )
+            seg.time_index = TimeIndex.load(seg._ipath(".timeindex"), base_offset)
+            seg._load_summary()
+        except CorruptIndexError:
+            seg.recover()
+        return seg
+
+    def _ipath(self, ext: str) -> Path:
+        return segment_path(self.dir, self.base_offset, ext, self.suffix)
+
+    def _load_summary(self) -> None:
+        """Max timestamp from the time index; next offset (and any newer maximum) from a short
+        scan after the last offset index entry."""
+        entry = self.time_index.last_entry
+        if entry is not None:
+            self.max_timestamp, self.offset_of_max_timestamp = entry
+            self._max_ts_indexed = entry[0]
+        first = next(self.iter_headers(0), None)
+        if first is not None:
+            self.created_ms = first[1].max_timestamp
+        _, pos = self.index.lookup(2**63 - 1)
+        for _pos, header in self.iter_headers(pos):
+            self.next_offset = header.next_offset
+            self._track_timestamp(header)
+        self._bytes_since_index = self.size - pos
+
+    def recover(self) -> int:
+        """Validate every batch, truncate at the first bad one, rebuild both indexes.
+
+        Returns the number of bytes truncated. A batch is bad when it is truncated, has a wrong
+        magic / length / CRC, or its offsets do not increase.
+        """
+        for attr, kind in (("index", OffsetIndex), ("time_index", TimeIndex)):
+            old = getattr(self, attr, None)
+            if old is not None:
+                old.close()
+            path = self._ipath(".index" if kind is OffsetIndex else ".timeindex")
+            path.unlink(missing_ok=True)
+        self.index = OffsetIndex(self._ipath(".index"), self.base_offset, self._index_bytes)
+        self.time_index = TimeIndex(self._ipath(".timeindex"), self.base_offset)
+        self.next_offset = self.base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = self.base_offset
+        self._bytes_since_index = 0
+        self._max_ts_indexed = -1
+        valid_end = 0
+        pos = 0
+        size = self.size
+        while pos + HEADER_SIZE <= size:
+            header = parse_header(os.pread(self._fd, HEADER_SIZE, pos))
+            if (
+                header.magic != MAGIC
+                or header.batch_length < MIN_BATCH_LENGTH
+                or pos + header.size > size
+                or header.base_offset < self.next_offset
+                or header.last_offset_delta < 0
+                or header.last_offset - self.base_offset > _INT32_MAX
+            ):
+                break
+            if not verify_crc(os.pread(self._fd, header.size, pos)):
+                break
+            self._index_batch(header, pos)
+            self.next_offset = header.next_offset
+            pos += header.size
+            valid_end = pos
+        truncated = size - valid_end
+        if truncated:
+            os.ftruncate(self._fd, valid_end)
+            self.size = valid_end
+        first = next(self.iter_headers(0), None)
+        if first is not None:
+            self.created_ms = first[1].max_timestamp
+        return truncated
+
+    # --- writing ---------------------------------------------------------------------------
+
+    def _track_timestamp(self, header: BatchHeader) -> None:
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+            self.offset_of_max_timestamp = header.last_offset
+
+    def _index_batch(self, header: BatchHeader, position: int) -> None:
+        self._track_timestamp(header)
+        if self._bytes_since_index > self.index_interval_bytes:
+            self.index.append(header.last_offset, position)
+            if self.max_timestamp > self._max_ts_indexed:
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                self._max_ts_indexed = self.max_timestamp
+            self._bytes_since_index = 0
+        self._bytes_since_index += header.size
+
+    def append(self, batch: bytes | bytearray | memoryview, header: BatchHeader) -> None:
+        """Write one whole batch (already offset-assigned) at the end of the log file."""
+        written = os.pwrite(self._fd, batch, self.size)
+        if written != len(batch):
+            raise OSError(f"short write to {self.path}: {written} of {len(batch)} bytes")
+        self._index_batch(header, self.size)
+        self.size += len(batch)
+        self.next_offset = header.next_offset
+
+    def fits(self, header: BatchHeader) -> bool:
+        """True when the batch's offsets are expressible relative to this segment's base."""
+        return 0 <= header.last_offset - self.base_offset <= _INT32_MAX
+
+    def on_inactive(self) -> None:
+        """Write the final time index entry (the segment's max timestamp)."""
+        if self.max_timestamp > self._max_ts_indexed:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._max_ts_indexed = self.max_timestamp
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def iter_headers(self, position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+        """Yield ``(position, header)`` of each batch from ``position`` on (headers only)."""
+        pos = position
+        buf = b""
+        buf_start = pos
+        while pos + HEADER_SIZE <= self.size:
+            off = pos - buf_start
+            if off + HEADER_SIZE > len(buf):
+                buf = os.pread(self._fd, min(_CHUNK, self.size - pos), pos)
+                buf_start, off = pos, 0
+            header = parse_header(buf, off)
+            if header.batch_length < MIN_BATCH_LENGTH:
+                return
+            yield pos, header
+            pos += header.size
+
+    def batches(self) -> Iterator[tuple[BatchHeader, bytes]]:
+        """Every whole batch, in order (for the compactor and producer-state rebuilds)."""
+        for pos, header in self.iter_headers(0):
+            yield header, os.pread(self._fd, header.size, pos)
+
+    def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
+        """Position and header of the first batch whose last offset >= ``offset``."""
+        _, pos = self.index.lookup(offset)
+        for position, header in self.iter_headers(pos):
+            if header.last_offset >= offset:
+                return position, header
+        return None
+
+    def read(self, position: int, max_bytes: int, max_offset: int | None,
+             min_one_batch: bool) -> bytes:  # fmt: skip
+        """Whole batches from ``position``: at most ``max_bytes`` (but one batch if
+        ``min_one_batch``), none starting at or after ``max_offset``."""
+        want = min(self.size - position, max(max_bytes, HEADER_SIZE))
+        if want <= 0:
+            return b""
+        data = os.pread(self._fd, want, position)
+        end = 0
+        while end + HEADER_SIZE <= len(data):
+            header = parse_header(data, end)
+            if max_offset is not None and header.base_offset >= max_offset:
+                break
+            if end + header.size > len(data):
+                if end == 0 and min_one_batch:
+                    return os.pread(self._fd, header.size, position)
+                break
+            if end + header.size > max_bytes and not (end == 0 and min_one_batch):
+                break
+            end += header.size
+        return data[:end]
+
+    def read_at(self, position: int, length: int) -> bytes:
+        return os.pread(self._fd, length, position)
+
+    @property
+    def fd(self) -> int:
+        """The open .log file descriptor (for a future sendfile path)."""
+        return self._fd
+
+    # --- truncation, lifecycle --------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch whose last offset >= ``offset``; returns bytes removed."""
+        found = self.find_batch(offset)
+        if found is None:
+            return 0
+        position, _ = found
+        removed = self.size - position
+        os.ftruncate(self._fd, position)
+        self.size = position
+        self.index.truncate_to_position(position)
+        self.time_index.truncate_to_offset(offset)
+        self.recover()  # recompute summary + indexes of what remains (short: one segment)
+        return removed
+
+    def flush(self) -> None:
+        os.fsync(self._fd)
+        self.index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self.index.close()
+        self.time_index.close()
+
+    def file_paths(self) -> list[Path]:
+        return [self.path, self._ipath(".index"), self._ipath(".timeindex")]
+
+    def delete(self) -> None:
+        self.close()
+        for path in self.file_paths():
+            path.unlink(missing_ok=True)
+
+    def rename_suffix(self, suffix: str) -> None:
+        """Rename the three files to carry ``suffix`` (index files first, the .log last)."""
+        for ext in (".index", ".timeindex", ".log"):
+            src = segment_path(self.dir, self.base_offset, ext, self.suffix)
+            dst = segment_path(self.dir, self.base_offset, ext, suffix)
+            if src.exists():
+                os.replace(src, dst)
+        self.suffix = suffix
+        self.path = segment_path(self.dir, self.base_offset, ".log", suffix)
+        self.index.path = self._ipath(".index")
+        self.time_index.path = self._ipath(".timeindex")
+
+    def __repr__(self) -> str:
+        return f"LogSegment({self.path.name}, size={self.size}, next={self.next_offset})"
+
+
+__all__ = ["LOG_OVERHEAD", "LogSegment", "segment_path"]
