@@ -14,7 +14,7 @@ import argparse
 import json
 import struct
 import sys
-import threading
+import subprocess
 import time
 import traceback
 from pathlib import Path
@@ -117,6 +117,7 @@ def consume(bootstrap: str, topic: str, count: int, size: int, partitions: int, 
         received = 0
         nbytes = 0
         errors = 0
+        first: float | None = None
         deadline = time.monotonic() + timeout
         start = time.perf_counter()
         while received < count:
@@ -126,15 +127,20 @@ def consume(bootstrap: str, topic: str, count: int, size: int, partitions: int, 
                 if msg.error():
                     errors += 1
                     continue
+                if first is None:
+                    first = time.perf_counter()
                 received += 1
                 nbytes += len(msg.value())
-        elapsed = time.perf_counter() - start
+        end = time.perf_counter()
     finally:
         consumer.close()
+    assert first is not None
+    elapsed = max(end - first, 1e-3)  # steady state: from the first message to the last
     if nbytes != count * size:
         raise RuntimeError(f"consume: {nbytes} value bytes, expected {count * size}")
     return {
         "messages": received,
+        "first_message_s": round(first - start, 3),
         "seconds": round(elapsed, 3),
         "msgs_per_s": round(received / elapsed),
         "mb_per_s": round(nbytes / elapsed / 1e6, 2),
@@ -142,45 +148,69 @@ def consume(bootstrap: str, topic: str, count: int, size: int, partitions: int, 
     }
 
 
-def latency(bootstrap: str, topic: str, rate: int, seconds: float, warmup: float, size: int):
-    """Paced producer (linger.ms=0) and a consumer thread; latency = receive - send stamp."""
-    total = int(rate * (seconds + warmup))
-    warm = int(rate * warmup)
-    samples: list[float] = []
-    received = [0]
-    stop = threading.Event()
+def latency_consumer(argv: list[str]) -> int:
+    """Child process of the latency phase: prints one JSON line of receive - send figures."""
+    bootstrap, topic, total, warm, timeout = argv[0], argv[1], int(argv[2]), int(argv[3]), float(argv[4])
     consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"bench-{topic}",
-            "enable.auto.commit": False,
-        }
+        {"bootstrap.servers": bootstrap, "group.id": f"bench-{topic}", "enable.auto.commit": False}
     )
     consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-
-    def consume_loop() -> None:
-        while not stop.is_set() and received[0] < total:
+    samples: list[float] = []
+    received = 0
+    print("ready", flush=True)
+    deadline = time.monotonic() + timeout
+    try:
+        while received < total and time.monotonic() < deadline:
             for msg in consumer.consume(num_messages=1000, timeout=0.2):
                 now = time.monotonic_ns()
                 if msg.error():
                     continue
                 (sent,) = LATENCY_STAMP.unpack_from(msg.value())
-                if received[0] >= warm:
+                if received >= warm:
                     samples.append((now - sent) / 1e6)
-                received[0] += 1
+                received += 1
+    finally:
+        consumer.close()
+    samples.sort()
+    print(json.dumps({
+        "received": received,
+        "measured": len(samples),
+        "p50_ms": _r(percentile(samples, 50)),
+        "p99_ms": _r(percentile(samples, 99)),
+        "max_ms": _r(samples[-1] if samples else None),
+    }), flush=True)
+    return 0
 
-    thread = threading.Thread(target=consume_loop, daemon=True)
-    thread.start()
+
+def latency(bootstrap: str, topic: str, rate: int, seconds: float, warmup: float, size: int,
+            timeout: float):
+    """Paced producer (linger.ms=0) here, a consumer in a child process (no shared GIL);
+    latency = consumer receive time - send stamp (time.monotonic_ns is system-wide)."""
+    total = int(rate * (seconds + warmup))
+    warm = int(rate * warmup)
+    child = subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve()), "--latency-consumer", bootstrap, topic,
+         str(total), str(warm), str(timeout)],
+        stdout=subprocess.PIPE, text=True,
+    )
     producer = Producer({"bootstrap.servers": bootstrap, **LATENCY_PRODUCE_CONFIG})
     pad = b"x" * max(0, size - LATENCY_STAMP.size)
     failed = [0]
+    acks: list[float] = []  # send -> delivery report (the produce path alone)
 
-    def on_delivery(err: KafkaError | None, _msg: object) -> None:
+    def on_delivery(err: KafkaError | None, msg: object) -> None:
         if err is not None:
             failed[0] += 1
+        else:
+            (sent,) = LATENCY_STAMP.unpack_from(msg.value())  # type: ignore[attr-defined]
+            acks.append((time.monotonic_ns() - sent) / 1e6)
 
     try:
+        assert child.stdout is not None
+        if child.stdout.readline().strip() != "ready":
+            raise RuntimeError("latency consumer did not start")
         producer.flush(5)
+        time.sleep(0.5)  # let the consumer's first fetch reach the broker
         start = time.monotonic()
         behind = 0.0
         for i in range(total):
@@ -197,23 +227,22 @@ def latency(bootstrap: str, topic: str, rate: int, seconds: float, warmup: float
             producer.poll(0)
         send_seconds = time.monotonic() - start
         producer.flush(30)
-        thread.join(timeout=30)
+        out, _ = child.communicate(timeout=timeout)
+        received = json.loads(out.strip().splitlines()[-1])
     finally:
-        stop.set()
-        thread.join(timeout=5)
-        consumer.close()
-    samples.sort()
+        if child.poll() is None:
+            child.kill()
+            child.wait(5)
+    acks = sorted(acks[warm:])
     return {
         "rate_target": rate,
         "rate_achieved": round(total / send_seconds),
         "producer_max_behind_ms": round(behind * 1000, 1),
         "messages": total,
-        "measured": len(samples),
-        "received": received[0],
         "delivery_errors": failed[0],
-        "p50_ms": _r(percentile(samples, 50)),
-        "p99_ms": _r(percentile(samples, 99)),
-        "max_ms": _r(samples[-1] if samples else None),
+        **received,
+        "ack_p50_ms": _r(percentile(acks, 50)),
+        "ack_p99_ms": _r(percentile(acks, 99)),
     }
 
 
@@ -245,7 +274,7 @@ def run_broker(broker: Broker, args: argparse.Namespace) -> dict[str, object]:
     create_topic(broker.bootstrap, topic, 1)
     seconds = 1.0 if args.quick else args.latency_seconds
     with Phase(broker) as ph:
-        res = latency(broker.bootstrap, topic, args.rate, seconds, 1.0, 100)
+        res = latency(broker.bootstrap, topic, args.rate, seconds, 1.0, 100, args.timeout)
     res["broker_cpu_s_per_M"] = cpu_per_million(ph.cpu, res["messages"])
     result["latency"] = res
     log(f"{broker.name}: latency: {res}")
@@ -276,6 +305,8 @@ def ratios(strom: dict | None, tansu: dict | None) -> dict[str, float | None]:
 
 
 def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--latency-consumer":
+        return latency_consumer(sys.argv[2:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="10x smaller counts (smoke run)")
     parser.add_argument("--only", choices=["strom", "tansu"])
