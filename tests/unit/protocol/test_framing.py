@@ -1,0 +1,32 @@
+import struct
+
+import pytest
+
+from strom.protocol.framing import FrameDecoder, FrameTooLargeError
+
+
+def frame(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+def test_frames_split_across_reads_come_out_whole_and_in_order() -> None:
+    data = frame(b"first") + frame(b"") + frame(b"third one")
+    decoder = FrameDecoder(max_size=1024)
+    out: list[bytes] = []
+    for i in range(len(data)):
+        out += decoder.feed(data[i : i + 1])
+    assert out == [b"first", b"", b"third one"]
+    assert decoder.buffered == 0
+
+
+def test_many_frames_in_one_read() -> None:
+    decoder = FrameDecoder(max_size=1024)
+    assert decoder.feed(frame(b"a") + frame(b"bc") + frame(b"d")[:3]) == [b"a", b"bc"]
+    assert decoder.feed(frame(b"d")[3:]) == [b"d"]
+
+
+@pytest.mark.parametrize("size", [1025, 2**31 - 1, -1])
+def test_oversize_or_negative_size_is_refused_before_buffering(size: int) -> None:
+    decoder = FrameDecoder(max_size=1024)
+    with pytest.raises(FrameTooLargeError):
+        decoder.feed(struct.pack(">i", size) + b"xx")
