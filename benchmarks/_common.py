@@ -210,10 +210,32 @@ def env_info() -> dict[str, object]:
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
         "loadavg_1m_at_start": load,
-        "confluent_kafka": confluent_kafka.version()[0],
+        "confluent_kafka": confluent_kafka.__version__,
         "librdkafka": confluent_kafka.libversion()[0],
         "tansu_binary": tansu_binary(),
+        "tansu_version": tansu_version(),
+        "strom_commit": _git_head(),
     }
+
+
+def tansu_version() -> str | None:
+    binary = tansu_binary()
+    if not binary:
+        return None
+    try:
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _git_head() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, timeout=10, cwd=Path(__file__).resolve().parent)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
 
 
 def ratio(a: float | None, b: float | None) -> float | None:
