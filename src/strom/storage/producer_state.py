@@ -1,0 +1,189 @@
+"""Idempotent-producer state of one partition: per producer id, its epoch and last 5 batches.
+
+Rules (Kafka >= 2.5, see :meth:`ProducerStateManager.check`):
+
+* a batch from an older epoch → :class:`InvalidProducerEpochError`;
+* a newer epoch must start at sequence 0 (else :class:`OutOfOrderSequenceError`);
+* same epoch: a batch whose (first, last) sequence equals one of the last 5 is a duplicate and
+  is answered with its original offsets; otherwise its first sequence must follow the last one;
+* an unknown producer id is accepted at sequence 0, else :class:`UnknownProducerIdError`.
+
+Snapshot file ``<offset:020d>.snapshot`` (JSON, written atomically via a temp file + rename):
+``{"version": 1, "offset": <log end offset it covers>, "producers": [{"pid", "epoch",
+"last_timestamp", "batches": [[first_seq, last_seq, first_offset, last_offset], ...]}]}``.
+State after a snapshot is rebuilt by replaying batch headers from its offset on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from strom.protocol.record_batch import BatchHeader, increment_sequence
+from strom.storage.errors import (
+    InvalidProducerEpochError,
+    OutOfOrderSequenceError,
+    UnknownProducerIdError,
+)
+
+MAX_BATCHES = 5
+SNAPSHOT_SUFFIX = ".snapshot"
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMeta:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+
+
+@dataclass(slots=True)
+class ProducerEntry:
+    epoch: int
+    batches: deque[BatchMeta] = field(default_factory=lambda: deque(maxlen=MAX_BATCHES))
+    last_timestamp: int = -1
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else -1
+
+    def copy(self) -> ProducerEntry:
+        return ProducerEntry(self.epoch, deque(self.batches, maxlen=MAX_BATCHES),
+                             self.last_timestamp)  # fmt: skip
+
+
+class ProducerStateManager:
+    """Tracks producers of one partition; :meth:`check` validates, :meth:`update` commits."""
+
+    def __init__(self, dir: Path) -> None:
+        self.dir = dir
+        self.producers: dict[int, ProducerEntry] = {}
+
+    def check(self, header: BatchHeader, pending: dict[int, ProducerEntry]) -> BatchMeta | None:
+        """Validate a batch against committed state plus ``pending`` (earlier batches of the
+        same append). Returns the duplicate's metadata, or None if the batch is new (and then
+        records it in ``pending``). Raises on fencing / sequence errors."""
+        pid = header.producer_id
+        entry = pending.get(pid) or self.producers.get(pid)
+        first_seq, last_seq = header.base_sequence, header.last_sequence
+        if entry is None:
+            if first_seq > 0:
+                raise UnknownProducerIdError(f"unknown producer id {pid} at sequence {first_seq}")
+            entry = ProducerEntry(header.producer_epoch)
+        elif header.producer_epoch < entry.epoch:
+            raise InvalidProducerEpochError(
+                f"producer {pid} epoch {header.producer_epoch} is older than {entry.epoch}"
+            )
+        elif header.producer_epoch > entry.epoch:
+            if first_seq > 0:
+                raise OutOfOrderSequenceError(
+                    f"producer {pid} new epoch {header.producer_epoch} starts at {first_seq}"
+                )
+            entry = ProducerEntry(header.producer_epoch)
+        elif first_seq >= 0:
+            for meta in entry.batches:
+                if meta.first_seq == first_seq and meta.last_seq == last_seq:
+                    return meta
+            if entry.batches and first_seq != increment_sequence(entry.last_seq, 1):
+                raise OutOfOrderSequenceError(
+                    f"producer {pid}: sequence {first_seq} after {entry.last_seq}"
+                )
+            entry = entry.copy()
+        else:
+            entry = entry.copy()
+        pending[pid] = entry
+        return None
+
+    def update(self, header: BatchHeader, pending: dict[int, ProducerEntry] | None = None) -> None:
+        """Record an appended batch (offsets final). Uses the staged entry when given."""
+        pid = header.producer_id
+        if pid < 0:
+            return
+        entry = (pending or {}).get(pid) or self.producers.get(pid)
+        if entry is None or header.producer_epoch > entry.epoch:
+            entry = ProducerEntry(header.producer_epoch)
+        if header.base_sequence >= 0:
+            entry.batches.append(
+                BatchMeta(
+                    header.base_sequence,
+                    header.last_sequence,
+                    header.base_offset,
+                    header.last_offset,
+                )  # fmt: skip
+            )
+        entry.last_timestamp = max(entry.last_timestamp, header.max_timestamp)
+        self.producers[pid] = entry
+
+    def remove_expired(self, now_ms: int, max_age_ms: int) -> int:
+        """Forget producers idle for longer than ``max_age_ms``; returns how many."""
+        old = [pid for pid, e in self.producers.items() if now_ms - e.last_timestamp > max_age_ms]
+        for pid in old:
+            del self.producers[pid]
+        return len(old)
+
+    # --- snapshots -------------------------------------------------------------------------
+
+    def snapshot_offsets(self) -> list[int]:
+        out = []
+        for path in self.dir.glob(f"*{SNAPSHOT_SUFFIX}"):
+            try:
+                out.append(int(path.name[: -len(SNAPSHOT_SUFFIX)]))
+            except ValueError:
+                continue
+        return sorted(out)
+
+    def _path(self, offset: int) -> Path:
+        return self.dir / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+    def take_snapshot(self, offset: int, keep: int = 2) -> None:
+        """Write the state as of log end offset ``offset``; keep the newest ``keep`` files."""
+        doc = {
+            "version": 1,
+            "offset": offset,
+            "producers": [
+                {"pid": pid, "epoch": e.epoch, "last_timestamp": e.last_timestamp,
+                 "batches": [[b.first_seq, b.last_seq, b.first_offset, b.last_offset]
+                             for b in e.batches]}
+                for pid, e in self.producers.items()
+            ],
+        }  # fmt: skip
+        path = self._path(offset)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(doc))
+        os.replace(tmp, path)
+        for old in self.snapshot_offsets()[:-keep]:
+            self._path(old).unlink(missing_ok=True)
+
+    def load_latest(self, max_offset: int) -> int | None:
+        """Load the newest readable snapshot at or below ``max_offset``; delete those above.
+
+        Returns the snapshot's offset (replay from there) or None (replay everything).
+        """
+        self.producers = {}
+        for offset in reversed(self.snapshot_offsets()):
+            path = self._path(offset)
+            if offset > max_offset:
+                path.unlink(missing_ok=True)
+                continue
+            try:
+                doc = json.loads(path.read_text())
+                producers = {}
+                for p in doc["producers"]:
+                    entry = ProducerEntry(int(p["epoch"]), last_timestamp=int(p["last_timestamp"]))
+                    for b in p["batches"]:
+                        entry.batches.append(BatchMeta(*(int(x) for x in b)))
+                    producers[int(p["pid"])] = entry
+            except (OSError, ValueError, KeyError, TypeError):
+                path.unlink(missing_ok=True)
+                continue
+            self.producers = producers
+            return offset
+        return None
+
+    def delete_snapshots(self) -> None:
+        for offset in self.snapshot_offsets():
+            self._path(offset).unlink(missing_ok=True)
