@@ -1,0 +1,103 @@
+"""CreatePartitions (key 37): add partitions to existing topics.
+
+Only increases: a count equal to or below the current one is INVALID_PARTITIONS with Kafka's
+message. Explicit ``assignments`` must name one replica list per new partition, on live
+brokers, with the topic's replication factor (else INVALID_REPLICA_ASSIGNMENT). With
+``validate_only`` nothing changes. A topic named twice is INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import Any
+
+from strom.broker import dispatch
+from strom.broker.context import RequestContext
+from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
+
+API_KEY = 37
+log = logging.getLogger(__name__)
+
+
+def _grow(ctx: RequestContext, topic: Any, validate_only: bool) -> None:
+    broker = ctx.broker
+    info = broker.topics.get(topic.name)
+    if info is None:
+        raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{topic.name}' does not exist.")
+    current, count = info.partition_count, int(topic.count)
+    if count < current:
+        raise KafkaError(
+            ErrorCode.invalid_partitions,
+            f"Topic currently has {current} partitions, which is higher than the requested {count}.",
+        )
+    if count == current:
+        raise KafkaError(ErrorCode.invalid_partitions, f"Topic already has {current} partitions.")
+    rf = len(next(iter(info.replicas.values()), [broker.node_id])) or 1
+    brokers = {broker.node_id}
+    new: dict[int, list[int]] = {}
+    if topic.assignments is not None and len(topic.assignments) > 0:
+        if len(topic.assignments) != count - current:
+            raise KafkaError(
+                ErrorCode.invalid_replica_assignment,
+                f"Increasing the number of partitions by {count - current} but "
+                f"{len(topic.assignments)} assignments provided.",
+            )
+        for offset, assignment in enumerate(topic.assignments):
+            replicas = [int(b) for b in assignment.broker_ids]
+            partition = current + offset
+            if len(replicas) != rf or len(set(replicas)) != len(replicas):
+                raise KafkaError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"Inconsistent replication factor between partitions, partition 0 has {rf} "
+                    f"while partition {partition} has replicas {replicas}.",
+                )
+            unknown = sorted(set(replicas) - brokers)
+            if unknown:
+                raise KafkaError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"Unknown broker(s) {unknown} in the assignment of partition {partition}",
+                )
+            new[partition] = replicas
+    else:
+        if rf > len(brokers):
+            raise KafkaError(
+                ErrorCode.invalid_replication_factor,
+                f"Unable to replicate the partition {rf} time(s) with {len(brokers)} broker(s).",
+            )
+        new = {p: [broker.node_id] for p in range(current, count)}
+    if validate_only:
+        return
+    info = broker.topics.add_partitions(info.name, new)
+    broker.replicas.create_partitions(info, new)
+    log.info("topic %s grew from %d to %d partitions", info.name, current, count)
+
+
+@dispatch.handler(API_KEY, 0, 3)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    counts = Counter(t.name for t in request.topics)
+    results = []
+    reported: set[str] = set()
+    for topic in request.topics:
+        if counts[topic.name] > 1:
+            if topic.name in reported:
+                continue
+            reported.add(topic.name)
+            code, message = ErrorCode.invalid_request, "Duplicate topic in request."
+        else:
+            try:
+                _grow(ctx, topic, bool(request.validate_only))
+                code, message = ErrorCode.none, None
+            except Exception as exc:
+                code, message = error_code_of(exc), str(exc)
+                if code == ErrorCode.unknown_server_error:
+                    log.exception("adding partitions to %s failed", topic.name)
+        results.append(
+            ctx.make(
+                "CreatePartitionsTopicResult",
+                name=topic.name,
+                error_code=code,
+                error_message=message,
+            )
+        )
+    return ctx.respond(throttle_time=0, results=tuple(results))

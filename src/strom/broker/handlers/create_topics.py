@@ -1,0 +1,201 @@
+"""CreateTopics (key 19): create topics with partitions, replication factor and configs.
+
+``num_partitions`` / ``replication_factor`` of -1 take the broker's ``num.partitions`` /
+``default.replication.factor``; explicit ``assignments`` fix the partitions instead (then both
+must be -1). Each topic succeeds or fails alone with Kafka's code and an error message:
+TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR
+(more replicas than live brokers), INVALID_REPLICA_ASSIGNMENT, INVALID_CONFIG, INVALID_REQUEST
+(a topic named twice). ``validate_only`` checks everything and creates nothing. v5+ answers
+the partition count, replication factor and every effective config of the topic.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from strom.broker import config_resources as cr
+from strom.broker import dispatch
+from strom.broker.context import RequestContext
+from strom.metadata.topics import validate_topic_name
+from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
+
+API_KEY = 19
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _Plan:
+    name: str
+    partitions: int
+    replication_factor: int
+    configs: dict[str, str]
+
+
+def _live_brokers(ctx: RequestContext) -> list[int]:
+    return [ctx.broker.node_id]
+
+
+def _collides(ctx: RequestContext, name: str) -> str | None:
+    """An existing topic that differs only by '.' vs '_' (their metric names collide)."""
+    if "." not in name and "_" not in name:
+        return None
+    key = name.replace(".", "_")
+    for info in ctx.broker.topics:
+        if info.name != name and info.name.replace(".", "_") == key:
+            return info.name
+    return None
+
+
+def _plan(ctx: RequestContext, topic: Any) -> _Plan:
+    broker = ctx.broker
+    name = topic.name
+    validate_topic_name(name)
+    if broker.topics.get(name) is not None:
+        raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+    other = _collides(ctx, name)
+    if other is not None:
+        raise KafkaError(
+            ErrorCode.invalid_topic_exception,
+            f"Topic '{name}' collides with existing topic: {other}",
+        )
+    brokers = _live_brokers(ctx)
+    num_partitions = int(topic.num_partitions)
+    rf = int(topic.replication_factor)
+    if topic.assignments:
+        if num_partitions != -1 or rf != -1:
+            raise KafkaError(
+                ErrorCode.invalid_request,
+                "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                "Both cannot be used at the same time.",
+            )
+        indexes = sorted(a.partition_index for a in topic.assignments)
+        if indexes != list(range(len(indexes))):
+            raise KafkaError(
+                ErrorCode.invalid_replica_assignment,
+                "Partitions should be a consecutive 0-based integer sequence",
+            )
+        sizes = set()
+        for a in topic.assignments:
+            replicas = [int(b) for b in a.broker_ids]
+            if not replicas:
+                raise KafkaError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"Partition {a.partition_index} has an empty replica list",
+                )
+            if len(set(replicas)) != len(replicas):
+                raise KafkaError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"Duplicate brokers not allowed in replica assignment: {replicas} "
+                    f"for partition id {a.partition_index}.",
+                )
+            unknown = [b for b in replicas if b not in brokers]
+            if unknown:
+                raise KafkaError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"Unknown broker(s) {unknown} in the assignment of partition "
+                    f"{a.partition_index}",
+                )
+            sizes.add(len(replicas))
+        if len(sizes) > 1:
+            raise KafkaError(
+                ErrorCode.invalid_replica_assignment,
+                "All partitions should have the same number of replicas",
+            )
+        num_partitions, rf = len(indexes), sizes.pop()
+    else:
+        if num_partitions == -1:
+            num_partitions = broker.config.get_int("num.partitions")
+        if rf == -1:
+            rf = broker.config.get_int("default.replication.factor")
+        if num_partitions <= 0:
+            raise KafkaError(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.")
+        if rf <= 0:
+            raise KafkaError(
+                ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0."
+            )
+        if rf > len(brokers):
+            raise KafkaError(
+                ErrorCode.invalid_replication_factor,
+                f"Unable to replicate the partition {rf} time(s): The target replication factor "
+                f"of {rf} cannot be reached because only {len(brokers)} broker(s) are registered.",
+            )
+    wanted: dict[str, str | None] = {}
+    for config in topic.configs:
+        if config.name in wanted:
+            raise KafkaError(ErrorCode.invalid_config, f"Duplicate topic config: {config.name}")
+        wanted[config.name] = config.value
+    configs = cr.validate_overrides(broker, wanted)
+    return _Plan(name, num_partitions, rf, configs)
+
+
+def _result(ctx: RequestContext, name: str, code: ErrorCode, message: str | None, **extra: Any) -> Any:
+    return ctx.make(
+        "CreatableTopicResult",
+        name=name,
+        topic_id=extra.get("topic_id", uuid.UUID(int=0)),
+        error_code=code,
+        error_message=message,
+        num_partitions=extra.get("num_partitions", -1),
+        replication_factor=extra.get("replication_factor", -1),
+        configs=extra.get("configs", ()),
+    )
+
+
+def _config_results(ctx: RequestContext, overrides: dict[str, str]) -> tuple[Any, ...]:
+    return tuple(
+        ctx.make(
+            "CreatableTopicConfigs",
+            name=e.name,
+            value=e.value,
+            read_only=e.read_only,
+            config_source=e.source,
+            is_sensitive=e.sensitive,
+        )
+        for e in cr.describe_topic(ctx.broker, overrides)
+    )
+
+
+@dispatch.handler(API_KEY, 2, 7)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    validate_only = bool(request.validate_only)
+    counts = Counter(t.name for t in request.topics)
+    results = []
+    done: set[str] = set()
+    for topic in request.topics:
+        name = topic.name
+        if counts[name] > 1:
+            if name not in done:
+                done.add(name)
+                results.append(
+                    _result(ctx, name, ErrorCode.invalid_request,
+                            f"Create topics request contains multiple entries for topic {name}")
+                )
+            continue
+        try:
+            plan = _plan(ctx, topic)
+            topic_id = uuid.UUID(int=0)
+            if not validate_only:
+                info = ctx.broker.create_topic(
+                    plan.name, plan.partitions, plan.replication_factor, plan.configs
+                )
+                topic_id = info.topic_id
+        except Exception as exc:
+            code = error_code_of(exc)
+            if code == ErrorCode.unknown_server_error:
+                log.exception("creating topic %s failed", name)
+            results.append(_result(ctx, name, code, str(exc)))
+            continue
+        results.append(
+            _result(
+                ctx, name, ErrorCode.none, None,
+                topic_id=topic_id,
+                num_partitions=plan.partitions,
+                replication_factor=plan.replication_factor,
+                configs=_config_results(ctx, plan.configs) if ctx.api_version >= 5 else (),
+            )
+        )
+    return ctx.respond(throttle_time=0, topics=tuple(results))

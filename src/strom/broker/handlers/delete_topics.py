@@ -1,0 +1,74 @@
+"""DeleteTopics (key 20): delete topics by name (v1+) or by topic id (v6).
+
+Unknown names get UNKNOWN_TOPIC_OR_PARTITION, unknown ids UNKNOWN_TOPIC_ID; internal topics
+(``__consumer_offsets``, ``__transaction_state``) are refused with INVALID_REQUEST, and every
+topic with TOPIC_DELETION_DISABLED when ``delete.topic.enable`` is false. The logs go first,
+then the registry entry: a crash in between leaves an empty topic, never old data under a
+recreated name.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from strom.broker import dispatch
+from strom.broker.context import RequestContext
+from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
+
+API_KEY = 20
+ZERO_UUID = uuid.UUID(int=0)
+log = logging.getLogger(__name__)
+
+
+def _delete(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None) -> tuple[str | None, uuid.UUID]:
+    broker = ctx.broker
+    if topic_id is not None and topic_id != ZERO_UUID:
+        info = broker.topics.by_id(topic_id)
+        if info is None:
+            raise KafkaError(ErrorCode.unknown_topic_id, f"Topic id {topic_id} does not exist.")
+    else:
+        info = broker.topics.get(name) if name else None
+        if info is None:
+            raise KafkaError(
+                ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist."
+            )
+    if not broker.config.get_bool("delete.topic.enable"):
+        raise KafkaError(ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")
+    if info.is_internal:
+        raise KafkaError(
+            ErrorCode.invalid_request, f"Topic {info.name} is an internal topic and cannot be deleted."
+        )
+    broker.replicas.delete_topic(info)
+    broker.topics.delete(info.name)
+    log.info("deleted topic %s (%s)", info.name, info.topic_id)
+    return info.name, info.topic_id
+
+
+@dispatch.handler(API_KEY, 1, 6)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    if ctx.api_version >= 6:
+        wanted = [(t.name, t.topic_id) for t in request.topics]
+    else:
+        wanted = [(n, None) for n in request.topic_names]
+    results = []
+    for name, topic_id in wanted:
+        try:
+            found_name, found_id = _delete(ctx, name, topic_id)
+            code, message = ErrorCode.none, None
+        except Exception as exc:
+            code, message = error_code_of(exc), str(exc)
+            if code == ErrorCode.unknown_server_error:
+                log.exception("deleting topic %s failed", name or topic_id)
+            found_name, found_id = name, topic_id or ZERO_UUID
+        results.append(
+            ctx.make(
+                "DeletableTopicResult",
+                name=found_name,
+                topic_id=found_id,
+                error_code=code,
+                error_message=message,
+            )
+        )
+    return ctx.respond(throttle_time=0, responses=tuple(results))

@@ -1,0 +1,47 @@
+"""DescribeCluster (key 60): the brokers, the controller and the cluster id.
+
+Only broker endpoints (endpoint_type 1) exist; asking for controller endpoints (2) is
+UNSUPPORTED_ENDPOINT_TYPE. Authorized operations are "unknown" until an authorizer exists.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strom.broker import dispatch
+from strom.broker.context import RequestContext
+from strom.protocol.errors import ErrorCode
+
+API_KEY = 60
+BROKERS_ENDPOINT = 1
+AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
+
+
+@dispatch.handler(API_KEY, 0, 1)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    endpoint_type = int(getattr(request, "endpoint_type", BROKERS_ENDPOINT))
+    host, port = broker.advertised
+    if endpoint_type != BROKERS_ENDPOINT:
+        return ctx.respond(
+            throttle_time=0,
+            error_code=ErrorCode.unsupported_endpoint_type,
+            error_message=f"endpoint type {endpoint_type} is not supported",
+            endpoint_type=endpoint_type,
+            cluster_id=broker.cluster_id,
+            controller_id=-1,
+            brokers=(),
+            cluster_authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN,
+        )
+    return ctx.respond(
+        throttle_time=0,
+        error_code=ErrorCode.none,
+        error_message=None,
+        endpoint_type=BROKERS_ENDPOINT,
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        brokers=(
+            ctx.make("DescribeClusterBroker", broker_id=broker.node_id, host=host, port=port, rack=None),
+        ),
+        cluster_authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN,
+    )

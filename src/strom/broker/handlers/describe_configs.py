@@ -1,0 +1,82 @@
+"""DescribeConfigs (key 32): topic and broker configs with value, source and synonyms.
+
+TOPIC resources (type 2) list every topic config with its effective value and where it comes
+from (DYNAMIC_TOPIC_CONFIG 1, STATIC_BROKER_CONFIG 4, DEFAULT_CONFIG 5); BROKER resources
+(type 4, named by node id) list the broker's properties, read-only. Synonyms are filled only
+when asked; v3+ adds each config's type and documentation when asked. An unknown topic is
+UNKNOWN_TOPIC_OR_PARTITION for that resource alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strom.broker import config_resources as cr
+from strom.broker import dispatch
+from strom.broker.context import RequestContext
+from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
+
+API_KEY = 32
+
+
+def _entries(ctx: RequestContext, rtype: int, name: str, keys: Any) -> list[cr.ConfigEntry]:
+    broker = ctx.broker
+    if rtype == cr.TOPIC:
+        info = broker.topics.get(name)
+        if info is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
+        return cr.describe_topic(broker, info.configs, keys)
+    if rtype == cr.BROKER:
+        if name == "":  # cluster-wide dynamic defaults: strom has none
+            return []
+        if name != str(broker.node_id):
+            raise KafkaError(ErrorCode.invalid_request, f"Unexpected broker id, expected {broker.node_id} but received {name}")
+        return cr.describe_broker(broker, keys)
+    raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {rtype}")
+
+
+def _result(ctx: RequestContext, resource: Any, synonyms: bool, docs: bool) -> Any:
+    rtype = int(resource.resource_type)
+    name = resource.resource_name
+    keys = resource.configuration_keys
+    try:
+        entries = _entries(ctx, rtype, name, keys)
+        code, message = ErrorCode.none, None
+    except Exception as exc:
+        entries, code, message = [], error_code_of(exc), str(exc)
+    configs = tuple(
+        ctx.make(
+            "DescribeConfigsResourceResult",
+            name=e.name,
+            value=e.value,
+            read_only=e.read_only,
+            config_source=e.source,
+            is_default=e.source == cr.SOURCE_CODES[cr.DEFAULT_CONFIG],
+            is_sensitive=e.sensitive,
+            synonyms=tuple(
+                ctx.make("DescribeConfigsSynonym", name=n, value=v, source=s)
+                for n, v, s in (e.synonyms if synonyms else ())
+            ),
+            config_type=e.config_type if docs else 0,
+            documentation=e.documentation if docs else None,
+        )
+        for e in entries
+    )
+    return ctx.make(
+        "DescribeConfigsResult",
+        error_code=code,
+        error_message=message,
+        resource_type=rtype,
+        resource_name=name,
+        configs=configs,
+    )
+
+
+@dispatch.handler(API_KEY, 1, 4)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    synonyms = bool(getattr(request, "include_synonyms", False))
+    docs = bool(getattr(request, "include_documentation", False))
+    return ctx.respond(
+        throttle_time=0,
+        results=tuple(_result(ctx, r, synonyms, docs) for r in request.resources),
+    )

@@ -1,0 +1,54 @@
+"""IncrementalAlterConfigs (key 44): SET, DELETE, APPEND, SUBTRACT single topic configs.
+
+APPEND and SUBTRACT apply to list configs only (``cleanup.policy``), starting from the
+current effective value. The resulting override set is validated as a whole (INVALID_CONFIG
+with the reason), then persisted and applied to the live logs unless ``validate_only``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strom.broker import config_resources as cr
+from strom.broker import dispatch
+from strom.broker.context import RequestContext
+from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
+
+API_KEY = 44
+
+
+def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
+    rtype = int(resource.resource_type)
+    name = resource.resource_name
+    if rtype == cr.BROKER:
+        raise KafkaError(ErrorCode.invalid_request, "broker configs are static in strom and cannot be altered")
+    if rtype != cr.TOPIC:
+        raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {rtype}")
+    info = ctx.broker.topics.get(name)
+    if info is None:
+        raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
+    ops = [(c.name, int(c.config_operation), c.value) for c in resource.configs]
+    overrides = cr.validate_overrides(ctx.broker, cr.incremental(ctx.broker, info.configs, ops))
+    if not validate_only:
+        cr.apply_topic_overrides(ctx.broker, name, overrides)
+
+
+@dispatch.handler(API_KEY, 0, 1)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    responses = []
+    for resource in request.resources:
+        try:
+            _alter(ctx, resource, bool(request.validate_only))
+            code, message = ErrorCode.none, None
+        except Exception as exc:
+            code, message = error_code_of(exc), str(exc)
+        responses.append(
+            ctx.make(
+                "AlterConfigsResourceResponse",
+                error_code=code,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+            )
+        )
+    return ctx.respond(throttle_time=0, responses=tuple(responses))
