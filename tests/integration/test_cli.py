@@ -6,9 +6,9 @@ import json
 import time
 
 import pytest
+from tests.integration.cli_helpers import assert_clean_error, eventually, ok, strom
 
 from strom.testing import free_port
-from tests.integration.cli_helpers import assert_clean_error, eventually, ok, strom
 
 
 @pytest.fixture
