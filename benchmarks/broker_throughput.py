@@ -37,7 +37,7 @@ from _common import (  # noqa: E402
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
 
 PRODUCE_CONFIG = {"linger.ms": 5, "acks": 1}
-LATENCY_PRODUCE_CONFIG = {"linger.ms": 0, "acks": 1}
+LATENCY_PRODUCE_CONFIG = {"linger.ms": 1, "acks": 1}  # --latency-linger-ms
 LATENCY_STAMP = struct.Struct(">q")  # time.monotonic_ns() at send, first 8 bytes of the value
 
 
@@ -184,7 +184,7 @@ def latency_consumer(argv: list[str]) -> int:
 
 def latency(bootstrap: str, topic: str, rate: int, seconds: float, warmup: float, size: int,
             timeout: float):
-    """Paced producer (linger.ms=0) here, a consumer in a child process (no shared GIL);
+    """Paced producer (linger.ms=1) here, a consumer in a child process (no shared GIL);
     latency = consumer receive time - send stamp (time.monotonic_ns is system-wide)."""
     total = int(rate * (seconds + warmup))
     warm = int(rate * warmup)
@@ -315,8 +315,11 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=1)
     parser.add_argument("--rate", type=int, default=10_000, help="latency phase msgs/s")
     parser.add_argument("--latency-seconds", type=float, default=5.0)
+    parser.add_argument("--latency-linger-ms", type=int, default=1,
+                        help="producer linger.ms of the latency phase (0: one request per message)")
     parser.add_argument("--timeout", type=float, default=180.0, help="per phase, seconds")
     args = parser.parse_args()
+    LATENCY_PRODUCE_CONFIG["linger.ms"] = args.latency_linger_ms
 
     tmp = workdir()
     brokers, skipped = make_brokers(args.only, tmp)
