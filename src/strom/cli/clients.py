@@ -48,9 +48,11 @@ def base_config(args: argparse.Namespace) -> dict[str, Any]:
         "client.id": "strom-cli",
         "socket.connection.setup.timeout.ms": timeout_ms,
         "socket.timeout.ms": timeout_ms,
-        "logger": LOG,
     }
-    if getattr(args, "verbose", 0) >= 3:
+    verbose = getattr(args, "verbose", 0) or 0
+    if verbose < 2:
+        conf["logger"] = LOG  # queued, shown only if served: keeps stderr to one line
+    if verbose >= 3:
         conf["debug"] = "broker,protocol"
     return conf
 
