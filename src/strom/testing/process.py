@@ -106,6 +106,18 @@ class BrokerProcess:
         except OSError:
             return ""
 
+    def wait(self, timeout: float) -> int | None:
+        """Wait for the process to exit by itself; its exit code (None if still running)."""
+        proc = self._proc
+        if proc is None:
+            return None
+        try:
+            code = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        self._proc = None
+        return code
+
     def stop(self, timeout: float = 15.0) -> int | None:
         """SIGTERM (a clean shutdown), then SIGKILL if it has not exited within ``timeout``."""
         return self._signal_and_wait(signal.SIGTERM, timeout)
