@@ -5,28 +5,21 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TypeVar
 
 T = TypeVar("T")
 
 
-def strom(*args: str, stdin: str | None = None, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+def strom(*args: str, stdin: str = "", timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
     """Run the real ``strom`` CLI in a subprocess and capture its output."""
     return subprocess.run(
         [sys.executable, "-m", "strom", *args],
-        input=stdin if stdin is not None else "",
+        input=stdin,
         capture_output=True,
         text=True,
         timeout=timeout,
     )
-
-
-def ok(proc: subprocess.CompletedProcess[str]) -> str:
-    """stdout of a successful run (the assertion message shows stderr otherwise)."""
-    assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr}"
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc.stdout
 
 
 def assert_clean_error(proc: subprocess.CompletedProcess[str]) -> str:
@@ -38,6 +31,35 @@ def assert_clean_error(proc: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
+class Cli:
+    """The CLI pointed at one broker (``--bootstrap-server`` appended to every call)."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+
+    def run(
+        self, *args: str, stdin: str = "", timeout: float = 60.0
+    ) -> subprocess.CompletedProcess[str]:
+        return strom(*args, "--bootstrap-server", self.bootstrap, stdin=stdin, timeout=timeout)
+
+    def ok(self, *args: str, stdin: str = "", timeout: float = 60.0) -> str:
+        """stdout of a successful run (the assertion message shows stderr otherwise)."""
+        proc = self.run(*args, stdin=stdin, timeout=timeout)
+        assert proc.returncode == 0, (
+            f"strom {' '.join(args)}: exit {proc.returncode}: {proc.stderr}"
+        )
+        assert "Traceback" not in proc.stderr, proc.stderr
+        return proc.stdout
+
+    def lines(self, *args: str, stdin: str = "", timeout: float = 60.0) -> list[str]:
+        """stdout lines of a successful run."""
+        return self.ok(*args, stdin=stdin, timeout=timeout).splitlines()
+
+    def fail(self, *args: str, stdin: str = "") -> str:
+        """The one stderr line of a run that must fail cleanly."""
+        return assert_clean_error(self.run(*args, stdin=stdin))
+
+
 def parse_table(output: str) -> list[dict[str, str]]:
     """A whitespace-aligned table (header line, then rows) as dicts keyed by header."""
     lines = [line for line in output.splitlines() if line.strip()]
@@ -46,22 +68,16 @@ def parse_table(output: str) -> list[dict[str, str]]:
 
 
 def eventually(check: Callable[[], T], timeout: float = 15.0, interval: float = 0.3) -> T:
-    """Retry ``check`` until it stops raising AssertionError (metadata propagation)."""
+    """Retry ``check`` until it returns a truthy value without raising AssertionError."""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            return check()
+            result = check()
+            if result:
+                return result
         except AssertionError:
             if time.monotonic() > deadline:
                 raise
-            time.sleep(interval)
-
-
-def lines(text: str) -> list[str]:
-    """Output lines without the trailing newline."""
-    return text.splitlines()
-
-
-def args_with(bootstrap: str, *args: str) -> Sequence[str]:
-    """``args`` followed by ``--bootstrap-server bootstrap``."""
-    return (*args, "--bootstrap-server", bootstrap)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still false after {timeout:g} s: {result!r}")
+        time.sleep(interval)
