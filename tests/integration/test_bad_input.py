@@ -8,11 +8,11 @@ import struct
 
 import pytest
 from kio.schema.errors import ErrorCode
-from tests.integration.clients import consume_all, create_topic, produce
 
 from strom.protocol.messages import RequestHeader, build, encode_request, request_class
 from strom.protocol.record_batch import build_batch
 from strom.testing.raw import RawConnection
+from tests.integration.clients import consume_all, create_topic, produce
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME
+
 from tests.integration.clients import consume_all, create_topic, produce
 
 

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 
 import pytest
+
 from tests.integration.clients import consume_all, create_topic, produce
 
 CODECS = ["gzip", "snappy", "lz4", "zstd"]

@@ -152,11 +152,14 @@ def unsupported_api_versions_response(correlation_id: int) -> bytes:
     """ApiVersions v0 format, UNSUPPORTED_VERSION, with the full API list (so the client can
     retry with a version we serve)."""
     from kio.schema.api_versions.v0.response import ApiVersion, ApiVersionsResponse
+    from kio.static.primitive import i16
 
     response = ApiVersionsResponse(
         error_code=ErrorCode.unsupported_version,
         api_keys=tuple(
-            ApiVersion(api_key=s.api_key, min_version=s.advertise_min, max_version=s.max_version)
+            ApiVersion(
+                api_key=i16(s.api_key), min_version=i16(s.advertise_min), max_version=i16(s.max_version)
+            )
             for s in dispatch.supported_apis()
         ),
     )

@@ -11,6 +11,7 @@ Stored in the metadata store under Kafka's classic ZooKeeper paths:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import uuid
@@ -136,10 +137,8 @@ class TopicRegistry:
     def delete(self, name: str) -> TopicInfo:
         info = self._require(name)
         self._store.delete(f"{TOPICS_PATH}/{name}")
-        try:
+        with contextlib.suppress(NoNodeError):
             self._store.delete(f"{CONFIGS_PATH}/{name}")
-        except NoNodeError:
-            pass
         del self._topics[name]
         self._by_id.pop(info.topic_id, None)
         return info

@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime
 import io
 import struct
+from collections.abc import Callable
 from dataclasses import MISSING, dataclass, fields
 from functools import cache
 from types import ModuleType
@@ -30,12 +31,14 @@ from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeade
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
+from kio.static.primitive import i16, i32
 
 API_VERSIONS_KEY = 18
 _PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
 _SIZE = struct.Struct(">i")
 
 E = TypeVar("E")
+T = TypeVar("T")
 
 
 class ProtocolError(Exception):
@@ -78,13 +81,27 @@ def response_module(api_key: int, api_version: int) -> ModuleType:
     return load_payload_module(api_key, api_version, EntityType.response)
 
 
-@cache
-def _reader(cls: type[Any]) -> Any:
+def _per_class(fn: Callable[[Any], T]) -> Callable[[Any], T]:
+    """Memoise ``fn`` per class (``functools.cache`` trips mypy on kio's class types)."""
+    memo: dict[Any, T] = {}
+
+    def wrapper(cls: Any) -> T:
+        try:
+            return memo[cls]
+        except KeyError:
+            memo[cls] = result = fn(cls)
+            return result
+
+    return wrapper
+
+
+@_per_class
+def _reader(cls: Any) -> Any:
     return entity_reader(cls)
 
 
-@cache
-def _writer(cls: type[Any]) -> Any:
+@_per_class
+def _writer(cls: Any) -> Any:
     return entity_writer(cls)
 
 
@@ -124,9 +141,9 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, respons
     buf.write(b"\0\0\0\0")
     flexible = bool(type(response).__flexible__)
     if flexible and api_key != API_VERSIONS_KEY:
-        _writer(ResponseHeaderV1)(buf, ResponseHeaderV1(correlation_id=correlation_id))
+        _writer(ResponseHeaderV1)(buf, ResponseHeaderV1(correlation_id=i32(correlation_id)))
     else:
-        _writer(ResponseHeaderV0)(buf, ResponseHeaderV0(correlation_id=correlation_id))
+        _writer(ResponseHeaderV0)(buf, ResponseHeaderV0(correlation_id=i32(correlation_id)))
     _writer(type(response))(buf, response)
     data = buf.getbuffer()
     _SIZE.pack_into(data, 0, len(data) - 4)
@@ -143,9 +160,9 @@ def encode_request(header: RequestHeader, request: Any) -> bytes:
     _writer(header_cls)(
         buf,
         header_cls(
-            request_api_key=header.api_key,
-            request_api_version=header.api_version,
-            correlation_id=header.correlation_id,
+            request_api_key=i16(header.api_key),
+            request_api_version=i16(header.api_version),
+            correlation_id=i32(header.correlation_id),
             client_id=header.client_id,
         ),
     )
@@ -193,8 +210,8 @@ _COERCERS = {
 }
 
 
-@cache
-def _field_plan(cls: type[Any]) -> dict[str, Any]:
+@_per_class
+def _field_plan(cls: Any) -> dict[str, Any]:
     """name -> coercer (or None) for every field of ``cls``."""
     plan: dict[str, Any] = {}
     for f in fields(cls):
@@ -202,8 +219,8 @@ def _field_plan(cls: type[Any]) -> dict[str, Any]:
     return plan
 
 
-@cache
-def _required_fields(cls: type[Any]) -> frozenset[str]:
+@_per_class
+def _required_fields(cls: Any) -> frozenset[str]:
     return frozenset(
         f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING
     )
