@@ -62,7 +62,9 @@ class ConfigEntry:
     synonyms: list[tuple[str, str | None, int]] = field(default_factory=list)
 
 
-def _topic_synonyms(name: str, overrides: Mapping[str, str], explicit: Mapping[str, str]) -> list[tuple[str, str | None, int]]:
+def _topic_synonyms(
+    name: str, overrides: Mapping[str, str], explicit: Mapping[str, str]
+) -> list[tuple[str, str | None, int]]:
     """Kafka's order: the topic override, the broker property set, the default."""
     spec = TOPIC_CONFIGS[name]
     out: list[tuple[str, str | None, int]] = []
@@ -170,7 +172,9 @@ def incremental(
     seen: set[str] = set()
     for name, op, value in ops:
         if name in seen:
-            raise KafkaError(ErrorCode.invalid_request, f"Error due to duplicate config keys: {name}")
+            raise KafkaError(
+                ErrorCode.invalid_request, f"Error due to duplicate config keys: {name}"
+            )
         seen.add(name)
         spec = TOPIC_CONFIGS.get(name)
         if spec is None:

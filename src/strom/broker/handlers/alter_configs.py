@@ -22,7 +22,9 @@ def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
     rtype = int(resource.resource_type)
     name = resource.resource_name
     if rtype == cr.BROKER:
-        raise KafkaError(ErrorCode.invalid_request, "broker configs are static in strom and cannot be altered")
+        raise KafkaError(
+            ErrorCode.invalid_request, "broker configs are static in strom and cannot be altered"
+        )
     if rtype != cr.TOPIC:
         raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {rtype}")
     info = ctx.broker.topics.get(name)
@@ -31,7 +33,9 @@ def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
     wanted: dict[str, str | None] = {}
     for config in resource.configs:
         if config.name in wanted:
-            raise KafkaError(ErrorCode.invalid_request, f"Error due to duplicate config keys: {config.name}")
+            raise KafkaError(
+                ErrorCode.invalid_request, f"Error due to duplicate config keys: {config.name}"
+            )
         wanted[config.name] = config.value
     overrides = cr.validate_overrides(ctx.broker, wanted)
     if not validate_only:

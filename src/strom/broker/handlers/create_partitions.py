@@ -24,7 +24,9 @@ def _grow(ctx: RequestContext, topic: Any, validate_only: bool) -> None:
     broker = ctx.broker
     info = broker.topics.get(topic.name)
     if info is None:
-        raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{topic.name}' does not exist.")
+        raise KafkaError(
+            ErrorCode.unknown_topic_or_partition, f"Topic '{topic.name}' does not exist."
+        )
     current, count = info.partition_count, int(topic.count)
     if count < current:
         raise KafkaError(

@@ -112,7 +112,9 @@ def _plan(ctx: RequestContext, topic: Any) -> _Plan:
         if rf == -1:
             rf = broker.config.get_int("default.replication.factor")
         if num_partitions <= 0:
-            raise KafkaError(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.")
+            raise KafkaError(
+                ErrorCode.invalid_partitions, "Number of partitions must be larger than 0."
+            )
         if rf <= 0:
             raise KafkaError(
                 ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0."
@@ -132,7 +134,9 @@ def _plan(ctx: RequestContext, topic: Any) -> _Plan:
     return _Plan(name, num_partitions, rf, configs)
 
 
-def _result(ctx: RequestContext, name: str, code: ErrorCode, message: str | None, **extra: Any) -> Any:
+def _result(
+    ctx: RequestContext, name: str, code: ErrorCode, message: str | None, **extra: Any
+) -> Any:
     return ctx.make(
         "CreatableTopicResult",
         name=name,
@@ -171,8 +175,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if name not in done:
                 done.add(name)
                 results.append(
-                    _result(ctx, name, ErrorCode.invalid_request,
-                            f"Create topics request contains multiple entries for topic {name}")
+                    _result(
+                        ctx,
+                        name,
+                        ErrorCode.invalid_request,
+                        f"Create topics request contains multiple entries for topic {name}",
+                    )
                 )
             continue
         try:
@@ -191,7 +199,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             continue
         results.append(
             _result(
-                ctx, name, ErrorCode.none, None,
+                ctx,
+                name,
+                ErrorCode.none,
+                None,
                 topic_id=topic_id,
                 num_partitions=plan.partitions,
                 replication_factor=plan.replication_factor,

@@ -22,7 +22,9 @@ log = logging.getLogger(__name__)
 def _delete(ctx: RequestContext, topic: str, partition: int, offset: int) -> int:
     info = ctx.broker.topics.get(topic)
     if info is None or partition not in info.replicas:
-        raise KafkaError(ErrorCode.unknown_topic_or_partition, f"{topic}-{partition} does not exist")
+        raise KafkaError(
+            ErrorCode.unknown_topic_or_partition, f"{topic}-{partition} does not exist"
+        )
     log_ = ctx.broker.replicas.get_log(topic, partition)
     if offset == HIGH_WATERMARK:
         offset = log_.high_watermark
@@ -42,7 +44,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         parts = []
         for p in topic.partitions:
             try:
-                low, code = _delete(ctx, topic.name, p.partition_index, int(p.offset)), ErrorCode.none
+                low, code = (
+                    _delete(ctx, topic.name, p.partition_index, int(p.offset)),
+                    ErrorCode.none,
+                )
             except Exception as exc:
                 low, code = -1, error_code_of(exc)
                 if code == ErrorCode.unknown_server_error:
@@ -55,5 +60,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     error_code=code,
                 )
             )
-        topics.append(ctx.make("DeleteRecordsTopicResult", name=topic.name, partitions=tuple(parts)))
+        topics.append(
+            ctx.make("DeleteRecordsTopicResult", name=topic.name, partitions=tuple(parts))
+        )
     return ctx.respond(throttle_time=0, topics=tuple(topics))

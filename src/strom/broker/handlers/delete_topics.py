@@ -22,7 +22,9 @@ ZERO_UUID = uuid.UUID(int=0)
 log = logging.getLogger(__name__)
 
 
-def _delete(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None) -> tuple[str | None, uuid.UUID]:
+def _delete(
+    ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None
+) -> tuple[str | None, uuid.UUID]:
     broker = ctx.broker
     if topic_id is not None and topic_id != ZERO_UUID:
         info = broker.topics.by_id(topic_id)
@@ -38,7 +40,8 @@ def _delete(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None) -
         raise KafkaError(ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")
     if info.is_internal:
         raise KafkaError(
-            ErrorCode.invalid_request, f"Topic {info.name} is an internal topic and cannot be deleted."
+            ErrorCode.invalid_request,
+            f"Topic {info.name} is an internal topic and cannot be deleted.",
         )
     broker.replicas.delete_topic(info)
     broker.topics.delete(info.name)

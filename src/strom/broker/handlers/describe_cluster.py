@@ -41,7 +41,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         cluster_id=broker.cluster_id,
         controller_id=broker.node_id,
         brokers=(
-            ctx.make("DescribeClusterBroker", broker_id=broker.node_id, host=host, port=port, rack=None),
+            ctx.make(
+                "DescribeClusterBroker", broker_id=broker.node_id, host=host, port=port, rack=None
+            ),
         ),
         cluster_authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN,
     )

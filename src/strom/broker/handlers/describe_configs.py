@@ -24,13 +24,18 @@ def _entries(ctx: RequestContext, rtype: int, name: str, keys: Any) -> list[cr.C
     if rtype == cr.TOPIC:
         info = broker.topics.get(name)
         if info is None:
-            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
+            raise KafkaError(
+                ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist."
+            )
         return cr.describe_topic(broker, info.configs, keys)
     if rtype == cr.BROKER:
         if name == "":  # cluster-wide dynamic defaults: strom has none
             return []
         if name != str(broker.node_id):
-            raise KafkaError(ErrorCode.invalid_request, f"Unexpected broker id, expected {broker.node_id} but received {name}")
+            raise KafkaError(
+                ErrorCode.invalid_request,
+                f"Unexpected broker id, expected {broker.node_id} but received {name}",
+            )
         return cr.describe_broker(broker, keys)
     raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {rtype}")
 

@@ -21,7 +21,9 @@ def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
     rtype = int(resource.resource_type)
     name = resource.resource_name
     if rtype == cr.BROKER:
-        raise KafkaError(ErrorCode.invalid_request, "broker configs are static in strom and cannot be altered")
+        raise KafkaError(
+            ErrorCode.invalid_request, "broker configs are static in strom and cannot be altered"
+        )
     if rtype != cr.TOPIC:
         raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {rtype}")
     info = ctx.broker.topics.get(name)
