@@ -1,0 +1,228 @@
+"""Committed offsets and group deletion: the offset half of the group coordinator.
+
+A mixin of :class:`~strom.broker.group.coordinator.GroupCoordinator` (it uses its groups,
+clock, timers and ``append``). Kafka's rules: a member commits with its member id and current
+generation (a stale generation is ILLEGAL_GENERATION, a commit while the group awaits SyncGroup
+is REBALANCE_IN_PROGRESS); a commit with generation -1 and no member id is a "simple" commit,
+allowed only while the group has no members. Offsets of an Empty group expire
+``offsets.retention.minutes`` after the group became empty; of a Stable consumer group, those of
+topics no member subscribes to expire that long after their commit.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from strom.broker.group import records as rec
+from strom.broker.group.model import Group, GroupState, OffsetEntry
+from strom.protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from strom.broker.group.coordinator import CoordinatorConfig
+    from strom.broker.group.model import Member
+    from strom.clock import Clock
+
+log = logging.getLogger(__name__)
+E = ErrorCode
+TopicPartition = tuple[str, int]
+
+
+def _offset_record(group_id: str, tp: TopicPartition, entry: OffsetEntry | None) -> tuple[bytes, bytes | None]:
+    key = rec.encode_offset_key(rec.OffsetKey(group_id, tp[0], tp[1]))
+    if entry is None:
+        return key, None
+    value = rec.OffsetValue(entry.offset, entry.leader_epoch, entry.metadata, entry.commit_timestamp)
+    return key, rec.encode_offset_value(value)
+
+
+class OffsetOps:
+    # provided by GroupCoordinator
+    groups: dict[str, Group]
+    loading: bool
+    clock: Clock
+    config: CoordinatorConfig
+
+    def append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
+        raise NotImplementedError
+
+    def _schedule_heartbeat(self, group: Group, member: Member, timeout_ms: int | None = None) -> None:
+        raise NotImplementedError
+
+    def _transition(self, group: Group, state: GroupState) -> None:
+        raise NotImplementedError
+
+    def commit_offsets(
+        self, group_id: str, member_id: str, instance_id: str | None,
+        generation: int, offsets: dict[TopicPartition, OffsetEntry],
+    ) -> dict[TopicPartition, ErrorCode]:  # fmt: skip
+        def every(code: ErrorCode) -> dict[TopicPartition, ErrorCode]:
+            return {tp: code for tp in offsets}
+
+        if self.loading:
+            return every(E.coordinator_load_in_progress)
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation >= 0:
+                return every(E.illegal_generation)
+            group = Group(group_id, state_timestamp=self.clock.time_ms())
+            self.groups[group_id] = group
+        if group.state is GroupState.DEAD:
+            return every(E.coordinator_not_available)
+        if generation >= 0 or member_id or instance_id is not None:
+            if group.is_static_member_fenced(instance_id, member_id):
+                return every(E.fenced_instance_id)
+            if member_id not in group.members:
+                return every(E.unknown_member_id)
+            if generation != group.generation:
+                return every(E.illegal_generation)
+        elif group.state is not GroupState.EMPTY:
+            return every(E.unknown_member_id)
+        if group.state is GroupState.COMPLETING_REBALANCE:
+            return every(E.rebalance_in_progress)
+        member = group.members.get(member_id)
+        if member is not None:
+            self._schedule_heartbeat(group, member)
+        return self._store_offsets(group, offsets)
+
+    def _store_offsets(
+        self, group: Group, offsets: dict[TopicPartition, OffsetEntry]
+    ) -> dict[TopicPartition, ErrorCode]:
+        result: dict[TopicPartition, ErrorCode] = {}
+        now = self.clock.time_ms()
+        accepted: dict[TopicPartition, OffsetEntry] = {}
+        for tp, entry in offsets.items():
+            if len(entry.metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
+                result[tp] = E.offset_metadata_too_large
+            else:
+                accepted[tp] = replace(entry, commit_timestamp=now)
+        try:
+            self.append(group.group_id, [_offset_record(group.group_id, tp, e) for tp, e in accepted.items()])
+        except Exception as exc:
+            log.warning("group %s: storing offsets failed: %s", group.group_id, exc)
+            code = E.coordinator_not_available
+            if getattr(exc, "error_code", None) in (E.message_too_large, E.record_list_too_large):
+                code = E.invalid_commit_offset_size
+            result.update({tp: code for tp in accepted})
+            return result
+        group.offsets.update(accepted)
+        result.update({tp: E.none for tp in accepted})
+        return result
+
+    def fetch_offsets(
+        self, group_id: str, partitions: list[TopicPartition] | None
+    ) -> dict[TopicPartition, OffsetEntry | None]:
+        """Committed offsets (None = nothing committed); all of the group's if ``partitions``
+        is None."""
+        if self.loading:
+            raise KafkaError(E.coordinator_load_in_progress)
+        group = self.groups.get(group_id)
+        stored = group.offsets if group is not None and group.state is not GroupState.DEAD else {}
+        if partitions is None:
+            return dict(stored)
+        return {tp: stored.get(tp) for tp in partitions}
+
+    def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
+        result: dict[str, ErrorCode] = {}
+        for gid in group_ids:
+            if self.loading:
+                result[gid] = E.coordinator_load_in_progress
+                continue
+            group = self.groups.get(gid)
+            if group is None or group.state is GroupState.DEAD:
+                result[gid] = E.group_id_not_found
+            elif group.state is not GroupState.EMPTY:
+                result[gid] = E.non_empty_group
+            else:
+                records = [_offset_record(gid, tp, None) for tp in group.offsets]
+                records.append((rec.encode_group_key(rec.GroupKey(gid)), None))
+                try:
+                    self.append(gid, records)
+                except Exception as exc:
+                    log.warning("group %s: deleting failed: %s", gid, exc)
+                    result[gid] = E.coordinator_not_available
+                    continue
+                self._transition(group, GroupState.DEAD)
+                del self.groups[gid]
+                log.info("group %s deleted", gid)
+                result[gid] = E.none
+        return result
+
+    def delete_offsets(
+        self, group_id: str, partitions: list[TopicPartition]
+    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        if self.loading:
+            return E.coordinator_load_in_progress, {}
+        group = self.groups.get(group_id)
+        if group is None or group.state is GroupState.DEAD:
+            return E.group_id_not_found, {}
+        result: dict[TopicPartition, ErrorCode] = {}
+        if group.state is GroupState.EMPTY:
+            deletable = list(partitions)
+        elif group.protocol_type == "consumer":
+            subscribed = group.subscribed_topics() or set()
+            deletable = []
+            for tp in partitions:
+                if tp[0] in subscribed:
+                    result[tp] = E.group_subscribed_to_topic
+                else:
+                    deletable.append(tp)
+        else:
+            return E.non_empty_group, {}
+        present = [tp for tp in deletable if tp in group.offsets]
+        try:
+            self.append(group_id, [_offset_record(group_id, tp, None) for tp in present])
+        except Exception as exc:
+            log.warning("group %s: deleting offsets failed: %s", group_id, exc)
+            return E.coordinator_not_available, {}
+        for tp in deletable:
+            group.offsets.pop(tp, None)
+            result[tp] = E.none
+        return E.none, result
+
+    def expire_offsets(self) -> int:
+        """Drop expired offsets (tombstones), and Empty groups left with none; returns the count."""
+        if self.loading:
+            return 0
+        now = self.clock.time_ms()
+        retention = self.config.offsets_retention_ms
+        removed = 0
+        for group in list(self.groups.values()):
+            expired: list[TopicPartition] = []
+            if group.state is GroupState.EMPTY:
+                for tp, entry in group.offsets.items():
+                    base = group.state_timestamp if group.state_timestamp >= 0 else entry.commit_timestamp
+                    if base + retention <= now:
+                        expired.append(tp)
+            elif group.state is GroupState.STABLE and group.protocol_type == "consumer":
+                subscribed = group.subscribed_topics()
+                if subscribed is not None:
+                    expired = [
+                        tp for tp, e in group.offsets.items()
+                        if tp[0] not in subscribed and e.commit_timestamp + retention <= now
+                    ]  # fmt: skip
+            records = [_offset_record(group.group_id, tp, None) for tp in expired]
+            drop_group = (
+                group.state is GroupState.EMPTY
+                and len(expired) == len(group.offsets)
+                and not group.pending_members
+                and group.state_timestamp + retention <= now
+            )
+            if drop_group:
+                records.append((rec.encode_group_key(rec.GroupKey(group.group_id)), None))
+            if not records:
+                continue
+            try:
+                self.append(group.group_id, records)
+            except Exception as exc:
+                log.warning("group %s: expiring offsets failed: %s", group.group_id, exc)
+                continue
+            for tp in expired:
+                del group.offsets[tp]
+            removed += len(expired)
+            if drop_group:
+                self._transition(group, GroupState.DEAD)
+                del self.groups[group.group_id]
+                log.info("group %s expired (empty, no offsets)", group.group_id)
+        return removed
