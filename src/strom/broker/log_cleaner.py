@@ -1,0 +1,109 @@
+"""The log cleaner service: compacts ``cleanup.policy=compact`` logs in the background.
+
+Every ``log.cleaner.backoff.ms`` it plans every compacted log (segment summaries only, on the
+event loop), then cleans those that need it, dirtiest first, one at a time: the reading and
+rewriting (:func:`strom.storage.cleaner.clean`) runs in a worker thread on duplicated file
+descriptors, and the swap (:func:`strom.storage.cleaner.commit`) runs back on the event loop,
+so appends, reads, retention and the swap never race. ``log.cleaner.enable=false`` turns it
+off. The first-dirty offsets live in ``<data_dir>/cleaner-offset-checkpoint``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from typing import TYPE_CHECKING
+
+from strom.broker.broker import Service, register_service
+from strom.storage import cleaner
+
+if TYPE_CHECKING:
+    from strom.broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+
+class LogCleaner(Service):
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.enabled = broker.config.get_bool("log.cleaner.enable")
+        self.backoff_s = max(broker.config.get_int("log.cleaner.backoff.ms"), 10) / 1000.0
+        self._abort = threading.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._running = False
+
+    async def start(self) -> None:
+        if not self.enabled:
+            log.info("log cleaner disabled")
+            return
+        self.checkpoint = cleaner.read_checkpoint(self.broker.data_dir)
+        self.broker.every(self.backoff_s, self.run_once)
+
+    async def stop(self) -> None:
+        self._abort.set()
+        while self._running:  # let an in-flight clean notice the abort and return
+            await asyncio.sleep(0.01)
+
+    async def run_once(self) -> None:
+        """One pass over every compacted log (skipped if the previous pass still runs)."""
+        if self._running or self._abort.is_set():
+            return
+        self._running = True
+        try:
+            await self._pass()
+        finally:
+            self._running = False
+
+    async def _pass(self) -> None:
+        manager = self.broker.logs
+        now = self.broker.clock.time_ms()
+        live = {tp for tp, _log in manager.logs()}
+        if any(tp not in live for tp in self.checkpoint):  # deleted topics
+            self.checkpoint = {tp: o for tp, o in self.checkpoint.items() if tp in live}
+            cleaner.write_checkpoint(self.broker.data_dir, self.checkpoint)
+        plans = []
+        for tp, lg in manager.logs():
+            p = cleaner.plan(lg, self.checkpoint.get(tp), now)
+            if p is not None and p.should_clean():
+                plans.append((tp, p))
+        plans.sort(key=lambda item: (not item[1].forced, -item[1].dirty_ratio))
+        for tp, p in plans:
+            if self._abort.is_set():
+                return
+            if manager.get(*tp) is not p.log:
+                continue
+            # re-plan now that earlier cleanings took time
+            p2 = cleaner.plan(p.log, self.checkpoint.get(tp), self.broker.clock.time_ms())
+            if p2 is None or not p2.should_clean():
+                continue
+            await self._clean_one(tp, p2)
+
+    async def _clean_one(self, tp: tuple[str, int], p: cleaner.CleanPlan) -> None:
+        cleaner.open_plan(p)
+        now = self.broker.clock.time_ms()
+        try:
+            result = await asyncio.to_thread(cleaner.clean, p, now, abort=self._abort)
+        except cleaner.CleanAborted:
+            return
+        except Exception:
+            log.exception("cleaning %s-%d failed", *tp)
+            return
+        if self.broker.logs.get(*tp) is not p.log or not cleaner.commit(p.log, result):
+            for group in result.groups:
+                if group.new.fd >= 0 and group.new.suffix:
+                    group.new.delete()
+            log.info("log %s-%d changed while it was cleaned; will retry", *tp)
+            return
+        self.checkpoint[tp] = result.first_uncleanable
+        cleaner.write_checkpoint(self.broker.data_dir, self.checkpoint)
+        log.info(
+            "cleaned %s-%d up to offset %d: %d of %d records kept, %d -> %d bytes",
+            tp[0], tp[1], result.first_uncleanable, result.records_kept, result.records_read,
+            result.bytes_before, result.bytes_after,
+        )
+
+
+@register_service
+def _make(broker: Broker) -> Service:
+    return LogCleaner(broker)
