@@ -99,8 +99,13 @@ class LogCleaner(Service):
         cleaner.write_checkpoint(self.broker.data_dir, self.checkpoint)
         log.info(
             "cleaned %s-%d up to offset %d: %d of %d records kept, %d -> %d bytes",
-            tp[0], tp[1], result.first_uncleanable, result.records_kept, result.records_read,
-            result.bytes_before, result.bytes_after,
+            tp[0],
+            tp[1],
+            result.first_uncleanable,
+            result.records_kept,
+            result.records_read,
+            result.bytes_before,
+            result.bytes_after,
         )
 
 

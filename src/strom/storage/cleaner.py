@@ -120,7 +120,7 @@ class CleanPlan:
     def should_clean(self) -> bool:
         if self.dirty_bytes <= 0:
             return False
-        return self.forced or self.dirty_ratio >= self.log.config.min_cleanable_dirty_ratio
+        return self.forced or self.dirty_ratio > self.log.config.min_cleanable_dirty_ratio
 
     def release(self) -> None:
         for fd in self.fds:
@@ -345,7 +345,9 @@ def _filter_batch(header: rb.BatchHeader, data: bytes, offset_map: dict[bytes, i
     if len(kept) == len(records):
         return data
     if not kept:
-        is_last = header.has_producer_id and last_batch.get(header.producer_id) == header.base_offset
+        is_last = (
+            header.has_producer_id and last_batch.get(header.producer_id) == header.base_offset
+        )
         return _rebuild(header, []) if is_last else None
     return _rebuild(header, kept)
 
