@@ -143,7 +143,9 @@ def test_rebalance_when_member_joins_stable_group_and_followers_rejoin() -> None
     assert new == [] and env.coord.groups["g"].state is GroupState.PREPARING_REBALANCE
     assert env.coord.heartbeat("g", a, None, 1) == E.rebalance_in_progress
     # Commits of the old generation are still accepted while preparing.
-    assert env.coord.commit_offsets("g", a, None, 1, {("t", 0): OffsetEntry(5)}) == {("t", 0): E.none}
+    assert env.coord.commit_offsets("g", a, None, 1, {("t", 0): OffsetEntry(5)}) == {
+        ("t", 0): E.none
+    }
     ra = env.join("g", a)
     assert ra == []
     rb = env.join("g", b)
@@ -302,9 +304,9 @@ def test_offsets_commit_fetch_simple_and_member_rules() -> None:
     assert env.coord.commit_offsets("g", "", None, -1, {("t", 0): OffsetEntry(1)}) == {
         ("t", 0): E.unknown_member_id
     }
-    assert env.coord.commit_offsets("g", a, None, 1, {("t", 0): OffsetEntry(1, metadata="x" * 5000)}) == {
-        ("t", 0): E.offset_metadata_too_large
-    }
+    assert env.coord.commit_offsets(
+        "g", a, None, 1, {("t", 0): OffsetEntry(1, metadata="x" * 5000)}
+    ) == {("t", 0): E.offset_metadata_too_large}
     env.fail_appends = True
     assert env.coord.commit_offsets("g", a, None, 1, {("t", 0): OffsetEntry(1)}) == {
         ("t", 0): E.coordinator_not_available
@@ -319,7 +321,9 @@ def test_replay_rebuilds_groups_and_offsets() -> None:
     env.coord.commit_offsets("g", b, None, 1, {("t", 1): OffsetEntry(20)})
     env.coord.commit_offsets("gone", "", None, -1, {("t", 0): OffsetEntry(1)})
     env.coord.delete_groups(["gone"])
-    env.coord.commit_offsets("x", "", None, -1, {("t", 0): OffsetEntry(1), ("t", 1): OffsetEntry(2)})
+    env.coord.commit_offsets(
+        "x", "", None, -1, {("t", 0): OffsetEntry(1), ("t", 1): OffsetEntry(2)}
+    )
     assert env.coord.delete_offsets("x", [("t", 1)]) == (E.none, {("t", 1): E.none})
     restarted = env.new_coordinator(env.config)
     g = restarted.groups["g"]
@@ -340,7 +344,9 @@ def test_delete_groups_rules() -> None:
     stable_group(env, 1)
     env.coord.commit_offsets("empty", "", None, -1, {("t", 0): OffsetEntry(1)})
     assert env.coord.delete_groups(["g", "empty", "missing"]) == {
-        "g": E.non_empty_group, "empty": E.none, "missing": E.group_id_not_found,
+        "g": E.non_empty_group,
+        "empty": E.none,
+        "missing": E.group_id_not_found,
     }
     assert "empty" not in env.coord.groups
     assert env.coord.fetch_offsets("empty", [("t", 0)]) == {("t", 0): None}
@@ -355,7 +361,8 @@ def test_offset_delete_refuses_subscribed_topics_of_active_consumer_group() -> N
     env.sync("g", a, 1, {a: b""})
     env.coord.commit_offsets("g", a, None, 1, {("t", 0): OffsetEntry(1), ("u", 0): OffsetEntry(2)})
     assert env.coord.delete_offsets("g", [("t", 0), ("u", 0)]) == (
-        E.none, {("t", 0): E.group_subscribed_to_topic, ("u", 0): E.none},
+        E.none,
+        {("t", 0): E.group_subscribed_to_topic, ("u", 0): E.none},
     )
     assert env.coord.delete_offsets("none", [("t", 0)]) == (E.group_id_not_found, {})
 

@@ -88,7 +88,9 @@ class GroupCoordinator(OffsetOps):
         if records:
             self._append(self.partition_for(group_id), records)
 
-    def group_record(self, group: Group, assignment: dict[str, bytes] | None = None) -> tuple[bytes, bytes]:
+    def group_record(
+        self, group: Group, assignment: dict[str, bytes] | None = None
+    ) -> tuple[bytes, bytes]:
         members = tuple(
             rec.MemberValue(
                 m.member_id, m.instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
@@ -159,7 +161,9 @@ class GroupCoordinator(OffsetOps):
         group.state = state
         group.state_timestamp = self.clock.time_ms()
 
-    def _schedule_heartbeat(self, group: Group, member: Member, timeout_ms: int | None = None) -> None:
+    def _schedule_heartbeat(
+        self, group: Group, member: Member, timeout_ms: int | None = None
+    ) -> None:
         _cancel(member.heartbeat_timer)
         delay = member.session_timeout_ms if timeout_ms is None else timeout_ms
         member.heartbeat_timer = self.timers.call_later(
@@ -218,7 +222,14 @@ class GroupCoordinator(OffsetOps):
             return fail(E.coordinator_not_available)
         if not group.supports_protocols(protocol_type, protocols):
             return fail(E.inconsistent_group_protocol)
-        args = (client_id, client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols)
+        args = (
+            client_id,
+            client_host,
+            rebalance_timeout_ms,
+            session_timeout_ms,
+            protocol_type,
+            protocols,
+        )
         if member_id == "":
             new_id = f"{client_id}-{uuid.uuid4()}"
             if instance_id is not None:
@@ -318,7 +329,13 @@ class GroupCoordinator(OffsetOps):
         member.session_timeout_ms = session_timeout_ms
         member.client_host = client_host
         self._schedule_heartbeat(group, member)
-        log.info("group %s: static member %s replaced %s by %s", group.group_id, instance_id, old_id, new_id)
+        log.info(
+            "group %s: static member %s replaced %s by %s",
+            group.group_id,
+            instance_id,
+            old_id,
+            new_id,
+        )
         if group.state is GroupState.STABLE:
             if group.protocol_name == group.select_protocol():
                 try:
@@ -545,7 +562,9 @@ class GroupCoordinator(OffsetOps):
         return None
 
     # Heartbeat / LeaveGroup ------------------------------------------------------------------
-    def heartbeat(self, group_id: str, member_id: str, instance_id: str | None, generation: int) -> ErrorCode:
+    def heartbeat(
+        self, group_id: str, member_id: str, instance_id: str | None, generation: int
+    ) -> ErrorCode:
         if self.loading:
             return E.coordinator_load_in_progress
         group = self.groups.get(group_id)
@@ -567,7 +586,9 @@ class GroupCoordinator(OffsetOps):
             return E.rebalance_in_progress
         return E.none
 
-    def leave(self, group_id: str, leaving: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
+    def leave(
+        self, group_id: str, leaving: list[tuple[str, str | None]]
+    ) -> tuple[ErrorCode, list[ErrorCode]]:
         if self.loading:
             return E.coordinator_load_in_progress, [E.coordinator_load_in_progress] * len(leaving)
         group = self.groups.get(group_id)

@@ -125,7 +125,10 @@ class Group:
         member = self.members.pop(member_id, None)
         if member is None:
             return None
-        if member.instance_id is not None and self.static_members.get(member.instance_id) == member_id:
+        if (
+            member.instance_id is not None
+            and self.static_members.get(member.instance_id) == member_id
+        ):
             del self.static_members[member.instance_id]
         self.pending_sync.discard(member_id)
         if self.leader_id == member_id:
@@ -156,8 +159,10 @@ class Group:
 
     def supports_protocols(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
         if self.state is GroupState.EMPTY or not self.members:
-            return bool(protocol_type) and bool(protocols) and (
-                not self.members or self.protocol_type == protocol_type
+            return (
+                bool(protocol_type)
+                and bool(protocols)
+                and (not self.members or self.protocol_type == protocol_type)
             )
         if protocol_type != self.protocol_type:
             return False

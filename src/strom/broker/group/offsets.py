@@ -29,11 +29,15 @@ E = ErrorCode
 TopicPartition = tuple[str, int]
 
 
-def _offset_record(group_id: str, tp: TopicPartition, entry: OffsetEntry | None) -> tuple[bytes, bytes | None]:
+def _offset_record(
+    group_id: str, tp: TopicPartition, entry: OffsetEntry | None
+) -> tuple[bytes, bytes | None]:
     key = rec.encode_offset_key(rec.OffsetKey(group_id, tp[0], tp[1]))
     if entry is None:
         return key, None
-    value = rec.OffsetValue(entry.offset, entry.leader_epoch, entry.metadata, entry.commit_timestamp)
+    value = rec.OffsetValue(
+        entry.offset, entry.leader_epoch, entry.metadata, entry.commit_timestamp
+    )
     return key, rec.encode_offset_value(value)
 
 
@@ -47,7 +51,9 @@ class OffsetOps:
     def append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
         raise NotImplementedError
 
-    def _schedule_heartbeat(self, group: Group, member: Member, timeout_ms: int | None = None) -> None:
+    def _schedule_heartbeat(
+        self, group: Group, member: Member, timeout_ms: int | None = None
+    ) -> None:
         raise NotImplementedError
 
     def _transition(self, group: Group, state: GroupState) -> None:
@@ -98,7 +104,10 @@ class OffsetOps:
             else:
                 accepted[tp] = replace(entry, commit_timestamp=now)
         try:
-            self.append(group.group_id, [_offset_record(group.group_id, tp, e) for tp, e in accepted.items()])
+            self.append(
+                group.group_id,
+                [_offset_record(group.group_id, tp, e) for tp, e in accepted.items()],
+            )
         except Exception as exc:
             log.warning("group %s: storing offsets failed: %s", group.group_id, exc)
             code = E.coordinator_not_available
@@ -192,7 +201,11 @@ class OffsetOps:
             expired: list[TopicPartition] = []
             if group.state is GroupState.EMPTY:
                 for tp, entry in group.offsets.items():
-                    base = group.state_timestamp if group.state_timestamp >= 0 else entry.commit_timestamp
+                    base = (
+                        group.state_timestamp
+                        if group.state_timestamp >= 0
+                        else entry.commit_timestamp
+                    )
                     if base + retention <= now:
                         expired.append(tp)
             elif group.state is GroupState.STABLE and group.protocol_type == "consumer":

@@ -1,0 +1,162 @@
+"""The group coordinator as a broker service: ``__consumer_offsets``, timers, loading.
+
+At start-up the internal topic ``__consumer_offsets`` is created if missing
+(``offsets.topic.num.partitions`` partitions, ``cleanup.policy=compact``, ``segment.bytes`` from
+``offsets.topic.segment.bytes``), then every partition is replayed into the coordinator before
+the broker listens. Records are appended as ordinary record batches (no compression, CreateTime)
+straight to the partition logs. Timers are the event loop's ``call_later``; expired offsets are
+swept every ``offsets.retention.check.interval.ms``.
+
+Handlers reach the coordinator with :func:`coordinator_of` and turn its callbacks into awaits
+with :func:`wait_for_callback`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from strom.broker.broker import Service, register_service
+from strom.broker.group.coordinator import CoordinatorConfig, GroupCoordinator
+from strom.protocol import record_batch as rb
+from strom.protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from strom.broker.broker import Broker
+
+log = logging.getLogger(__name__)
+OFFSETS_TOPIC = "__consumer_offsets"
+EXTENSION = "group_coordinator"
+T = TypeVar("T")
+
+
+class AsyncioTimers:
+    """:class:`~strom.broker.group.coordinator.Timers` on the running event loop."""
+
+    def call_later(self, delay_ms: int, fn: Callable[[], None]) -> asyncio.TimerHandle:
+        def run() -> None:
+            try:
+                fn()
+            except Exception:
+                log.exception("group coordinator timer failed")
+
+        return asyncio.get_running_loop().call_later(max(delay_ms, 0) / 1000.0, run)
+
+
+class GroupService(Service):
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.coordinator: GroupCoordinator | None = None
+
+    async def start(self) -> None:
+        broker = self.broker
+        cfg = broker.config
+        info = broker.topics.get(OFFSETS_TOPIC)
+        if info is None:
+            info = broker.create_topic(
+                OFFSETS_TOPIC,
+                cfg.get_int("offsets.topic.num.partitions"),
+                1,
+                {
+                    "cleanup.policy": "compact",
+                    "segment.bytes": str(cfg.get_int("offsets.topic.segment.bytes")),
+                },
+            )
+        config = CoordinatorConfig(
+            offsets_partitions=info.partition_count,
+            initial_rebalance_delay_ms=cfg.get_int("group.initial.rebalance.delay.ms"),
+            min_session_timeout_ms=cfg.get_int("group.min.session.timeout.ms"),
+            max_session_timeout_ms=cfg.get_int("group.max.session.timeout.ms"),
+            max_group_size=cfg.get_int("group.max.size"),
+            offsets_retention_ms=cfg.get_int("offsets.retention.minutes") * 60_000,
+            offset_metadata_max_bytes=int(cfg.get("offset.metadata.max.bytes") or 4096),
+        )
+        self.coordinator = GroupCoordinator(config, broker.clock, AsyncioTimers(), self._append)
+        broker.extensions[EXTENSION] = self
+        self._load(info.partition_count)
+        interval = max(cfg.get_int("offsets.retention.check.interval.ms"), 100) / 1000.0
+        broker.every(interval, self._expire)
+
+    def _expire(self) -> None:
+        if self.coordinator is not None:
+            self.coordinator.expire_offsets()
+
+    async def stop(self) -> None:
+        coord = self.coordinator
+        if coord is None:
+            return
+        for group in coord.groups.values():
+            for timer in (group.join_timer, group.sync_timer, *group.pending_members.values()):
+                if timer is not None:
+                    timer.cancel()
+            for member in group.members.values():
+                if member.heartbeat_timer is not None:
+                    member.heartbeat_timer.cancel()
+
+    def _load(self, partitions: int) -> None:
+        coord = self.coordinator
+        assert coord is not None
+        count = 0
+        for partition in range(partitions):
+            log_ = self.broker.replicas.get_log(OFFSETS_TOPIC, partition)
+            offset = log_.log_start_offset
+            end = log_.log_end_offset
+            while offset < end:
+                data = log_.read(offset, 1 << 20).records
+                if not data:
+                    break
+                for header, batch in rb.iter_batches(data):
+                    if header.next_offset <= offset:
+                        continue
+                    if not header.is_control:
+                        for record in rb.decode_records(batch):
+                            if record.offset < offset or record.key is None:
+                                continue
+                            try:
+                                coord.replay(record.key, record.value)
+                                count += 1
+                            except ValueError as exc:
+                                log.warning(
+                                    "%s-%d offset %d: skipping record: %s",
+                                    OFFSETS_TOPIC, partition, record.offset, exc,
+                                )  # fmt: skip
+                    offset = header.next_offset
+        coord.finish_loading()
+        log.info("replayed %d records of %s", count, OFFSETS_TOPIC)
+
+    def _append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+        now = self.broker.clock.time_ms()
+        batch = rb.build_batch([(key, value, [], now) for key, value in records])
+        self.broker.replicas.append(OFFSETS_TOPIC, partition, batch)
+
+
+register_service(GroupService)
+
+
+def coordinator_of(broker: Broker) -> GroupCoordinator:
+    service = broker.extensions.get(EXTENSION)
+    if service is None or service.coordinator is None:
+        raise KafkaError(ErrorCode.coordinator_not_available, "group coordinator not started")
+    coord: GroupCoordinator = service.coordinator
+    return coord
+
+
+async def wait_for_callback(register: Callable[[Callable[[T], None]], Any]) -> T:
+    """Call ``register(callback)`` and wait until the coordinator invokes the callback."""
+    future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+
+    def done(result: T) -> None:
+        if not future.done():
+            future.set_result(result)
+
+    register(done)
+    return await future
+
+
+def millis(value: Any) -> int:
+    """A ``kio`` timedelta field (or a plain int) as integer milliseconds."""
+    if hasattr(value, "total_seconds"):
+        return round(value.total_seconds() * 1000)
+    return int(value)

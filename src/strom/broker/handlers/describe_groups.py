@@ -1,0 +1,57 @@
+"""DescribeGroups (key 15, v0–5): state, protocol and members of groups.
+
+Member metadata and assignments are given only for Stable groups (as Kafka does). A group this
+broker does not know is described as ``Dead`` with no error (v0–5).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strom.broker import dispatch
+from strom.broker.context import RequestContext
+from strom.broker.group.model import GroupState
+from strom.broker.group.service import coordinator_of
+from strom.protocol.errors import ErrorCode, KafkaError
+
+API_KEY = 15
+AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
+
+
+def _describe(ctx: RequestContext, group_id: str) -> Any:
+    base = {"group_id": group_id, "authorized_operations": AUTHORIZED_OPERATIONS_UNKNOWN}
+    try:
+        group = coordinator_of(ctx.broker).get_group(group_id)
+    except KafkaError as exc:
+        return ctx.make("DescribedGroup", error_code=exc.error_code, group_state="",
+                        protocol_type="", protocol_data="", members=(), **base)  # fmt: skip
+    if group is None:
+        return ctx.make("DescribedGroup", error_code=ErrorCode.none, group_state="Dead",
+                        protocol_type="", protocol_data="", members=(), **base)  # fmt: skip
+    stable = group.state is GroupState.STABLE
+    members = tuple(
+        ctx.make(
+            "DescribedGroupMember",
+            member_id=m.member_id,
+            group_instance_id=m.instance_id,
+            client_id=m.client_id,
+            client_host=m.client_host,
+            member_metadata=m.metadata(group.protocol_name) if stable else b"",
+            member_assignment=m.assignment if stable else b"",
+        )
+        for m in group.members.values()
+    )
+    return ctx.make(
+        "DescribedGroup",
+        error_code=ErrorCode.none,
+        group_state=group.state.value,
+        protocol_type=group.protocol_type or "",
+        protocol_data=(group.protocol_name or "") if stable else "",
+        members=members,
+        **base,
+    )
+
+
+@dispatch.handler(API_KEY, 0, 5)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    return ctx.respond(throttle_time=0, groups=tuple(_describe(ctx, g) for g in request.groups))

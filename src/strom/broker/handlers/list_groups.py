@@ -1,0 +1,41 @@
+"""ListGroups (key 16, v0–5): every group this coordinator knows, with its state (v4+), filtered
+by state (v4+, case-insensitive) and type (v5+: all groups here are ``classic``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strom.broker import dispatch
+from strom.broker.context import RequestContext
+from strom.broker.group.service import coordinator_of
+from strom.protocol.errors import ErrorCode, KafkaError
+
+API_KEY = 16
+
+
+@dispatch.handler(API_KEY, 0, 5)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    try:
+        coord = coordinator_of(ctx.broker)
+        if coord.loading:
+            raise KafkaError(ErrorCode.coordinator_load_in_progress)
+    except KafkaError as exc:
+        return ctx.respond(throttle_time=0, error_code=exc.error_code, groups=())
+    states = {s.lower() for s in getattr(request, "states_filter", ()) or ()}
+    types = {t.lower() for t in getattr(request, "types_filter", ()) or ()}
+    groups = []
+    for group in list(coord.groups.values()):
+        if states and group.state.value.lower() not in states:
+            continue
+        if types and "classic" not in types:
+            continue
+        groups.append(
+            ctx.make(
+                "ListedGroup",
+                group_id=group.group_id,
+                protocol_type=group.protocol_type or "",
+                group_state=group.state.value,
+                group_type="classic",
+            )
+        )
+    return ctx.respond(throttle_time=0, error_code=ErrorCode.none, groups=tuple(groups))

@@ -1,0 +1,75 @@
+"""OffsetFetch (key 9, v1–9): committed offsets of a group (v8+: of several groups at once).
+
+A partition with nothing committed answers offset -1, empty metadata, no error. ``topics`` null
+(v2+) means every partition the group has an offset for. ``require_stable`` (v7+) needs no
+waiting here: strom has no pending transactional offset commits yet.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from strom.broker import dispatch
+from strom.broker.context import RequestContext
+from strom.broker.group.service import coordinator_of
+from strom.protocol.errors import ErrorCode, KafkaError
+
+API_KEY = 9
+
+
+def _group_topics(
+    ctx: RequestContext, group_id: str, topics: Any, partition_cls: str, topic_cls: str
+) -> tuple[ErrorCode, tuple[Any, ...]]:
+    wanted = None
+    if topics is not None:
+        wanted = [(t.name, int(p)) for t in topics for p in t.partition_indexes]
+    try:
+        found = coordinator_of(ctx.broker).fetch_offsets(group_id, wanted)
+        error = ErrorCode.none
+    except KafkaError as exc:
+        found = dict.fromkeys(wanted or [])
+        error = exc.error_code
+    by_topic: dict[str, list[Any]] = defaultdict(list)
+    for (topic, partition), entry in found.items():
+        by_topic[topic].append(
+            ctx.make(
+                partition_cls,
+                partition_index=partition,
+                committed_offset=entry.offset if entry else -1,
+                committed_leader_epoch=entry.leader_epoch if entry else -1,
+                metadata=entry.metadata if entry else "",
+                error_code=error if ctx.api_version < 2 else ErrorCode.none,
+            )
+        )
+    return error, tuple(
+        ctx.make(topic_cls, name=name, partitions=tuple(parts)) for name, parts in by_topic.items()
+    )
+
+
+@dispatch.handler(API_KEY, 1, 9)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    if ctx.api_version >= 8:
+        groups = []
+        for g in request.groups:
+            error, topics = _group_topics(
+                ctx,
+                g.group_id,
+                g.topics,
+                "OffsetFetchResponsePartitions",
+                "OffsetFetchResponseTopics",
+            )
+            groups.append(
+                ctx.make(
+                    "OffsetFetchResponseGroup", group_id=g.group_id, topics=topics, error_code=error
+                )
+            )
+        return ctx.respond(throttle_time=0, groups=tuple(groups))
+    error, topics = _group_topics(
+        ctx,
+        request.group_id,
+        request.topics,
+        "OffsetFetchResponsePartition",
+        "OffsetFetchResponseTopic",
+    )
+    return ctx.respond(throttle_time=0, topics=topics, error_code=error)

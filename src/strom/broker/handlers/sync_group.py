@@ -1,0 +1,46 @@
+"""SyncGroup (key 14, v0–5): the leader hands in the assignment, every member gets its own.
+
+Assignments are opaque bytes. Answered when the leader's assignment is stored (or at once in a
+Stable group); v5+ carries the protocol type and name both ways.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strom.broker import dispatch
+from strom.broker.context import RequestContext
+from strom.broker.group.model import SyncResult
+from strom.broker.group.service import coordinator_of, wait_for_callback
+from strom.protocol.errors import KafkaError
+
+API_KEY = 14
+
+
+@dispatch.handler(API_KEY, 0, 5)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    assignments = {a.member_id: bytes(a.assignment) for a in request.assignments}
+    try:
+        coord = coordinator_of(ctx.broker)
+    except KafkaError as exc:
+        result = SyncResult(exc.error_code)
+    else:
+        result = await wait_for_callback(
+            lambda cb: coord.sync(
+                request.group_id,
+                int(request.generation_id),
+                request.member_id,
+                getattr(request, "group_instance_id", None),
+                getattr(request, "protocol_type", None),
+                getattr(request, "protocol_name", None),
+                assignments,
+                cb,
+            )  # fmt: skip
+        )
+    return ctx.respond(
+        throttle_time=0,
+        error_code=result.error,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name,
+        assignment=result.assignment,
+    )
