@@ -35,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
         level=getattr(logging, args.log_level),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
+        force=True,  # the CLI entry point may have configured logging for client commands
     )
     try:
         config = BrokerConfig.load(args.config, args.set)

@@ -130,8 +130,9 @@ def decode_request(frame: bytes) -> tuple[RequestHeader, Any]:
         request, body_used = _reader(cls)(frame, used)
     except Exception as exc:  # kio raises several types for truncated or garbled input
         raise ProtocolError(f"malformed request (api key {api_key}): {exc}") from None
-    if used + body_used != len(frame):
-        raise ProtocolError(f"request (api key {api_key}) has {len(frame) - used - body_used} trailing bytes")
+    # Bytes after the body are ignored, as Kafka's own parser does: librdkafka 2.x sends
+    # three extra bytes after a Metadata v12 "all topics" request, and refusing them would lock
+    # confluent-kafka's list_topics() out.
     return RequestHeader(api_key, api_version, correlation_id, header.client_id), request
 
 

@@ -115,7 +115,7 @@ class _FetchPlan:
         return _partition(ctx, p.partition, ErrorCode.none, hw=hw, log_start=start, records=records), len(records)
 
 
-@dispatch.handler(API_KEY, 4, 12)
+@dispatch.handler(API_KEY, 4, 16)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     plan = _FetchPlan(ctx, request)
     loop_time = ctx.broker.clock.monotonic
