@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import importlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -76,6 +77,8 @@ class Broker:
             self.replicas.create_partitions(topic, topic.replicas)
         self.producer_ids = ProducerIdManager(self.store)
         dispatch.load_handlers()
+        for module in _BUILTIN_SERVICE_MODULES:  # services no handler module imports
+            importlib.import_module(module)
         for hook in _SERVICE_FACTORIES:
             self.services.append(hook(self))
         for service in self.services:
@@ -171,6 +174,7 @@ class Broker:
 
 
 ServiceFactory = Callable[[Broker], Service]
+_BUILTIN_SERVICE_MODULES = ("strom.broker.log_cleaner",)
 _SERVICE_FACTORIES: list[ServiceFactory] = []
 
 
