@@ -141,6 +141,7 @@ class Group:
         self.lock = threading.Lock()
         self.procs: dict[int, subprocess.Popen[str]] = {}
         self.started = time.monotonic()
+        self.logdir = logdir
         for wid in range(n):
             cmd = [sys.executable, str(Path(__file__).resolve()), "--worker",
                    "--bootstrap", bootstrap, "--topic", topic, "--group", self.group,
@@ -195,7 +196,15 @@ class Group:
             elif key is not None and time.monotonic() - since >= settle:
                 return time.monotonic() - self.started
             time.sleep(0.1)
-        raise TimeoutError(f"group never stable with {n} members: {self.assignments()}")
+        raise TimeoutError(f"group never stable with {n} members: {self.assignments()}; "
+                           f"worker 0 stderr: {self.worker_log_tail()}")
+
+    def worker_log_tail(self, lines: int = 3) -> str:
+        try:
+            text = (self.logdir / f"worker-{self.group}-0.log").read_text(errors="replace")
+        except OSError:
+            return ""
+        return " | ".join(text.strip().splitlines()[-lines:])
 
     def signal(self, wid: int, sig: int) -> None:
         proc = self.procs[wid]
@@ -418,7 +427,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="10x fewer messages, sigkill only")
     parser.add_argument("--only", choices=["strom", "tansu"])
     parser.add_argument("--messages", type=int, default=300_000)
-    parser.add_argument("--timeout", type=float, default=90.0, help="per step, seconds")
+    parser.add_argument("--timeout", type=float, default=60.0, help="per step, seconds")
     args = parser.parse_args()
     args.failover = ["sigkill"] if args.quick else ["sigkill", "sigstop", "leave"]
 
