@@ -225,6 +225,14 @@ class Log:
             )
         if header.record_count > header.last_offset_delta + 1:
             raise InvalidRecordError("more records than the batch's offset range")
+        if assign_offsets and self.config.compact and not header.is_control:
+            # Kafka rejects null keys in compacted topics; needs the records (compacted only)
+            try:
+                keys = [r.key for r in rb.decode_records(batch)]
+            except rb.CorruptRecordError as exc:
+                raise CorruptRecordError(str(exc)) from exc
+            if any(k is None for k in keys):
+                raise InvalidRecordError("compacted topic does not accept records with a null key")
         if assign_offsets and self.config.timestamp_type == rb.CREATE_TIME:
             cfg = self.config
             if header.max_timestamp - now > cfg.message_timestamp_after_max_ms or (

@@ -11,6 +11,7 @@ import pytest
 from strom.clock import FakeClock
 from strom.protocol import record_batch as rb
 from strom.storage import cleaner
+from strom.storage.errors import InvalidRecordError
 from strom.storage.log import Log
 from strom.storage.log_config import LogConfig
 
@@ -165,7 +166,9 @@ def test_compressed_batches(open_log: OpenLog, clock: FakeClock) -> None:
 def test_null_keys_and_producer_fields_kept(open_log: OpenLog, clock: FakeClock) -> None:
     log = open_log(segment_bytes=300, **COMPACT)
     put(log, clock, (b"a", b"1"), (b"b", b"1"), producer_id=7, producer_epoch=0, base_sequence=0)
+    log.update_config(LogConfig(segment_bytes=300))  # written before the topic was compacted
     put(log, clock, (None, b"nokey"))
+    log.update_config(LogConfig(segment_bytes=300, **COMPACT))  # type: ignore[arg-type]
     put(log, clock, (b"a", b"2"), (b"b", b"2"), producer_id=7, producer_epoch=0, base_sequence=2)
     put(log, clock, (b"a", b"3"))
     log.roll()
@@ -306,3 +309,33 @@ def test_not_compacted_log_is_ignored(open_log: OpenLog, clock: FakeClock) -> No
     log = open_log(segment_bytes=300)
     updates(log, clock, 10)
     assert cleaner.plan(log, None, clock.time_ms()) is None
+
+
+def test_null_key_rejected_in_compacted_topic(open_log: OpenLog, clock: FakeClock) -> None:
+    log = open_log(**COMPACT)
+    with pytest.raises(InvalidRecordError) as info:
+        put(log, clock, (b"a", b"1"), (None, b"x"), compression=1)
+    assert info.value.error_code == 87
+    assert log.log_end_offset == 0
+    put(log, clock, (b"a", b"1"))  # keyed records are fine
+    plain = open_log(segment_bytes=300)
+    put(plain, clock, (None, b"x"))  # only compacted topics check
+
+
+def test_log_changed_during_clean_drops_output(tmp_path: Path, clock: FakeClock) -> None:
+    cfg = LogConfig(segment_bytes=300, cleanup_policy="compact,delete", retention_ms=1000,
+                    min_cleanable_dirty_ratio=0.0)  # fmt: skip
+    log = Log.open(tmp_path / "t-0", cfg, clock)
+    updates(log, clock, 10)
+    log.roll()
+    p = cleaner.plan(log, None, clock.time_ms())
+    assert p is not None
+    cleaner.open_plan(p)  # what the service does on the event loop before the worker thread
+    clock.advance(5000)
+    put(log, clock, (b"new", b"1"))
+    assert log.enforce_retention() > 0  # retention deletes segments the cleaner is reading
+    res = cleaner.clean(p, clock.time_ms())  # still reads them through its own descriptors
+    assert res.groups
+    assert not cleaner.commit(log, res)
+    assert not list(log.dir.glob("*.cleaned"))
+    assert latest(read_all(log)) == {b"new": b"1"}
