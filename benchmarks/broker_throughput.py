@@ -123,7 +123,8 @@ def consume(bootstrap: str, topic: str, count: int, size: int, partitions: int, 
         while received < count:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"consume: {received}/{count} within {timeout}s")
-            for msg in consumer.consume(num_messages=10000, timeout=0.5):
+            # consume(n, t) waits for n messages or t: never ask for more than are left
+            for msg in consumer.consume(num_messages=min(10000, count - received), timeout=0.5):
                 if msg.error():
                     errors += 1
                     continue
@@ -161,14 +162,16 @@ def latency_consumer(argv: list[str]) -> int:
     deadline = time.monotonic() + timeout
     try:
         while received < total and time.monotonic() < deadline:
-            for msg in consumer.consume(num_messages=1000, timeout=0.2):
-                now = time.monotonic_ns()
-                if msg.error():
-                    continue
-                (sent,) = LATENCY_STAMP.unpack_from(msg.value())
-                if received >= warm:
-                    samples.append((now - sent) / 1e6)
-                received += 1
+            # poll(), not consume(n, timeout): consume() waits for n messages or the timeout,
+            # which would add up to n/rate of artificial latency.
+            msg = consumer.poll(0.2)
+            now = time.monotonic_ns()
+            if msg is None or msg.error():
+                continue
+            (sent,) = LATENCY_STAMP.unpack_from(msg.value())
+            if received >= warm:
+                samples.append((now - sent) / 1e6)
+            received += 1
     finally:
         consumer.close()
     samples.sort()
