@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import signal
 import sys
 import time
 from typing import Any, BinaryIO
@@ -145,12 +146,17 @@ def _setup(args: argparse.Namespace, state: dict[str, float]) -> Consumer:
     return cons
 
 
+def _interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def run(args: argparse.Namespace, out: BinaryIO | None = None) -> int:
     """Poll and print until --max-messages, --timeout-ms idle, or Ctrl-C."""
     _validate(args)
     state = {"last": time.monotonic()}
     cons = _setup(args, state)
     sink = out if out is not None else sys.stdout.buffer
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM: same clean exit as Ctrl-C
     separator = args.key_separator.encode()
     count = 0
     try:
@@ -184,6 +190,7 @@ def run(args: argparse.Namespace, out: BinaryIO | None = None) -> int:
     finally:
         with contextlib.suppress(KeyboardInterrupt):
             cons.close()
+        signal.signal(signal.SIGTERM, previous)
     if args.verbose:
         print(f"Processed a total of {count} messages", file=sys.stderr)
     return 0
