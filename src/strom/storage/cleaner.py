@@ -26,8 +26,8 @@ One cleaning, as in Kafka's ``LogCleaner``:
 Batches: untouched ones are copied byte for byte. A rewritten batch keeps its base offset,
 last offset delta, producer id/epoch, base sequence, attributes (codec, timestamp type,
 transactional) and partition leader epoch, so offsets and producer state stay as they were.
-A batch whose records all go disappears, except (kept empty, as Kafka does) a producer's last
-batch in the cleaned range and the last batch of a group when dropping it would move the
+A batch whose records all go disappears, except (kept empty, as Kafka does) the last batch of
+a producer still in the log's producer state (so its sequence survives a rebuild) and the last batch of a group when dropping it would move the
 group's end below its last original segment's base (the swap recovery relies on that).
 Control batches are always kept.
 
@@ -105,6 +105,7 @@ class CleanPlan:
     clean_bytes: int
     dirty_bytes: int
     forced: bool  # max.compaction.lag.ms passed
+    producer_last: dict[int, int] = field(default_factory=dict)  # pid -> its last offset
     fds: list[int] = field(default_factory=list)  # duplicated descriptors, closed by clean()
     sizes: list[int] = field(default_factory=list)
 
@@ -158,8 +159,12 @@ def plan(log: Log, first_dirty: int | None, now: int) -> CleanPlan | None:
     dirty_bytes = sum(s.size for s in chosen[dirty_start:])
     oldest = chosen[dirty_start].created_ms
     forced = cfg.max_compaction_lag_ms < 2**62 and now - oldest > cfg.max_compaction_lag_ms
+    producer_last = {
+        pid: e.batches[-1].last_offset for pid, e in log.producer_state.producers.items()
+        if e.batches
+    }  # fmt: skip
     return CleanPlan(log, chosen, ends, dirty_start, first_dirty, clean_bytes, dirty_bytes,
-                     forced)  # fmt: skip
+                     forced, producer_last)  # fmt: skip
 
 
 def open_plan(p: CleanPlan) -> None:
@@ -219,17 +224,13 @@ def _control_type(data: bytes) -> int | None:
     return int(struct.unpack_from(">hh", recs[0].key)[1])
 
 
-def _scan_transactions(p: CleanPlan) -> tuple[set[int], int, dict[int, int]]:
+def _scan_transactions(p: CleanPlan) -> tuple[set[int], int]:
     """(base offsets of aborted batches, index of the first segment with an undecided
-    transaction (or len), producer id -> base offset of its last batch)."""
+    transaction (or len))."""
     aborted: set[int] = set()
     open_txn: dict[int, list[tuple[int, int]]] = {}  # pid -> [(segment index, base offset)]
-    last_batch: dict[int, int] = {}
     for i, (fd, size) in enumerate(zip(p.fds, p.sizes, strict=True)):
         for header, data in _batches(fd, size):
-            if not header.has_producer_id:
-                continue
-            last_batch[header.producer_id] = header.base_offset
             if not header.is_transactional:
                 continue
             if header.is_control:
@@ -239,7 +240,7 @@ def _scan_transactions(p: CleanPlan) -> tuple[set[int], int, dict[int, int]]:
             else:
                 open_txn.setdefault(header.producer_id, []).append((i, header.base_offset))
     undecided = min((v[0][0] for v in open_txn.values() if v), default=len(p.segments))
-    return aborted, undecided, last_batch
+    return aborted, undecided
 
 
 def _groups(p: CleanPlan, count: int) -> list[list[int]]:
@@ -285,7 +286,7 @@ def _check(abort: threading.Event | None) -> None:
 def _clean(p: CleanPlan, now: int, abort: threading.Event | None, max_map_entries: int,
            written: list[LogSegment]) -> CleanResult:  # fmt: skip
     cfg = p.log.config
-    aborted, undecided, last_batch = _scan_transactions(p)
+    aborted, undecided = _scan_transactions(p)
     # offset map over the dirty section, whole segments, stopping when the map is full
     offset_map: dict[bytes, int] = {}
     end_idx = p.dirty_start
@@ -314,7 +315,7 @@ def _clean(p: CleanPlan, now: int, abort: threading.Event | None, max_map_entrie
             result.bytes_before += p.sizes[i]
             for header, data in _batches(p.fds[i], p.sizes[i]):
                 out = _filter_batch(header, data, offset_map, aborted, tomb_horizon,
-                                    last_batch, result)  # fmt: skip
+                                    p.producer_last, result)  # fmt: skip
                 last_kept = (header, data)
                 if out is None:
                     continue
@@ -330,7 +331,7 @@ def _clean(p: CleanPlan, now: int, abort: threading.Event | None, max_map_entrie
 
 
 def _filter_batch(header: rb.BatchHeader, data: bytes, offset_map: dict[bytes, int],
-                  aborted: set[int], tomb_horizon: int, last_batch: dict[int, int],
+                  aborted: set[int], tomb_horizon: int, producer_last: dict[int, int],
                   result: CleanResult) -> bytes | None:  # fmt: skip
     """The batch to write for ``data``: itself, a rewritten copy, or None (dropped)."""
     if header.is_control:
@@ -346,7 +347,7 @@ def _filter_batch(header: rb.BatchHeader, data: bytes, offset_map: dict[bytes, i
         return data
     if not kept:
         is_last = (
-            header.has_producer_id and last_batch.get(header.producer_id) == header.base_offset
+            header.has_producer_id and producer_last.get(header.producer_id) == header.last_offset
         )
         return _rebuild(header, []) if is_last else None
     return _rebuild(header, kept)
