@@ -6,9 +6,9 @@ import json
 import time
 
 import pytest
-from tests.integration.cli_helpers import Cli, assert_clean_error, eventually, strom
 
 from strom.testing import free_port
+from tests.integration.cli_helpers import Cli, assert_clean_error, eventually, strom
 
 
 @pytest.fixture
@@ -134,6 +134,8 @@ def test_bad_input_gives_one_clean_line(cli: Cli, topic_name: str) -> None:
     create(cli, topic_name, 1)
     assert topic_name in cli.fail("topic", "create", topic_name, "--partitions", "1")
     cli.fail("consume", topic_name, "--partition", "7", "--timeout-ms", "1000")
+    assert "partition 7" in cli.fail("produce", topic_name, "--partition", "7", stdin="x\n")
+    assert "does-not-exist" in cli.fail("topic", "describe", f"{topic_name}-does-not-exist")
 
 
 @pytest.mark.parametrize(
@@ -161,3 +163,11 @@ def test_cluster_info(cli: Cli) -> None:
     assert [(b["host"], b["port"]) for b in doc["brokers"]] == [(host, int(port))]
     assert doc["controller"] == doc["brokers"][0]["id"]
     assert f"Cluster ID: {doc['cluster_id']}" in cli.lines("cluster", "info")
+
+
+def test_cluster_health(cli: Cli) -> None:
+    doc = json.loads(cli.ok("cluster", "health", "--format", "json"))
+    assert doc["healthy"] is True
+    assert (doc["offline_partitions"], doc["under_replicated_partitions"]) == ([], [])
+    assert doc["controller"] in doc["brokers"]
+    assert cli.lines("cluster", "health")[0] == "Healthy: true"

@@ -14,6 +14,7 @@ import uuid
 
 import pytest
 from confluent_kafka.admin import AdminClient
+
 from tests.integration.cli_helpers import Cli, eventually, parse_table
 
 #: Joining a group can take a while (rebalance delays); the consumers wait this long.

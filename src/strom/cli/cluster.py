@@ -1,4 +1,4 @@
-"""``strom cluster info``: cluster id, controller and brokers."""
+"""``strom cluster info|health``: cluster id, controller, brokers; partition health."""
 
 from __future__ import annotations
 
@@ -17,6 +17,11 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("info", help="cluster id, controller, brokers", parents=parents)
     add_client_options(p, listing=True)
     p.set_defaults(func=info)
+    p = sub.add_parser(
+        "health", help="offline / under-replicated partitions; exit 1 if unhealthy", parents=parents
+    )
+    add_client_options(p, listing=True)
+    p.set_defaults(func=health)
 
 
 def info(args: argparse.Namespace) -> int:
@@ -54,3 +59,35 @@ def info(args: argparse.Namespace) -> int:
         ],
     )
     return 0
+
+
+def health(args: argparse.Namespace) -> int:
+    """Healthy when every partition has a leader and a full ISR (exit code 0, else 1)."""
+    admin = admin_client(args, check=False)
+    md = metadata(admin, args)
+    offline: list[str] = []
+    under: list[str] = []
+    for name, topic in sorted(md.topics.items()):
+        for pid, part in sorted(topic.partitions.items()):
+            label = f"{name}-{pid}"
+            if part.leader < 0:
+                offline.append(label)
+            elif len(part.isrs) < len(part.replicas):
+                under.append(label)
+    healthy = not offline and not under
+    document = {
+        "healthy": healthy,
+        "brokers": sorted(md.brokers),
+        "controller": md.controller_id,
+        "offline_partitions": offline,
+        "under_replicated_partitions": under,
+    }
+    if args.format == "json":
+        print_json(document)
+    else:
+        print(f"Healthy: {'true' if healthy else 'false'}")
+        print(f"Controller: {md.controller_id}")
+        print(f"Brokers: {','.join(map(str, document['brokers']))}")
+        print(f"Offline partitions: {','.join(offline)}")
+        print(f"Under-replicated partitions: {','.join(under)}")
+    return 0 if healthy else 1
