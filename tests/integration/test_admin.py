@@ -74,6 +74,7 @@ def produce(bootstrap: str, topic: str, values: list[bytes], partition: int = 0)
         producer.produce(
             topic,
             value,
+            key=b"k",  # compacted topics refuse null keys (INVALID_RECORD), as Kafka does
             partition=partition,
             on_delivery=lambda err, msg: errors.append(err) if err else None,
         )

@@ -11,12 +11,12 @@ hands them to the live logs.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from strom.config import BROKER_DEFAULTS
-from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
 from strom.storage.errors import InvalidConfigError
 from strom.storage.log_config import (
     DEFAULT_CONFIG,
@@ -30,6 +30,7 @@ from strom.storage.log_config import (
 
 if TYPE_CHECKING:
     from strom.broker.broker import Broker
+    from strom.broker.context import RequestContext
 
 # ConfigResource.Type
 UNKNOWN_RESOURCE, TOPIC, BROKER, BROKER_LOGGER = 0, 2, 4, 8
@@ -204,3 +205,27 @@ def incremental(
         else:
             raise KafkaError(ErrorCode.invalid_request, f"unknown config operation {op} for {name}")
     return result
+
+
+def alter_each_resource(
+    ctx: RequestContext, request: Any, alter: Callable[[RequestContext, Any, bool], None]
+) -> Any:
+    """The AlterConfigs / IncrementalAlterConfigs response: ``alter`` runs per resource, and
+    whatever it raises becomes that resource's error code and message."""
+    responses = []
+    for resource in request.resources:
+        try:
+            alter(ctx, resource, bool(request.validate_only))
+            code, message = ErrorCode.none, None
+        except Exception as exc:
+            code, message = error_code_of(exc), str(exc)
+        responses.append(
+            ctx.make(
+                "AlterConfigsResourceResponse",
+                error_code=code,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+            )
+        )
+    return ctx.respond(throttle_time=0, responses=tuple(responses))

@@ -13,7 +13,7 @@ from typing import Any
 from strom.broker import config_resources as cr
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
-from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
+from strom.protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 33
 
@@ -44,20 +44,4 @@ def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
 
 @dispatch.handler(API_KEY, 0, 2)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    responses = []
-    for resource in request.resources:
-        try:
-            _alter(ctx, resource, bool(request.validate_only))
-            code, message = ErrorCode.none, None
-        except Exception as exc:
-            code, message = error_code_of(exc), str(exc)
-        responses.append(
-            ctx.make(
-                "AlterConfigsResourceResponse",
-                error_code=code,
-                error_message=message,
-                resource_type=resource.resource_type,
-                resource_name=resource.resource_name,
-            )
-        )
-    return ctx.respond(throttle_time=0, responses=tuple(responses))
+    return cr.alter_each_resource(ctx, request, _alter)

@@ -12,7 +12,7 @@ from typing import Any
 from strom.broker import config_resources as cr
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
-from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
+from strom.protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 44
 
@@ -37,20 +37,4 @@ def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
 
 @dispatch.handler(API_KEY, 0, 1)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    responses = []
-    for resource in request.resources:
-        try:
-            _alter(ctx, resource, bool(request.validate_only))
-            code, message = ErrorCode.none, None
-        except Exception as exc:
-            code, message = error_code_of(exc), str(exc)
-        responses.append(
-            ctx.make(
-                "AlterConfigsResourceResponse",
-                error_code=code,
-                error_message=message,
-                resource_type=resource.resource_type,
-                resource_name=resource.resource_name,
-            )
-        )
-    return ctx.respond(throttle_time=0, responses=tuple(responses))
+    return cr.alter_each_resource(ctx, request, _alter)
