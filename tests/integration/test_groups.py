@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from strom.testing import BrokerProcess
@@ -63,7 +63,9 @@ def consumer(bootstrap: str, group: str, **conf: Any) -> Consumer:
     )
 
 
-def produce_numbered(bootstrap: str, topic: str, partitions: int, per_partition: int, start: int = 0) -> set[tuple[int, bytes]]:
+def produce_numbered(
+    bootstrap: str, topic: str, partitions: int, per_partition: int, start: int = 0
+) -> set[tuple[int, bytes]]:
     """``per_partition`` messages to each partition, values ``p:i``; returns {(partition, value)}."""
     msgs = [
         {"value": f"{p}:{i}".encode(), "partition": p}
@@ -115,7 +117,9 @@ def partitions_of(c: Consumer) -> set[int]:
     return {tp.partition for tp in c.assignment()}
 
 
-def test_six_partitions_three_members_each_get_two_and_every_message_once(gbroker, topic_name) -> None:
+def test_six_partitions_three_members_each_get_two_and_every_message_once(
+    gbroker, topic_name
+) -> None:
     create_topic(gbroker.bootstrap, topic_name, 6)
     group = group_name()
     members = [consumer(gbroker.bootstrap, group) for _ in range(3)]
@@ -125,8 +129,10 @@ def test_six_partitions_three_members_each_get_two_and_every_message_once(gbroke
         poller = Poller(*members)
         t0 = time.monotonic()
         poller.poll_until(
-            lambda: all(len(partitions_of(c)) == 2 for c in members)
-            and set().union(*(partitions_of(c) for c in members)) == set(range(6)),
+            lambda: (
+                all(len(partitions_of(c)) == 2 for c in members)
+                and set().union(*(partitions_of(c) for c in members)) == set(range(6))
+            ),
             20,
             "3 members with 2 partitions each",
         )
@@ -155,7 +161,7 @@ KILLABLE_CONSUMER = textwrap.dedent(
     bootstrap, group, topic, limit = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                   "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                  "session.timeout.ms": %d, "heartbeat.interval.ms": 300})
+                  "session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": 300})
     c.subscribe([topic], on_assign=lambda cons, parts: print(
         "ASSIGNED", ",".join(str(p.partition) for p in parts), flush=True))
     done = 0
@@ -169,11 +175,12 @@ KILLABLE_CONSUMER = textwrap.dedent(
     print("DONE", flush=True)
     time.sleep(600)
     """
-    % SESSION_MS
-)
+).replace("SESSION_MS", str(SESSION_MS))
 
 
-def test_killed_member_partitions_move_and_resume_from_committed_offsets(gbroker, topic_name, tmp_path) -> None:
+def test_killed_member_partitions_move_and_resume_from_committed_offsets(
+    gbroker, topic_name, tmp_path
+) -> None:
     create_topic(gbroker.bootstrap, topic_name, 2)
     group = group_name()
     survivor = consumer(gbroker.bootstrap, group)
@@ -200,8 +207,11 @@ def test_killed_member_partitions_move_and_resume_from_committed_offsets(gbroker
             return None
 
         poller.poll_until(
-            lambda: (read_victim() or True) and len(partitions_of(survivor)) == 1
-            and any(line.startswith("ASSIGNED ") and line != "ASSIGNED " for line in lines),
+            lambda: (
+                (read_victim() or True)
+                and len(partitions_of(survivor)) == 1
+                and any(line.startswith("ASSIGNED ") and line != "ASSIGNED " for line in lines)
+            ),
             20,
             "both members with one partition",
         )
@@ -258,7 +268,9 @@ def committed(c: Consumer, topic: str, partitions: int) -> dict[int, int]:
     return {tp.partition: tp.offset for tp in tps}
 
 
-def test_sync_async_and_auto_commit_and_restart_continues_after_last_commit(gbroker, topic_name) -> None:
+def test_sync_async_and_auto_commit_and_restart_continues_after_last_commit(
+    gbroker, topic_name
+) -> None:
     create_topic(gbroker.bootstrap, topic_name, 1)
     produce_numbered(gbroker.bootstrap, topic_name, 1, 30)
     group = group_name()
@@ -268,7 +280,9 @@ def test_sync_async_and_auto_commit_and_restart_continues_after_last_commit(gbro
     poller = Poller(c)
     poller.poll_until(lambda: len(poller.got[id(c)]) >= 10, 20, "10 messages")
     tenth = poller.got[id(c)][9]
-    result = c.commit(offsets=[TopicPartition(topic_name, 0, tenth.offset() + 1)], asynchronous=False)
+    result = c.commit(
+        offsets=[TopicPartition(topic_name, 0, tenth.offset() + 1)], asynchronous=False
+    )
     assert [(tp.partition, tp.offset, tp.error) for tp in result] == [(0, 10, None)]
     assert committed(c, topic_name, 1) == {0: 10}
     c.close()
@@ -287,7 +301,9 @@ def test_sync_async_and_auto_commit_and_restart_continues_after_last_commit(gbro
     assert seen == [(None, [(0, 20)])]
     c.close()
     # auto commit
-    c = consumer(gbroker.bootstrap, group, **{"enable.auto.commit": True, "auto.commit.interval.ms": 200})
+    c = consumer(
+        gbroker.bootstrap, group, **{"enable.auto.commit": True, "auto.commit.interval.ms": 200}
+    )
     c.subscribe([topic_name])
     poller = Poller(c)
     poller.poll_until(lambda: len(poller.got[id(c)]) >= 10, 20, "last 10 messages")
@@ -306,7 +322,9 @@ def test_auto_offset_reset_earliest_and_latest_and_seek(gbroker, topic_name) -> 
         early.subscribe([topic_name])
         late.subscribe([topic_name], on_assign=lambda c, p: assigned.append("late"))
         poller = Poller(early, late)
-        poller.poll_until(lambda: len(poller.got[id(early)]) >= 5 and bool(assigned), 20, "assignments")
+        poller.poll_until(
+            lambda: len(poller.got[id(early)]) >= 5 and bool(assigned), 20, "assignments"
+        )
         # latest: its position is resolved on assignment; give it a moment to fetch the end
         poller.drain(1.0)
         produce(gbroker.bootstrap, topic_name, [{"value": b"0:5", "partition": 0}])
@@ -318,7 +336,9 @@ def test_auto_offset_reset_earliest_and_latest_and_seek(gbroker, topic_name) -> 
         early.seek(TopicPartition(topic_name, 0, 2))
         before = len(poller.got[id(early)])
         poller.poll_until(lambda: len(poller.got[id(early)]) >= before + 4, 10, "after seek")
-        assert [v for _, v in poller.values(early)[before:]] == [f"0:{i}".encode() for i in range(2, 6)]
+        assert [v for _, v in poller.values(early)[before:]] == [
+            f"0:{i}".encode() for i in range(2, 6)
+        ]
     finally:
         early.close()
         late.close()
@@ -372,24 +392,33 @@ def test_broker_kill_9_keeps_committed_offsets_and_groups(tmp_path: Path, topic_
         poller.poll_until(lambda: len(poller.got[id(c)]) >= 9, 20, "the rest")
         poller.drain(0.5)
         assert sorted(poller.values(c)) == sorted(
-            [(0, f"0:{i}".encode()) for i in range(4, 10)] + [(1, f"1:{i}".encode()) for i in range(7, 10)]
+            [(0, f"0:{i}".encode()) for i in range(4, 10)]
+            + [(1, f"1:{i}".encode()) for i in range(7, 10)]
         )
         c.close()
     finally:
         broker.stop()
 
 
-def test_static_member_restart_gets_its_partitions_back_without_rebalance(gbroker, topic_name) -> None:
+def test_static_member_restart_gets_its_partitions_back_without_rebalance(
+    gbroker, topic_name
+) -> None:
     create_topic(gbroker.bootstrap, topic_name, 2)
     group = group_name()
     events: list[tuple[str, str, tuple[int, ...]]] = []
 
     def static(name: str) -> Consumer:
-        c = consumer(gbroker.bootstrap, group, **{"group.instance.id": name, "session.timeout.ms": 6000})
+        c = consumer(
+            gbroker.bootstrap, group, **{"group.instance.id": name, "session.timeout.ms": 6000}
+        )
         c.subscribe(
             [topic_name],
-            on_assign=lambda _c, ps: events.append((name, "assign", tuple(p.partition for p in ps))),
-            on_revoke=lambda _c, ps: events.append((name, "revoke", tuple(p.partition for p in ps))),
+            on_assign=lambda _c, ps: events.append(
+                (name, "assign", tuple(p.partition for p in ps))
+            ),
+            on_revoke=lambda _c, ps: events.append(
+                (name, "revoke", tuple(p.partition for p in ps))
+            ),
         )
         return c
 
