@@ -67,11 +67,15 @@ class KpMember(threading.Thread):
         self.got: list[tuple[int, bytes]] = []
         self.stop_event = threading.Event()
         self.error: BaseException | None = None
+        self.assigned: set[int] = (
+            set()
+        )  # read only from this thread: kafka-python is not thread-safe
 
     def run(self) -> None:
         try:
             while not self.stop_event.is_set():
-                records = self.consumer.poll(timeout_ms=100)
+                records = self.consumer.poll(timeout_ms=1000)
+                self.assigned = {tp.partition for tp in self.consumer.assignment()}
                 for batch in records.values():
                     self.got.extend((r.partition, r.value) for r in batch)
                 if records:
@@ -80,7 +84,7 @@ class KpMember(threading.Thread):
             self.error = exc
 
     def partitions(self) -> set[int]:
-        return {tp.partition for tp in self.consumer.assignment()}
+        return self.assigned
 
     def close(self) -> None:
         self.stop_event.set()
