@@ -191,9 +191,13 @@ def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 3
     while time.monotonic() < deadline:
         md = admin.list_topics(topic, timeout=5)
         tmd = md.topics.get(topic)
-        if tmd is not None and tmd.error is None and len(tmd.partitions) == partitions:
-            if all(p.leader >= 0 for p in tmd.partitions.values()):
-                return
+        if (
+            tmd is not None
+            and tmd.error is None
+            and len(tmd.partitions) == partitions
+            and all(p.leader >= 0 for p in tmd.partitions.values())
+        ):
+            return
         time.sleep(0.1)
     raise TimeoutError(f"topic {topic} not ready within {timeout}s")
 

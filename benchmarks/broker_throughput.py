@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 import json
 import struct
-import sys
 import subprocess
+import sys
 import time
 import traceback
 from pathlib import Path
