@@ -387,6 +387,8 @@ class Log:
         return doomed
 
     def _delete_oldest(self, count: int) -> None:
+        if count <= 0:
+            return  # runs every maintenance tick: no checkpoint fsync when nothing changed
         for seg in self._segments[:count]:
             logger.info("deleting segment %s", seg.path)
             seg.delete()
