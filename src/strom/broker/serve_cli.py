@@ -71,7 +71,8 @@ async def _serve(
         loop.add_signal_handler(sig, broker.request_stop)
     try:
         await broker.start()
-    except (ConfigError, OSError) as exc:
+    except Exception as exc:  # one readable line, never a traceback (details at DEBUG)
+        log.debug("start-up failed", exc_info=True)
         print(f"strom serve: {exc}", file=sys.stderr)
         await broker.stop()
         return 1
