@@ -440,3 +440,46 @@ def test_static_member_restart_gets_its_partitions_back_without_rebalance(
     assert events == [("a", "assign", tuple(sorted(a_parts)))]
     a.close()
     b.close()
+
+
+def test_cooperative_sticky_members_rebalance_incrementally(gbroker, topic_name) -> None:
+    """librdkafka's cooperative-sticky assignor runs on the classic protocol with incremental
+    assign/revoke: a second member takes half the partitions while the first keeps the rest
+    (no partition moves twice) and every message is consumed exactly once."""
+    create_topic(gbroker.bootstrap, topic_name, 4)
+    group = group_name()
+    conf = {"partition.assignment.strategy": "cooperative-sticky"}
+    first = consumer(gbroker.bootstrap, group, **conf)
+    revoked: list[int] = []
+    first.subscribe(
+        [topic_name],
+        on_revoke=lambda c, parts: revoked.extend(p.partition for p in parts),
+    )
+    poller = Poller(first)
+    poller.poll_until(lambda: len(partitions_of(first)) == 4, 20, "first member owns all 4")
+    expected = produce_numbered(gbroker.bootstrap, topic_name, 4, 10)
+    poller.poll_until(lambda: poller.total() >= 40, 20, "first 40 messages")
+    for m in poller.got[id(first)]:
+        first.commit(message=m, asynchronous=False)
+
+    second = consumer(gbroker.bootstrap, group, **conf)
+    second.subscribe([topic_name])
+    poller.consumers.append(second)
+    poller.got[id(second)] = []
+    try:
+        poller.poll_until(
+            lambda: len(partitions_of(first)) == 2 and len(partitions_of(second)) == 2,
+            30,
+            "2 + 2 after the incremental rebalance",
+        )
+        kept = partitions_of(first)
+        assert sorted(revoked) == sorted(set(range(4)) - kept), "only the moved partitions are revoked"
+        assert partitions_of(second) == set(range(4)) - kept
+        more = produce_numbered(gbroker.bootstrap, topic_name, 4, 10, start=10)
+        poller.poll_until(lambda: poller.total() >= 80, 20, "all 80 messages")
+        poller.drain(1.0)
+        assert sorted(poller.values(first) + poller.values(second)) == sorted(expected | more)
+        assert {p for p, v in poller.values(second)} == partitions_of(second)
+    finally:
+        first.close()
+        second.close()
