@@ -35,6 +35,7 @@ BROKER_DEFAULTS: dict[str, str] = {
     "log.cleaner.enable": "true",
     "log.cleaner.backoff.ms": "15000",
     "transactional.id.expiration.ms": "604800000",
+    "producer.id.expiration.ms": "86400000",
 }
 
 

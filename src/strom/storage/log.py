@@ -32,7 +32,11 @@ from strom.storage.errors import (
 )
 from strom.storage.log_config import LogConfig
 from strom.storage.log_recovery import CLEANED_SUFFIX, SWAP_SUFFIX, complete_swaps, load_segments
-from strom.storage.producer_state import ProducerEntry, ProducerStateManager
+from strom.storage.producer_state import (
+    DEFAULT_EXPIRATION_MS,
+    ProducerEntry,
+    ProducerStateManager,
+)
 from strom.storage.segment import LogSegment
 
 logger = logging.getLogger(__name__)
@@ -60,7 +64,8 @@ class ReadResult:
 class Log:
     """One partition's log. Create with :meth:`Log.open`."""
 
-    def __init__(self, dir: Path, config: LogConfig, clock: Clock) -> None:
+    def __init__(self, dir: Path, config: LogConfig, clock: Clock,
+                 producer_id_expiration_ms: int = DEFAULT_EXPIRATION_MS) -> None:  # fmt: skip
         self.dir = dir
         self.config = config
         self.clock = clock
@@ -69,7 +74,7 @@ class Log:
         self.log_start_offset = 0
         self._high_watermark = 0
         self.recovery_point = 0
-        self.producer_state = ProducerStateManager(dir)
+        self.producer_state = ProducerStateManager(dir, producer_id_expiration_ms)
         self._unflushed_messages = 0
         self._last_flush = clock.monotonic()
         self._closed = False
@@ -77,10 +82,14 @@ class Log:
     # --- opening ---------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, dir: Path, config: LogConfig, clock: Clock) -> Log:
-        """Open (creating if needed) and recover the log in ``dir``."""
+    def open(cls, dir: Path, config: LogConfig, clock: Clock, *,
+             producer_id_expiration_ms: int = DEFAULT_EXPIRATION_MS) -> Log:  # fmt: skip
+        """Open (creating if needed) and recover the log in ``dir``.
+
+        ``producer_id_expiration_ms`` is the broker's ``producer.id.expiration.ms``.
+        """
         dir.mkdir(parents=True, exist_ok=True)
-        log = cls(dir, config, clock)
+        log = cls(dir, config, clock, producer_id_expiration_ms)
         now = clock.time_ms()
         complete_swaps(dir, config, now)
         marker = dir / ckpt.CLEAN_SHUTDOWN_FILE
@@ -106,7 +115,8 @@ class Log:
         self._bases = [s.base_offset for s in segments]
 
     def _rebuild_producer_state(self) -> None:
-        start = self.producer_state.load_latest(self.log_end_offset)
+        now = self.clock.time_ms()
+        start = self.producer_state.load_latest(self.log_end_offset, now)
         start = self.log_start_offset if start is None else start
         for seg in self._segments:
             if seg.next_offset <= start:
@@ -114,6 +124,7 @@ class Log:
             for _pos, header in seg.iter_headers(0):
                 if header.base_offset >= start and header.has_producer_id:
                     self.producer_state.update(header)
+        self.producer_state.remove_expired(now)
 
     # --- properties ------------------------------------------------------------------------
 
@@ -444,6 +455,14 @@ class Log:
         self._set_segments(self._segments[: idx[0]] + [new] + self._segments[idx[-1] + 1 :])
 
     # --- lifecycle -------------------------------------------------------------------------
+
+    def remove_expired_producers(self) -> int:
+        """Forget producers idle for ``producer.id.expiration.ms`` (none with an open
+        transaction); the next snapshot leaves them out. Returns how many."""
+        removed = self.producer_state.remove_expired(self.clock.time_ms())
+        if removed:
+            logger.info("expired %d producer ids of %s", removed, self.dir.name)
+        return removed
 
     def maybe_roll_by_time(self) -> None:
         seg = self.active

@@ -17,6 +17,7 @@ from strom.clock import Clock
 from strom.storage.errors import LogDirLockedError
 from strom.storage.log import Log
 from strom.storage.log_config import LogConfig
+from strom.storage.producer_state import DEFAULT_EXPIRATION_MS
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +42,9 @@ class LogManager:
         self.broker_configs = dict(broker_configs)
         self._logs: dict[TopicPartition, Log] = {}
         self._overrides: dict[str, dict[str, str]] = {}
+        self.producer_id_expiration_ms = int(
+            self.broker_configs.get("producer.id.expiration.ms", DEFAULT_EXPIRATION_MS)
+        )
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._lock_fd = os.open(self.data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -62,8 +66,12 @@ class LogManager:
             topic, partition = tp
             if topic not in self._overrides:
                 self._overrides[topic] = dict(topic_overrides(topic))
-            self._logs[tp] = Log.open(path, self._config(topic), self.clock)
+            self._logs[tp] = self._open(path, self._config(topic))
             logger.info("loaded log %s (end offset %d)", path.name, self._logs[tp].log_end_offset)
+
+    def _open(self, path: Path, config: LogConfig) -> Log:
+        return Log.open(path, config, self.clock,
+                        producer_id_expiration_ms=self.producer_id_expiration_ms)  # fmt: skip
 
     def get(self, topic: str, partition: int) -> Log | None:
         return self._logs.get((topic, partition))
@@ -76,7 +84,7 @@ class LogManager:
         if existing is not None:
             existing.update_config(config)
             return existing
-        log = Log.open(self.data_dir / f"{topic}-{partition}", config, self.clock)
+        log = self._open(self.data_dir / f"{topic}-{partition}", config)
         self._logs[(topic, partition)] = log
         return log
 
@@ -97,11 +105,13 @@ class LogManager:
         yield from list(self._logs.items())
 
     def maintenance(self) -> None:
-        """Periodic work: segment.ms rolls, retention, flush.ms. Errors stay per log."""
+        """Periodic work: segment.ms rolls, retention, producer id expiry, flush.ms.
+        Errors stay per log."""
         for tp, log in self.logs():
             try:
                 log.maybe_roll_by_time()
                 log.enforce_retention()
+                log.remove_expired_producers()
                 log.maybe_flush_by_time()
             except OSError:
                 logger.exception("maintenance failed for %s-%d", *tp)

@@ -8,9 +8,16 @@ Rules (Kafka >= 2.5, see :meth:`ProducerStateManager.check`):
   is answered with its original offsets; otherwise its first sequence must follow the last one;
 * an unknown producer id is accepted at sequence 0, else :class:`UnknownProducerIdError`.
 
+Expiry (Kafka's ``producer.id.expiration.ms``, :meth:`ProducerStateManager.remove_expired`): a
+producer whose newest batch timestamp is at least that old is forgotten, unless it has an open
+transaction (a transactional batch not yet followed by its commit/abort marker). Snapshots are
+written from the live map, so they no longer carry expired producers; loading a snapshot skips
+producers that have expired meanwhile.
+
 Snapshot file ``<offset:020d>.snapshot`` (JSON, written atomically via a temp file + rename):
 ``{"version": 1, "offset": <log end offset it covers>, "producers": [{"pid", "epoch",
-"last_timestamp", "batches": [[first_seq, last_seq, first_offset, last_offset], ...]}]}``.
+"last_timestamp", "txn_first_offset", "batches": [[first_seq, last_seq, first_offset,
+last_offset], ...]}]}`` (``txn_first_offset`` -1: no open transaction; absent in older files).
 State after a snapshot is rebuilt by replaying batch headers from its offset on.
 """
 
@@ -30,6 +37,7 @@ from strom.storage.errors import (
 )
 
 MAX_BATCHES = 5
+DEFAULT_EXPIRATION_MS = 86_400_000  # Kafka's producer.id.expiration.ms default (1 day)
 SNAPSHOT_SUFFIX = ".snapshot"
 
 
@@ -46,6 +54,7 @@ class ProducerEntry:
     epoch: int
     batches: deque[BatchMeta] = field(default_factory=lambda: deque(maxlen=MAX_BATCHES))
     last_timestamp: int = -1
+    txn_first_offset: int = -1  # first offset of the open transaction, -1 if none
 
     @property
     def last_seq(self) -> int:
@@ -53,14 +62,15 @@ class ProducerEntry:
 
     def copy(self) -> ProducerEntry:
         return ProducerEntry(self.epoch, deque(self.batches, maxlen=MAX_BATCHES),
-                             self.last_timestamp)  # fmt: skip
+                             self.last_timestamp, self.txn_first_offset)  # fmt: skip
 
 
 class ProducerStateManager:
     """Tracks producers of one partition; :meth:`check` validates, :meth:`update` commits."""
 
-    def __init__(self, dir: Path) -> None:
+    def __init__(self, dir: Path, expiration_ms: int = DEFAULT_EXPIRATION_MS) -> None:
         self.dir = dir
+        self.expiration_ms = expiration_ms
         self.producers: dict[int, ProducerEntry] = {}
 
     def check(self, header: BatchHeader, pending: dict[int, ProducerEntry]) -> BatchMeta | None:
@@ -116,11 +126,19 @@ class ProducerStateManager:
                 )  # fmt: skip
             )
         entry.last_timestamp = max(entry.last_timestamp, header.max_timestamp)
+        if header.is_control:
+            entry.txn_first_offset = -1
+        elif header.is_transactional and entry.txn_first_offset < 0:
+            entry.txn_first_offset = header.base_offset
         self.producers[pid] = entry
 
-    def remove_expired(self, now_ms: int, max_age_ms: int) -> int:
-        """Forget producers idle for longer than ``max_age_ms``; returns how many."""
-        old = [pid for pid, e in self.producers.items() if now_ms - e.last_timestamp > max_age_ms]
+    def is_expired(self, entry: ProducerEntry, now_ms: int) -> bool:
+        """Idle for ``expiration_ms`` or more (as Kafka, ``>=``) and no open transaction."""
+        return entry.txn_first_offset < 0 and now_ms - entry.last_timestamp >= self.expiration_ms
+
+    def remove_expired(self, now_ms: int) -> int:
+        """Forget producers that :meth:`is_expired`; returns how many."""
+        old = [pid for pid, e in self.producers.items() if self.is_expired(e, now_ms)]
         for pid in old:
             del self.producers[pid]
         return len(old)
@@ -146,6 +164,7 @@ class ProducerStateManager:
             "offset": offset,
             "producers": [
                 {"pid": pid, "epoch": e.epoch, "last_timestamp": e.last_timestamp,
+                 "txn_first_offset": e.txn_first_offset,
                  "batches": [[b.first_seq, b.last_seq, b.first_offset, b.last_offset]
                              for b in e.batches]}
                 for pid, e in self.producers.items()
@@ -158,8 +177,9 @@ class ProducerStateManager:
         for old in self.snapshot_offsets()[:-keep]:
             self._path(old).unlink(missing_ok=True)
 
-    def load_latest(self, max_offset: int) -> int | None:
+    def load_latest(self, max_offset: int, now_ms: int) -> int | None:
         """Load the newest readable snapshot at or below ``max_offset``; delete those above.
+        Producers expired at ``now_ms`` are left out.
 
         Returns the snapshot's offset (replay from there) or None (replay everything).
         """
@@ -173,10 +193,15 @@ class ProducerStateManager:
                 doc = json.loads(path.read_text())
                 producers = {}
                 for p in doc["producers"]:
-                    entry = ProducerEntry(int(p["epoch"]), last_timestamp=int(p["last_timestamp"]))
+                    entry = ProducerEntry(
+                        int(p["epoch"]),
+                        last_timestamp=int(p["last_timestamp"]),
+                        txn_first_offset=int(p.get("txn_first_offset", -1)),
+                    )
                     for b in p["batches"]:
                         entry.batches.append(BatchMeta(*(int(x) for x in b)))
-                    producers[int(p["pid"])] = entry
+                    if not self.is_expired(entry, now_ms):
+                        producers[int(p["pid"])] = entry
             except (OSError, ValueError, KeyError, TypeError):
                 path.unlink(missing_ok=True)
                 continue
