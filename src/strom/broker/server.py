@@ -5,6 +5,11 @@ Per connection, requests are handled strictly one after another and answered in 
 arrive; reading pauses when too many requests are queued or the socket's write buffer is full,
 so one fast or stuck client cannot exhaust memory. A malformed frame, an oversize frame or an
 unknown API closes only that connection. Nothing but a Kafka response ever goes on the wire.
+
+A Fetch response may come back as a spliced frame (bytes and file regions,
+:mod:`strom.broker.zero_copy`). It is sent with ``sendfile`` directly on the socket once the
+transport's own write buffer is empty (so the two never interleave), and the transport writes
+again only after the whole frame is out. Without a plain socket the regions are read into bytes.
 """
 
 from __future__ import annotations
@@ -15,9 +20,10 @@ import logging
 from collections import deque
 from typing import TYPE_CHECKING, cast
 
-from strom.broker import dispatch
+from strom.broker import dispatch, zero_copy
 from strom.broker.context import RequestContext
 from strom.protocol.errors import ErrorCode
+from strom.protocol.fetch_encoding import encode_spliced
 from strom.protocol.framing import FrameDecoder, FrameTooLargeError
 from strom.protocol.messages import (
     API_VERSIONS_KEY,
@@ -25,6 +31,7 @@ from strom.protocol.messages import (
     UnsupportedVersionError,
     decode_request,
     encode_response,
+    peek_header,
 )
 
 if TYPE_CHECKING:
@@ -48,6 +55,8 @@ class KafkaConnection(asyncio.Protocol):
         self.task: asyncio.Task[None] | None = None
         self.reading_paused = False
         self.peer: tuple[str, int] = ("?", 0)
+        self.sender: zero_copy.SocketSender | None = None
+        self.sock_fd: int | None = None
 
     # asyncio.Protocol callbacks -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -55,6 +64,7 @@ class KafkaConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer = (str(peer[0]), int(peer[1]))
+        self.sock_fd = zero_copy.socket_fd(transport)
         self.broker.connections.add(self)
         self.task = asyncio.get_running_loop().create_task(self.process())
 
@@ -108,20 +118,71 @@ class KafkaConnection(asyncio.Protocol):
                 if response is None:
                     continue
                 if self.transport is None or self.transport.is_closing():
+                    if isinstance(response, zero_copy.SplicedResponse):
+                        response.close()
                     return
+                if isinstance(response, zero_copy.SplicedResponse):
+                    await self.send_spliced(frame, response)
+                    continue
                 self.transport.write(response)
                 if not self.can_write.is_set():
                     await self.can_write.wait()
         except asyncio.CancelledError:
             pass
+        except zero_copy.RegionReadError as exc:  # mid-frame: the stream cannot be resumed
+            log.warning("closing connection %s: fetch data unreadable: %s", self.id, exc)
+            self.close()
         except _CloseConnection as exc:
             log.info("closing connection %s from %s: %s", self.id, self.peer[0], exc)
             self.close()
         except Exception:
             log.exception("closing connection %s after an internal error", self.id)
             self.close()
+        finally:
+            if self.sender is not None:
+                self.sender.close()  # our duplicate of the socket fd: the socket closes with it
+                self.sender = None
 
-    async def handle(self, frame: bytes) -> bytes | None:
+    async def send_spliced(self, frame: bytes, response: zero_copy.SplicedResponse) -> None:
+        """Send a Fetch response whose records stay in the segment files."""
+        assert self.transport is not None
+        try:
+            header = peek_header(frame)
+            parts = encode_spliced(*header, response.response, response.regions)
+            if self.sock_fd is None:
+                self.transport.write(zero_copy.materialize(parts))
+                if not self.can_write.is_set():
+                    await self.can_write.wait()
+                return
+            await self.drain_transport()
+            if self.transport.is_closing():
+                return
+            if self.sender is None:
+                self.sender = zero_copy.SocketSender(self.sock_fd)
+            await self.sender.send(parts)
+        finally:
+            response.close()
+
+    async def drain_transport(self) -> None:
+        """Return once the transport's write buffer is empty (or the transport closes).
+
+        The low-water mark is set to 0 meanwhile, so ``resume_writing`` means "empty"."""
+        transport = self.transport
+        assert transport is not None
+        if transport.get_write_buffer_size() == 0:
+            return
+        high, low = transport.get_write_buffer_limits()
+        transport.set_write_buffer_limits(high=0, low=0)  # pauses the protocol if not empty
+        try:
+            while transport.get_write_buffer_size() > 0 and not transport.is_closing():
+                if self.can_write.is_set():
+                    await asyncio.sleep(0.001)  # a loop that did not pause us: poll
+                else:
+                    await self.can_write.wait()
+        finally:
+            transport.set_write_buffer_limits(high=high, low=low)
+
+    async def handle(self, frame: bytes) -> bytes | zero_copy.SplicedResponse | None:
         try:
             header, request = decode_request(frame)
         except UnsupportedVersionError as exc:
@@ -139,8 +200,8 @@ class KafkaConnection(asyncio.Protocol):
             )
         ctx = RequestContext(header, self.broker, self.peer[0], self.peer[1], self.id)
         response = await spec.fn(ctx, request)
-        if response is None:
-            return None
+        if response is None or isinstance(response, zero_copy.SplicedResponse):
+            return response
         return encode_response(header.api_key, header.api_version, header.correlation_id, response)
 
 

@@ -11,6 +11,10 @@ Rules kept from Kafka (KIP-74 and the protocol guide):
 - ``session_id`` 0 in the response: no incremental fetch session is created, so every fetch is
   a full one (clients fall back to that by design).
 Topic ids (v13+) are resolved through the topic registry.
+
+With ``strom.fetch.sendfile.enable`` (:mod:`strom.broker.zero_copy`) the records are not read:
+each partition's data becomes a file region (a duplicated fd, position, length) and its
+``records`` a placeholder, and the server sends the regions with ``sendfile``.
 """
 
 from __future__ import annotations
@@ -19,9 +23,10 @@ import logging
 import uuid
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import dispatch, zero_copy
 from strom.broker.context import RequestContext
 from strom.protocol.errors import ErrorCode, error_code_of
+from strom.protocol.fetch_encoding import placeholder
 
 API_KEY = 1
 log = logging.getLogger(__name__)
@@ -50,6 +55,8 @@ class _FetchPlan:
         self.request = request
         self.max_bytes = int(getattr(request, "max_bytes", 2**31 - 1))
         self.by_id = ctx.api_version >= 13
+        self.zero_copy = zero_copy.enabled(ctx.broker.config)
+        self.regions: list[zero_copy.FileRegion] = []  # of the latest read, in order
         self.keys: list[tuple[str, int]] = []
         for topic in request.topics:
             name = self._name(topic)
@@ -65,6 +72,7 @@ class _FetchPlan:
     def read(self) -> tuple[Any, int, bool]:
         """(per-topic responses, bytes read, whether any partition has an error)."""
         ctx = self.ctx
+        self.close_regions()
         total = 0
         errors = False
         responses = []
@@ -105,6 +113,8 @@ class _FetchPlan:
         if offset >= hw or (budget <= 0 and total > 0):
             return _partition(ctx, p.partition, ErrorCode.none, hw=hw, log_start=start), 0
         try:
+            if self.zero_copy:
+                return self._read_region(log_, p.partition, offset, budget, total, hw, start)
             result = log_.read(offset, max(budget, 0), max_offset=hw, min_one_batch=total == 0)
         except Exception as exc:
             code = error_code_of(exc)
@@ -114,6 +124,22 @@ class _FetchPlan:
         records = result.records
         return _partition(ctx, p.partition, ErrorCode.none, hw=hw, log_start=start, records=records), len(records)
 
+    def _read_region(self, log_: Any, index: int, offset: int, budget: int, total: int,
+                     hw: int, start: int) -> tuple[Any, int]:  # fmt: skip
+        region = zero_copy.read_region(log_, offset, max(budget, 0), max_offset=hw,
+                                       min_one_batch=total == 0)  # fmt: skip
+        if region is None:
+            return _partition(self.ctx, index, ErrorCode.none, hw=hw, log_start=start), 0
+        records = placeholder(len(self.regions))
+        self.regions.append(region)
+        part = _partition(self.ctx, index, ErrorCode.none, hw=hw, log_start=start, records=records)
+        return part, region.length
+
+    def close_regions(self) -> None:
+        for region in self.regions:
+            region.close()
+        self.regions = []
+
 
 @dispatch.handler(API_KEY, 4, 16)
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -122,17 +148,24 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     max_wait = request.max_wait.total_seconds()
     deadline = loop_time() + max_wait
     min_bytes = max(int(request.min_bytes), 0)
-    while True:
-        responses, total, errors = plan.read()
-        remaining = deadline - loop_time()
-        if total >= min_bytes or errors or remaining <= 0 or not plan.keys:
-            break
-        if not await ctx.broker.replicas.purgatory.wait(plan.keys, remaining):
+    try:
+        while True:
             responses, total, errors = plan.read()
-            break
-    return ctx.respond(
-        throttle_time=0,
-        error_code=0,
-        session_id=0,
-        responses=responses,
-    )
+            remaining = deadline - loop_time()
+            if total >= min_bytes or errors or remaining <= 0 or not plan.keys:
+                break
+            if not await ctx.broker.replicas.purgatory.wait(plan.keys, remaining):
+                responses, total, errors = plan.read()
+                break
+        response = ctx.respond(
+            throttle_time=0,
+            error_code=0,
+            session_id=0,
+            responses=responses,
+        )
+    except BaseException:
+        plan.close_regions()
+        raise
+    if plan.regions:
+        return zero_copy.SplicedResponse(response, plan.regions)
+    return response

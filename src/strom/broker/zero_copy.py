@@ -1,0 +1,210 @@
+"""Fetch data sent from the segment files with ``sendfile`` instead of copied through Python.
+
+Three pieces, used by :mod:`strom.broker.handlers.fetch` and :mod:`strom.broker.server`:
+
+- :func:`read_region` finds the same whole batches :meth:`strom.storage.log.Log.read` would
+  return, but as a :class:`FileRegion` (fd, position, length). It reads only batch headers
+  (small ``pread`` s of :data:`_HEADER_CHUNK` bytes) — not the data, unlike
+  ``Log.read_slices``, which reads the data to measure it.
+- The fd in a region is a **duplicate** (``os.dup``) of the segment's, taken on the event loop
+  thread, where retention, DeleteRecords and compaction swaps also run. A segment deleted or
+  swapped while a response is still being sent closes only its own fd; the duplicate keeps the
+  (unlinked) file readable until :meth:`FileRegion.close`. Holding a reference to the segment
+  would not do: ``LogSegment.delete`` closes its fd, and the number could be reused.
+- :class:`SocketSender` writes a spliced frame (:mod:`strom.protocol.fetch_encoding`) straight
+  on the connection's socket: bytes with ``os.write``, regions with ``os.sendfile``, waiting
+  for writability with ``loop.add_writer`` on EAGAIN. It works on a duplicate of the socket
+  fd, because event loops refuse ``add_writer`` on an fd their transport owns. The caller must
+  make sure the transport's own buffer is empty first (see ``KafkaConnection``).
+
+Enabled by the broker property :data:`CONFIG_KEY` (default :data:`DEFAULT`); where the
+transport has no plain socket (TLS, not Linux) the server reads the regions into bytes
+(:func:`materialize`) and writes those as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import os
+import socket
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from strom.protocol.record_batch import HEADER_SIZE, MIN_BATCH_LENGTH, parse_header
+
+if TYPE_CHECKING:
+    from strom.storage.log import Log
+
+CONFIG_KEY = "strom.fetch.sendfile.enable"
+DEFAULT = "true"
+SENDFILE_PLATFORM = sys.platform == "linux" and hasattr(os, "sendfile")
+_HEADER_CHUNK = 4096
+
+
+class RegionReadError(OSError):
+    """A region could not be read or sent in full (its file shrank under it)."""
+
+
+@dataclass(slots=True)
+class FileRegion:
+    """``length`` bytes at ``position`` of ``fd``, an fd this object owns (close it)."""
+
+    fd: int
+    position: int
+    length: int
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def read(self) -> bytes:
+        data = os.pread(self.fd, self.length, self.position)
+        if len(data) != self.length:
+            raise RegionReadError(f"short read: {len(data)} of {self.length} bytes")
+        return data
+
+
+@dataclass(slots=True)
+class SplicedResponse:
+    """What the Fetch handler returns: a kio response whose records are placeholders."""
+
+    response: Any
+    regions: list[FileRegion] = field(default_factory=list)
+
+    def close(self) -> None:
+        for region in self.regions:
+            region.close()
+
+
+def enabled(config: Any) -> bool:
+    return str(config.get(CONFIG_KEY, DEFAULT)).lower() == "true"
+
+
+def read_region(log: Log, offset: int, max_bytes: int, *, max_offset: int | None,
+                min_one_batch: bool) -> FileRegion | None:  # fmt: skip
+    """The batches ``log.read(offset, max_bytes, ...)`` returns, as a region (None if none).
+
+    Same rules as ``Log.read`` / ``LogSegment.read``: start at the batch containing ``offset``
+    in the first segment that has one, stop before a batch at or above ``max_offset``, stop
+    before exceeding ``max_bytes`` unless it is the first batch and ``min_one_batch``.
+    The caller has checked ``offset`` against the log's range.
+    """
+    segments = log.segments
+    i = max(0, bisect.bisect_right(segments, offset, key=lambda s: s.base_offset) - 1)
+    for seg in segments[i:]:
+        size = seg.size
+        _, pos = seg.index.lookup(offset)
+        start = -1
+        end = 0
+        for p, base, last, batch_size in _headers(seg.fd, pos, size):
+            if start < 0:
+                if last < offset:
+                    continue
+                start = end = p
+            if max_offset is not None and base >= max_offset:
+                break
+            if end - start + batch_size > max_bytes and not (end == start and min_one_batch):
+                break
+            end += batch_size
+        if start < 0:
+            continue
+        return FileRegion(os.dup(seg.fd), start, end - start) if end > start else None
+    return None
+
+
+def _headers(fd: int, pos: int, size: int) -> Any:
+    """``(position, base offset, last offset, batch size)`` of each whole batch from ``pos``,
+    reading headers in chunks (a chunk holds many small batches' headers, or one header)."""
+    buf = b""
+    buf_start = pos
+    while pos + HEADER_SIZE <= size:
+        off = pos - buf_start
+        if off + HEADER_SIZE > len(buf):
+            buf = os.pread(fd, min(_HEADER_CHUNK, size - pos), pos)
+            buf_start, off = pos, 0
+            if len(buf) < HEADER_SIZE:
+                return
+        header = parse_header(buf, off)
+        if header.batch_length < MIN_BATCH_LENGTH or pos + header.size > size:
+            return
+        yield pos, header.base_offset, header.last_offset, header.size
+        pos += header.size
+
+
+def materialize(parts: Sequence[bytes | FileRegion]) -> bytes:
+    """The whole frame as bytes (the path without sendfile)."""
+    return b"".join(p if isinstance(p, bytes) else p.read() for p in parts)
+
+
+def socket_fd(transport: asyncio.BaseTransport) -> int | None:
+    """The transport's plain TCP/Unix socket fd, or None when sendfile cannot be used."""
+    if not SENDFILE_PLATFORM or transport.get_extra_info("sslcontext") is not None:
+        return None
+    sock = transport.get_extra_info("socket")
+    if sock is None or getattr(sock, "type", None) != socket.SOCK_STREAM:
+        return None
+    try:
+        fd = int(sock.fileno())
+    except (OSError, ValueError):
+        return None
+    return fd if fd >= 0 else None
+
+
+class SocketSender:
+    """Writes spliced frames directly on a duplicate of a connection's socket fd."""
+
+    def __init__(self, sock_fd: int) -> None:
+        self.fd = os.dup(sock_fd)
+        self._loop = asyncio.get_running_loop()
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    async def send(self, parts: Sequence[bytes | FileRegion]) -> None:
+        for part in parts:
+            if isinstance(part, bytes):
+                await self._write(part)
+            else:
+                await self._sendfile(part)
+
+    async def _write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                n = os.write(self.fd, view)
+            except BlockingIOError:
+                await self._writable()
+                continue
+            view = view[n:]
+
+    async def _sendfile(self, region: FileRegion) -> None:
+        position, remaining = region.position, region.length
+        while remaining > 0:
+            try:
+                n = os.sendfile(self.fd, region.fd, position, remaining)
+            except BlockingIOError:
+                await self._writable()
+                continue
+            if n == 0:
+                raise RegionReadError(f"file ended {remaining} bytes before the region's end")
+            position += n
+            remaining -= n
+
+    async def _writable(self) -> None:
+        fut = self._loop.create_future()
+
+        def ready() -> None:
+            if not fut.done():
+                fut.set_result(None)
+
+        self._loop.add_writer(self.fd, ready)
+        try:
+            await fut
+        finally:
+            self._loop.remove_writer(self.fd)
