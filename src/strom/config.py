@@ -36,6 +36,7 @@ BROKER_DEFAULTS: dict[str, str] = {
     "log.cleaner.backoff.ms": "15000",
     "transactional.id.expiration.ms": "604800000",
     "producer.id.expiration.ms": "86400000",
+    "producer.id.expiration.check.interval.ms": "600000",
 }
 
 

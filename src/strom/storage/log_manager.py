@@ -45,6 +45,10 @@ class LogManager:
         self.producer_id_expiration_ms = int(
             self.broker_configs.get("producer.id.expiration.ms", DEFAULT_EXPIRATION_MS)
         )
+        self.producer_id_check_interval_ms = int(
+            self.broker_configs.get("producer.id.expiration.check.interval.ms", 600_000)
+        )
+        self._last_producer_check = clock.monotonic()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._lock_fd = os.open(self.data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -105,13 +109,18 @@ class LogManager:
         yield from list(self._logs.items())
 
     def maintenance(self) -> None:
-        """Periodic work: segment.ms rolls, retention, producer id expiry, flush.ms.
-        Errors stay per log."""
+        """Periodic work: segment.ms rolls, retention, producer id expiry (every
+        ``producer.id.expiration.check.interval.ms``, as Kafka), flush.ms. Errors stay per log."""
+        now = self.clock.monotonic()
+        expire = (now - self._last_producer_check) * 1000 >= self.producer_id_check_interval_ms
+        if expire:
+            self._last_producer_check = now
         for tp, log in self.logs():
             try:
                 log.maybe_roll_by_time()
                 log.enforce_retention()
-                log.remove_expired_producers()
+                if expire:
+                    log.remove_expired_producers()
                 log.maybe_flush_by_time()
             except OSError:
                 logger.exception("maintenance failed for %s-%d", *tp)

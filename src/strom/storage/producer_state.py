@@ -1,12 +1,15 @@
 """Idempotent-producer state of one partition: per producer id, its epoch and last 5 batches.
 
-Rules (Kafka >= 2.5, see :meth:`ProducerStateManager.check`):
+Rules (Kafka >= 2.5, KIP-360; Kafka's ``ProducerAppendInfo``, see
+:meth:`ProducerStateManager.check`):
 
+* a producer id with no state here (never seen, or forgotten by expiry) is accepted at any
+  sequence: its state may have gone with the data, so the sequence cannot be checked;
 * a batch from an older epoch → :class:`InvalidProducerEpochError`;
 * a newer epoch must start at sequence 0 (else :class:`OutOfOrderSequenceError`);
 * same epoch: a batch whose (first, last) sequence equals one of the last 5 is a duplicate and
-  is answered with its original offsets; otherwise its first sequence must follow the last one;
-* an unknown producer id is accepted at sequence 0, else :class:`UnknownProducerIdError`.
+  is answered with its original offsets; otherwise its first sequence must follow the last one
+  (0 when the entry holds no batch yet, e.g. after an epoch bump by a transaction marker).
 
 Expiry (Kafka's ``producer.id.expiration.ms``, :meth:`ProducerStateManager.remove_expired`): a
 producer whose newest batch timestamp is at least that old is forgotten, unless it has an open
@@ -30,11 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from strom.protocol.record_batch import BatchHeader, increment_sequence
-from strom.storage.errors import (
-    InvalidProducerEpochError,
-    OutOfOrderSequenceError,
-    UnknownProducerIdError,
-)
+from strom.storage.errors import InvalidProducerEpochError, OutOfOrderSequenceError
 
 MAX_BATCHES = 5
 DEFAULT_EXPIRATION_MS = 86_400_000  # Kafka's producer.id.expiration.ms default (1 day)
@@ -76,13 +75,12 @@ class ProducerStateManager:
     def check(self, header: BatchHeader, pending: dict[int, ProducerEntry]) -> BatchMeta | None:
         """Validate a batch against committed state plus ``pending`` (earlier batches of the
         same append). Returns the duplicate's metadata, or None if the batch is new (and then
-        records it in ``pending``). Raises on fencing / sequence errors."""
+        stages it in ``pending``, offsets still unknown: -1). Raises on fencing / sequence
+        errors."""
         pid = header.producer_id
         entry = pending.get(pid) or self.producers.get(pid)
         first_seq, last_seq = header.base_sequence, header.last_sequence
-        if entry is None:
-            if first_seq > 0:
-                raise UnknownProducerIdError(f"unknown producer id {pid} at sequence {first_seq}")
+        if entry is None:  # no state: accept whatever the sequence (KIP-360)
             entry = ProducerEntry(header.producer_epoch)
         elif header.producer_epoch < entry.epoch:
             raise InvalidProducerEpochError(
@@ -97,14 +95,18 @@ class ProducerStateManager:
         elif first_seq >= 0:
             for meta in entry.batches:
                 if meta.first_seq == first_seq and meta.last_seq == last_seq:
+                    if meta.first_offset < 0:  # repeated within this very append
+                        raise OutOfOrderSequenceError(f"producer {pid}: sequence {first_seq} twice")
                     return meta
-            if entry.batches and first_seq != increment_sequence(entry.last_seq, 1):
+            if first_seq != increment_sequence(entry.last_seq, 1):
                 raise OutOfOrderSequenceError(
                     f"producer {pid}: sequence {first_seq} after {entry.last_seq}"
                 )
             entry = entry.copy()
         else:
             entry = entry.copy()
+        if first_seq >= 0:
+            entry.batches.append(BatchMeta(first_seq, last_seq, -1, -1))
         pending[pid] = entry
         return None
 
@@ -117,14 +119,15 @@ class ProducerStateManager:
         if entry is None or header.producer_epoch > entry.epoch:
             entry = ProducerEntry(header.producer_epoch)
         if header.base_sequence >= 0:
-            entry.batches.append(
-                BatchMeta(
-                    header.base_sequence,
-                    header.last_sequence,
-                    header.base_offset,
-                    header.last_offset,
-                )  # fmt: skip
+            meta = BatchMeta(
+                header.base_sequence, header.last_sequence, header.base_offset, header.last_offset
             )
+            for i, staged in enumerate(entry.batches):  # the placeholder :meth:`check` staged
+                if staged.first_offset < 0 and staged.first_seq == meta.first_seq:
+                    entry.batches[i] = meta
+                    break
+            else:
+                entry.batches.append(meta)
         entry.last_timestamp = max(entry.last_timestamp, header.max_timestamp)
         if header.is_control:
             entry.txn_first_offset = -1

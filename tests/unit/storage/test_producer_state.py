@@ -1,12 +1,17 @@
-"""Producer state: expiry (producer.id.expiration.ms), open transactions, snapshots."""
+"""Producer state: expiry (producer.id.expiration.ms), open transactions, snapshots, and
+sequence rules for producers with no state (Kafka >= 2.5)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from strom.clock import FakeClock
 from strom.protocol.record_batch import build_batch
+from strom.storage.errors import InvalidProducerEpochError, OutOfOrderSequenceError
 from strom.storage.log import Log
 from strom.storage.log_config import LogConfig
 from strom.storage.log_manager import LogManager
@@ -34,7 +39,11 @@ def snapshot_pids(log: Log) -> set[int]:
 def test_maintenance_expires_idle_producers_but_not_open_transactions(
     tmp_path: Path, clock: FakeClock
 ) -> None:
-    mgr = LogManager(tmp_path, clock, {"producer.id.expiration.ms": "1000"})
+    mgr = LogManager(
+        tmp_path,
+        clock,
+        {"producer.id.expiration.ms": "1000", "producer.id.expiration.check.interval.ms": "0"},
+    )
     log = mgr.create("t", 0, {})
     log.append(pbatch(clock, 42, 0))
     log.append(pbatch(clock, 43, 0, txn=True))  # transaction stays open
@@ -84,3 +93,82 @@ def test_open_transaction_survives_snapshot_and_expiry(tmp_path: Path, clock: Fa
     clock.advance(1000)
     assert log.remove_expired_producers() == 1
     log.close()
+
+
+def ebatch(clock: FakeClock, seq: int, epoch: int = 0, n: int = 1, pid: int = 42) -> bytes:
+    recs = [(b"k", b"v", [], clock.time_ms()) for _ in range(n)]
+    return build_batch(recs, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+
+
+def test_unknown_producer_accepted_at_any_sequence_then_checked(
+    open_log: Callable[..., Log], clock: FakeClock
+) -> None:
+    """Kafka >= 2.5 (KIP-360): no state → accept; then sequences and epochs are enforced."""
+    log = open_log()
+    assert log.append(ebatch(clock, 7, epoch=3)).base_offset == 0
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append(ebatch(clock, 9, epoch=3))
+    assert log.append(ebatch(clock, 7, epoch=3)).duplicate
+    assert log.append(ebatch(clock, 8, epoch=3)).base_offset == 1
+    with pytest.raises(InvalidProducerEpochError):
+        log.append(ebatch(clock, 9, epoch=2))
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append(ebatch(clock, 5, epoch=4))  # a new epoch starts at 0
+    assert log.append(ebatch(clock, 0, epoch=4)).base_offset == 2
+
+
+def test_expired_producer_may_resume_at_its_sequence(
+    open_log: Callable[..., Log], clock: FakeClock
+) -> None:
+    log = open_log()
+    log.producer_state.expiration_ms = 1000
+    for seq in range(3):
+        log.append(ebatch(clock, seq))
+    clock.advance(1000)
+    assert log.remove_expired_producers() == 1
+    assert log.append(ebatch(clock, 3)).base_offset == 3  # no state: accepted, not an error
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append(ebatch(clock, 5))
+
+
+def test_entry_without_batches_needs_sequence_zero(
+    open_log: Callable[..., Log], clock: FakeClock
+) -> None:
+    """A marker with a newer epoch (coordinator abort after a bump) leaves an entry without
+    batches; the producer's next batch in that epoch must start at 0, as Kafka checks."""
+    log = open_log()
+    log.append(ebatch(clock, 0, pid=43))
+    marker = build_batch([(COMMIT_KEY, MARKER_VALUE, [], clock.time_ms())], producer_id=43,
+                         producer_epoch=1, is_transactional=True, is_control=True)  # fmt: skip
+    log.append(marker)
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append(ebatch(clock, 1, epoch=1, pid=43))
+    assert log.append(ebatch(clock, 0, epoch=1, pid=43)).base_offset == 2
+
+
+def test_several_batches_of_one_producer_in_one_append(
+    open_log: Callable[..., Log], clock: FakeClock
+) -> None:
+    log = open_log()
+    res = log.append(ebatch(clock, 4, n=2) + ebatch(clock, 6, n=3))
+    assert (res.base_offset, res.last_offset) == (0, 4)
+    entry = log.producer_state.producers[42]
+    assert [(b.first_seq, b.first_offset) for b in entry.batches] == [(4, 0), (6, 2)]
+    with pytest.raises(OutOfOrderSequenceError):  # the same batch twice in one append
+        log.append(ebatch(clock, 9) + ebatch(clock, 9))
+    with pytest.raises(OutOfOrderSequenceError):  # a gap inside one append
+        log.append(ebatch(clock, 9) + ebatch(clock, 11))
+    assert log.log_end_offset == 5 and log.append(ebatch(clock, 6, n=3)).duplicate
+
+
+def test_expiry_runs_every_check_interval(tmp_path: Path, clock: FakeClock) -> None:
+    mgr = LogManager(tmp_path, clock, {"producer.id.expiration.ms": "10"})  # check: 600000
+    log = mgr.create("t", 0, {})
+    log.append(pbatch(clock, 42, 0))
+    clock.advance(599_999)
+    mgr.maintenance()
+    assert 42 in log.producer_state.producers
+    clock.advance(1)
+    mgr.maintenance()
+    assert 42 not in log.producer_state.producers
+    mgr.close_all()

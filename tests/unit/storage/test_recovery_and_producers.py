@@ -16,7 +16,6 @@ from strom.storage.errors import (
     InvalidProducerEpochError,
     LogDirLockedError,
     OutOfOrderSequenceError,
-    UnknownProducerIdError,
 )
 from strom.storage.log import Log
 from strom.storage.log_config import LogConfig, effective_configs, validate_topic_config
@@ -151,9 +150,7 @@ def test_idempotent_producer(open_log: OpenLog, clock: FakeClock) -> None:
     assert log.log_end_offset == 3
     with pytest.raises(OutOfOrderSequenceError):
         log.append(pbatch(clock, 5))
-    with pytest.raises(UnknownProducerIdError):
-        log.append(pbatch(clock, 3, pid=99))
-    assert log.append(pbatch(clock, 0, pid=99)).base_offset == 3
+    assert log.append(pbatch(clock, 3, pid=99)).base_offset == 3  # unknown pid: any sequence
     assert log.append(pbatch(clock, 0, epoch=1)).base_offset == 4  # epoch bump resets
     with pytest.raises(InvalidProducerEpochError):
         log.append(pbatch(clock, 3, epoch=0))
