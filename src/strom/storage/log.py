@@ -3,7 +3,9 @@
 Directory ``<data_dir>/<topic>-<partition>/`` holds ``<base:020d>.log/.index/.timeindex``
 segments (:mod:`strom.storage.segment`), ``<offset:020d>.snapshot`` producer-state snapshots
 (:mod:`strom.storage.producer_state`), the checkpoints and the clean-shutdown marker
-(:mod:`strom.storage.checkpoint`). Swaps of compacted segments: :mod:`strom.storage.log_recovery`.
+(:mod:`strom.storage.checkpoint`). Opening and crash recovery: :mod:`strom.storage.log_recovery`;
+swaps of compacted segments: :mod:`strom.storage.segment_swap`; timestamp lookups:
+:mod:`strom.storage.log_timestamps`.
 
 Invariants: segments' offset ranges are disjoint and ascending; only the last (active) segment
 is written; ``log_start_offset <= high_watermark <= log_end_offset``; an ``append`` either
@@ -22,21 +24,17 @@ from pathlib import Path
 from strom.clock import Clock
 from strom.protocol import record_batch as rb
 from strom.storage import checkpoint as ckpt
-from strom.storage.errors import (
-    CorruptRecordError,
-    InvalidRecordError,
-    InvalidTimestampError,
-    OffsetOutOfRangeError,
-    RecordTooLargeError,
-    StorageError,
-)
+from strom.storage import log_timestamps, segment_swap
+from strom.storage.batch_validation import validate_batch
+from strom.storage.errors import CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError
 from strom.storage.log_config import LogConfig
-from strom.storage.log_recovery import CLEANED_SUFFIX, SWAP_SUFFIX, complete_swaps, load_segments
+from strom.storage.log_recovery import load_log_dir
 from strom.storage.producer_state import (
     DEFAULT_EXPIRATION_MS,
     ProducerEntry,
     ProducerStateManager,
 )
+from strom.storage.retention import segments_past_retention
 from strom.storage.segment import LogSegment
 
 logger = logging.getLogger(__name__)
@@ -90,24 +88,16 @@ class Log:
         """
         dir.mkdir(parents=True, exist_ok=True)
         log = cls(dir, config, clock, producer_id_expiration_ms)
-        now = clock.time_ms()
-        complete_swaps(dir, config, now)
-        marker = dir / ckpt.CLEAN_SHUTDOWN_FILE
-        clean = marker.exists()
-        stored_start = ckpt.read_offset(dir / ckpt.LOG_START_OFFSET_FILE, 0)
-        rp = ckpt.read_offset(dir / ckpt.RECOVERY_POINT_FILE, 0)
-        segments = load_segments(dir, config, now, clean, rp)
-        if not segments:
-            segments = [LogSegment.create(dir, stored_start, config, now)]
-        log._set_segments(segments)
-        log.log_start_offset = max(stored_start, segments[0].base_offset)
+        loaded = load_log_dir(dir, config, clock.time_ms())
+        log._set_segments(loaded.segments)
+        log.log_start_offset = loaded.log_start_offset
         log._high_watermark = log.log_end_offset
         log._rebuild_producer_state()
-        if not clean:
+        if not loaded.clean:
             log.flush()
         else:
             log.recovery_point = log.log_end_offset
-        marker.unlink(missing_ok=True)
+        (dir / ckpt.CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
         return log
 
     def _set_segments(self, segments: list[LogSegment]) -> None:
@@ -115,16 +105,7 @@ class Log:
         self._bases = [s.base_offset for s in segments]
 
     def _rebuild_producer_state(self) -> None:
-        now = self.clock.time_ms()
-        start = self.producer_state.load_latest(self.log_end_offset, now)
-        start = self.log_start_offset if start is None else start
-        for seg in self._segments:
-            if seg.next_offset <= start:
-                continue
-            for _pos, header in seg.iter_headers(0):
-                if header.base_offset >= start and header.has_producer_id:
-                    self.producer_state.update(header)
-        self.producer_state.remove_expired(now)
+        self.producer_state.rebuild(self._segments, self.log_start_offset, self.clock.time_ms())
 
     # --- properties ------------------------------------------------------------------------
 
@@ -183,7 +164,8 @@ class Log:
         pending: dict[int, ProducerEntry] = {}
         next_offset = self.log_end_offset
         for header, pos in zip(headers, positions, strict=True):
-            self._validate(header, memoryview(buf)[pos : pos + header.size], now, assign_offsets)
+            batch = memoryview(buf)[pos : pos + header.size]
+            validate_batch(header, batch, self.config, now, assign_offsets)
             if assign_offsets and header.has_producer_id:
                 dup = self.producer_state.check(header, pending)
                 if dup is not None:
@@ -217,42 +199,6 @@ class Log:
             self.flush()
         return AppendResult(headers[0].base_offset, headers[-1].last_offset, append_time,
                             self.log_start_offset, count)  # fmt: skip
-
-    def _validate(self, header: rb.BatchHeader, batch: memoryview, now: int,
-                  assign_offsets: bool) -> None:  # fmt: skip
-        if header.size > self.config.max_message_bytes:
-            raise RecordTooLargeError(
-                f"batch of {header.size} bytes exceeds max.message.bytes "
-                f"{self.config.max_message_bytes}"
-            )
-        if not rb.verify_crc(batch):
-            raise CorruptRecordError(f"CRC mismatch in batch at offset {header.base_offset}")
-        if header.record_count < 1 or header.last_offset_delta < 0:
-            raise InvalidRecordError("a batch must hold at least one record")
-        if assign_offsets and header.record_count != header.last_offset_delta + 1:
-            raise InvalidRecordError(
-                f"record count {header.record_count} does not match lastOffsetDelta "
-                f"{header.last_offset_delta}"
-            )
-        if header.record_count > header.last_offset_delta + 1:
-            raise InvalidRecordError("more records than the batch's offset range")
-        if assign_offsets and self.config.compact and not header.is_control:
-            # Kafka rejects null keys in compacted topics; needs the records (compacted only)
-            try:
-                keys = [r.key for r in rb.decode_records(batch)]
-            except rb.CorruptRecordError as exc:
-                raise CorruptRecordError(str(exc)) from exc
-            if any(k is None for k in keys):
-                raise InvalidRecordError("compacted topic does not accept records with a null key")
-        if assign_offsets and self.config.timestamp_type == rb.CREATE_TIME:
-            cfg = self.config
-            if header.max_timestamp - now > cfg.message_timestamp_after_max_ms or (
-                now - min(header.base_timestamp, header.max_timestamp)
-                > cfg.message_timestamp_before_max_ms
-            ):
-                raise InvalidTimestampError(
-                    f"timestamp {header.max_timestamp} is out of range (now {now})"
-                )
 
     def _maybe_roll(self, header: rb.BatchHeader, now: int) -> None:
         seg = self.active
@@ -326,34 +272,11 @@ class Log:
 
     def offset_for_timestamp(self, ts: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= ``ts``, or None."""
-        for seg in self._segments:
-            if seg.max_timestamp < ts:
-                continue
-            start = seg.time_index.lookup(ts)
-            found = seg.find_batch(max(self.log_start_offset, -1 if start is None else start + 1))
-            if found is None:
-                continue
-            for _pos, header in seg.iter_headers(found[0]):
-                if header.max_timestamp < ts:
-                    continue
-                for rec in rb.decode_records(seg.read_at(_pos, header.size)):
-                    if rec.timestamp >= ts and rec.offset >= self.log_start_offset:
-                        return rec.offset, rec.timestamp
-        return None
+        return log_timestamps.offset_for_timestamp(self._segments, self.log_start_offset, ts)
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
         """(offset, timestamp) of the record with the largest timestamp, or None."""
-        best = max(self._segments, key=lambda s: s.max_timestamp)
-        if best.max_timestamp < 0:
-            return None
-        found = best.find_batch(best.offset_of_max_timestamp)
-        if found is None:
-            return None
-        pos, header = found
-        for rec in rb.decode_records(best.read_at(pos, header.size)):
-            if rec.timestamp == best.max_timestamp:
-                return rec.offset, rec.timestamp
-        return header.last_offset, best.max_timestamp
+        return log_timestamps.max_timestamp_offset(self._segments)
 
     # --- deletion --------------------------------------------------------------------------
 
@@ -379,21 +302,7 @@ class Log:
         if not self.config.delete:
             return 0
         now = self.clock.time_ms()
-        cfg = self.config
-        candidates = [s for s in self._segments[:-1] if s.next_offset <= self._high_watermark]
-        doomed = 0
-        if cfg.retention_ms >= 0:
-            while doomed < len(candidates) and (
-                now - candidates[doomed].max_timestamp > cfg.retention_ms
-            ):
-                doomed += 1
-        if cfg.retention_bytes >= 0:
-            excess = self.size - cfg.retention_bytes
-            for seg in self._segments[:doomed]:
-                excess -= seg.size
-            while doomed < len(candidates) and excess - candidates[doomed].size >= 0:
-                excess -= candidates[doomed].size
-                doomed += 1
+        doomed = segments_past_retention(self._segments, self._high_watermark, self.config, now)
         self._delete_oldest(doomed)
         return doomed
 
@@ -431,28 +340,17 @@ class Log:
 
     def create_cleaned_segment(self, base_offset: int) -> LogSegment:
         """An empty ``.cleaned`` segment for the compactor to fill with ``LogSegment.append``."""
-        return LogSegment.create(self.dir, base_offset, self.config, self.clock.time_ms(),
-                                 CLEANED_SUFFIX)  # fmt: skip
+        return segment_swap.create_cleaned_segment(self.dir, base_offset, self.config,
+                                                   self.clock.time_ms())  # fmt: skip
 
     def replace_segments(self, old: Sequence[LogSegment], new: LogSegment) -> None:
         """Atomically swap contiguous inactive segments ``old`` for the cleaned ``new``.
 
-        Crash-safe: see :mod:`strom.storage.log_recovery`.
+        Crash-safe: see :mod:`strom.storage.segment_swap`.
         """
-        idx = [self._segments.index(s) for s in old]
-        if not idx or idx != list(range(idx[0], idx[0] + len(idx))):
-            raise StorageError("segments to replace must be contiguous segments of this log")
-        if idx[-1] == len(self._segments) - 1:
-            raise StorageError("the active segment cannot be replaced")
-        if new.suffix != CLEANED_SUFFIX or new.base_offset != old[0].base_offset:
-            raise StorageError("replacement must be a cleaned segment with the first base")
-        new.on_inactive()
-        new.flush()
-        new.rename_suffix(SWAP_SUFFIX)
-        for seg in old:
-            seg.delete()
-        new.rename_suffix("")
-        self._set_segments(self._segments[: idx[0]] + [new] + self._segments[idx[-1] + 1 :])
+        self._set_segments(
+            segment_swap.replace_segments(self._segments, old, new, LogSegment.delete)
+        )
 
     # --- lifecycle -------------------------------------------------------------------------
 

@@ -1,66 +1,44 @@
-"""Opening a partition directory: finish interrupted segment swaps, load segments, recover.
+"""Opening a partition directory: load its segments and recover those after the recovery point.
 
-Crash-safe segment replacement (used by :meth:`Log.replace_segments`, the compactor's path):
-
-1. the cleaned segment is written as ``<base>.log.cleaned`` (+ ``.index.cleaned``,
-   ``.timeindex.cleaned``) and fsynced;
-2. its files are renamed to ``.swap``, the ``.log`` last: ``<base>.log.swap`` existing is the
-   commit point;
-3. the replaced segments are deleted;
-4. the ``.swap`` files are renamed to their final names.
-
-At open, ``.cleaned`` (and stray ``.tmp`` / ``.deleted``) files are removed: the swap had not
-been committed, the old segments are intact. A ``.log.swap`` means it had: every old segment
-whose base offset falls inside the swapped segment's offset range is deleted and the swap is
-completed. Nothing acknowledged is lost at any crash point.
+:func:`load_log_dir` (what :meth:`strom.storage.log.Log.open` calls) finishes interrupted
+compactor swaps and removes stray files (:func:`strom.storage.segment_swap.complete_swaps`),
+reads the checkpoints and the clean-shutdown marker, then :func:`load_segments` opens every
+``<base>.log`` and, after an unclean shutdown, re-validates the segments from the one holding
+the recovery point on.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
+from strom.storage import checkpoint as ckpt
 from strom.storage.log_config import LogConfig
-from strom.storage.segment import LogSegment, segment_path
+from strom.storage.segment import LogSegment
+from strom.storage.segment_swap import complete_swaps, segment_bases
 
 logger = logging.getLogger(__name__)
 
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
-_STRAY_SUFFIXES = (CLEANED_SUFFIX, ".tmp", ".deleted")
-_EXTS = (".log", ".index", ".timeindex")
+
+@dataclass(frozen=True, slots=True)
+class LoadedLog:
+    segments: list[LogSegment]  # at least one
+    log_start_offset: int
+    clean: bool  # the last shutdown was clean (nothing was re-validated)
 
 
-def _base_of(name: str) -> int | None:
-    head = name.split(".", 1)[0]
-    return int(head) if head.isdigit() and len(head) == 20 else None
-
-
-def complete_swaps(dir: Path, config: LogConfig, now_ms: int) -> None:
-    """Remove uncommitted cleaner output and finish committed swaps (see module doc)."""
-    for path in dir.iterdir():
-        if path.name.endswith(_STRAY_SUFFIXES):
-            path.unlink(missing_ok=True)
-    swaps = sorted(
-        b for p in dir.glob(f"*.log{SWAP_SUFFIX}") if (b := _base_of(p.name)) is not None
-    )
-    for base in swaps:
-        seg = LogSegment(dir, base, config, now_ms, SWAP_SUFFIX)
-        seg.recover()
-        for old in segment_bases(dir):
-            if base <= old < max(seg.next_offset, base + 1):
-                for ext in _EXTS:
-                    segment_path(dir, old, ext).unlink(missing_ok=True)
-        seg.rename_suffix("")
-        seg.close()
-        logger.info("completed interrupted segment swap %s", seg.path)
-    for path in dir.glob(f"*{SWAP_SUFFIX}"):  # index .swap files whose .log was not renamed
-        path.unlink(missing_ok=True)
-
-
-def segment_bases(dir: Path) -> list[int]:
-    """Base offsets of the ``.log`` files in ``dir``, ascending."""
-    return sorted(b for p in dir.glob("*.log") if (b := _base_of(p.name)) is not None)
+def load_log_dir(dir: Path, config: LogConfig, now_ms: int) -> LoadedLog:
+    """Finish swaps, read the checkpoints, load (and if needed recover) the segments; an empty
+    directory gets one empty segment at the stored log start offset."""
+    complete_swaps(dir, config, now_ms)
+    clean = (dir / ckpt.CLEAN_SHUTDOWN_FILE).exists()
+    stored_start = ckpt.read_offset(dir / ckpt.LOG_START_OFFSET_FILE, 0)
+    recovery_point = ckpt.read_offset(dir / ckpt.RECOVERY_POINT_FILE, 0)
+    segments = load_segments(dir, config, now_ms, clean, recovery_point)
+    if not segments:
+        segments = [LogSegment.create(dir, stored_start, config, now_ms)]
+    return LoadedLog(segments, max(stored_start, segments[0].base_offset), clean)
 
 
 def load_segments(

@@ -29,11 +29,13 @@ from __future__ import annotations
 import json
 import os
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from strom.protocol.record_batch import BatchHeader, increment_sequence
 from strom.storage.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from strom.storage.segment import LogSegment
 
 MAX_BATCHES = 5
 DEFAULT_EXPIRATION_MS = 86_400_000  # Kafka's producer.id.expiration.ms default (1 day)
@@ -145,6 +147,20 @@ class ProducerStateManager:
         for pid in old:
             del self.producers[pid]
         return len(old)
+
+    def rebuild(self, segments: Sequence[LogSegment], log_start_offset: int, now_ms: int) -> None:
+        """Load the newest usable snapshot, replay the batch headers after it (or after
+        ``log_start_offset`` without one), then drop producers expired at ``now_ms``."""
+        log_end = segments[-1].next_offset
+        start = self.load_latest(log_end, now_ms)
+        start = log_start_offset if start is None else start
+        for seg in segments:
+            if seg.next_offset <= start:
+                continue
+            for _pos, header in seg.iter_headers(0):
+                if header.base_offset >= start and header.has_producer_id:
+                    self.update(header)
+        self.remove_expired(now_ms)
 
     # --- snapshots -------------------------------------------------------------------------
 
