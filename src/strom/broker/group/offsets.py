@@ -1,7 +1,8 @@
 """Committed offsets and group deletion: the offset half of the group coordinator.
 
-A mixin of :class:`~strom.broker.group.coordinator.GroupCoordinator` (it uses its groups,
-clock, timers and ``append``). Kafka's rules: a member commits with its member id and current
+A layer of :class:`~strom.broker.group.coordinator.GroupCoordinator` on top of
+:class:`~strom.broker.group.rebalance.Rebalancer` (it uses its groups, clock, heartbeat timers
+and ``append``). Kafka's rules: a member commits with its member id and current
 generation (a stale generation is ILLEGAL_GENERATION, a commit while the group awaits SyncGroup
 is REBALANCE_IN_PROGRESS); a commit with generation -1 and no member id is a "simple" commit,
 allowed only while the group has no members. Offsets of an Empty group expire
@@ -13,16 +14,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from strom.broker.group import records as rec
 from strom.broker.group.model import Group, GroupState, OffsetEntry
+from strom.broker.group.rebalance import Rebalancer
 from strom.protocol.errors import ErrorCode, KafkaError
-
-if TYPE_CHECKING:
-    from strom.broker.group.coordinator import CoordinatorConfig
-    from strom.broker.group.model import Member
-    from strom.clock import Clock
 
 log = logging.getLogger(__name__)
 E = ErrorCode
@@ -41,24 +37,7 @@ def _offset_record(
     return key, rec.encode_offset_value(value)
 
 
-class OffsetOps:
-    # provided by GroupCoordinator
-    groups: dict[str, Group]
-    loading: bool
-    clock: Clock
-    config: CoordinatorConfig
-
-    def append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
-        raise NotImplementedError
-
-    def _schedule_heartbeat(
-        self, group: Group, member: Member, timeout_ms: int | None = None
-    ) -> None:
-        raise NotImplementedError
-
-    def _transition(self, group: Group, state: GroupState) -> None:
-        raise NotImplementedError
-
+class OffsetOps(Rebalancer):
     def commit_offsets(
         self, group_id: str, member_id: str, instance_id: str | None,
         generation: int, offsets: dict[TopicPartition, OffsetEntry],

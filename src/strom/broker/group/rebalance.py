@@ -1,0 +1,288 @@
+"""The group state machine: groups, group records, rebalance transitions and timers.
+
+:class:`Rebalancer` holds the groups, the injected ports (a :class:`~strom.clock.Clock`,
+:class:`Timers` and ``append``) and the ``loading`` flag. Invariants: every durable change goes
+through :meth:`~Rebalancer.append` *before* the in-memory state changes and before a response is
+given (``append`` raises if it cannot write); a group's ``state_timestamp`` changes only with its
+state (:meth:`~Rebalancer._transition`); a timer callback acts only if its group is still the
+current one (a deleted group may be recreated under the same id) and, where it matters, the
+generation it was armed for.
+
+Groups move Empty → PreparingRebalance → CompletingRebalance → Stable, as in Kafka's classic
+protocol. A rebalance is prepared when membership or a member's protocols change; it completes
+(a new generation, a leader elected among the members that rejoined, the join callbacks
+answered) once every member rejoined, when the rebalance timeout fires, or after
+``group.initial.rebalance.delay.ms`` for a group that was Empty (extended while new members keep
+arriving). Members that did not rejoin are removed, except static members. Then every member
+must SyncGroup within the rebalance timeout or be removed. Timers: a heartbeat (session) timer
+per member, the group's join and sync timers, and the initial delay.
+
+The layers on top: :mod:`~strom.broker.group.membership` (JoinGroup),
+:mod:`~strom.broker.group.offsets` and :class:`~strom.broker.group.coordinator.GroupCoordinator`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from strom.broker.group import records as rec
+from strom.broker.group.model import (
+    Group,
+    GroupState,
+    JoinResult,
+    Member,
+    OffsetEntry,
+    SyncResult,
+)
+from strom.clock import Clock
+from strom.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
+E = ErrorCode
+
+
+class Cancellable(Protocol):
+    def cancel(self) -> None: ...
+
+
+class Timers(Protocol):
+    def call_later(self, delay_ms: int, fn: Callable[[], None]) -> Cancellable: ...
+
+
+AppendFn = Callable[[int, list[tuple[bytes, bytes | None]]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorConfig:
+    offsets_partitions: int = 50
+    initial_rebalance_delay_ms: int = 3000
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1_800_000
+    max_group_size: int = 2**31 - 1
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    offset_metadata_max_bytes: int = 4096
+
+
+def cancel(timer: Any) -> None:
+    if timer is not None:
+        timer.cancel()
+
+
+class Rebalancer:
+    def __init__(self, config: CoordinatorConfig, clock: Clock, timers: Timers, append: AppendFn):
+        self.config = config
+        self.clock = clock
+        self.timers = timers
+        self._append = append
+        self.groups: dict[str, Group] = {}
+        self.loading = True
+        # filled by GroupCoordinator.replay while loading, emptied by finish_loading
+        self._loaded_meta: dict[str, rec.GroupValue | None] = {}
+        self._loaded_offsets: dict[str, dict[tuple[str, int], OffsetEntry]] = {}
+
+    # persistence -----------------------------------------------------------------------------
+    def partition_for(self, group_id: str) -> int:
+        return rec.partition_for(group_id, self.config.offsets_partitions)
+
+    def append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
+        if records:
+            self._append(self.partition_for(group_id), records)
+
+    def group_record(
+        self, group: Group, assignment: dict[str, bytes] | None = None
+    ) -> tuple[bytes, bytes]:
+        members = tuple(
+            rec.MemberValue(
+                m.member_id, m.instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+                m.session_timeout_ms, m.metadata(group.protocol_name),
+                assignment.get(m.member_id, b"") if assignment is not None else m.assignment,
+            )
+            for m in group.members.values()
+        )  # fmt: skip
+        value = rec.GroupValue(
+            group.protocol_type or "", group.generation, group.protocol_name, group.leader_id,
+            group.state_timestamp, members,
+        )  # fmt: skip
+        return rec.encode_group_key(rec.GroupKey(group.group_id)), rec.encode_group_value(value)
+
+    def _store_group(self, group: Group, assignment: dict[str, bytes] | None = None) -> None:
+        self.append(group.group_id, [self.group_record(group, assignment)])
+
+    # helpers ---------------------------------------------------------------------------------
+    def _current(self, group: Group) -> bool:
+        return self.groups.get(group.group_id) is group
+
+    def _transition(self, group: Group, state: GroupState) -> None:
+        group.state = state
+        group.state_timestamp = self.clock.time_ms()
+
+    def _member_list(self, group: Group) -> list[tuple[str, str | None, bytes]]:
+        return [
+            (m.member_id, m.instance_id, m.metadata(group.protocol_name))
+            for m in group.members.values()
+        ]
+
+    def _join_result(self, group: Group, member_id: str, *, skip: bool = False) -> JoinResult:
+        leader = group.leader_id == member_id
+        return JoinResult(
+            E.none, member_id, group.generation, group.protocol_type, group.protocol_name,
+            group.leader_id or "", skip, self._member_list(group) if leader else [],
+        )  # fmt: skip
+
+    def get_group(self, group_id: str) -> Group | None:
+        if self.loading:
+            raise KafkaError(E.coordinator_load_in_progress)
+        return self.groups.get(group_id)
+
+    # heartbeats ------------------------------------------------------------------------------
+    def _schedule_heartbeat(
+        self, group: Group, member: Member, timeout_ms: int | None = None
+    ) -> None:
+        cancel(member.heartbeat_timer)
+        delay = member.session_timeout_ms if timeout_ms is None else timeout_ms
+        member.heartbeat_timer = self.timers.call_later(
+            delay, lambda: self._on_heartbeat_expired(group, member)
+        )
+
+    def _on_heartbeat_expired(self, group: Group, member: Member) -> None:
+        if not self._current(group) or group.members.get(member.member_id) is not member:
+            return
+        if member.is_new or not (member.awaiting_join or member.awaiting_sync):
+            log.info("group %s: member %s session expired", group.group_id, member.member_id)
+            self._remove_member_and_update_group(group, member)
+
+    # rebalance -------------------------------------------------------------------------------
+    def _maybe_prepare_rebalance(self, group: Group) -> None:
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY):
+            self._prepare_rebalance(group)
+
+    def _prepare_rebalance(self, group: Group) -> None:
+        if group.state is GroupState.COMPLETING_REBALANCE:
+            self._propagate_assignment_error(group, E.rebalance_in_progress)
+        cancel(group.sync_timer)
+        cancel(group.join_timer)
+        if group.state is GroupState.EMPTY:
+            delay = self.config.initial_rebalance_delay_ms
+            group.initial_delay_active = True
+            group.initial_delay_remaining_ms = max(group.rebalance_timeout_ms - delay, 0)
+            group.join_timer = self.timers.call_later(delay, lambda: self._on_initial_delay(group))
+        else:
+            group.initial_delay_active = False
+            group.join_timer = self.timers.call_later(
+                group.rebalance_timeout_ms, lambda: self._complete_join(group)
+            )
+        self._transition(group, GroupState.PREPARING_REBALANCE)
+        log.info("group %s: preparing rebalance (generation %d)", group.group_id, group.generation)
+        self._maybe_complete_join(group)
+
+    def _on_initial_delay(self, group: Group) -> None:
+        if not self._current(group) or not group.initial_delay_active:
+            return
+        if group.new_member_added and group.initial_delay_remaining_ms > 0:
+            group.new_member_added = False
+            delay = min(self.config.initial_rebalance_delay_ms, group.initial_delay_remaining_ms)
+            group.initial_delay_remaining_ms = max(group.initial_delay_remaining_ms - delay, 0)
+            group.join_timer = self.timers.call_later(delay, lambda: self._on_initial_delay(group))
+        else:
+            self._complete_join(group)
+
+    def _maybe_complete_join(self, group: Group) -> None:
+        if (
+            group.state is GroupState.PREPARING_REBALANCE
+            and not group.initial_delay_active
+            and group.has_all_members_joined()
+        ):
+            self._complete_join(group)
+
+    def _complete_join(self, group: Group) -> None:
+        if not self._current(group) or group.state is not GroupState.PREPARING_REBALANCE:
+            return
+        cancel(group.join_timer)
+        group.join_timer = None
+        group.initial_delay_active = False
+        for member in list(group.members.values()):
+            if not member.awaiting_join and member.instance_id is None:
+                log.info("group %s: member %s did not rejoin", group.group_id, member.member_id)
+                cancel(member.heartbeat_timer)
+                group.remove(member.member_id)
+        if not self._elect_joined_leader(group) and group.members:
+            group.join_timer = self.timers.call_later(
+                group.rebalance_timeout_ms, lambda: self._complete_join(group)
+            )
+            return
+        group.generation += 1
+        group.pending_sync.clear()
+        if not group.members:
+            group.protocol_name = None
+            self._transition(group, GroupState.EMPTY)
+            try:
+                self._store_group(group)
+            except Exception as exc:
+                log.warning("group %s: storing empty generation failed: %s", group.group_id, exc)
+            log.info("group %s: generation %d is empty", group.group_id, group.generation)
+            return
+        group.protocol_name = group.select_protocol()
+        self._transition(group, GroupState.COMPLETING_REBALANCE)
+        log.info(
+            "group %s: generation %d with %d members, protocol %s, leader %s",
+            group.group_id, group.generation, len(group.members), group.protocol_name, group.leader_id,
+        )  # fmt: skip
+        for member in list(group.members.values()):
+            callback, member.join_callback = member.join_callback, None
+            if callback is not None:
+                callback(self._join_result(group, member.member_id))
+            self._schedule_heartbeat(group, member)
+            member.is_new = False
+            group.pending_sync.add(member.member_id)
+        generation = group.generation
+        group.sync_timer = self.timers.call_later(
+            group.rebalance_timeout_ms, lambda: self._expire_pending_sync(group, generation)
+        )
+
+    def _elect_joined_leader(self, group: Group) -> bool:
+        leader = group.members.get(group.leader_id or "")
+        if leader is not None and leader.awaiting_join:
+            return True
+        for member in group.members.values():
+            if member.awaiting_join:
+                group.leader_id = member.member_id
+                return True
+        return False
+
+    def _expire_pending_sync(self, group: Group, generation: int) -> None:
+        if not self._current(group) or generation != group.generation or not group.pending_sync:
+            return
+        if group.state in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
+            for member_id in list(group.pending_sync):
+                member = group.remove(member_id)
+                if member is not None:
+                    cancel(member.heartbeat_timer)
+                    if member.sync_callback is not None:
+                        member.sync_callback(SyncResult(E.unknown_member_id))
+                        member.sync_callback = None
+            log.info("group %s: members did not sync in time", group.group_id)
+            self._prepare_rebalance(group)
+
+    def _propagate_assignment_error(self, group: Group, code: ErrorCode) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+            callback, member.sync_callback = member.sync_callback, None
+            if callback is not None:
+                callback(SyncResult(code))
+
+    def _remove_member_and_update_group(self, group: Group, member: Member) -> None:
+        join_cb, sync_cb = member.join_callback, member.sync_callback
+        member.join_callback = member.sync_callback = None
+        if join_cb is not None:
+            join_cb(JoinResult(E.unknown_member_id, member.member_id))
+        if sync_cb is not None:
+            sync_cb(SyncResult(E.unknown_member_id))
+        cancel(member.heartbeat_timer)
+        group.remove(member.member_id)
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._prepare_rebalance(group)
+        elif group.state is GroupState.PREPARING_REBALANCE:
+            self._maybe_complete_join(group)
