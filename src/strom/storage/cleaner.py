@@ -1,61 +1,46 @@
 """Log compaction: keep the latest record per key of a ``cleanup.policy=compact`` log.
 
-A log is split at two offsets. Below ``first_dirty`` (from the cleaner checkpoint) lies the
-*clean* section, already compacted; from it to ``first_uncleanable`` the *dirty* section; after
-that what may not be cleaned yet: the active segment, segments newer than
-``min.compaction.lag.ms``, anything above the high watermark and anything from the first
-transaction whose outcome (commit/abort marker) is not in the log yet. Only whole inactive
-segments are ever read or rewritten.
+One cleaning, as in Kafka's ``LogCleaner``, in three steps:
 
-One cleaning, as in Kafka's ``LogCleaner``:
-
-1. :func:`plan` (cheap, segment summaries only) picks the segments and the dirty ratio
-   ``dirty bytes / (clean + dirty bytes)``; a log is cleaned when the ratio reaches
-   ``min.cleanable.dirty.ratio`` or its oldest dirty data is older than
-   ``max.compaction.lag.ms``.
-2. :func:`clean` (a worker thread may run it: it reads duplicated file descriptors, never the
-   ``Log``'s state) builds the *offset map* ``key -> latest offset`` over the dirty section and
-   rewrites every segment below ``first_uncleanable`` into ``.cleaned`` segments, grouping
-   neighbours while their original sizes fit ``segment.bytes``. A record is kept unless a later
-   offset of its key is in the map, it is a tombstone (null value) whose timestamp is older than
-   ``delete.retention.ms``, or it belongs to an aborted transaction. Null-key records are kept.
-3. :func:`commit` (on the thread that owns the ``Log``) swaps each group in with
+1. :func:`plan` (:mod:`strom.storage.cleaner_plan`, on the thread that owns the ``Log``, segment
+   summaries only) picks the segments below the first uncleanable offset and the dirty ratio,
+   and decides whether the log needs cleaning.
+2. :func:`clean` (:mod:`strom.storage.cleaner_rewrite`, a worker thread may run it) builds the
+   offset map over the dirty section and writes ``.cleaned`` segments.
+3. :func:`commit` (here, on the thread that owns the ``Log``) swaps each group in with
    :meth:`Log.replace_segments` (crash-safe, see :mod:`strom.storage.log_recovery`), unless the
    log changed meanwhile (segments deleted/truncated), in which case that output is dropped.
-
-Batches: untouched ones are copied byte for byte. A rewritten batch keeps its base offset,
-last offset delta, producer id/epoch, base sequence, attributes (codec, timestamp type,
-transactional) and partition leader epoch, so offsets and producer state stay as they were.
-A batch whose records all go disappears, except (kept empty, as Kafka does) the last batch of
-a producer still in the log's producer state (so its sequence survives a rebuild) and the last batch of a group when dropping it would move the
-group's end below its last original segment's base (the swap recovery relies on that).
-Control batches are always kept.
+   Then the caller stores the new first-dirty offset in the checkpoint.
 
 Checkpoint ``cleaner-offset-checkpoint`` in the data directory (Kafka's format): ``0``, the
 number of entries, then ``topic partition offset`` lines; offset = first dirty offset.
+
+This module is the public face of compaction: the names of the two others are re-exported.
 """
 
 from __future__ import annotations
 
-import logging
 import os
-import struct
-import threading
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from strom.protocol import record_batch as rb
+from strom.storage.cleaner_plan import CleanPlan, open_plan, plan
+from strom.storage.cleaner_rewrite import (
+    DEFAULT_MAX_MAP_ENTRIES,
+    CleanAborted,
+    CleanedGroup,
+    CleanResult,
+    clean,
+)
 from strom.storage.log import Log
 from strom.storage.segment import LogSegment
 
-logger = logging.getLogger(__name__)
+__all__ = [
+    "CHECKPOINT_FILE", "DEFAULT_MAX_MAP_ENTRIES", "CleanAborted", "CleanPlan", "CleanResult",
+    "CleanedGroup", "clean", "clean_log", "commit", "open_plan", "plan", "read_checkpoint",
+    "write_checkpoint",
+]  # fmt: skip
 
 CHECKPOINT_FILE = "cleaner-offset-checkpoint"
-DEFAULT_MAX_MAP_ENTRIES = 2_000_000  # Kafka's dedupe buffer is bounded too
-_CHUNK = 1 << 20
-_INT32_MAX = 2**31 - 1
-_ABORT, _COMMIT = 0, 1
 
 TopicPartition = tuple[str, int]
 
@@ -88,296 +73,6 @@ def write_checkpoint(data_dir: Path, offsets: dict[TopicPartition, int]) -> None
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-
-
-# --- planning ------------------------------------------------------------------------------
-
-
-@dataclass
-class CleanPlan:
-    """What one cleaning of a log will read (made by :func:`plan` on the log's thread)."""
-
-    log: Log
-    segments: list[LogSegment]  # every segment below first_uncleanable, oldest first
-    ends: list[int]  # each segment's offset-range end (the next segment's base offset)
-    dirty_start: int  # index into segments of the first dirty one
-    first_dirty: int
-    clean_bytes: int
-    dirty_bytes: int
-    forced: bool  # max.compaction.lag.ms passed
-    producer_last: dict[int, int] = field(default_factory=dict)  # pid -> its last offset
-    fds: list[int] = field(default_factory=list)  # duplicated descriptors, closed by clean()
-    sizes: list[int] = field(default_factory=list)
-
-    @property
-    def dirty_ratio(self) -> float:
-        total = self.clean_bytes + self.dirty_bytes
-        return self.dirty_bytes / total if total else 0.0
-
-    @property
-    def first_uncleanable(self) -> int:
-        return self.ends[-1] if self.ends else self.first_dirty
-
-    def should_clean(self) -> bool:
-        if self.dirty_bytes <= 0:
-            return False
-        return self.forced or self.dirty_ratio > self.log.config.min_cleanable_dirty_ratio
-
-    def release(self) -> None:
-        for fd in self.fds:
-            os.close(fd)
-        self.fds = []
-
-
-def plan(log: Log, first_dirty: int | None, now: int) -> CleanPlan | None:
-    """The cleanable range of ``log`` from its segment summaries (no file reads).
-
-    Returns None when the log is not compacted or nothing can be cleaned. Call
-    :meth:`CleanPlan.should_clean` for the ratio / max-lag decision.
-    """
-    cfg = log.config
-    if not cfg.compact:
-        return None
-    segs = log.segments
-    start = log.log_start_offset
-    if first_dirty is None or first_dirty < start or first_dirty > log.log_end_offset:
-        first_dirty = start
-    lag_limit = now - cfg.min_compaction_lag_ms
-    chosen: list[LogSegment] = []
-    ends: list[int] = []
-    for seg, nxt in zip(segs[:-1], segs[1:], strict=False):  # never the active segment
-        if nxt.base_offset > log.high_watermark:
-            break
-        if nxt.base_offset > first_dirty and seg.max_timestamp > lag_limit:
-            break  # dirty and too young: it and everything after stay uncleaned
-        chosen.append(seg)
-        ends.append(nxt.base_offset)
-    dirty_start = next((i for i, e in enumerate(ends) if e > first_dirty), len(chosen))
-    if dirty_start >= len(chosen):
-        return None
-    clean_bytes = sum(s.size for s in chosen[:dirty_start])
-    dirty_bytes = sum(s.size for s in chosen[dirty_start:])
-    oldest = chosen[dirty_start].created_ms
-    forced = cfg.max_compaction_lag_ms < 2**62 and now - oldest > cfg.max_compaction_lag_ms
-    producer_last = {
-        pid: e.batches[-1].last_offset for pid, e in log.producer_state.producers.items()
-        if e.batches
-    }  # fmt: skip
-    return CleanPlan(log, chosen, ends, dirty_start, first_dirty, clean_bytes, dirty_bytes,
-                     forced, producer_last)  # fmt: skip
-
-
-def open_plan(p: CleanPlan) -> None:
-    """Duplicate the segments' descriptors (on the log's thread) so that :func:`clean` can read
-    them even if the log deletes those segments meanwhile."""
-    p.fds = [os.dup(s.fd) for s in p.segments]
-    p.sizes = [s.size for s in p.segments]
-
-
-# --- cleaning ------------------------------------------------------------------------------
-
-
-@dataclass
-class CleanedGroup:
-    old: list[LogSegment]
-    new: LogSegment
-
-
-@dataclass
-class CleanResult:
-    groups: list[CleanedGroup]
-    first_uncleanable: int  # the new checkpoint
-    records_read: int = 0
-    records_kept: int = 0
-    bytes_before: int = 0
-    bytes_after: int = 0
-
-
-class CleanAborted(Exception):
-    """The cleaning was stopped (broker shutdown); nothing was swapped."""
-
-
-def _batches(fd: int, size: int) -> Iterator[tuple[rb.BatchHeader, bytes]]:
-    pos = 0
-    buf = b""
-    buf_start = 0
-    while pos + rb.HEADER_SIZE <= size:
-        off = pos - buf_start
-        if off + rb.HEADER_SIZE > len(buf):
-            buf = os.pread(fd, min(_CHUNK, size - pos), pos)
-            buf_start, off = pos, 0
-        header = rb.parse_header(buf, off)
-        if header.batch_length < rb.MIN_BATCH_LENGTH or pos + header.size > size:
-            return
-        if off + header.size <= len(buf):
-            data = buf[off : off + header.size]
-        else:
-            data = os.pread(fd, header.size, pos)
-        yield header, data
-        pos += header.size
-
-
-def _control_type(data: bytes) -> int | None:
-    recs = rb.decode_records(data)
-    if not recs or recs[0].key is None or len(recs[0].key) < 4:
-        return None
-    return int(struct.unpack_from(">hh", recs[0].key)[1])
-
-
-def _scan_transactions(p: CleanPlan) -> tuple[set[int], int]:
-    """(base offsets of aborted batches, index of the first segment with an undecided
-    transaction (or len))."""
-    aborted: set[int] = set()
-    open_txn: dict[int, list[tuple[int, int]]] = {}  # pid -> [(segment index, base offset)]
-    for i, (fd, size) in enumerate(zip(p.fds, p.sizes, strict=True)):
-        for header, data in _batches(fd, size):
-            if not header.is_transactional:
-                continue
-            if header.is_control:
-                pending = open_txn.pop(header.producer_id, [])
-                if _control_type(data) == _ABORT:
-                    aborted.update(base for _i, base in pending)
-            else:
-                open_txn.setdefault(header.producer_id, []).append((i, header.base_offset))
-    undecided = min((v[0][0] for v in open_txn.values() if v), default=len(p.segments))
-    return aborted, undecided
-
-
-def _groups(p: CleanPlan, count: int) -> list[list[int]]:
-    """Consecutive segment indexes whose original sizes fit one segment.bytes."""
-    limit = p.log.config.segment_bytes
-    groups: list[list[int]] = []
-    for i in range(count):
-        if groups:
-            g = groups[-1]
-            size = sum(p.sizes[j] for j in g) + p.sizes[i]
-            if size <= limit and p.ends[i] - 1 - p.segments[g[0]].base_offset <= _INT32_MAX:
-                g.append(i)
-                continue
-        groups.append([i])
-    return groups
-
-
-def clean(p: CleanPlan, now: int, *, abort: threading.Event | None = None,
-          max_map_entries: int = DEFAULT_MAX_MAP_ENTRIES) -> CleanResult:  # fmt: skip
-    """Build the offset map and write the ``.cleaned`` segments (see module doc).
-
-    Safe in a worker thread: reads only ``p.fds`` and writes only new ``.cleaned`` files.
-    Closes the duplicated descriptors. Raises :class:`CleanAborted` if ``abort`` is set.
-    """
-    if not p.fds:
-        open_plan(p)
-    written: list[LogSegment] = []
-    try:
-        return _clean(p, now, abort, max_map_entries, written)
-    except BaseException:
-        for seg in written:
-            seg.delete()
-        raise
-    finally:
-        p.release()
-
-
-def _check(abort: threading.Event | None) -> None:
-    if abort is not None and abort.is_set():
-        raise CleanAborted()
-
-
-def _clean(p: CleanPlan, now: int, abort: threading.Event | None, max_map_entries: int,
-           written: list[LogSegment]) -> CleanResult:  # fmt: skip
-    cfg = p.log.config
-    aborted, undecided = _scan_transactions(p)
-    # offset map over the dirty section, whole segments, stopping when the map is full
-    offset_map: dict[bytes, int] = {}
-    end_idx = p.dirty_start
-    for i in range(p.dirty_start, undecided):
-        if end_idx > p.dirty_start and len(offset_map) >= max_map_entries:
-            break
-        _check(abort)
-        for header, data in _batches(p.fds[i], p.sizes[i]):
-            if header.is_control or header.base_offset in aborted:
-                continue
-            for rec in rb.decode_records(data):
-                if rec.key is not None:
-                    offset_map[rec.key] = rec.offset
-        end_idx = i + 1
-    if end_idx == p.dirty_start:
-        return CleanResult([], p.first_dirty)
-    tomb_horizon = now - cfg.delete_retention_ms
-    result = CleanResult([], p.ends[end_idx - 1])
-    for group in _groups(p, end_idx):
-        _check(abort)
-        first = p.segments[group[0]]
-        new = p.log.create_cleaned_segment(first.base_offset)
-        written.append(new)
-        last_kept: tuple[rb.BatchHeader, bytes] | None = None
-        for i in group:
-            result.bytes_before += p.sizes[i]
-            for header, data in _batches(p.fds[i], p.sizes[i]):
-                out = _filter_batch(header, data, offset_map, aborted, tomb_horizon,
-                                    p.producer_last, result)  # fmt: skip
-                last_kept = (header, data)
-                if out is None:
-                    continue
-                new.append(out, rb.parse_header(out))
-        last_base = p.segments[group[-1]].base_offset
-        if new.next_offset <= last_base and last_kept is not None:
-            header, data = last_kept  # dropped: keep it empty so the group's range holds
-            out = _rebuild(header, [])
-            new.append(out, rb.parse_header(out))
-        result.bytes_after += new.size
-        result.groups.append(CleanedGroup([p.segments[i] for i in group], new))
-    return result
-
-
-def _filter_batch(header: rb.BatchHeader, data: bytes, offset_map: dict[bytes, int],
-                  aborted: set[int], tomb_horizon: int, producer_last: dict[int, int],
-                  result: CleanResult) -> bytes | None:  # fmt: skip
-    """The batch to write for ``data``: itself, a rewritten copy, or None (dropped)."""
-    if header.is_control:
-        return data
-    records = rb.decode_records(data)
-    result.records_read += len(records)
-    if header.base_offset in aborted:
-        kept = []
-    else:
-        kept = [r for r in records if _keep(r, offset_map, tomb_horizon)]
-    result.records_kept += len(kept)
-    if len(kept) == len(records):
-        return data
-    if not kept:
-        is_last = (
-            header.has_producer_id and producer_last.get(header.producer_id) == header.last_offset
-        )
-        return _rebuild(header, []) if is_last else None
-    return _rebuild(header, kept)
-
-
-def _keep(rec: rb.Record, offset_map: dict[bytes, int], tomb_horizon: int) -> bool:
-    if rec.key is None:
-        return True
-    latest = offset_map.get(rec.key)
-    if latest is not None and latest > rec.offset:
-        return False
-    return not (rec.value is None and rec.timestamp < tomb_horizon)
-
-
-def _rebuild(header: rb.BatchHeader, records: list[rb.Record]) -> bytes:
-    log_append = header.timestamp_type == rb.LOG_APPEND_TIME
-    return rb.build_batch_from_records(
-        records,
-        base_offset=header.base_offset,
-        last_offset_delta=header.last_offset_delta,
-        producer_id=header.producer_id,
-        producer_epoch=header.producer_epoch,
-        base_sequence=header.base_sequence,
-        is_transactional=header.is_transactional,
-        is_control=header.is_control,
-        compression=header.compression,
-        timestamp_type=header.timestamp_type,
-        partition_leader_epoch=header.partition_leader_epoch,
-        max_timestamp=header.max_timestamp if log_append or not records else None,
-    )
 
 
 # --- swapping in ---------------------------------------------------------------------------
