@@ -26,6 +26,7 @@ from strom.protocol import record_batch as rb
 from strom.storage import checkpoint as ckpt
 from strom.storage import log_timestamps, segment_swap
 from strom.storage.batch_validation import validate_batch
+from strom.storage.deferred_delete import DeferredDeleter
 from strom.storage.errors import CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError
 from strom.storage.log_config import LogConfig
 from strom.storage.log_recovery import load_log_dir
@@ -76,6 +77,7 @@ class Log:
         self._unflushed_messages = 0
         self._last_flush = clock.monotonic()
         self._closed = False
+        self._deleter = DeferredDeleter(clock)
 
     # --- opening ---------------------------------------------------------------------------
 
@@ -311,11 +313,19 @@ class Log:
             return  # runs every maintenance tick: no checkpoint fsync when nothing changed
         for seg in self._segments[:count]:
             logger.info("deleting segment %s", seg.path)
-            seg.delete()
+            self._delete_segment(seg)
         if count:
             self._set_segments(self._segments[count:])
         self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
         ckpt.write_offset(self.dir / ckpt.LOG_START_OFFSET_FILE, self.log_start_offset)
+
+    def _delete_segment(self, seg: LogSegment) -> None:
+        """Rename to ``.deleted`` now, unlink after file.delete.delay.ms (deferred_delete)."""
+        self._deleter.schedule(seg, self.config.file_delete_delay_ms)
+
+    def delete_due_files(self) -> int:
+        """Unlink removed segments whose file.delete.delay.ms has passed; returns how many."""
+        return self._deleter.delete_due()
 
     def truncate_to(self, offset: int) -> None:
         """Remove everything at or after ``offset`` (whole batches)."""
@@ -323,7 +333,7 @@ class Log:
             return
         keep = [s for s in self._segments if s.base_offset < offset]
         for seg in self._segments[len(keep) :]:
-            seg.delete()
+            self._delete_segment(seg)
         if not keep:
             keep = [LogSegment.create(self.dir, offset, self.config, self.clock.time_ms())]
             self.log_start_offset = offset
@@ -349,7 +359,7 @@ class Log:
         Crash-safe: see :mod:`strom.storage.segment_swap`.
         """
         self._set_segments(
-            segment_swap.replace_segments(self._segments, old, new, LogSegment.delete)
+            segment_swap.replace_segments(self._segments, old, new, self._delete_segment)
         )
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -392,6 +402,7 @@ class Log:
         self.producer_state.take_snapshot(self.log_end_offset)
         for seg in self._segments:
             seg.close()
+        self._deleter.delete_all()
         (self.dir / ckpt.CLEAN_SHUTDOWN_FILE).touch()
         self._closed = True
 
@@ -399,5 +410,6 @@ class Log:
         """Close the files and remove the whole directory."""
         for seg in self._segments:
             seg.close()
+        self._deleter.delete_all()
         self._closed = True
         shutil.rmtree(self.dir, ignore_errors=True)

@@ -110,7 +110,8 @@ class LogManager:
 
     def maintenance(self) -> None:
         """Periodic work: segment.ms rolls, retention, producer id expiry (every
-        ``producer.id.expiration.check.interval.ms``, as Kafka), flush.ms. Errors stay per log."""
+        ``producer.id.expiration.check.interval.ms``, as Kafka), file.delete.delay.ms
+        deletions, flush.ms. Errors stay per log."""
         now = self.clock.monotonic()
         expire = (now - self._last_producer_check) * 1000 >= self.producer_id_check_interval_ms
         if expire:
@@ -121,6 +122,7 @@ class LogManager:
                 log.enforce_retention()
                 if expire:
                     log.remove_expired_producers()
+                log.delete_due_files()
                 log.maybe_flush_by_time()
             except OSError:
                 logger.exception("maintenance failed for %s-%d", *tp)

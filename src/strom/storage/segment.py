@@ -8,7 +8,8 @@ relative offset fits an int32. ``.index`` and ``.timeindex`` are described in
 ``.log`` at any time (:meth:`LogSegment.recover`).
 
 A segment being built by the compactor carries a suffix (``.cleaned``, then ``.swap``) on all
-three file names until :class:`strom.storage.log.Log` swaps it in.
+three file names until :class:`strom.storage.log.Log` swaps it in; a removed segment waiting
+for ``file.delete.delay.ms`` carries ``.deleted`` (:mod:`strom.storage.deferred_delete`).
 """
 
 from __future__ import annotations
@@ -291,9 +292,11 @@ class LogSegment:
         for path in self.file_paths():
             path.unlink(missing_ok=True)
 
-    def rename_suffix(self, suffix: str) -> None:
-        """Rename the three files to carry ``suffix`` (index files first, the .log last)."""
-        for ext in (".index", ".timeindex", ".log"):
+    def rename_suffix(self, suffix: str, *, log_first: bool = False) -> None:
+        """Rename the three files to carry ``suffix``: index files first and the .log last
+        (a swap's commit point), or the .log first (a deletion's)."""
+        exts = (".log", ".index", ".timeindex") if log_first else (".index", ".timeindex", ".log")
+        for ext in exts:
             src = segment_path(self.dir, self.base_offset, ext, self.suffix)
             dst = segment_path(self.dir, self.base_offset, ext, suffix)
             if src.exists():
