@@ -8,7 +8,7 @@ One cleaning, as in Kafka's ``LogCleaner``, in three steps:
 2. :func:`clean` (:mod:`strom.storage.cleaner_rewrite`, a worker thread may run it) builds the
    offset map over the dirty section and writes ``.cleaned`` segments.
 3. :func:`commit` (here, on the thread that owns the ``Log``) swaps each group in with
-   :meth:`Log.replace_segments` (crash-safe, see :mod:`strom.storage.log_recovery`), unless the
+   :meth:`Log.replace_segments` (crash-safe, see :mod:`strom.storage.segment_swap`), unless the
    log changed meanwhile (segments deleted/truncated), in which case that output is dropped.
    Then the caller stores the new first-dirty offset in the checkpoint.
 
