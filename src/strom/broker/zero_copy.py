@@ -4,8 +4,7 @@ Three pieces, used by :mod:`strom.broker.handlers.fetch` and :mod:`strom.broker.
 
 - :func:`read_region` finds the same whole batches :meth:`strom.storage.log.Log.read` would
   return, but as a :class:`FileRegion` (fd, position, length). It reads only batch headers
-  (small ``pread`` s of :data:`_HEADER_CHUNK` bytes) — not the data, unlike
-  ``Log.read_slices``, which reads the data to measure it.
+  (small ``pread`` s of :data:`_HEADER_CHUNK` bytes), never the data.
 - The fd in a region is a **duplicate** (``os.dup``) of the segment's, taken on the event loop
   thread, where retention, DeleteRecords and compaction swaps also run. A segment deleted or
   swapped while a response is still being sent closes only its own fd; the duplicate keeps the

@@ -258,18 +258,6 @@ class Log:
         return ReadResult(data, first, self._high_watermark, self.log_start_offset,
                           self.log_end_offset)  # fmt: skip
 
-    def read_slices(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
-                    min_one_batch: bool = True) -> list[tuple[int, int, int]]:  # fmt: skip
-        """Like :meth:`read` but as ``(fd, position, length)`` regions (for sendfile)."""
-        self._check_range(offset)
-        i = max(0, bisect.bisect_right(self._bases, offset) - 1)
-        for seg in self._segments[i:]:
-            found = seg.find_batch(offset)
-            if found is not None:
-                length = len(seg.read(found[0], max_bytes, max_offset, min_one_batch))
-                return [(seg.fd, found[0], length)] if length else []
-        return []
-
     # --- timestamps ------------------------------------------------------------------------
 
     def offset_for_timestamp(self, ts: int) -> tuple[int, int] | None:
