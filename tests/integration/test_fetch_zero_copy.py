@@ -132,7 +132,10 @@ def test_segment_deleted_while_a_response_is_in_flight(zc_broker: BrokerProcess,
     """A 20 MB response stalls in the socket (the client does not read); meanwhile DeleteRecords
     deletes the segment it comes from. The response must still arrive whole and intact."""
     count, size = 10_000, 2000
-    create_topic(zc_broker.bootstrap, topic_name, 1, {"segment.bytes": str(64 << 20)})
+    # file.delete.delay.ms=0: the segment is unlinked at once, so only the in-flight
+    # response's duplicated fd can still be reading it
+    create_topic(zc_broker.bootstrap, topic_name, 1,
+                 {"segment.bytes": str(64 << 20), "file.delete.delay.ms": "0"})
     produce(zc_broker.bootstrap, topic_name,
             ({"key": str(i).encode(), "value": _value(0, i, size)} for i in range(count)),
             **{"linger.ms": 20, "batch.size": 500_000})  # fmt: skip
