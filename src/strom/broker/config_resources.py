@@ -31,6 +31,7 @@ from strom.storage.log_config import (
 if TYPE_CHECKING:
     from strom.broker.broker import Broker
     from strom.broker.context import RequestContext
+    from strom.metadata.topics import TopicInfo
 
 # ConfigResource.Type
 UNKNOWN_RESOURCE, TOPIC, BROKER, BROKER_LOGGER = 0, 2, 4, 8
@@ -229,3 +230,20 @@ def alter_each_resource(
             )
         )
     return ctx.respond(throttle_time=0, responses=tuple(responses))
+
+
+def topic_to_alter(ctx: RequestContext, resource: Any) -> TopicInfo:
+    """The topic an AlterConfigs-style resource names; broker resources are refused (strom's
+    broker properties are static) and so are unknown types and topics."""
+    rtype = int(resource.resource_type)
+    name = resource.resource_name
+    if rtype == BROKER:
+        raise KafkaError(
+            ErrorCode.invalid_request, "broker configs are static in strom and cannot be altered"
+        )
+    if rtype != TOPIC:
+        raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {rtype}")
+    info = ctx.broker.topics.get(name)
+    if info is None:
+        raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
+    return info

@@ -19,17 +19,8 @@ API_KEY = 33
 
 
 def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
-    rtype = int(resource.resource_type)
-    name = resource.resource_name
-    if rtype == cr.BROKER:
-        raise KafkaError(
-            ErrorCode.invalid_request, "broker configs are static in strom and cannot be altered"
-        )
-    if rtype != cr.TOPIC:
-        raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {rtype}")
-    info = ctx.broker.topics.get(name)
-    if info is None:
-        raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
+    info = cr.topic_to_alter(ctx, resource)
+    name = info.name
     wanted: dict[str, str | None] = {}
     for config in resource.configs:
         if config.name in wanted:

@@ -12,23 +12,13 @@ from typing import Any
 from strom.broker import config_resources as cr
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
-from strom.protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 44
 
 
 def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
-    rtype = int(resource.resource_type)
-    name = resource.resource_name
-    if rtype == cr.BROKER:
-        raise KafkaError(
-            ErrorCode.invalid_request, "broker configs are static in strom and cannot be altered"
-        )
-    if rtype != cr.TOPIC:
-        raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {rtype}")
-    info = ctx.broker.topics.get(name)
-    if info is None:
-        raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
+    info = cr.topic_to_alter(ctx, resource)
+    name = info.name
     ops = [(c.name, int(c.config_operation), c.value) for c in resource.configs]
     overrides = cr.validate_overrides(ctx.broker, cr.incremental(ctx.broker, info.configs, ops))
     if not validate_only:
