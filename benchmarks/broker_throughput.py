@@ -249,6 +249,55 @@ def latency(bootstrap: str, topic: str, rate: int, seconds: float, warmup: float
     }
 
 
+def fetch_wire(bootstrap: str, topic: str, count: int, size: int, partitions: int,
+               timeout: float) -> dict[str, object]:
+    """The broker's serving rate without a client library in the way: sequential Fetch v11
+    requests (1 MiB per partition) over one connection from offset 0 to the high watermark.
+    The consume phase above is often bound by librdkafka's Python loop; this one is bound by
+    the broker (and the socket)."""
+    import datetime
+
+    import kio.schema.fetch.v11.request as req
+
+    from strom.protocol.messages import build
+    from strom.protocol.record_batch import iter_batches
+    from strom.testing.raw import RawConnection
+
+    offsets = dict.fromkeys(range(partitions), 0)
+    received = nbytes = requests = 0
+    deadline = time.monotonic() + timeout
+    with RawConnection(bootstrap, timeout=timeout) as conn:
+        start = time.perf_counter()
+        while received < count:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"fetch_wire: {received}/{count} within {timeout}s")
+            resp = conn.request(
+                1, 11, replica_id=-1, max_wait=datetime.timedelta(milliseconds=500), min_bytes=1,
+                max_bytes=64 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+                rack_id="", forgotten_topics_data=(),
+                topics=(build(req.FetchTopic, topic=topic, partitions=tuple(
+                    build(req.FetchPartition, partition=p, current_leader_epoch=-1,
+                          fetch_offset=o, log_start_offset=-1, partition_max_bytes=1 << 20)
+                    for p, o in offsets.items())),),
+            )
+            requests += 1
+            for part in resp.responses[0].partitions:
+                data = part.records or b""
+                nbytes += len(data)
+                for header, _ in iter_batches(data):
+                    if header.next_offset > offsets[part.partition_index]:
+                        received += header.next_offset - max(header.base_offset, offsets[part.partition_index])
+                        offsets[part.partition_index] = header.next_offset
+        elapsed = max(time.perf_counter() - start, 1e-3)
+    return {
+        "messages": received,
+        "requests": requests,
+        "seconds": round(elapsed, 3),
+        "msgs_per_s": round(received / elapsed),
+        "mb_per_s": round(nbytes / elapsed / 1e6, 2),
+    }
+
+
 def _r(value: float | None) -> float | None:
     return None if value is None else round(value, 2)
 
@@ -273,6 +322,11 @@ def run_broker(broker: Broker, args: argparse.Namespace) -> dict[str, object]:
         res["broker_cpu_s_per_M"] = cpu_per_million(ph.cpu, count)
         result[f"consume_{label}"] = res
         log(f"{broker.name}: consume {label}: {res}")
+        with Phase(broker) as ph:
+            res = fetch_wire(broker.bootstrap, topic, count, size, args.partitions, args.timeout)
+        res["broker_cpu_s_per_M"] = cpu_per_million(ph.cpu, count)
+        result[f"fetch_wire_{label}"] = res
+        log(f"{broker.name}: fetch (wire) {label}: {res}")
     topic = "bench-latency"
     create_topic(broker.bootstrap, topic, 1)
     seconds = 1.0 if args.quick else args.latency_seconds
@@ -290,6 +344,8 @@ RATIO_KEYS = [
     ("produce_1KB", "produce_1KB", "msgs_per_s"),
     ("consume_100B", "consume_100B", "msgs_per_s"),
     ("consume_1KB", "consume_1KB", "msgs_per_s"),
+    ("fetch_wire_100B", "fetch_wire_100B", "msgs_per_s"),
+    ("fetch_wire_1KB", "fetch_wire_1KB", "msgs_per_s"),
     ("latency_p50", "latency", "p50_ms"),
     ("latency_p99", "latency", "p99_ms"),
     ("cpu_per_M_produce_100B", "produce_100B", "broker_cpu_s_per_M"),
