@@ -31,7 +31,6 @@ from strom.protocol.messages import (
     UnsupportedVersionError,
     decode_request,
     encode_response,
-    peek_header,
 )
 
 if TYPE_CHECKING:
@@ -122,7 +121,7 @@ class KafkaConnection(asyncio.Protocol):
                         response.close()
                     return
                 if isinstance(response, zero_copy.SplicedResponse):
-                    await self.send_spliced(frame, response)
+                    await self.send_spliced(response)
                     continue
                 self.transport.write(response)
                 if not self.can_write.is_set():
@@ -143,12 +142,11 @@ class KafkaConnection(asyncio.Protocol):
                 self.sender.close()  # our duplicate of the socket fd: the socket closes with it
                 self.sender = None
 
-    async def send_spliced(self, frame: bytes, response: zero_copy.SplicedResponse) -> None:
+    async def send_spliced(self, response: zero_copy.SplicedResponse) -> None:
         """Send a Fetch response whose records stay in the segment files."""
         assert self.transport is not None
         try:
-            header = peek_header(frame)
-            parts = encode_spliced(*header, response.response, response.regions)
+            parts = response.parts
             if self.sock_fd is None:
                 self.transport.write(zero_copy.materialize(parts))
                 if not self.can_write.is_set():
@@ -200,7 +198,17 @@ class KafkaConnection(asyncio.Protocol):
             )
         ctx = RequestContext(header, self.broker, self.peer[0], self.peer[1], self.id)
         response = await spec.fn(ctx, request)
-        if response is None or isinstance(response, zero_copy.SplicedResponse):
+        if response is None:
+            return None
+        if isinstance(response, zero_copy.SplicedResponse):
+            try:
+                response.parts = encode_spliced(
+                    header.api_key, header.api_version, header.correlation_id,
+                    response.response, response.regions,
+                )  # fmt: skip
+            except BaseException:
+                response.close()
+                raise
             return response
         return encode_response(header.api_key, header.api_version, header.correlation_id, response)
 

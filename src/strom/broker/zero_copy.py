@@ -69,10 +69,14 @@ class FileRegion:
 
 @dataclass(slots=True)
 class SplicedResponse:
-    """What the Fetch handler returns: a kio response whose records are placeholders."""
+    """What the Fetch handler returns: a kio response whose records are placeholders.
+
+    The server fills ``parts`` (bytes and regions in wire order, from
+    :func:`strom.protocol.fetch_encoding.encode_spliced`) where the request header is known."""
 
     response: Any
     regions: list[FileRegion] = field(default_factory=list)
+    parts: list[Any] = field(default_factory=list)
 
     def close(self) -> None:
         for region in self.regions:
