@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import resource
 import signal
 import sys
 from pathlib import Path
@@ -48,6 +49,12 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"strom serve: {exc}", file=sys.stderr)
         return 2
+    from strom.storage.file_handles import raise_nofile_limit
+
+    before = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    nofile = raise_nofile_limit()  # segment files and sockets: as many as the OS lets us
+    if nofile != before:
+        log.info("raised the open-file limit from %d to %d", before, nofile)
     try:
         import uvloop
 

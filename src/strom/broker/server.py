@@ -197,7 +197,11 @@ class KafkaConnection(asyncio.Protocol):
                 f"api key {header.api_key} v{header.api_version} is not served"
             )
         ctx = RequestContext(header, self.broker, self.peer[0], self.peer[1], self.id)
+        store = self.broker.store
+        seq = store.seq
         response = await spec.fn(ctx, request)
+        if store.seq != seq:  # what the response acknowledges must be on disk first
+            await store.durable(store.seq)
         if response is None:
             return None
         if isinstance(response, zero_copy.SplicedResponse):

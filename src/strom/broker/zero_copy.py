@@ -103,19 +103,20 @@ def read_region(log: Log, offset: int, max_bytes: int, *, max_offset: int | None
         _, pos = seg.index.lookup(offset)
         start = -1
         end = 0
-        for p, base, last, batch_size in _headers(seg.fd, pos, size):
-            if start < 0:
-                if last < offset:
-                    continue
-                start = end = p
-            if max_offset is not None and base >= max_offset:
-                break
-            if end - start + batch_size > max_bytes and not (end == start and min_one_batch):
-                break
-            end += batch_size
+        with seg.open_fd() as fd:
+            for p, base, last, batch_size in _headers(fd, pos, size):
+                if start < 0:
+                    if last < offset:
+                        continue
+                    start = end = p
+                if max_offset is not None and base >= max_offset:
+                    break
+                if end - start + batch_size > max_bytes and not (end == start and min_one_batch):
+                    break
+                end += batch_size
         if start < 0:
             continue
-        return FileRegion(os.dup(seg.fd), start, end - start) if end > start else None
+        return FileRegion(seg.dup_fd(), start, end - start) if end > start else None
     return None
 
 

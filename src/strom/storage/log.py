@@ -78,6 +78,7 @@ class Log:
         self._last_flush = clock.monotonic()
         self._closed = False
         self._deleter = DeferredDeleter(clock)
+        self.recovered = 0  # segments re-validated at open
 
     # --- opening ---------------------------------------------------------------------------
 
@@ -86,7 +87,10 @@ class Log:
              producer_id_expiration_ms: int = DEFAULT_EXPIRATION_MS) -> Log:  # fmt: skip
         """Open (creating if needed) and recover the log in ``dir``.
 
-        ``producer_id_expiration_ms`` is the broker's ``producer.id.expiration.ms``.
+        ``producer_id_expiration_ms`` is the broker's ``producer.id.expiration.ms``. Opening
+        writes nothing but the removal of the clean-shutdown marker (see
+        :mod:`strom.storage.log_recovery`); :attr:`recovered` tells how many segments had to be
+        re-validated.
         """
         dir.mkdir(parents=True, exist_ok=True)
         log = cls(dir, config, clock, producer_id_expiration_ms)
@@ -95,11 +99,21 @@ class Log:
         log.log_start_offset = loaded.log_start_offset
         log._high_watermark = log.log_end_offset
         log._rebuild_producer_state()
-        if not loaded.clean:
-            log.flush()
-        else:
-            log.recovery_point = log.log_end_offset
-        (dir / ckpt.CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
+        log.recovery_point = loaded.recovery_point
+        log.recovered = loaded.recovered
+        if loaded.clean:
+            (dir / ckpt.CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
+        return log
+
+    @classmethod
+    def create(cls, dir: Path, config: LogConfig, clock: Clock, *,
+               producer_id_expiration_ms: int = DEFAULT_EXPIRATION_MS) -> Log:  # fmt: skip
+        """A new, empty log in the new directory ``dir`` (FileExistsError if it exists): one
+        directory and one empty ``.log`` file, nothing fsynced (the caller fsyncs the parent
+        directory once for a whole batch of partitions)."""
+        dir.mkdir()
+        log = cls(dir, config, clock, producer_id_expiration_ms)
+        log._set_segments([LogSegment.create(dir, 0, config, clock.time_ms())])
         return log
 
     def _set_segments(self, segments: list[LogSegment]) -> None:
@@ -396,8 +410,13 @@ class Log:
 
     def delete(self) -> None:
         """Close the files and remove the whole directory."""
+        self.close_files()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def close_files(self) -> None:
+        """Close every file without flushing or marking a clean shutdown (the log is being
+        deleted, or was never registered)."""
         for seg in self._segments:
             seg.close()
         self._deleter.delete_all()
         self._closed = True
-        shutil.rmtree(self.dir, ignore_errors=True)

@@ -3,6 +3,15 @@
 Layout: ``<data_dir>/<topic>-<partition>/`` per partition (topic names may contain '-' and
 '.', so the partition is after the LAST '-'), plus ``<data_dir>/.lock``, held with an
 exclusive ``flock`` for the manager's lifetime so two brokers cannot share a directory.
+A directory being removed is first renamed ``<topic>-<partition>.<hex>-delete`` (Kafka's
+suffix), so a crash in the middle of its removal never leaves half a log under a live name;
+such directories are removed again at the next start.
+
+Creating partitions is two steps so that a batch is all or nothing and the slow part can run
+on a worker thread: :meth:`LogManager.create_logs` (thread-safe, touches no shared state)
+makes every directory and empty segment or removes all it made and raises; the event loop then
+registers the logs with :meth:`LogManager.add`. Deleting is the reverse: :meth:`detach` on
+the loop, then :func:`remove_log` on a thread.
 """
 
 from __future__ import annotations
@@ -10,7 +19,10 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-from collections.abc import Callable, Iterator, Mapping
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
 from strom.clock import Clock
@@ -22,7 +34,45 @@ from strom.storage.producer_state import DEFAULT_EXPIRATION_MS
 logger = logging.getLogger(__name__)
 
 LOCK_FILE = ".lock"
+DELETE_SUFFIX = "-delete"
 TopicPartition = tuple[str, int]
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def doomed_name(path: Path) -> Path:
+    """Where a log directory goes while it is removed: ``<name>.<hex>-delete``."""
+    return path.with_name(f"{path.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+
+
+def remove_log(log: Log) -> None:
+    """Close ``log``'s files, rename its directory out of the way, remove it (a thread's job)."""
+    log.close_files()
+    try:
+        doomed = doomed_name(log.dir)
+        os.rename(log.dir, doomed)
+    except OSError:
+        doomed = log.dir
+    shutil.rmtree(doomed, ignore_errors=True)
+
+
+def remove_dirs(paths: Iterable[Path]) -> None:
+    """Remove directories (stray or doomed logs), renaming live-looking names first."""
+    for path in paths:
+        if not path.name.endswith(DELETE_SUFFIX):
+            try:
+                target = doomed_name(path)
+                os.rename(path, target)
+                path = target
+            except OSError:
+                pass
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def parse_log_dir_name(name: str) -> TopicPartition | None:
@@ -61,17 +111,47 @@ class LogManager:
     def _config(self, topic: str) -> LogConfig:
         return LogConfig.from_configs(self._overrides.get(topic, {}), self.broker_configs)
 
-    def load(self, topic_overrides: Callable[[str], Mapping[str, str]]) -> None:
-        """Open every ``<topic>-<partition>`` directory (running recovery where needed)."""
-        for path in sorted(self.data_dir.iterdir()):
-            tp = parse_log_dir_name(path.name) if path.is_dir() else None
+    def load(
+        self,
+        topic_overrides: Callable[[str], Mapping[str, str]],
+        hosted: Callable[[str, int], bool] = lambda _t, _p: True,
+    ) -> list[Path]:
+        """Open every ``<topic>-<partition>`` directory that ``hosted`` names (running
+        recovery where needed). Returns the directories to remove: those of partitions not
+        hosted (left by a creation or deletion a crash interrupted; renamed ``-delete``
+        here) and those already renamed ``-delete``. The caller removes them off the loop."""
+        started = time.monotonic()
+        doomed: list[Path] = []
+        recovered = 0
+        with os.scandir(self.data_dir) as entries:
+            names = sorted(e.name for e in entries if e.is_dir())
+        for name in names:
+            path = self.data_dir / name
+            if name.endswith(DELETE_SUFFIX):
+                doomed.append(path)
+                continue
+            tp = parse_log_dir_name(name)
             if tp is None or tp in self._logs:
                 continue
             topic, partition = tp
+            if not hosted(topic, partition):
+                logger.warning("removing the log directory %s of no hosted partition", name)
+                target = doomed_name(path)
+                os.rename(path, target)
+                doomed.append(target)
+                continue
             if topic not in self._overrides:
                 self._overrides[topic] = dict(topic_overrides(topic))
-            self._logs[tp] = self._open(path, self._config(topic))
-            logger.info("loaded log %s (end offset %d)", path.name, self._logs[tp].log_end_offset)
+            log = self._logs[tp] = self._open(path, self._config(topic))
+            if log.recovered:
+                recovered += 1
+                logger.info("recovered log %s (%d segments re-validated, end offset %d)",
+                            name, log.recovered, log.log_end_offset)  # fmt: skip
+        logger.info(
+            "loaded %d logs in %.2fs (%d recovered, %d clean)",
+            len(self._logs), time.monotonic() - started, recovered, len(self._logs) - recovered,
+        )
+        return doomed
 
     def _open(self, path: Path, config: LogConfig) -> Log:
         return Log.open(path, config, self.clock,
@@ -79,6 +159,42 @@ class LogManager:
 
     def get(self, topic: str, partition: int) -> Log | None:
         return self._logs.get((topic, partition))
+
+    def create_logs(
+        self, topic: str, partitions: Iterable[int], overrides: Mapping[str, str]
+    ) -> list[Log]:
+        """Create new empty logs for ``partitions`` of ``topic``, all or none (thread-safe:
+        reads no shared state). On any error every directory made is removed and the error
+        raised. Directories already present (left by a crash) are removed first: a partition
+        being created has no data. The data directory is fsynced once at the end."""
+        config = LogConfig.from_configs(overrides, self.broker_configs)
+        made: list[Log] = []
+        try:
+            for partition in partitions:
+                path = self.data_dir / f"{topic}-{partition}"
+                if path.exists():
+                    remove_dirs([path])
+                made.append(Log.create(path, config, self.clock,
+                                       producer_id_expiration_ms=self.producer_id_expiration_ms))  # fmt: skip
+            fsync_dir(self.data_dir)
+        except BaseException:
+            for log in made:
+                remove_log(log)
+            raise
+        return made
+
+    def add(self, topic: str, logs: Iterable[Log], overrides: Mapping[str, str]) -> None:
+        """Register logs made by :meth:`create_logs` (on the owner's thread)."""
+        self._overrides[topic] = dict(overrides)
+        for log in logs:
+            tp = parse_log_dir_name(log.dir.name)
+            assert tp is not None and tp[0] == topic
+            self._logs[tp] = log
+
+    def detach(self, topic: str, partition: int) -> Log | None:
+        """Unregister a log (no more reads or appends); the caller removes it with
+        :func:`remove_log`, off the event loop."""
+        return self._logs.pop((topic, partition), None)
 
     def create(self, topic: str, partition: int, overrides: Mapping[str, str]) -> Log:
         """Open (creating) the log; validates ``overrides`` (InvalidConfigError)."""
@@ -93,9 +209,9 @@ class LogManager:
         return log
 
     def delete(self, topic: str, partition: int) -> None:
-        log = self._logs.pop((topic, partition), None)
+        log = self.detach(topic, partition)
         if log is not None:
-            log.delete()
+            remove_log(log)
 
     def update_topic_config(self, topic: str, overrides: Mapping[str, str]) -> None:
         """Apply new overrides to every partition of ``topic`` (validated first)."""

@@ -4,7 +4,10 @@
 compactor swaps and removes stray files (:func:`strom.storage.segment_swap.complete_swaps`),
 reads the checkpoints and the clean-shutdown marker, then :func:`load_segments` opens every
 ``<base>.log`` and, after an unclean shutdown, re-validates the segments from the one holding
-the recovery point on.
+the recovery point on. After a clean shutdown nothing is re-validated; after a crash only the
+segments from the one holding the recovery point on are, and nothing is written back: the
+rebuilt indexes stay in memory until the next flush, and the recovery point stays where it was
+(as Kafka's ``LogLoader``), so a second crash re-validates the same data again.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ class LoadedLog:
     segments: list[LogSegment]  # at least one
     log_start_offset: int
     clean: bool  # the last shutdown was clean (nothing was re-validated)
+    recovery_point: int  # below it everything is known to be fsynced
+    recovered: int = 0  # segments re-validated
 
 
 def load_log_dir(dir: Path, config: LogConfig, now_ms: int) -> LoadedLog:
@@ -35,28 +40,33 @@ def load_log_dir(dir: Path, config: LogConfig, now_ms: int) -> LoadedLog:
     clean = (dir / ckpt.CLEAN_SHUTDOWN_FILE).exists()
     stored_start = ckpt.read_offset(dir / ckpt.LOG_START_OFFSET_FILE, 0)
     recovery_point = ckpt.read_offset(dir / ckpt.RECOVERY_POINT_FILE, 0)
-    segments = load_segments(dir, config, now_ms, clean, recovery_point)
+    segments, recovered = load_segments(dir, config, now_ms, clean, recovery_point)
     if not segments:
         segments = [LogSegment.create(dir, stored_start, config, now_ms)]
-    return LoadedLog(segments, max(stored_start, segments[0].base_offset), clean)
+    end = segments[-1].next_offset
+    return LoadedLog(segments, max(stored_start, segments[0].base_offset), clean,
+                     end if clean else min(recovery_point, end), recovered)  # fmt: skip
 
 
 def load_segments(
     dir: Path, config: LogConfig, now_ms: int, clean: bool, recovery_point: int
-) -> list[LogSegment]:
+) -> tuple[list[LogSegment], int]:
     """Open every segment; when not ``clean``, recover those from the recovery point on.
+    Returns the segments and how many were re-validated.
 
     Recovery truncates a segment at its first invalid batch and then deletes every later
     segment (their offsets would no longer follow on).
     """
     segments = [LogSegment.open(dir, base, config, now_ms) for base in segment_bases(dir)]
     if clean or not segments:
-        return segments
+        return segments, 0
     start = 0
     for i, seg in enumerate(segments):
         if seg.base_offset <= recovery_point:
             start = i
+    recovered = 0
     for i in range(start, len(segments)):
+        recovered += 1
         truncated = segments[i].recover()
         if truncated:
             logger.warning(
@@ -70,4 +80,4 @@ def load_segments(
                 later.delete()
             del segments[i + 1 :]
             break
-    return segments
+    return segments, recovered

@@ -10,12 +10,19 @@ relative offset fits an int32. ``.index`` and ``.timeindex`` are described in
 A segment being built by the compactor carries a suffix (``.cleaned``, then ``.swap``) on all
 three file names until :class:`strom.storage.log.Log` swaps it in; a removed segment waiting
 for ``file.delete.delay.ms`` carries ``.deleted`` (:mod:`strom.storage.deferred_delete`).
+
+Descriptors: a segment holds at most one, its ``.log``'s, and only while it is in the
+process-wide cache :data:`strom.storage.file_handles.HANDLES` (opened on demand, closed when
+least recently used). Every use of it goes through :meth:`LogSegment.open_fd` (or
+:meth:`LogSegment.dup_fd` for a descriptor that outlives the call), which pins it so that no
+other thread's eviction closes it meanwhile. The indexes hold none (:mod:`strom.storage.index`).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from strom.protocol.record_batch import (
@@ -27,6 +34,7 @@ from strom.protocol.record_batch import (
     parse_header,
     verify_crc,
 )
+from strom.storage.file_handles import HANDLES
 from strom.storage.index import CorruptIndexError, OffsetIndex
 from strom.storage.log_config import LogConfig
 from strom.storage.time_index import TimeIndex
@@ -48,8 +56,8 @@ class LogSegment:
         self.base_offset = base_offset
         self.suffix = suffix
         self.path = segment_path(dir, base_offset, ".log", suffix)
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        self.size = os.fstat(self._fd).st_size
+        self._file = HANDLES.create(self.path)
+        self.size = HANDLES.size_of(self._file)
         self.index_interval_bytes = config.index_interval_bytes
         self._index_bytes = config.segment_index_bytes
         self.index: OffsetIndex
@@ -68,7 +76,9 @@ class LogSegment:
                suffix: str = "") -> LogSegment:  # fmt: skip
         """A new empty segment (any old files of that name are emptied)."""
         seg = cls(dir, base_offset, config, now_ms, suffix)
-        os.ftruncate(seg._fd, 0)
+        if seg.size:
+            with seg.open_fd() as fd:
+                os.ftruncate(fd, 0)
         seg.size = 0
         seg.index = OffsetIndex(seg._ipath(".index"), base_offset, seg._index_bytes)
         seg.index.reset()
@@ -78,15 +88,22 @@ class LogSegment:
 
     @classmethod
     def open(cls, dir: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
-        """Open an existing segment trusting its log; indexes are rebuilt if missing/corrupt."""
+        """Open an existing segment trusting its log; indexes are rebuilt if missing/corrupt.
+
+        A missing index is an empty one when the log is too short to have needed an entry
+        (indexes are only written once they have entries, see :mod:`strom.storage.index`)."""
         seg = cls(dir, base_offset, config, now_ms)
         try:
-            if not seg._ipath(".index").exists() or not seg._ipath(".timeindex").exists():
-                raise CorruptIndexError("missing index")
-            seg.index = OffsetIndex.load(
-                seg._ipath(".index"), base_offset, seg._index_bytes, max(seg.size, 1)
-            )
-            seg.time_index = TimeIndex.load(seg._ipath(".timeindex"), base_offset)
+            ipath, tpath = seg._ipath(".index"), seg._ipath(".timeindex")
+            if seg.size <= seg.index_interval_bytes and not ipath.exists():
+                seg.index = OffsetIndex(ipath, base_offset, seg._index_bytes)
+            else:
+                seg.index = OffsetIndex.load(ipath, base_offset, seg._index_bytes,
+                                             max(seg.size, 1))  # fmt: skip
+            if seg.size == 0 and not tpath.exists():
+                seg.time_index = TimeIndex(tpath, base_offset)
+            else:
+                seg.time_index = TimeIndex.load(tpath, base_offset)
             seg._load_summary()
         except CorruptIndexError:
             seg.recover()
@@ -117,12 +134,8 @@ class LogSegment:
         Returns the number of bytes truncated. A batch is bad when it is truncated, has a wrong
         magic / length / CRC, or its offsets do not increase.
         """
-        for attr, kind in (("index", OffsetIndex), ("time_index", TimeIndex)):
-            old = getattr(self, attr, None)
-            if old is not None:
-                old.close()
-            path = self._ipath(".index" if kind is OffsetIndex else ".timeindex")
-            path.unlink(missing_ok=True)
+        for ext in (".index", ".timeindex"):  # rebuilt in memory, written at the next flush
+            self._ipath(ext).unlink(missing_ok=True)
         self.index = OffsetIndex(self._ipath(".index"), self.base_offset, self._index_bytes)
         self.time_index = TimeIndex(self._ipath(".timeindex"), self.base_offset)
         self.next_offset = self.base_offset
@@ -130,11 +143,25 @@ class LogSegment:
         self.offset_of_max_timestamp = self.base_offset
         self._bytes_since_index = 0
         self._max_ts_indexed = -1
+        size = self.size
+        with self.open_fd() as fd:
+            valid_end = self._validate(fd, size)
+        truncated = size - valid_end
+        if truncated:
+            with self.open_fd() as fd:
+                os.ftruncate(fd, valid_end)
+            self.size = valid_end
+        first = next(self.iter_headers(0), None)
+        if first is not None:
+            self.created_ms = first[1].max_timestamp
+        return truncated
+
+    def _validate(self, fd: int, size: int) -> int:
+        """Index every valid batch from the start; the end of the last valid one."""
         valid_end = 0
         pos = 0
-        size = self.size
         while pos + HEADER_SIZE <= size:
-            header = parse_header(os.pread(self._fd, HEADER_SIZE, pos))
+            header = parse_header(os.pread(fd, HEADER_SIZE, pos))
             if (
                 header.magic != MAGIC
                 or header.batch_length < MIN_BATCH_LENGTH
@@ -144,20 +171,13 @@ class LogSegment:
                 or header.last_offset - self.base_offset > _INT32_MAX
             ):
                 break
-            if not verify_crc(os.pread(self._fd, header.size, pos)):
+            if not verify_crc(os.pread(fd, header.size, pos)):
                 break
             self._index_batch(header, pos)
             self.next_offset = header.next_offset
             pos += header.size
             valid_end = pos
-        truncated = size - valid_end
-        if truncated:
-            os.ftruncate(self._fd, valid_end)
-            self.size = valid_end
-        first = next(self.iter_headers(0), None)
-        if first is not None:
-            self.created_ms = first[1].max_timestamp
-        return truncated
+        return valid_end
 
     # --- writing ---------------------------------------------------------------------------
 
@@ -178,7 +198,8 @@ class LogSegment:
 
     def append(self, batch: bytes | bytearray | memoryview, header: BatchHeader) -> None:
         """Write one whole batch (already offset-assigned) at the end of the log file."""
-        written = os.pwrite(self._fd, batch, self.size)
+        with self.open_fd() as fd:
+            written = os.pwrite(fd, batch, self.size)
         if written != len(batch):
             raise OSError(f"short write to {self.path}: {written} of {len(batch)} bytes")
         self._index_batch(header, self.size)
@@ -205,7 +226,8 @@ class LogSegment:
         while pos + HEADER_SIZE <= self.size:
             off = pos - buf_start
             if off + HEADER_SIZE > len(buf):
-                buf = os.pread(self._fd, min(_CHUNK, self.size - pos), pos)
+                with self.open_fd() as fd:
+                    buf = os.pread(fd, min(_CHUNK, self.size - pos), pos)
                 buf_start, off = pos, 0
             header = parse_header(buf, off)
             if header.batch_length < MIN_BATCH_LENGTH:
@@ -216,7 +238,7 @@ class LogSegment:
     def batches(self) -> Iterator[tuple[BatchHeader, bytes]]:
         """Every whole batch, in order (for the compactor and producer-state rebuilds)."""
         for pos, header in self.iter_headers(0):
-            yield header, os.pread(self._fd, header.size, pos)
+            yield header, self.read_at(pos, header.size)
 
     def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
         """Position and header of the first batch whose last offset >= ``offset``."""
@@ -233,7 +255,7 @@ class LogSegment:
         want = min(self.size - position, max(max_bytes, HEADER_SIZE))
         if want <= 0:
             return b""
-        data = os.pread(self._fd, want, position)
+        data = self.read_at(position, want)
         end = 0
         while end + HEADER_SIZE <= len(data):
             header = parse_header(data, end)
@@ -241,7 +263,7 @@ class LogSegment:
                 break
             if end + header.size > len(data):
                 if end == 0 and min_one_batch:
-                    return os.pread(self._fd, header.size, position)
+                    return self.read_at(position, header.size)
                 break
             if end + header.size > max_bytes and not (end == 0 and min_one_batch):
                 break
@@ -249,12 +271,40 @@ class LogSegment:
         return data[:end]
 
     def read_at(self, position: int, length: int) -> bytes:
-        return os.pread(self._fd, length, position)
+        with self.open_fd() as fd:
+            return os.pread(fd, length, position)
+
+    # --- the .log descriptor -----------------------------------------------------------------
+
+    @contextmanager
+    def open_fd(self) -> Iterator[int]:
+        """The .log's descriptor, open (and pinned in the cache) for the ``with`` block."""
+        f = self._file
+        fd = HANDLES.acquire(f)
+        try:
+            yield fd
+        finally:
+            HANDLES.release(f)
+
+    def dup_fd(self) -> int:
+        """A descriptor of the .log of the caller's own (it closes it): it stays valid whatever
+        happens to the segment (retention, a compaction swap) or to the cache."""
+        with self.open_fd() as fd:
+            return os.dup(fd)
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` (or :meth:`delete`) ran."""
+        return self._file.closed
 
     @property
     def fd(self) -> int:
-        """The open .log file descriptor (for a future sendfile path)."""
-        return self._fd
+        """The .log's descriptor now (-1 once closed). Only valid until the next descriptor is
+        opened, on any thread: prefer :meth:`open_fd` or :meth:`dup_fd`."""
+        if self._file.closed:
+            return -1
+        with self.open_fd() as fd:
+            return fd
 
     # --- truncation, lifecycle --------------------------------------------------------------
 
@@ -265,7 +315,8 @@ class LogSegment:
             return 0
         position, _ = found
         removed = self.size - position
-        os.ftruncate(self._fd, position)
+        with self.open_fd() as fd:
+            os.ftruncate(fd, position)
         self.size = position
         self.index.truncate_to_position(position)
         self.time_index.truncate_to_offset(offset)
@@ -273,14 +324,16 @@ class LogSegment:
         return removed
 
     def flush(self) -> None:
-        os.fsync(self._fd)
+        with self.open_fd() as fd:
+            os.fsync(fd)
         self.index.flush()
         self.time_index.flush()
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        """Close the .log (for good) and write the indexes' unwritten entries."""
+        if self._file.closed:
+            return
+        HANDLES.close(self._file)
         self.index.close()
         self.time_index.close()
 
@@ -288,7 +341,8 @@ class LogSegment:
         return [self.path, self._ipath(".index"), self._ipath(".timeindex")]
 
     def delete(self) -> None:
-        self.close()
+        if not self._file.closed:
+            HANDLES.close(self._file)  # the indexes' unwritten entries are not worth writing
         for path in self.file_paths():
             path.unlink(missing_ok=True)
 
@@ -299,7 +353,9 @@ class LogSegment:
         for ext in exts:
             src = segment_path(self.dir, self.base_offset, ext, self.suffix)
             dst = segment_path(self.dir, self.base_offset, ext, suffix)
-            if src.exists():
+            if ext == ".log":
+                HANDLES.rename(self._file, dst)
+            elif src.exists():
                 os.replace(src, dst)
         self.suffix = suffix
         self.path = segment_path(self.dir, self.base_offset, ".log", suffix)
