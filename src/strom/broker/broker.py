@@ -101,6 +101,8 @@ class Broker:
         host, port = self.listen
         self._server = await start_server(self, host, port)
         self._every(self._maintenance_interval(), self._maintenance)
+        checkpoint_ms = self.config.get_int("log.flush.offset.checkpoint.interval.ms")
+        self._every(max(checkpoint_ms, 100) / 1000.0, self._checkpoint_recovery_points)
         log.info(
             "strom broker %s listening on %s:%s (advertised %s:%s), data in %s, cluster %s",
             self.node_id, host, port, *self.advertised, self.data_dir, self.cluster_id,
@@ -157,6 +159,13 @@ class Broker:
 
     def _maintenance(self) -> None:
         self.logs.maintenance()
+
+    async def _checkpoint_recovery_points(self) -> None:
+        """Kafka's recovery-point checkpoint of the data directory, written off the loop."""
+        points = self.logs.recovery_points()
+        await asyncio.get_running_loop().run_in_executor(
+            None, self.logs.checkpoint_recovery_points, points
+        )
 
     def _every(self, seconds: float, fn: Callable[[], None | Awaitable[None]]) -> None:
         async def loop() -> None:

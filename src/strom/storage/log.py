@@ -39,6 +39,7 @@ from strom.storage.retention import segments_past_retention
 from strom.storage.segment import LogSegment
 
 logger = logging.getLogger(__name__)
+_SNAPSHOT_MIN_BYTES = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,28 +80,34 @@ class Log:
         self._closed = False
         self._deleter = DeferredDeleter(clock)
         self.recovered = 0  # segments re-validated at open
+        self._opened_end = 0  # log end / start offsets at open: close skips an unchanged log
+        self._opened_start = 0
 
     # --- opening ---------------------------------------------------------------------------
 
     @classmethod
     def open(cls, dir: Path, config: LogConfig, clock: Clock, *,
-             producer_id_expiration_ms: int = DEFAULT_EXPIRATION_MS) -> Log:  # fmt: skip
+             producer_id_expiration_ms: int = DEFAULT_EXPIRATION_MS, clean: bool = False,
+             recovery_point: int = 0) -> Log:  # fmt: skip
         """Open (creating if needed) and recover the log in ``dir``.
 
-        ``producer_id_expiration_ms`` is the broker's ``producer.id.expiration.ms``. Opening
+        ``producer_id_expiration_ms`` is the broker's ``producer.id.expiration.ms``; ``clean``
+        and ``recovery_point`` what the data directory's marker and checkpoint say. Opening
         writes nothing but the removal of the clean-shutdown marker (see
         :mod:`strom.storage.log_recovery`); :attr:`recovered` tells how many segments had to be
         re-validated.
         """
         dir.mkdir(parents=True, exist_ok=True)
         log = cls(dir, config, clock, producer_id_expiration_ms)
-        loaded = load_log_dir(dir, config, clock.time_ms())
+        loaded = load_log_dir(dir, config, clock.time_ms(), clean=clean,
+                              recovery_point=recovery_point)  # fmt: skip
         log._set_segments(loaded.segments)
         log.log_start_offset = loaded.log_start_offset
         log._high_watermark = log.log_end_offset
         log._rebuild_producer_state()
         log.recovery_point = loaded.recovery_point
         log.recovered = loaded.recovered
+        log._opened_end, log._opened_start = log.log_end_offset, log.log_start_offset
         if loaded.clean:
             (dir / ckpt.CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
         return log
@@ -395,18 +402,45 @@ class Log:
         self._unflushed_messages = 0
         self._last_flush = self.clock.monotonic()
 
-    def close(self) -> None:
-        """Flush, snapshot producer state, close files and mark the shutdown clean."""
+    def close(self, *, sync: bool = True) -> None:
+        """Flush, snapshot producer state, close files and mark the shutdown clean.
+
+        A log that did not change since it was opened writes nothing but the marker. With
+        ``sync=False`` nothing is fsynced and no marker written: the caller (closing many logs
+        at once) syncs the file system once, then calls :meth:`mark_clean` on each.
+        """
         if self._closed:
             return
-        self.active.on_inactive()
-        self.flush()
-        self.producer_state.take_snapshot(self.log_end_offset)
+        end = self.log_end_offset
+        changed = (
+            end != self._opened_end
+            or self.log_start_offset != self._opened_start
+            or self.recovery_point != end
+            or self.recovered > 0
+        )
+        if changed:
+            self.active.on_inactive()
+            if sync:
+                self.flush()
+            else:  # the recovery point goes into the data directory's checkpoint
+                self.recovery_point = end
+                if self.log_start_offset != self._opened_start:
+                    ckpt.write_offset(self.dir / ckpt.LOG_START_OFFSET_FILE,
+                                      self.log_start_offset, fsync=False)  # fmt: skip
+        # A snapshot saves replaying the headers at the next open; for a small log without
+        # producers that replay is cheaper than writing the file.
+        if self.producer_state.producers or (changed and self.size > _SNAPSHOT_MIN_BYTES):
+            self.producer_state.take_snapshot(end)
         for seg in self._segments:
-            seg.close()
+            seg.close()  # writes the indexes' unwritten entries
         self._deleter.delete_all()
-        (self.dir / ckpt.CLEAN_SHUTDOWN_FILE).touch()
         self._closed = True
+        if sync:
+            self.mark_clean()
+
+    def mark_clean(self) -> None:
+        """Write the clean-shutdown marker (after everything the log wrote is durable)."""
+        (self.dir / ckpt.CLEAN_SHUTDOWN_FILE).touch()
 
     def delete(self) -> None:
         """Close the files and remove the whole directory."""

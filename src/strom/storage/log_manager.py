@@ -5,7 +5,8 @@ Layout: ``<data_dir>/<topic>-<partition>/`` per partition (topic names may conta
 exclusive ``flock`` for the manager's lifetime so two brokers cannot share a directory.
 A directory being removed is first renamed ``<topic>-<partition>.<hex>-delete`` (Kafka's
 suffix), so a crash in the middle of its removal never leaves half a log under a live name;
-such directories are removed again at the next start.
+such directories are removed again at the next start. The directory-level checkpoint and
+clean-shutdown marker are described in :mod:`strom.storage.log_dir`.
 
 Creating partitions is two steps so that a batch is all or nothing and the slow part can run
 on a worker thread: :meth:`LogManager.create_logs` (thread-safe, touches no shared state)
@@ -26,6 +27,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
 from strom.clock import Clock
+from strom.storage import log_dir
 from strom.storage.errors import LogDirLockedError
 from strom.storage.log import Log
 from strom.storage.log_config import LogConfig
@@ -36,14 +38,6 @@ logger = logging.getLogger(__name__)
 LOCK_FILE = ".lock"
 DELETE_SUFFIX = "-delete"
 TopicPartition = tuple[str, int]
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def doomed_name(path: Path) -> Path:
@@ -123,6 +117,9 @@ class LogManager:
         started = time.monotonic()
         doomed: list[Path] = []
         recovered = 0
+        clean = log_dir.take_clean_marker(self.data_dir)
+        points = log_dir.read_offsets(self.data_dir / log_dir.RECOVERY_POINT_FILE)
+        configs: dict[str, LogConfig] = {}
         with os.scandir(self.data_dir) as entries:
             names = sorted(e.name for e in entries if e.is_dir())
         for name in names:
@@ -140,16 +137,21 @@ class LogManager:
                 os.rename(path, target)
                 doomed.append(target)
                 continue
-            if topic not in self._overrides:
+            if topic not in configs:
                 self._overrides[topic] = dict(topic_overrides(topic))
-            log = self._logs[tp] = self._open(path, self._config(topic))
+                configs[topic] = self._config(topic)
+            log = self._logs[tp] = Log.open(
+                path, configs[topic], self.clock, clean=clean, recovery_point=points.get(tp, 0),
+                producer_id_expiration_ms=self.producer_id_expiration_ms,
+            )
             if log.recovered:
                 recovered += 1
                 logger.info("recovered log %s (%d segments re-validated, end offset %d)",
                             name, log.recovered, log.log_end_offset)  # fmt: skip
         logger.info(
-            "loaded %d logs in %.2fs (%d recovered, %d clean)",
+            "loaded %d logs in %.2fs (%d recovered, %d clean; last shutdown %s)",
             len(self._logs), time.monotonic() - started, recovered, len(self._logs) - recovered,
+            "clean" if clean else "not clean",
         )
         return doomed
 
@@ -176,7 +178,7 @@ class LogManager:
                     remove_dirs([path])
                 made.append(Log.create(path, config, self.clock,
                                        producer_id_expiration_ms=self.producer_id_expiration_ms))  # fmt: skip
-            fsync_dir(self.data_dir)
+            log_dir.fsync_dir(self.data_dir)
         except BaseException:
             for log in made:
                 remove_log(log)
@@ -243,14 +245,43 @@ class LogManager:
             except OSError:
                 logger.exception("maintenance failed for %s-%d", *tp)
 
+    def recovery_points(self) -> dict[TopicPartition, int]:
+        """Every log's recovery point now (build on the owner's thread, write anywhere with
+        :func:`strom.storage.log_dir.write_offsets`)."""
+        return {tp: log.recovery_point for tp, log in self._logs.items()}
+
+    def checkpoint_recovery_points(self, points: Mapping[TopicPartition, int]) -> None:
+        """Write the data directory's recovery-point checkpoint (thread-safe)."""
+        log_dir.write_offsets(self.data_dir / log_dir.RECOVERY_POINT_FILE, points)
+
     def flush_all(self) -> None:
         for _tp, log in self.logs():
             log.flush()
 
     def close_all(self) -> None:
-        """Close every log cleanly and release the directory lock."""
-        for _tp, log in self.logs():
-            log.close()
+        """Close every log cleanly and release the directory lock.
+
+        Per-file fsyncs and renames cost about a millisecond each, several per log: so the
+        logs write without them, one ``syncfs`` makes it all durable, then the directory's
+        recovery-point checkpoint and clean-shutdown marker are written
+        (:mod:`strom.storage.log_dir`). A log that fails to close leaves the marker out: every
+        log is then checked at the next start, from its recovery point."""
+        started = time.monotonic()
+        points: dict[TopicPartition, int] = {}
+        failed = 0
+        for tp, log in self.logs():
+            try:
+                log.close(sync=False)
+                points[tp] = log.recovery_point
+            except OSError:
+                failed += 1
+                logger.exception("closing the log in %s failed", log.dir)
+        if points or failed:
+            log_dir.sync_filesystem(self.data_dir)
+            log_dir.write_offsets(self.data_dir / log_dir.RECOVERY_POINT_FILE, points)
+            if not failed:
+                log_dir.write_clean_marker(self.data_dir)
+            logger.info("closed %d logs in %.2fs", len(points), time.monotonic() - started)
         self._logs.clear()
         if self._lock_fd >= 0:
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)

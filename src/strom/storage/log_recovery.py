@@ -13,13 +13,22 @@ rebuilt indexes stay in memory until the next flush, and the recovery point stay
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from strom.storage import checkpoint as ckpt
 from strom.storage.log_config import LogConfig
 from strom.storage.segment import LogSegment
-from strom.storage.segment_swap import complete_swaps, segment_bases
+from strom.storage.segment_swap import (
+    _STRAY_SUFFIXES,
+    SWAP_SUFFIX,
+    base_of,
+    complete_swaps,
+    segment_bases,
+)
+
+_REPAIR_SUFFIXES = (*_STRAY_SUFFIXES, SWAP_SUFFIX)
 
 logger = logging.getLogger(__name__)
 
@@ -33,14 +42,27 @@ class LoadedLog:
     recovered: int = 0  # segments re-validated
 
 
-def load_log_dir(dir: Path, config: LogConfig, now_ms: int) -> LoadedLog:
+def load_log_dir(dir: Path, config: LogConfig, now_ms: int, *, clean: bool = False,
+                 recovery_point: int = 0) -> LoadedLog:  # fmt: skip
     """Finish swaps, read the checkpoints, load (and if needed recover) the segments; an empty
-    directory gets one empty segment at the stored log start offset."""
-    complete_swaps(dir, config, now_ms)
-    clean = (dir / ckpt.CLEAN_SHUTDOWN_FILE).exists()
-    stored_start = ckpt.read_offset(dir / ckpt.LOG_START_OFFSET_FILE, 0)
-    recovery_point = ckpt.read_offset(dir / ckpt.RECOVERY_POINT_FILE, 0)
-    segments, recovered = load_segments(dir, config, now_ms, clean, recovery_point)
+    directory gets one empty segment at the stored log start offset.
+
+    ``clean`` / ``recovery_point``: what the data directory's own marker and checkpoint say
+    (:mod:`strom.storage.log_dir`); the partition's own files may add to them. The directory
+    is listed once: the swap repair only runs when a file name calls for it."""
+    names = os.listdir(dir)
+    if any(n.endswith(_REPAIR_SUFFIXES) for n in names):
+        complete_swaps(dir, config, now_ms)
+        names = os.listdir(dir)
+    clean = clean or ckpt.CLEAN_SHUTDOWN_FILE in names
+    stored_start = (
+        ckpt.read_offset(dir / ckpt.LOG_START_OFFSET_FILE, 0)
+        if ckpt.LOG_START_OFFSET_FILE in names else 0
+    )  # fmt: skip
+    if ckpt.RECOVERY_POINT_FILE in names:
+        recovery_point = max(recovery_point, ckpt.read_offset(dir / ckpt.RECOVERY_POINT_FILE, 0))
+    bases = sorted(b for n in names if n.endswith(".log") and (b := base_of(n)) is not None)
+    segments, recovered = load_segments(dir, config, now_ms, clean, recovery_point, bases)
     if not segments:
         segments = [LogSegment.create(dir, stored_start, config, now_ms)]
     end = segments[-1].next_offset
@@ -49,7 +71,8 @@ def load_log_dir(dir: Path, config: LogConfig, now_ms: int) -> LoadedLog:
 
 
 def load_segments(
-    dir: Path, config: LogConfig, now_ms: int, clean: bool, recovery_point: int
+    dir: Path, config: LogConfig, now_ms: int, clean: bool, recovery_point: int,
+    bases: list[int] | None = None,
 ) -> tuple[list[LogSegment], int]:
     """Open every segment; when not ``clean``, recover those from the recovery point on.
     Returns the segments and how many were re-validated.
@@ -57,7 +80,9 @@ def load_segments(
     Recovery truncates a segment at its first invalid batch and then deletes every later
     segment (their offsets would no longer follow on).
     """
-    segments = [LogSegment.open(dir, base, config, now_ms) for base in segment_bases(dir)]
+    if bases is None:
+        bases = segment_bases(dir)
+    segments = [LogSegment.open(dir, base, config, now_ms) for base in bases]
     if clean or not segments:
         return segments, 0
     start = 0

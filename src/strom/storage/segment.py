@@ -100,8 +100,8 @@ class LogSegment:
             else:
                 seg.index = OffsetIndex.load(ipath, base_offset, seg._index_bytes,
                                              max(seg.size, 1))  # fmt: skip
-            if seg.size == 0 and not tpath.exists():
-                seg.time_index = TimeIndex(tpath, base_offset)
+            if seg.size <= seg.index_interval_bytes and not tpath.exists():
+                seg.time_index = TimeIndex(tpath, base_offset)  # the scan below fills it in
             else:
                 seg.time_index = TimeIndex.load(tpath, base_offset)
             seg._load_summary()
@@ -334,6 +334,8 @@ class LogSegment:
         if self._file.closed:
             return
         HANDLES.close(self._file)
+        if self.size <= self.index_interval_bytes and not self._ipath(".timeindex").exists():
+            return  # a small segment's indexes are rebuilt by the short scan at open
         self.index.close()
         self.time_index.close()
 
