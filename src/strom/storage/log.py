@@ -104,7 +104,8 @@ class Log:
         log._set_segments(loaded.segments)
         log.log_start_offset = loaded.log_start_offset
         log._high_watermark = log.log_end_offset
-        log._rebuild_producer_state()
+        log.producer_state.rebuild(log._segments, log.log_start_offset, clock.time_ms(),
+                                   no_snapshots=not loaded.has_snapshots)  # fmt: skip
         log.recovery_point = loaded.recovery_point
         log.recovered = loaded.recovered
         log._opened_end, log._opened_start = log.log_end_offset, log.log_start_offset

@@ -24,6 +24,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from strom.clock import Clock
@@ -36,6 +37,7 @@ from strom.storage.producer_state import DEFAULT_EXPIRATION_MS
 logger = logging.getLogger(__name__)
 
 LOCK_FILE = ".lock"
+LOAD_THREADS = 4
 DELETE_SUFFIX = "-delete"
 TopicPartition = tuple[str, int]
 
@@ -116,10 +118,10 @@ class LogManager:
         here) and those already renamed ``-delete``. The caller removes them off the loop."""
         started = time.monotonic()
         doomed: list[Path] = []
-        recovered = 0
         clean = log_dir.take_clean_marker(self.data_dir)
         points = log_dir.read_offsets(self.data_dir / log_dir.RECOVERY_POINT_FILE)
         configs: dict[str, LogConfig] = {}
+        todo: list[tuple[TopicPartition, Path]] = []
         with os.scandir(self.data_dir) as entries:
             names = sorted(e.name for e in entries if e.is_dir())
         for name in names:
@@ -140,14 +142,25 @@ class LogManager:
             if topic not in configs:
                 self._overrides[topic] = dict(topic_overrides(topic))
                 configs[topic] = self._config(topic)
-            log = self._logs[tp] = Log.open(
-                path, configs[topic], self.clock, clean=clean, recovery_point=points.get(tp, 0),
-                producer_id_expiration_ms=self.producer_id_expiration_ms,
-            )
+            todo.append((tp, path))
+
+        def open_one(item: tuple[TopicPartition, Path]) -> Log:
+            tp, path = item
+            return Log.open(path, configs[tp[0]], self.clock, clean=clean,
+                            recovery_point=points.get(tp, 0),
+                            producer_id_expiration_ms=self.producer_id_expiration_ms)  # fmt: skip
+
+        # Opening is mostly system calls (list, open, read): a few threads overlap them, as
+        # Kafka's num.recovery.threads.per.data.dir.
+        with ThreadPoolExecutor(LOAD_THREADS, thread_name_prefix="strom-log-load") as pool:
+            opened = list(pool.map(open_one, todo))
+        recovered = 0
+        for (tp, path), log in zip(todo, opened, strict=True):
+            self._logs[tp] = log
             if log.recovered:
                 recovered += 1
                 logger.info("recovered log %s (%d segments re-validated, end offset %d)",
-                            name, log.recovered, log.log_end_offset)  # fmt: skip
+                            path.name, log.recovered, log.log_end_offset)  # fmt: skip
         logger.info(
             "loaded %d logs in %.2fs (%d recovered, %d clean; last shutdown %s)",
             len(self._logs), time.monotonic() - started, recovered, len(self._logs) - recovered,

@@ -40,6 +40,7 @@ class LoadedLog:
     clean: bool  # the last shutdown was clean (nothing was re-validated)
     recovery_point: int  # below it everything is known to be fsynced
     recovered: int = 0  # segments re-validated
+    has_snapshots: bool = True  # producer-state snapshot files are in the directory
 
 
 def load_log_dir(dir: Path, config: LogConfig, now_ms: int, *, clean: bool = False,
@@ -66,8 +67,10 @@ def load_log_dir(dir: Path, config: LogConfig, now_ms: int, *, clean: bool = Fal
     if not segments:
         segments = [LogSegment.create(dir, stored_start, config, now_ms)]
     end = segments[-1].next_offset
+    snapshots = any(n.endswith(".snapshot") for n in names)
     return LoadedLog(segments, max(stored_start, segments[0].base_offset), clean,
-                     end if clean else min(recovery_point, end), recovered)  # fmt: skip
+                     end if clean else min(recovery_point, end), recovered,
+                     snapshots)  # fmt: skip
 
 
 def load_segments(

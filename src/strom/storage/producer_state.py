@@ -148,11 +148,13 @@ class ProducerStateManager:
             del self.producers[pid]
         return len(old)
 
-    def rebuild(self, segments: Sequence[LogSegment], log_start_offset: int, now_ms: int) -> None:
+    def rebuild(self, segments: Sequence[LogSegment], log_start_offset: int, now_ms: int,
+                *, no_snapshots: bool = False) -> None:  # fmt: skip
         """Load the newest usable snapshot, replay the batch headers after it (or after
-        ``log_start_offset`` without one), then drop producers expired at ``now_ms``."""
+        ``log_start_offset`` without one), then drop producers expired at ``now_ms``.
+        ``no_snapshots``: the caller listed the directory and saw none (saves a glob)."""
         log_end = segments[-1].next_offset
-        start = self.load_latest(log_end, now_ms)
+        start = None if no_snapshots else self.load_latest(log_end, now_ms)
         start = log_start_offset if start is None else start
         for seg in segments:
             if seg.next_offset <= start:
