@@ -79,6 +79,16 @@ def parse_log_dir_name(name: str) -> TopicPartition | None:
     return topic, int(part)
 
 
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    """A directory entry to consider; one that cannot even be inspected (a symlink loop, an
+    I/O error) is skipped with a warning rather than stopping the broker from starting."""
+    try:
+        return entry.is_dir()
+    except OSError as exc:
+        logger.warning("ignoring %s in the data directory: %s", entry.path, exc)
+        return False
+
+
 class LogManager:
     """Opens, creates, deletes and maintains the logs under ``data_dir``."""
 
@@ -123,7 +133,7 @@ class LogManager:
         configs: dict[str, LogConfig] = {}
         todo: list[tuple[TopicPartition, Path]] = []
         with os.scandir(self.data_dir) as entries:
-            names = sorted(e.name for e in entries if e.is_dir())
+            names = sorted(e.name for e in entries if _is_dir(e))
         for name in names:
             path = self.data_dir / name
             if name.endswith(DELETE_SUFFIX):
