@@ -41,6 +41,9 @@ CONFIG_KEY = "strom.fetch.sendfile.enable"
 DEFAULT = "true"
 SENDFILE_PLATFORM = sys.platform == "linux" and hasattr(os, "sendfile")
 _HEADER_CHUNK = 4096
+# Each region holds a duplicated descriptor until its response is sent: a Fetch of thousands
+# of partitions would hold thousands. Past this many in one response, partitions are copied.
+MAX_REGIONS = 64
 
 
 class RegionReadError(OSError):
@@ -103,6 +106,8 @@ def read_region(log: Log, offset: int, max_bytes: int, *, max_offset: int | None
         _, pos = seg.index.lookup(offset)
         start = -1
         end = 0
+        if pos + HEADER_SIZE > size:  # nothing to read here: no need for the file
+            continue
         with seg.open_fd() as fd:
             for p, base, last, batch_size in _headers(fd, pos, size):
                 if start < 0:

@@ -29,7 +29,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 # Descriptors kept free for sockets, checkpoints, snapshots and the metadata store.
-_RESERVE_MIN = 256
+_RESERVE_MIN = 128
 
 
 class LogFile:
@@ -93,6 +93,22 @@ class FileHandles:
         with self._lock:
             f.pins -= 1
 
+    def dup(self, f: LogFile) -> int:
+        """A duplicate of ``f``'s descriptor, owned by the caller; sheds unpinned cached files
+        once if the process is out of descriptors."""
+        fd = self.acquire(f)
+        try:
+            try:
+                return os.dup(fd)
+            except OSError as exc:
+                if exc.errno not in (errno.EMFILE, errno.ENFILE):
+                    raise
+                with self._lock:
+                    self._shrink(len(self._open) // 2)
+                return os.dup(fd)
+        finally:
+            self.release(f)
+
     def size_of(self, f: LogFile) -> int:
         fd = self.acquire(f)
         try:
@@ -150,7 +166,8 @@ def raise_nofile_limit() -> int:
 
 def default_capacity(nofile: int | None = None) -> int:
     """Segment descriptors to keep open under a soft limit of ``nofile``: the limit minus a
-    reserve of a quarter (at least 256) for sockets and short-lived files."""
+    reserve of a quarter (at least 128) for sockets, Fetch regions' duplicated descriptors
+    (up to 64 a response) and short-lived files."""
     if nofile is None:
         nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     if nofile == resource.RLIM_INFINITY:

@@ -289,8 +289,7 @@ class LogSegment:
     def dup_fd(self) -> int:
         """A descriptor of the .log of the caller's own (it closes it): it stays valid whatever
         happens to the segment (retention, a compaction swap) or to the cache."""
-        with self.open_fd() as fd:
-            return os.dup(fd)
+        return HANDLES.dup(self._file)
 
     @property
     def closed(self) -> bool:

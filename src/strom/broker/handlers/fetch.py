@@ -113,7 +113,7 @@ class _FetchPlan:
         if offset >= hw or (budget <= 0 and total > 0):
             return _partition(ctx, p.partition, ErrorCode.none, hw=hw, log_start=start), 0
         try:
-            if self.zero_copy:
+            if self.zero_copy and len(self.regions) < zero_copy.MAX_REGIONS:
                 return self._read_region(log_, p.partition, offset, budget, total, hw, start)
             result = log_.read(offset, max(budget, 0), max_offset=hw, min_one_batch=total == 0)
         except Exception as exc:
