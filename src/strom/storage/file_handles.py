@@ -119,7 +119,7 @@ class FileHandles:
     def rename(self, f: LogFile, path: Path) -> None:
         """Rename ``f``'s file (its descriptor, if open, stays valid)."""
         with self._lock:
-            if f.path.exists() or not path.exists():
+            if f.path.exists():
                 os.replace(f.path, path)
             f.path = path
 
