@@ -106,17 +106,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         else:
             try:
                 task = asyncio.ensure_future(_grow(ctx, topic, bool(request.validate_only)))
-                timeout = _timeout_s(request)
-                if timeout > 0:
-                    await asyncio.wait({task}, timeout=timeout)
-                    if not task.done():
-                        task.add_done_callback(_log_outcome)
-                        raise KafkaError(
-                            ErrorCode.request_timed_out,
-                            f"Partitions of '{topic.name}' not created within {timeout:g}s; "
-                            "their creation goes on.",
-                        )
-                    task.result()
+                timeout = _timeout_s(request)  # <= 0: wait (NONE means they exist)
+                await asyncio.wait({task}, timeout=timeout if timeout > 0 else None)
+                if not task.done():
+                    task.add_done_callback(_log_outcome)
+                    raise KafkaError(
+                        ErrorCode.request_timed_out,
+                        f"Partitions of '{topic.name}' not created within {timeout:g}s; "
+                        "their creation goes on.",
+                    )
+                task.result()
                 code, message = ErrorCode.none, None
             except Exception as exc:
                 code, message = error_code_of(exc), str(exc)

@@ -11,8 +11,9 @@ the partition count, replication factor and every effective config of the topic.
 The topics of one request are created concurrently, each all or nothing
 (:mod:`strom.broker.topic_lifecycle`), and the answer comes within the request's
 ``timeout_ms``: a topic not finished by then is answered REQUEST_TIMED_OUT and its creation
-goes on (as Kafka); ``timeout_ms`` <= 0 answers at once without waiting (NONE for every
-topic that passed validation, as Kafka).
+goes on (as Kafka). NONE always means the topic exists: with ``timeout_ms`` <= 0
+(librdkafka's default operation timeout) the answer waits for the creation to finish, since
+Kafka registers a topic before answering even then and clients use it right away.
 """
 
 from __future__ import annotations
@@ -225,19 +226,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if creating:
         timeout = _timeout_s(request)
         tasks = {task for _i, _p, task in creating}
-        if timeout > 0:
-            await asyncio.wait(tasks, timeout=timeout)
+        await asyncio.wait(tasks, timeout=timeout if timeout > 0 else None)
         for i, plan, task in creating:
             if not task.done():
                 task.add_done_callback(functools.partial(_log_outcome, plan.name))
-                if timeout > 0:
-                    results[i] = _result(
-                        ctx, plan.name, ErrorCode.request_timed_out,
-                        f"Topic '{plan.name}' was not created within {timeout:g}s; "
-                        "its creation goes on.",
-                    )  # fmt: skip
-                else:
-                    results[i] = _created(ctx, plan, uuid.UUID(int=0))
+                results[i] = _result(
+                    ctx, plan.name, ErrorCode.request_timed_out,
+                    f"Topic '{plan.name}' was not created within {timeout:g}s; "
+                    "its creation goes on.",
+                )  # fmt: skip
             elif task.exception() is not None:
                 results[i] = _failed(ctx, plan.name, task.exception())
             else:
