@@ -279,6 +279,9 @@ class Log:
         if offset <= self.log_start_offset:
             return self.log_start_offset
         self.log_start_offset = offset
+        # Durable before the caller answers: a crash right after the response must not bring
+        # the deleted records back (Kafka checkpoints within a minute; strom at once).
+        ckpt.write_offset(self.dir / ckpt.LOG_START_OFFSET_FILE, offset)
         if offset >= self.log_end_offset and self.active.size > 0:
             self.roll()
         doomed = 0
