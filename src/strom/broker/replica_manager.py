@@ -14,12 +14,18 @@ from typing import TYPE_CHECKING
 from strom.broker.purgatory import DataPurgatory
 from strom.metadata.topics import TopicInfo
 from strom.protocol.errors import ErrorCode, KafkaError
+from strom.storage.batch_validation import AppendOrigin
 
 if TYPE_CHECKING:
     from strom.storage.log import AppendResult, Log
     from strom.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
+
+LEADER_EPOCH = 0
+"""A single node is the leader of every partition in epoch 0, the first epoch, forever:
+batches are stamped with it and Metadata, ListOffsets, Fetch and OffsetForLeaderEpoch report
+it. Replication will keep a per-partition epoch bumped at each leader change."""
 
 
 class ReplicaManager:
@@ -48,9 +54,11 @@ class ReplicaManager:
             )
         return log_
 
-    def append(self, topic: str, partition: int, records: bytes) -> AppendResult:
+    def append(self, topic: str, partition: int, records: bytes,
+               origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendResult:  # fmt: skip
+        """Append as the partition's leader: ``origin`` says how much is validated."""
         log_ = self.get_log(topic, partition)
-        result = log_.append(records)
+        result = log_.append(records, origin=origin, leader_epoch=LEADER_EPOCH)
         log_.high_watermark = log_.log_end_offset
         self.purgatory.notify((topic, partition))
         return result

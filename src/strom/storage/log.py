@@ -25,7 +25,12 @@ from strom.clock import Clock
 from strom.protocol import record_batch as rb
 from strom.storage import checkpoint as ckpt
 from strom.storage import log_timestamps, segment_swap
-from strom.storage.batch_validation import validate_batch
+from strom.storage.batch_validation import (
+    AppendOrigin,
+    patch_max_timestamp,
+    validate_records,
+    validate_shape,
+)
 from strom.storage.deferred_delete import DeferredDeleter
 from strom.storage.errors import CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError
 from strom.storage.log_config import LogConfig
@@ -144,13 +149,17 @@ class Log:
     # --- append ----------------------------------------------------------------------------
 
     def append(
-        self, records: bytes | bytearray | memoryview, *, leader_epoch: int = 0,
-        assign_offsets: bool = True,
+        self, records: bytes | bytearray | memoryview, *,
+        origin: AppendOrigin = AppendOrigin.CLIENT, leader_epoch: int = 0,
     ) -> AppendResult:  # fmt: skip
         """Validate, assign offsets to and store the batches in ``records`` (all or nothing).
 
-        ``assign_offsets=False`` (replication, internal copies) keeps the batches' offsets,
-        which must be above the log end offset, and skips producer checks and timestamp rules.
+        What is validated depends on ``origin`` (:mod:`strom.storage.batch_validation`).
+        CLIENT and COORDINATOR appends hold one batch, get offsets from the log end offset,
+        the partition leader epoch ``leader_epoch`` and, on LogAppendTime topics, the broker's
+        time; CLIENT batches of idempotent producers are checked against producer state
+        (duplicates answered with their original offsets). REPLICATION keeps the batches'
+        offsets and epochs (above the log end offset, ascending) and skips the client rules.
         """
         buf = bytearray(records)
         try:
@@ -158,25 +167,39 @@ class Log:
         except rb.CorruptRecordError as exc:
             raise CorruptRecordError(str(exc)) from exc
         if not headers:
-            raise InvalidRecordError("no record batches")
+            raise InvalidRecordError("record batch has no batches at all")
+        assign_offsets = origin is not AppendOrigin.REPLICATION
+        if assign_offsets and len(headers) > 1:
+            raise InvalidRecordError(
+                f"{len(headers)} record batches in one append: a produce request carries one "
+                "batch per partition"
+            )
         positions = [0]
         for h in headers[:-1]:
             positions.append(positions[-1] + h.size)
         now = self.clock.time_ms()
         pending: dict[int, ProducerEntry] = {}
         next_offset = self.log_end_offset
-        for header, pos in zip(headers, positions, strict=True):
+        for i, (header, pos) in enumerate(zip(headers, positions, strict=True)):
             batch = memoryview(buf)[pos : pos + header.size]
-            validate_batch(header, batch, self.config, now, assign_offsets)
-            if assign_offsets and header.has_producer_id:
-                dup = self.producer_state.check(header, pending)
-                if dup is not None:
-                    return AppendResult(dup.first_offset, dup.last_offset, -1,
-                                        self.log_start_offset, header.record_count, True)  # fmt: skip
-            elif not assign_offsets and header.base_offset < next_offset:
+            validate_shape(header, batch, self.config)
+            if assign_offsets:
+                max_ts = validate_records(header, batch, self.config, now, origin)
+                if max_ts != header.max_timestamp:
+                    patch_max_timestamp(buf, pos, max_ts)
+                    headers[i] = header = rb.parse_header(buf, pos)
+                if header.has_producer_id:
+                    dup = self.producer_state.check(header, pending)
+                    if dup is not None:
+                        return AppendResult(dup.first_offset, dup.last_offset, -1,
+                                            self.log_start_offset, header.record_count,
+                                            True)  # fmt: skip
+            elif header.base_offset < next_offset:
                 raise InvalidRecordError(
                     f"batch offset {header.base_offset} is below the log end offset {next_offset}"
                 )
+            else:
+                next_offset = header.base_offset
             next_offset = next_offset + header.last_offset_delta + 1
         append_time = -1
         if assign_offsets:

@@ -11,7 +11,8 @@ import pytest
 from strom.clock import FakeClock
 from strom.protocol import record_batch as rb
 from strom.storage import cleaner
-from strom.storage.errors import InvalidRecordError
+from strom.storage.batch_validation import AppendOrigin
+from strom.storage.errors import RecordValidationError
 from strom.storage.log import Log
 from strom.storage.log_config import LogConfig
 
@@ -209,7 +210,7 @@ def test_transactions_aborted_dropped_open_not_cleaned(open_log: OpenLog, clock:
     put(log, clock, (b"a", b"committed"))
     put(log, clock, (b"a", b"aborted"), producer_id=5, producer_epoch=0, base_sequence=0,
         is_transactional=True)  # fmt: skip
-    log.append(_marker(clock, 5, commit=False))
+    log.append(_marker(clock, 5, commit=False), origin=AppendOrigin.COORDINATOR)
     log.high_watermark = log.log_end_offset
     put(log, clock, (b"b", b"1"))
     log.roll()
@@ -313,9 +314,10 @@ def test_not_compacted_log_is_ignored(open_log: OpenLog, clock: FakeClock) -> No
 
 def test_null_key_rejected_in_compacted_topic(open_log: OpenLog, clock: FakeClock) -> None:
     log = open_log(**COMPACT)
-    with pytest.raises(InvalidRecordError) as info:
+    with pytest.raises(RecordValidationError) as info:
         put(log, clock, (b"a", b"1"), (None, b"x"), compression=1)
     assert info.value.error_code == 87
+    assert [i for i, _m in info.value.record_errors] == [1]  # KIP-467: only the bad record
     assert log.log_end_offset == 0
     put(log, clock, (b"a", b"1"))  # keyed records are fine
     plain = open_log(segment_bytes=300)

@@ -11,7 +11,12 @@ import pytest
 
 from strom.clock import FakeClock
 from strom.protocol.record_batch import build_batch
-from strom.storage.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from strom.storage.batch_validation import AppendOrigin
+from strom.storage.errors import (
+    InvalidProducerEpochError,
+    InvalidRecordError,
+    OutOfOrderSequenceError,
+)
 from strom.storage.log import Log
 from strom.storage.log_config import LogConfig
 from strom.storage.log_manager import LogManager
@@ -54,7 +59,7 @@ def test_maintenance_expires_idle_producers_but_not_open_transactions(
     clock.advance(1)
     mgr.maintenance()
     assert set(log.producer_state.producers) == {43, 44}  # >= expiration, as Kafka
-    log.append(commit_marker(clock, 43))  # the transaction ends; idle from now on
+    log.append(commit_marker(clock, 43), origin=AppendOrigin.COORDINATOR)  # the transaction ends; idle from now on
     clock.advance(1000)
     mgr.maintenance()
     assert log.producer_state.producers == {}
@@ -88,7 +93,7 @@ def test_open_transaction_survives_snapshot_and_expiry(tmp_path: Path, clock: Fa
     log = Log.open(tmp_path / "t-0", LogConfig(), clock, producer_id_expiration_ms=1000)
     assert log.remove_expired_producers() == 0
     assert log.producer_state.producers[43].txn_first_offset == 0
-    log.append(commit_marker(clock, 43))
+    log.append(commit_marker(clock, 43), origin=AppendOrigin.COORDINATOR)
     assert log.producer_state.producers[43].txn_first_offset == -1
     clock.advance(1000)
     assert log.remove_expired_producers() == 1
@@ -140,25 +145,26 @@ def test_entry_without_batches_needs_sequence_zero(
     log.append(ebatch(clock, 0, pid=43))
     marker = build_batch([(COMMIT_KEY, MARKER_VALUE, [], clock.time_ms())], producer_id=43,
                          producer_epoch=1, is_transactional=True, is_control=True)  # fmt: skip
-    log.append(marker)
+    log.append(marker, origin=AppendOrigin.COORDINATOR)
     with pytest.raises(OutOfOrderSequenceError):
         log.append(ebatch(clock, 1, epoch=1, pid=43))
     assert log.append(ebatch(clock, 0, epoch=1, pid=43)).base_offset == 2
 
 
-def test_several_batches_of_one_producer_in_one_append(
+def test_several_batches_in_one_client_append_are_refused(
     open_log: Callable[..., Log], clock: FakeClock
 ) -> None:
+    """Kafka refuses a produce request with several batches for one partition; nothing of
+    them is stored and the producer's state does not move."""
     log = open_log()
-    res = log.append(ebatch(clock, 4, n=2) + ebatch(clock, 6, n=3))
-    assert (res.base_offset, res.last_offset) == (0, 4)
-    entry = log.producer_state.producers[42]
-    assert [(b.first_seq, b.first_offset) for b in entry.batches] == [(4, 0), (6, 2)]
-    with pytest.raises(OutOfOrderSequenceError):  # the same batch twice in one append
-        log.append(ebatch(clock, 9) + ebatch(clock, 9))
-    with pytest.raises(OutOfOrderSequenceError):  # a gap inside one append
-        log.append(ebatch(clock, 9) + ebatch(clock, 11))
-    assert log.log_end_offset == 5 and log.append(ebatch(clock, 6, n=3)).duplicate
+    with pytest.raises(InvalidRecordError):
+        log.append(ebatch(clock, 4, n=2) + ebatch(clock, 6, n=3))
+    assert log.log_end_offset == 0 and 42 not in log.producer_state.producers
+    assert log.append(ebatch(clock, 4, n=2)).base_offset == 0
+    assert log.append(ebatch(clock, 6)).base_offset == 2
+    with pytest.raises(OutOfOrderSequenceError):  # a gap
+        log.append(ebatch(clock, 9))
+    assert log.log_end_offset == 3 and log.append(ebatch(clock, 6)).duplicate
 
 
 def test_expiry_runs_every_check_interval(tmp_path: Path, clock: FakeClock) -> None:
