@@ -3,7 +3,6 @@ sequence rules for producers with no state (Kafka >= 2.5)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import pytest
 
 from strom.clock import FakeClock
 from strom.protocol.record_batch import build_batch
+from strom.storage import producer_snapshot
 from strom.storage.batch_validation import AppendOrigin
 from strom.storage.errors import (
     InvalidProducerEpochError,
@@ -37,8 +37,8 @@ def commit_marker(clock: FakeClock, pid: int) -> bytes:
 
 def snapshot_pids(log: Log) -> set[int]:
     offsets = log.producer_state.snapshot_offsets()
-    doc = json.loads((log.dir / f"{offsets[-1]:020d}.snapshot").read_text())
-    return {p["pid"] for p in doc["producers"]}
+    entries = producer_snapshot.read(log.dir / f"{offsets[-1]:020d}.snapshot")
+    return {e.producer_id for e in entries}
 
 
 def test_maintenance_expires_idle_producers_but_not_open_transactions(
@@ -178,3 +178,46 @@ def test_expiry_runs_every_check_interval(tmp_path: Path, clock: FakeClock) -> N
     mgr.maintenance()
     assert 42 not in log.producer_state.producers
     mgr.close_all()
+
+
+def test_snapshot_is_kafkas_binary_format(open_log: Callable[..., Log], clock: FakeClock) -> None:
+    """version 1, CRC-32C of the rest, int32 count, 46-byte entries (Kafka's ProducerSnapshot)."""
+    import struct
+
+    import crc32c
+
+    log = open_log()
+    log.append(ebatch(clock, 0, n=2))
+    log.append(ebatch(clock, 2, n=3, epoch=0))
+    log.close()
+    (offset,) = log.producer_state.snapshot_offsets()[-1:]
+    data = (log.dir / f"{offset:020d}.snapshot").read_bytes()
+    version, crc, count = struct.unpack_from(">hIi", data)
+    assert (version, count, len(data)) == (1, 1, 10 + 46)
+    assert crc == crc32c.crc32c(data[6:])
+    entry = struct.unpack_from(">qhiqiqiq", data, 10)
+    # pid, epoch, last seq, last offset, offset delta, timestamp, coordinator epoch, txn first
+    assert entry == (42, 0, 4, 4, 2, clock.time_ms(), -1, -1)
+    assert not list(log.dir.glob("*.tmp"))
+    # reopened: the last batch deduplicates, the next sequence follows on
+    again = Log.open(log.dir, log.config, clock)
+    assert again.append(ebatch(clock, 2, n=3)).duplicate
+    assert again.append(ebatch(clock, 5)).base_offset == 5
+
+
+def test_corrupt_snapshot_falls_back_to_replaying_the_log(
+    open_log: Callable[..., Log], clock: FakeClock
+) -> None:
+    log = open_log()
+    log.append(ebatch(clock, 0))
+    log.append(ebatch(clock, 1))
+    log.close()
+    (offset,) = log.producer_state.snapshot_offsets()[-1:]
+    path = log.dir / f"{offset:020d}.snapshot"
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 1
+    path.write_bytes(bytes(data))
+    again = Log.open(log.dir, log.config, clock)
+    assert not path.exists()
+    assert again.append(ebatch(clock, 1)).duplicate  # rebuilt from the batches
+    assert again.append(ebatch(clock, 2)).base_offset == 2
