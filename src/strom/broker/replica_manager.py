@@ -11,6 +11,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from strom.broker.leader_epochs import LEADER_EPOCH
 from strom.broker.purgatory import DataPurgatory
 from strom.metadata.topics import TopicInfo
 from strom.protocol.errors import ErrorCode, KafkaError
@@ -21,11 +22,6 @@ if TYPE_CHECKING:
     from strom.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
-
-LEADER_EPOCH = 0
-"""A single node is the leader of every partition in epoch 0, the first epoch, forever:
-batches are stamped with it and Metadata, ListOffsets, Fetch and OffsetForLeaderEpoch report
-it. Replication will keep a per-partition epoch bumped at each leader change."""
 
 
 class ReplicaManager:

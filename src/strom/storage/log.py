@@ -2,7 +2,8 @@
 
 Directory ``<data_dir>/<topic>-<partition>/`` holds ``<base:020d>.log/.index/.timeindex``
 segments (:mod:`strom.storage.segment`), ``<offset:020d>.snapshot`` producer-state snapshots
-(:mod:`strom.storage.producer_state`), the checkpoints and the clean-shutdown marker
+(:mod:`strom.storage.producer_state`), the leader-epoch cache ``leader-epoch-checkpoint``
+(:mod:`strom.storage.leader_epoch`), the checkpoints and the clean-shutdown marker
 (:mod:`strom.storage.checkpoint`). Opening and crash recovery: :mod:`strom.storage.log_recovery`;
 swaps of compacted segments: :mod:`strom.storage.segment_swap`; timestamp lookups:
 :mod:`strom.storage.log_timestamps`.
@@ -33,6 +34,7 @@ from strom.storage.batch_validation import (
 )
 from strom.storage.deferred_delete import DeferredDeleter
 from strom.storage.errors import CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError
+from strom.storage.leader_epoch import LeaderEpochCache
 from strom.storage.log_config import LogConfig
 from strom.storage.log_recovery import load_log_dir
 from strom.storage.producer_state import (
@@ -83,6 +85,7 @@ class Log:
         self._last_flush = clock.monotonic()
         self._closed = False
         self._deleter = DeferredDeleter(clock)
+        self.leader_epochs = LeaderEpochCache(dir)
 
     # --- opening ---------------------------------------------------------------------------
 
@@ -100,6 +103,7 @@ class Log:
         log.log_start_offset = loaded.log_start_offset
         log._high_watermark = log.log_end_offset
         log._rebuild_producer_state()
+        log._load_leader_epochs()
         if not loaded.clean:
             log.flush()
         else:
@@ -110,6 +114,16 @@ class Log:
     def _set_segments(self, segments: list[LogSegment]) -> None:
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
+
+    def _load_leader_epochs(self) -> None:
+        """Read the leader-epoch checkpoint (rebuilt from the batches when missing, e.g. logs
+        written before it existed) and fit it to what recovery left of the log."""
+        cache = self.leader_epochs
+        if not cache.load() and self.log_end_offset > self.log_start_offset:
+            cache.rebuild((h.partition_leader_epoch, h.base_offset)
+                          for seg in self._segments for _pos, h in seg.iter_headers(0))  # fmt: skip
+        cache.truncate_from_end(self.log_end_offset)
+        cache.truncate_from_start(self.log_start_offset)
 
     def _rebuild_producer_state(self) -> None:
         self.producer_state.rebuild(self._segments, self.log_start_offset, self.clock.time_ms())
@@ -218,6 +232,8 @@ class Log:
             self._maybe_roll(header, now)
             self.active.append(memoryview(buf)[pos : pos + header.size], header)
             self.producer_state.update(header, pending)
+            if header.partition_leader_epoch > self.leader_epochs.latest_epoch:
+                self.leader_epochs.assign(header.partition_leader_epoch, header.base_offset)
             count += header.record_count
         self._unflushed_messages += count
         if self._unflushed_messages >= self.config.flush_messages:
@@ -305,6 +321,7 @@ class Log:
         # Durable before the caller answers: a crash right after the response must not bring
         # the deleted records back (Kafka checkpoints within a minute; strom at once).
         ckpt.write_offset(self.dir / ckpt.LOG_START_OFFSET_FILE, offset)
+        self.leader_epochs.truncate_from_start(offset)
         if offset >= self.log_end_offset and self.active.size > 0:
             self.roll()
         doomed = 0
@@ -332,6 +349,7 @@ class Log:
             self._set_segments(self._segments[count:])
         self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
         ckpt.write_offset(self.dir / ckpt.LOG_START_OFFSET_FILE, self.log_start_offset)
+        self.leader_epochs.truncate_from_start(self.log_start_offset)
 
     def _delete_segment(self, seg: LogSegment) -> None:
         """Rename to ``.deleted`` now, unlink after file.delete.delay.ms (deferred_delete)."""
@@ -358,6 +376,7 @@ class Log:
         self._high_watermark = min(self._high_watermark, self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         ckpt.write_offset(self.dir / ckpt.RECOVERY_POINT_FILE, self.recovery_point)
+        self.leader_epochs.truncate_from_end(self.log_end_offset)
         self._rebuild_producer_state()
 
     # --- compaction support ----------------------------------------------------------------
