@@ -96,6 +96,9 @@ def decompress(codec: int, data: Buffer, max_size: int | None = None) -> bytes:
 
 
 _MODULES = {GZIP: cramjam.gzip, LZ4: cramjam.lz4, ZSTD: cramjam.zstd}
+# Largest expansion the format allows: DEFLATE 1032:1, an LZ4 sequence 255 bytes per byte of
+# match length. zstd (RLE blocks) and snappy (length claimed up front) have no useful bound.
+_MAX_RATIO = {GZIP: 1032, LZ4: 256}
 
 
 def _decompress_bounded(codec: int, raw: bytes, max_size: int) -> bytes:
@@ -122,7 +125,10 @@ def _decompress_bounded(codec: int, raw: bytes, max_size: int) -> bytes:
     module = _MODULES.get(codec)
     if module is None:
         raise CompressionCodecError(f"unknown compression codec {codec}")
-    size = min(max_size + 1, max(1 << 16, 8 * len(raw)))
+    ratio = _MAX_RATIO.get(codec)
+    if ratio is not None and len(raw) * ratio <= max_size:
+        return decompress(codec, raw)  # cannot expand past the bound: the fast, plain call
+    size = min(max_size + 1, max(1 << 12, 8 * len(raw)))
     while True:
         buf = bytearray(size)
         try:
