@@ -2,7 +2,8 @@
 
 The broker keeps client batches as bytes, but Kafka's ``LogValidator`` still walks every
 record of a client batch: varints well formed, lengths inside the record, the declared record
-count exact, no bytes after the last record, header keys not null. :func:`scan_records` does
+count exact, no bytes after the last record, header keys not null (and UTF-8: they are
+strings, and strom's own readers, the cleaner among them, decode them). :func:`scan_records` does
 that walk over the (decompressed) payload and, on the way, collects what the per-record rules
 need (KIP-467): the indexes of records whose timestamp is out of range and of records with a
 null key (compacted topics), and the largest timestamp delta.
@@ -164,6 +165,10 @@ def _skip_headers(buf: Buffer, pos: int, rec_end: int, index: int) -> int:
         size, pos = _varint(buf, pos, rec_end)
         if size < 0:
             raise InvalidRecordError(f"record {index} has a header with a null key")
+        try:  # keys are strings: the cleaner and internal readers decode them
+            bytes(buf[pos : pos + size]).decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidRecordError(f"record {index} has a header key that is not UTF-8") from None
         pos += size
         size, pos = _varint(buf, pos, rec_end)
         if size > 0:

@@ -201,3 +201,13 @@ def test_scan_reports_indexes_and_max_delta() -> None:
     assert scan.null_keys == [1]
     assert scan.bad_timestamps == [1, 2]
     assert scan.max_timestamp_delta == 500
+
+
+def test_header_key_must_be_utf8(open_log: OpenLog, clock: FakeClock) -> None:
+    """Header keys are strings; the cleaner decodes them, so bytes that are not UTF-8 are
+    refused at the door instead of breaking compaction later."""
+    log = open_log()
+    bad = with_payload(record_bytes(0, headers=b"\x02\x02\xce\x00"), 1, ts=clock.time_ms())
+    refused(log, bad, ErrorCode.invalid_record)
+    good = with_payload(record_bytes(0, headers=b"\x02\x04\xc3\xa9\x00"), 1, ts=clock.time_ms())
+    assert log.append(good).base_offset == 0
