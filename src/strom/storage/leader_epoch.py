@@ -11,8 +11,13 @@ File ``leader-epoch-checkpoint`` in the partition directory, Kafka's
 An entry is added when a batch with a newer partitionLeaderEpoch is appended (the leader
 stamps its epoch on every batch; a follower copies the leader's); entries above a truncation
 point are removed, and entries below the log start offset collapse into the first one. The
-file is rewritten (temp file, fsync, rename) on every change; changes are rare (leader
-changes, truncation, log start moves across an epoch boundary).
+file is rewritten (temp file, fsync, rename) on every truncation at once; a new epoch
+(:meth:`assign`, on the append path) is only written by the next :meth:`flush` (the log's
+flush, roll or close), as Kafka does since KAFKA-15046: an fsync per partition on its first
+append stalled the event loop for seconds with thousands of partitions. A crash before that
+flush loses the entry from the file, never from the log: recovery re-assigns the epochs of
+the batches it re-validates (:meth:`strom.storage.log.Log.open`), and a missing file is
+rebuilt from the batches.
 
 This is the seam replication uses: a follower asks its leader :meth:`end_offset_for` its own
 latest epoch (OffsetForLeaderEpoch) to find where their logs diverge. Consumers ask it after a
@@ -38,6 +43,7 @@ class LeaderEpochCache:
         self.path = dir / FILE_NAME
         self._epochs: list[int] = []
         self._starts: list[int] = []
+        self._dirty = False  # entries not yet in the file
 
     # --- persistence ------------------------------------------------------------------------
 
@@ -58,14 +64,22 @@ class LeaderEpochCache:
             self._append(epoch, start)
         return True
 
-    def _write(self) -> None:
+    def _write(self, sync: bool = True) -> None:
         tmp = self.path.with_name(self.path.name + ".tmp")
         body = "".join(f"{e} {s}\n" for e, s in self.entries())
         with open(tmp, "w") as f:
             f.write(f"0\n{len(self._epochs)}\n{body}")
             f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                os.fsync(f.fileno())
         os.replace(tmp, self.path)
+        self._dirty = False
+
+    def flush(self, sync: bool = True) -> None:
+        """Write entries :meth:`assign` added since the last write (fsynced unless the caller
+        syncs the file system itself)."""
+        if self._dirty:
+            self._write(sync)
 
     def rebuild(self, batches: Iterable[tuple[int, int]]) -> None:
         """Recreate from ``(partitionLeaderEpoch, base offset)`` of the log's batches."""
@@ -123,13 +137,13 @@ class LeaderEpochCache:
 
     def assign(self, epoch: int, start_offset: int) -> None:
         """Record that ``epoch`` starts at ``start_offset`` (no-op unless newer than the
-        latest epoch); persisted before returning."""
+        latest epoch); written to the file at the next :meth:`flush`."""
         if epoch < 0 or (self._epochs and epoch <= self._epochs[-1]):
             return
         if self._starts and start_offset < self._starts[-1]:
             self.truncate_from_end(start_offset)
         self._append(epoch, start_offset)
-        self._write()
+        self._dirty = True
 
     def truncate_from_end(self, end_offset: int) -> None:
         """Forget epochs starting at or after ``end_offset`` (the log was truncated there)."""

@@ -114,9 +114,9 @@ class Log:
         log._high_watermark = log.log_end_offset
         log.producer_state.rebuild(log._segments, log.log_start_offset, clock.time_ms(),
                                    no_snapshots=not loaded.has_snapshots)  # fmt: skip
-        log._load_leader_epochs()
         log.recovery_point = loaded.recovery_point
         log.recovered = loaded.recovered
+        log._load_leader_epochs()
         log._opened_end, log._opened_start = log.log_end_offset, log.log_start_offset
         if loaded.clean:
             (dir / ckpt.CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
@@ -144,6 +144,10 @@ class Log:
         if not cache.load() and self.log_end_offset > self.log_start_offset:
             cache.rebuild((h.partition_leader_epoch, h.base_offset)
                           for seg in self._segments for _pos, h in seg.iter_headers(0))  # fmt: skip
+        elif self.recovered:  # epochs of re-validated batches may be missing from the file
+            for seg in self._segments[-self.recovered :]:
+                for _pos, h in seg.iter_headers(0):
+                    cache.assign(h.partition_leader_epoch, h.base_offset)
         cache.truncate_from_end(self.log_end_offset)
         cache.truncate_from_start(self.log_start_offset)
 
@@ -288,6 +292,7 @@ class Log:
         self._segments.append(seg)
         self._bases.append(base)
         self.producer_state.take_snapshot(base)
+        self.leader_epochs.flush()  # before the recovery point passes the epochs it covers
         self.recovery_point = old.next_offset
         ckpt.write_offset(self.dir / ckpt.RECOVERY_POINT_FILE, self.recovery_point)
         logger.info("rolled %s at offset %d", self.dir.name, base)
@@ -442,6 +447,7 @@ class Log:
     def flush(self) -> None:
         """fsync the active segment and move the recovery point to the log end offset."""
         self.active.flush()
+        self.leader_epochs.flush()
         self.recovery_point = self.log_end_offset
         ckpt.write_offset(self.dir / ckpt.RECOVERY_POINT_FILE, self.recovery_point)
         ckpt.write_offset(self.dir / ckpt.LOG_START_OFFSET_FILE, self.log_start_offset)
@@ -473,10 +479,11 @@ class Log:
                 if self.log_start_offset != self._opened_start:
                     ckpt.write_offset(self.dir / ckpt.LOG_START_OFFSET_FILE,
                                       self.log_start_offset, fsync=False)  # fmt: skip
+                self.leader_epochs.flush(sync=False)
         # A snapshot saves replaying the headers at the next open; for a small log without
         # producers that replay is cheaper than writing the file.
         if self.producer_state.producers or (changed and self.size > _SNAPSHOT_MIN_BYTES):
-            self.producer_state.take_snapshot(end)
+            self.producer_state.take_snapshot(end, sync=sync)
         for seg in self._segments:
             seg.close()  # writes the indexes' unwritten entries
         self._deleter.delete_all()

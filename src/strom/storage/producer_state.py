@@ -204,11 +204,11 @@ class ProducerStateManager:
     def _path(self, offset: int) -> Path:
         return self.dir / f"{offset:020d}{SNAPSHOT_SUFFIX}"
 
-    def take_snapshot(self, offset: int, keep: int = 2) -> None:
+    def take_snapshot(self, offset: int, keep: int = 2, *, sync: bool = True) -> None:
         """Write the state as of log end offset ``offset`` (crash-safe, Kafka's format); keep
-        the newest ``keep`` files."""
+        the newest ``keep`` files. ``sync=False``: the caller syncs the file system after."""
         entries = [e.to_snapshot(pid) for pid, e in self.producers.items()]
-        producer_snapshot.write(self._path(offset), entries)
+        producer_snapshot.write(self._path(offset), entries, sync=sync)
         for old in self.snapshot_offsets()[:-keep]:
             self._path(old).unlink(missing_ok=True)
 

@@ -33,7 +33,9 @@ def test_end_offset_for_follows_kafka(tmp_path: Path) -> None:
     assert cache.end_offset_for(0, 250) == (0, 0)  # below every epoch: the first start
     assert cache.end_offset_for(7, 250) == (-1, -1)  # above every epoch
     assert [cache.epoch_for_offset(o) for o in (0, 99, 100, 199, 200, 999)] == [1, 1, 3, 3, 6, 6]
-    # persisted in Kafka's text format
+    # persisted in Kafka's text format, at the log's next flush (no fsync on the append path)
+    assert not (tmp_path / FILE_NAME).exists()
+    cache.flush()
     assert (tmp_path / FILE_NAME).read_text() == "0\n3\n1 0\n3 100\n6 200\n"
     again = LeaderEpochCache(tmp_path)
     assert again.load() and again.entries() == cache.entries()
