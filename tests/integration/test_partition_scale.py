@@ -61,7 +61,9 @@ def _create(bootstrap: str, topic: str, partitions: int, timeout: float = 120.0)
 def _produce_one_each(bootstrap: str, topic: str, partitions: int, tag: str,
                       step: int = 1) -> None:  # fmt: skip
     """One message ``<tag>-<p>`` to every ``step``-th partition ``p``."""
+    # a long request timeout: a retried Produce (not idempotent) would duplicate a message
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
+                         "request.timeout.ms": 120_000, "message.timeout.ms": 300_000,
                          "queue.buffering.max.messages": 2 * partitions})  # fmt: skip
     errors: list[Any] = []
     for p in range(0, partitions, step):
