@@ -81,13 +81,18 @@ class LeaderEpochCache:
         if self._dirty:
             self._write(sync)
 
+    @property
+    def dirty(self) -> bool:
+        """Entries exist that the file does not hold yet."""
+        return self._dirty
+
     def rebuild(self, batches: Iterable[tuple[int, int]]) -> None:
         """Recreate from ``(partitionLeaderEpoch, base offset)`` of the log's batches."""
         self._epochs, self._starts = [], []
         for epoch, base in batches:
             if epoch >= 0 and (not self._epochs or epoch > self._epochs[-1]):
                 self._append(epoch, base)
-        self._write()
+        self._dirty = True  # written at the next flush, like a new epoch
 
     # --- queries ----------------------------------------------------------------------------
 

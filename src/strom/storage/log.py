@@ -479,7 +479,10 @@ class Log:
                 if self.log_start_offset != self._opened_start:
                     ckpt.write_offset(self.dir / ckpt.LOG_START_OFFSET_FILE,
                                       self.log_start_offset, fsync=False)  # fmt: skip
-                self.leader_epochs.flush(sync=False)
+                # a small log's epochs are rebuilt from its batches at open more cheaply
+                # than a file per partition is written here
+                if self.size > _SNAPSHOT_MIN_BYTES or self.leader_epochs.path.exists():
+                    self.leader_epochs.flush(sync=False)
         # A snapshot saves replaying the headers at the next open; for a small log without
         # producers that replay is cheaper than writing the file.
         if self.producer_state.producers or (changed and self.size > _SNAPSHOT_MIN_BYTES):
