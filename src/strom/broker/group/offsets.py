@@ -7,7 +7,8 @@ generation (a stale generation is ILLEGAL_GENERATION, a commit while the group a
 is REBALANCE_IN_PROGRESS); a commit with generation -1 and no member id is a "simple" commit,
 allowed only while the group has no members. Offsets of an Empty group expire
 ``offsets.retention.minutes`` after the group became empty; of a Stable consumer group, those of
-topics no member subscribes to expire that long after their commit.
+topics no member subscribes to expire that long after their commit. An Empty group with no
+offsets left is removed (a tombstone) at the next sweep.
 """
 
 from __future__ import annotations
@@ -195,11 +196,12 @@ class OffsetOps(Rebalancer):
                         if tp[0] not in subscribed and e.commit_timestamp + retention <= now
                     ]  # fmt: skip
             records = [_offset_record(group.group_id, tp, None) for tp in expired]
+            # Kafka's cleanupGroupMetadata: an Empty group left without offsets is removed at
+            # this sweep, however recently it became empty (a pending member keeps it).
             drop_group = (
                 group.state is GroupState.EMPTY
                 and len(expired) == len(group.offsets)
                 and not group.pending_members
-                and group.state_timestamp + retention <= now
             )
             if drop_group:
                 records.append((rec.encode_group_key(rec.GroupKey(group.group_id)), None))
