@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from strom.testing import BrokerProcess
@@ -29,6 +30,7 @@ SETTINGS = {
     "group.initial.rebalance.delay.ms": "0",
     "group.min.session.timeout.ms": "1000",
     "offsets.topic.num.partitions": "4",
+    "offsets.retention.check.interval.ms": "200",
 }
 PARTITIONS = 4
 MEMBERS = 4
@@ -170,3 +172,43 @@ def test_four_kafka_python_consumers_reach_one_stable_generation_quickly(
             m.stop_event.set()
         for m in members:
             m.join(15)
+
+
+def group_ids(bootstrap: str) -> set[str]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    listing = admin.list_consumer_groups(request_timeout=10).result(timeout=15)
+    return {g.group_id for g in listing.valid}
+
+
+def test_empty_group_without_offsets_goes_at_the_next_sweep(cbroker, topic_name) -> None:
+    """Kafka removes an Empty group with no offsets at the next expiry sweep (here every
+    200 ms), not offsets.retention.minutes later; one with committed offsets stays."""
+    create_topic(cbroker.bootstrap, topic_name, 1)
+    produce(cbroker.bootstrap, topic_name, [{"value": b"v0"}])
+    bare, committed = f"bare-{uuid.uuid4().hex[:8]}", f"kept-{uuid.uuid4().hex[:8]}"
+    for group in (bare, committed):
+        c = Consumer({"bootstrap.servers": cbroker.bootstrap, "group.id": group,
+                      "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                      "session.timeout.ms": 6000})  # fmt: skip
+        c.subscribe([topic_name])
+        deadline = time.monotonic() + 20
+        msg = None
+        while msg is None or msg.error():
+            assert time.monotonic() < deadline, "no message"
+            msg = c.poll(0.5)
+        assert msg.value() == b"v0"
+        if group == committed:
+            c.commit(offsets=[TopicPartition(topic_name, 0, 1)], asynchronous=False)
+        assert group in group_ids(cbroker.bootstrap)
+        c.close()  # LeaveGroup: the group is Empty now
+    deadline = time.monotonic() + 10
+    while bare in group_ids(cbroker.bootstrap):
+        assert time.monotonic() < deadline, "the empty group was not removed"
+        time.sleep(0.1)
+    assert committed in group_ids(cbroker.bootstrap)
+    c = Consumer({"bootstrap.servers": cbroker.bootstrap, "group.id": committed})
+    try:
+        [tp] = c.committed([TopicPartition(topic_name, 0)], timeout=10)
+        assert tp.offset == 1
+    finally:
+        c.close()
