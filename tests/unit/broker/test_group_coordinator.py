@@ -427,7 +427,12 @@ def test_empty_group_without_offsets_is_removed_at_the_next_sweep() -> None:
     env.timers.advance(60_000)
     assert env.coord.expire_offsets() == 0
     assert env.coord.groups["h"].offsets[("t", 0)].offset == 5
-    # a group with a pending member (MEMBER_ID_REQUIRED given, rejoin to come) is kept
-    assert env.join("p")[0].error == E.member_id_required
+    # a group whose only member is pending (MEMBER_ID_REQUIRED given) goes too, as in Kafka;
+    # that member's second JoinGroup is UNKNOWN_MEMBER_ID and it starts again
+    first = env.join("p")
+    assert first[0].error == E.member_id_required
     env.coord.expire_offsets()
-    assert "p" in env.coord.groups
+    assert "p" not in env.coord.groups
+    assert env.join("p", first[0].member_id)[0].error == E.unknown_member_id
+    env.timers.advance(60_000)  # the pending member's timer was cancelled with the group
+    assert env.join_new("p") == [] and env.coord.groups["p"].state is GroupState.PREPARING_REBALANCE

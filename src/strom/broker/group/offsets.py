@@ -197,12 +197,9 @@ class OffsetOps(Rebalancer):
                     ]  # fmt: skip
             records = [_offset_record(group.group_id, tp, None) for tp in expired]
             # Kafka's cleanupGroupMetadata: an Empty group left without offsets is removed at
-            # this sweep, however recently it became empty (a pending member keeps it).
-            drop_group = (
-                group.state is GroupState.EMPTY
-                and len(expired) == len(group.offsets)
-                and not group.pending_members
-            )
+            # this sweep, however recently it became empty; a member still between the two
+            # JoinGroup steps then gets UNKNOWN_MEMBER_ID and joins afresh, as with Kafka.
+            drop_group = group.state is GroupState.EMPTY and len(expired) == len(group.offsets)
             if drop_group:
                 records.append((rec.encode_group_key(rec.GroupKey(group.group_id)), None))
             if not records:
@@ -216,6 +213,9 @@ class OffsetOps(Rebalancer):
                 del group.offsets[tp]
             removed += len(expired)
             if drop_group:
+                for timer in group.pending_members.values():
+                    timer.cancel()
+                group.pending_members.clear()
                 self._transition(group, GroupState.DEAD)
                 del self.groups[group.group_id]
                 log.info("group %s expired (empty, no offsets)", group.group_id)
