@@ -214,6 +214,8 @@ def test_cli_cluster_config_get_set_delete(fresh_broker) -> None:
     assert default.returncode == 0 and "log.retention.hours" in default.stdout
     line = assert_clean_error(strom("cluster", "config", "set", "num.partitions=3", "-b", b))
     assert "INVALID_CONFIG" in line and "num.partitions" in line
+    line = assert_clean_error(strom("cluster", "config", "get", "--broker", "7", "-b", b))
+    assert line.endswith("broker 7 is not in the cluster (brokers: 1)")
     assert strom("cluster", "config", "delete", "--default", "log.retention.hours",
                  "-b", b).returncode == 0  # fmt: skip
     assert strom("cluster", "config", "delete", "log.segment.bytes", "-b", b).returncode == 0

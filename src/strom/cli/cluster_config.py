@@ -65,12 +65,13 @@ def _add_target(parser: argparse.ArgumentParser) -> None:
 def _resource(args: argparse.Namespace, admin: Any) -> ConfigResource:
     if args.default:
         return ConfigResource(ResourceType.BROKER, "")
-    broker = args.broker
-    if broker is None:
-        brokers = sorted(metadata(admin, args).brokers)
-        if not brokers:
-            raise CliError(f"no broker is known at {args.bootstrap_server}")
-        broker = brokers[0]
+    brokers = sorted(metadata(admin, args).brokers)
+    if not brokers:
+        raise CliError(f"no broker is known at {args.bootstrap_server}")
+    broker = brokers[0] if args.broker is None else args.broker
+    if broker not in brokers:  # the client would wait for a connection that never comes
+        known = ", ".join(map(str, brokers))
+        raise CliError(f"broker {broker} is not in the cluster (brokers: {known})")
     return ConfigResource(ResourceType.BROKER, str(broker))
 
 
