@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from strom.cli.clients import add_client_options, admin_client, metadata
-from strom.cli.errors import wait_for
+from strom.cli.errors import timeout, wait_for
 from strom.cli.output import print_json, print_table
 
 
@@ -29,7 +29,7 @@ def info(args: argparse.Namespace) -> int:
     admin = admin_client(args, check=False)
     md = metadata(admin, args)
     desc = wait_for(
-        admin.describe_cluster(request_timeout=10.0),
+        admin.describe_cluster(request_timeout=timeout()),
         "cannot describe the cluster",
         args.bootstrap_server,
     )

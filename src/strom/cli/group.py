@@ -9,7 +9,7 @@ from confluent_kafka.admin import AdminClient
 
 from strom.cli import group_reset
 from strom.cli.clients import add_client_options, admin_client
-from strom.cli.errors import wait_for
+from strom.cli.errors import timeout, wait_for
 from strom.cli.group_admin import (
     committed_offsets,
     describe_group,
@@ -183,7 +183,7 @@ def describe(args: argparse.Namespace) -> int:
 def delete(args: argparse.Namespace) -> int:
     """Delete groups (the broker refuses groups that still have members)."""
     admin = admin_client(args)
-    futures = admin.delete_consumer_groups(args.groups, request_timeout=10.0)
+    futures = admin.delete_consumer_groups(args.groups, request_timeout=timeout())
     for group in args.groups:
         wait_for(futures[group], f"cannot delete group {group!r}", args.bootstrap_server)
         print(f"Deleted consumer group {group}.")

@@ -10,7 +10,7 @@ from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, To
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from strom.cli.clients import add_client_options, admin_client, metadata
-from strom.cli.errors import CliError, wait_for
+from strom.cli.errors import CliError, timeout, wait_for
 from strom.cli.group_admin import committed_offsets, describe_group, end_offsets, state_name
 from strom.cli.output import note, print_json, print_table
 
@@ -144,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
         request = ConsumerGroupTopicPartitions(
             args.group, [TopicPartition(t, p, off) for (t, p), off in targets.items()]
         )
-        futures = admin.alter_consumer_group_offsets([request], request_timeout=10.0)
+        futures = admin.alter_consumer_group_offsets([request], request_timeout=timeout())
         result = wait_for(
             futures[args.group],
             f"cannot reset offsets of group {args.group!r}",

@@ -15,7 +15,7 @@ from confluent_kafka.admin import (
 )
 
 from strom.cli.clients import add_client_options, admin_client, metadata
-from strom.cli.errors import CliError, wait_for
+from strom.cli.errors import CliError, timeout, wait_for
 from strom.cli.output import print_json
 
 _LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -118,7 +118,7 @@ def create(args: argparse.Namespace) -> int:
         replication_factor=args.replication_factor,
         config=configs,
     )
-    futures = admin.create_topics([new], request_timeout=10.0)
+    futures = admin.create_topics([new], request_timeout=timeout())
     wait_for(futures[args.name], f"cannot create topic {args.name!r}", args.bootstrap_server)
     print(f"Created topic {args.name}.")
     return 0
@@ -147,7 +147,7 @@ def _kafka_uuid(topic_id: Any) -> str:
 def _non_default_configs(admin: Any, name: str, bootstrap: str) -> dict[str, str]:
     """The topic's configs that differ from the defaults (like kafka-topics.sh)."""
     resource = ConfigResource(ConfigResource.Type.TOPIC, name)
-    futures = admin.describe_configs([resource], request_timeout=10.0)
+    futures = admin.describe_configs([resource], request_timeout=timeout())
     entries = wait_for(futures[resource], f"cannot describe configs of {name!r}", bootstrap)
     return {
         key: entry.value
@@ -159,7 +159,7 @@ def _non_default_configs(admin: Any, name: str, bootstrap: str) -> dict[str, str
 def describe(args: argparse.Namespace) -> int:
     """Kafka's describe format: a header line per topic, then one line per partition."""
     admin = admin_client(args)
-    futures = admin.describe_topics(TopicCollection(args.names), request_timeout=10.0)
+    futures = admin.describe_topics(TopicCollection(args.names), request_timeout=timeout())
     documents = []
     for name in args.names:
         desc = wait_for(futures[name], f"cannot describe topic {name!r}", args.bootstrap_server)
@@ -213,7 +213,7 @@ def alter_config(args: argparse.Namespace) -> int:
     ] + [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in args.delete]
     resource = ConfigResource(ConfigResource.Type.TOPIC, args.name, incremental_configs=entries)
     admin = admin_client(args)
-    futures = admin.incremental_alter_configs([resource], request_timeout=10.0)
+    futures = admin.incremental_alter_configs([resource], request_timeout=timeout())
     for future in futures.values():
         wait_for(future, f"cannot alter configs of {args.name!r}", args.bootstrap_server)
     print(f"Completed updating config for topic {args.name}.")
@@ -223,7 +223,7 @@ def alter_config(args: argparse.Namespace) -> int:
 def delete(args: argparse.Namespace) -> int:
     """Delete topics."""
     admin = admin_client(args)
-    futures = admin.delete_topics(args.names, request_timeout=10.0)
+    futures = admin.delete_topics(args.names, request_timeout=timeout())
     for name in args.names:
         wait_for(futures[name], f"cannot delete topic {name!r}", args.bootstrap_server)
         print(f"Deleted topic {name}.")
