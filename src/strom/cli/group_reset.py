@@ -64,12 +64,12 @@ def parse_topic_spec(spec: str) -> tuple[str, list[int] | None]:
         raise CliError(f"invalid --topic {spec!r}: partitions must be integers") from None
 
 
-def parse_datetime_ms(value: str) -> int:
+def parse_datetime_ms(value: str, what: str = "--to-datetime") -> int:
     """An ISO-8601 time (``Z`` accepted; no zone means UTC) to epoch milliseconds."""
     try:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
-        raise CliError(f"invalid --to-datetime {value!r}: expected ISO 8601") from None
+        raise CliError(f"invalid {what} {value!r}: expected ISO 8601") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return int(moment.timestamp() * 1000)
