@@ -45,7 +45,7 @@ def info(args: argparse.Namespace) -> int:
         "topics": len(md.topics),
     }
     if args.format == "json":
-        print_json(document)
+        print_json([document])
         return 0
     print(f"Cluster ID: {document['cluster_id']}")
     print(f"Controller: {controller}")
@@ -83,7 +83,7 @@ def health(args: argparse.Namespace) -> int:
         "under_replicated_partitions": under,
     }
     if args.format == "json":
-        print_json(document)
+        print_json([document])
     else:
         print(f"Healthy: {'true' if healthy else 'false'}")
         print(f"Controller: {md.controller_id}")

@@ -22,7 +22,8 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     """Register ``group reset-offsets``."""
     p = sub.add_parser(
         "reset-offsets",
-        help="move a group's committed offsets (dry run unless --execute)",
+        aliases=["seek"],
+        help="move a group's committed offsets (dry run unless --execute); alias: seek",
         parents=parents,
     )
     p.add_argument("group", metavar="G")
