@@ -134,6 +134,10 @@ class KafkaConnection(asyncio.Protocol):
         except _CloseConnection as exc:
             log.info("closing connection %s from %s: %s", self.id, self.peer[0], exc)
             self.close()
+        except (BrokenPipeError, ConnectionResetError) as exc:  # the client hung up: no trace
+            log.info("connection %s from %s: client hung up (%s)", self.id, self.peer[0],
+                     exc.strerror or type(exc).__name__)
+            self.close()
         except Exception:
             log.exception("closing connection %s after an internal error", self.id)
             self.close()
