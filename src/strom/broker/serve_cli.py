@@ -146,6 +146,8 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"strom serve: {exc}", file=sys.stderr)
         return 2
+    for key, value in sorted(config.explicit.items()):
+        log.debug("property %s=%s", key, value)
     try:
         import uvloop
 
