@@ -135,7 +135,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     _setup_logging(verbose)
     try:
         _apply_timeout(args)
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # here, so a reader gone (EPIPE) is handled below, not at exit
+        return code
     except CliError as exc:
         print(f"{PROG}: error: {exc.message}", file=sys.stderr)
         return exc.exit_code
