@@ -17,7 +17,7 @@ import logging
 import uuid
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from strom.cli.connection import preflight, resolve_bootstrap
@@ -136,6 +136,12 @@ def metadata(client: Any, args: argparse.Namespace, topic: str | None = None) ->
             return client.list_topics(timeout=timeout())
         return client.list_topics(topic, timeout=timeout())
     except KafkaException as exc:
+        err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+        if err is not None and err.code() in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT):
+            raise CliError(
+                f"cannot reach the broker at {args.bootstrap_server}: it accepts connections "
+                f"but gave no Kafka answer within {timeout():g} s ({describe_kafka_error(exc)})"
+            ) from None
         raise CliError(
             f"cannot reach the broker at {args.bootstrap_server}: {describe_kafka_error(exc)}"
         ) from None

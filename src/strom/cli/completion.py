@@ -162,7 +162,8 @@ def fish_script(nodes: list[Node]) -> str:
         "complete -c strom -f",
     ]
     for n in nodes:
-        cond = f"-n {_fish_quote(f'__strom_at {shlex.quote(n.path)}')}"
+        at = '__strom_at "' + n.path + '"'  # command paths are letters, digits and '-'
+        cond = f"-n {_fish_quote(at)}"
         for name, help_ in n.subcommands.items():
             lines.append(f"complete -c strom {cond} -a {name} -d {_fish_quote(help_)}")
         for flags, help_, arg in n.options:

@@ -38,10 +38,12 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         "--all-topics", action="store_true", help="every topic the group has committed offsets for"
     )
     to = p.add_mutually_exclusive_group(required=True)
-    to.add_argument("--to-earliest", action="store_true")
-    to.add_argument("--to-latest", action="store_true")
-    to.add_argument("--to-offset", type=int, metavar="N")
-    to.add_argument("--shift-by", type=int, metavar="N")
+    to.add_argument("--to-earliest", action="store_true", help="the log start of each partition")
+    to.add_argument("--to-latest", action="store_true", help="the log end of each partition")
+    to.add_argument("--to-offset", type=int, metavar="N", help="offset N (clamped to the log)")
+    to.add_argument(
+        "--shift-by", type=int, metavar="N", help="N from the committed offset (negative: back)"
+    )
     to.add_argument(
         "--to-datetime",
         metavar="ISO8601",

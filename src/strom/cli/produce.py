@@ -157,7 +157,7 @@ class Delivery:
 
 def _topic_limit(args: argparse.Namespace) -> int | None:
     """The topic's ``max.message.bytes`` (None if the broker does not say)."""
-    admin = admin_client(args, check=False)
+    admin = admin_client(args)  # fails clearly, at once, if the broker does not answer
     resource = ConfigResource(ConfigResource.Type.TOPIC, args.topic)
     try:
         entries = wait_for(
