@@ -4,6 +4,7 @@ version, completion, help; topic and group commands added by issue 12."""
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import subprocess
 import time
@@ -231,3 +232,72 @@ def test_group_lag_uncommitted_partitions_and_seek(cli: Cli, topic_name: str) ->
     assert state["total_lag"] == 0
     eventually(lambda: json.loads(cli.ok("group", "delete", group, "--format", "json")) == [
         {"group": group, "deleted": True}])
+
+
+@pytest.mark.skipif(shutil.which("fish") is None, reason="fish is not installed (apt: fish)")
+def test_fish_completion_completes(tmp_path: Path) -> None:
+    script = tmp_path / "strom.fish"
+    script.write_text(strom("completion", "fish").stdout)
+    probe = (f"source {script}; complete -C 'strom topic cr'; complete -C 'strom -b x:1 group se'; "
+             "complete -C 'strom produce t --acks '")
+    out = subprocess.run(["fish", "-c", probe], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    words = [line.split("\t")[0] for line in out.stdout.splitlines()]
+    assert words == ["create", "seek", "0", "1", "all", "-1"]
+
+
+@pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed (apt: zsh)")
+def test_zsh_completion_loads_and_completes(tmp_path: Path) -> None:
+    script = tmp_path / "_strom"
+    script.write_text(strom("completion", "zsh").stdout)
+    probe = (f"source {script}; f() {{ emulate -L sh; setopt kshglob noshglob braceexpand; "
+             "COMP_WORDS=(strom produce t --acks ''); COMP_CWORD=4; _strom; "
+             'echo "${COMPREPLY[@]}"; }; f')
+    out = subprocess.run(["zsh", "-c", probe], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["0", "1", "all", "-1"]
+
+
+def _on_a_terminal(*args: str, env: dict[str, str]) -> str:
+    """stdout of ``strom ARGS`` run with a pseudo-terminal as stdout."""
+    import os
+    import pty
+    import sys
+
+    master, slave = pty.openpty()
+    full = {**os.environ, **env, "COLUMNS": "120", "TERM": "xterm-256color"}
+    full.pop("NO_COLOR", None)
+    with subprocess.Popen([sys.executable, "-m", "strom", *args], stdout=slave,
+                          stderr=subprocess.PIPE, env=full) as proc:  # fmt: skip
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        proc.wait(30)
+    os.close(master)
+    return b"".join(chunks).decode(errors="replace")
+
+
+def test_tables_are_rich_on_a_terminal_and_plain_when_piped(tmp_path: Path) -> None:
+    env = {"XDG_CONFIG_HOME": str(tmp_path)}
+    strom("profile", "create", "alpha", "-b", "127.0.0.1:1", env=env)
+    strom("profile", "create", "beta-with-a-long-name", "-b", "127.0.0.1:2", env=env)
+    piped = strom("profile", "list", env=env).stdout
+    assert piped.splitlines() == [
+        "NAME                   BROKERS     TIMEOUT",
+        "alpha                  127.0.0.1:1 -",
+        "beta-with-a-long-name* 127.0.0.1:2 -",
+    ]
+    shown = _on_a_terminal("profile", "list", env=env)
+    assert "\x1b[" in shown  # styled headers
+    assert "─" in shown  # rich's header rule
+    plain = _on_a_terminal("profile", "list", env={**env, "NO_COLOR": "1"})
+    assert "36m" not in plain and "─" in plain  # NO_COLOR: no colour (bold stays)
+    rows = [line.split() for line in shown.splitlines() if "127.0.0.1" in line]
+    assert [r[0] for r in rows] == ["alpha", "beta-with-a-long-name*"]
