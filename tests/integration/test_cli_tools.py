@@ -265,8 +265,8 @@ def _on_a_terminal(*args: str, env: dict[str, str]) -> str:
     import sys
 
     master, slave = pty.openpty()
-    full = {**os.environ, **env, "COLUMNS": "120", "TERM": "xterm-256color"}
-    full.pop("NO_COLOR", None)
+    full = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    full.update({**env, "COLUMNS": "120", "TERM": "xterm-256color"})
     with subprocess.Popen([sys.executable, "-m", "strom", *args], stdout=slave,
                           stderr=subprocess.PIPE, env=full) as proc:  # fmt: skip
         os.close(slave)
