@@ -159,12 +159,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _apply_timeout(args: argparse.Namespace) -> None:
     """``--timeout``, else the profile's timeout (when the profile gives the address), else 10."""
     seconds = getattr(args, "timeout", None)
-    if seconds is None and args.command != "profile":
-        if not getattr(args, "bootstrap_server", None) and not os.environ.get(ENV_BROKERS):
-            from strom.cli.profile import current_profile
+    from_profile = not getattr(args, "bootstrap_server", None) and not os.environ.get(ENV_BROKERS)
+    if seconds is None and args.command != "profile" and from_profile:
+        from strom.cli.profile import current_profile
 
-            profile = current_profile(getattr(args, "profile", None))
-            seconds = profile.timeout if profile is not None else None
+        profile = current_profile(getattr(args, "profile", None))
+        seconds = profile.timeout if profile is not None else None
     set_timeout(DEFAULT_TIMEOUT_S if seconds is None else seconds)
 
 

@@ -144,7 +144,7 @@ class Delivery:
             if err is None:
                 self.delivered += 1
                 self.bytes += len(msg.value() or b"") + len(msg.key() or b"")
-                self.partitions[msg.partition()] += 1
+                self.partitions[msg.partition() or 0] += 1
                 if self.verbose >= 2:
                     print(f"{msg.topic()} [{msg.partition()}] @ {msg.offset()}", file=sys.stderr)
             elif err.code() in _TOO_LARGE and not self.retrying:

@@ -1,9 +1,10 @@
 """``strom topic describe``: Kafka's describe lines, ``-p`` partition offsets, ``-c`` configs.
 
-Default output is kafka-topics.sh's (scripts parse it)::
+Default output is kafka-topics.sh's (scripts parse it; fields separated by tabs, partition
+lines start with a tab)::
 
-    Topic: t	TopicId: ...	PartitionCount: 2	ReplicationFactor: 1	Configs: retention.ms=1
-    	Topic: t	Partition: 0	Leader: 1	Replicas: 1	Isr: 1
+    Topic: t  TopicId: ...  PartitionCount: 2  ReplicationFactor: 1  Configs: retention.ms=1
+        Topic: t  Partition: 0  Leader: 1  Replicas: 1  Isr: 1
 
 ``-p`` is a table per partition with its log start and end offsets and the number of messages
 between them (sizes in bytes need DescribeLogDirs, which the client library does not offer);
