@@ -110,6 +110,10 @@ def test_bootstrap_before_or_after_the_subcommand_env_and_profiles(
     assert [r["NAME"] for r in table] == ["dead", "local*"]
     assert "no profile named 'nope'" in assert_clean_error(strom("profile", "use", "nope", env=env))
     assert "malformed" in assert_clean_error(strom("profile", "create", "x", "-b", "h", env=env))
+    deleted = strom("profile", "delete", "dead", "--format", "json", env=env)
+    assert json.loads(deleted.stdout) == [{"name": "dead", "deleted": True}]
+    assert [p["name"] for p in json.loads(strom("profile", "list", "--format", "json",
+                                                env=env).stdout)] == ["local"]
 
 
 def test_version_help_on_every_option_and_completion(tmp_path: Path) -> None:

@@ -105,15 +105,18 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     sub = prof.add_subparsers(dest="profile_command", metavar="COMMAND", required=True)
     p = sub.add_parser("create", help="save a profile and make it current", parents=parents)
     p.add_argument("name", metavar="NAME", help="profile name")
+    _format(p)
     p.set_defaults(func=create)
     p = sub.add_parser("use", help="make a profile the current one", parents=parents)
     p.add_argument("name", metavar="NAME", help="profile name")
+    _format(p)
     p.set_defaults(func=use)
     p = sub.add_parser("list", help="list profiles (* marks the current one)", parents=parents)
     _format(p)
     p.set_defaults(func=list_)
     p = sub.add_parser("delete", help="delete a profile", parents=parents)
     p.add_argument("name", metavar="NAME", help="profile name")
+    _format(p)
     p.set_defaults(func=delete)
 
 
@@ -134,7 +137,15 @@ def create(args: argparse.Namespace) -> int:
     _, profiles = load()
     profiles[args.name] = Profile(args.name, brokers, getattr(args, "timeout", None))
     save(args.name, profiles)
-    print(f"Created profile {args.name} (brokers {brokers}) and switched to it.")
+    return _done(args, {"name": args.name, "brokers": brokers, "current": True},
+                 f"Created profile {args.name} (brokers {brokers}) and switched to it.")
+
+
+def _done(args: argparse.Namespace, row: dict[str, Any], line: str) -> int:
+    if args.format == "json":
+        print_json([row])
+    else:
+        print(line)
     return 0
 
 
@@ -143,8 +154,7 @@ def use(args: argparse.Namespace) -> int:
     if args.name not in profiles:
         raise CliError(f"no profile named {args.name!r} (see 'strom profile list')")
     save(args.name, profiles)
-    print(f"Switched to profile {args.name}.")
-    return 0
+    return _done(args, {"name": args.name, "current": True}, f"Switched to profile {args.name}.")
 
 
 def list_(args: argparse.Namespace) -> int:
@@ -169,5 +179,4 @@ def delete(args: argparse.Namespace) -> int:
     if profiles.pop(args.name, None) is None:
         raise CliError(f"no profile named {args.name!r} (see 'strom profile list')")
     save(None if current == args.name else current, profiles)
-    print(f"Deleted profile {args.name}.")
-    return 0
+    return _done(args, {"name": args.name, "deleted": True}, f"Deleted profile {args.name}.")
