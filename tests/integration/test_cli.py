@@ -8,7 +8,7 @@ import time
 import pytest
 
 from strom.testing import free_port
-from tests.integration.cli_helpers import Cli, assert_clean_error, eventually, strom
+from tests.integration.cli_helpers import Cli, assert_clean_error, eventually, side_by_side, strom
 
 
 @pytest.fixture
@@ -106,13 +106,18 @@ def test_partition_offset_and_idle_timeout(cli: Cli, topic_name: str) -> None:
     def consume(*args: str) -> list[str]:
         return cli.lines("consume", topic_name, *args, "--timeout-ms", "5000")
 
-    assert consume("--partition", "1", "--from-beginning", "--max-messages", "4") == list("abcd")
-    assert consume("--partition", "1", "--offset", "2", "--max-messages", "2") == ["c", "d"]
-    assert consume("--partition", "0", "--from-beginning") == ["x"]
-    assert sorted(consume("--from-beginning", "--max-messages", "5")) == sorted("abcdx")
-    records = [
-        json.loads(r) for r in consume("--partition", "1", "--offset", "3", "--format", "json")
-    ]
+    p1, p1_from_2, p0, both, last = side_by_side(  # independent: run them at once
+        lambda: consume("--partition", "1", "--from-beginning", "--max-messages", "4"),
+        lambda: consume("--partition", "1", "--offset", "2", "--max-messages", "2"),
+        lambda: consume("--partition", "0", "--from-beginning"),
+        lambda: consume("--from-beginning", "--max-messages", "5"),
+        lambda: consume("--partition", "1", "--offset", "3", "--format", "json"),
+    )
+    assert p1 == list("abcd")
+    assert p1_from_2 == ["c", "d"]
+    assert p0 == ["x"]
+    assert sorted(both) == sorted("abcdx")
+    records = [json.loads(r) for r in last]
     assert [(r["partition"], r["offset"], r["key"], r["value"]) for r in records] == [
         (1, 3, None, "d")
     ]

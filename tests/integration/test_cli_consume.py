@@ -119,6 +119,20 @@ def test_exit_codes_tell_caught_up_from_stopped_by_the_user(cli: Cli, topic_name
             proc.kill()
     assert proc.returncode == 130, err
     assert "Traceback" not in err
+    term = subprocess.Popen(
+        [sys.executable, "-m", "strom", "consume", topic_name, "-o", "start",
+         "-b", cli.bootstrap],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert term.stdout is not None
+        assert term.stdout.readline() == "one\n"
+        term.send_signal(signal.SIGTERM)
+        _, err = term.communicate(timeout=30)
+    finally:
+        if term.poll() is None:
+            term.kill()
+    assert term.returncode == 143, err
 
 
 def _blocked_writing(pid: int) -> bool:
