@@ -16,6 +16,7 @@ refused record (what was already queued is still delivered).
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from collections import Counter
 from typing import Any, BinaryIO
@@ -109,6 +110,14 @@ def _varint_len(n: int) -> int:
     return size
 
 
+def _size_bound(kwargs: dict[str, Any]) -> int:
+    """An upper bound of :func:`batch_size` (each varint at most 5 bytes), cheap to compute."""
+    headers = kwargs.get("headers", ())
+    raw = len(kwargs["key"] or b"") + len(kwargs["value"])
+    raw += sum(len(k) * 4 + len(v) + 10 for k, v in headers)  # UTF-8: at most 4 bytes a char
+    return BATCH_OVERHEAD + raw + 30
+
+
 def batch_size(key: bytes | None, value: bytes, headers: list[tuple[str, bytes]]) -> int:
     """Bytes of an uncompressed record batch holding only this record (what the broker checks
     against ``max.message.bytes``)."""
@@ -140,19 +149,22 @@ class Delivery:
         print(f"strom: line {line}: not produced: {reason}", file=sys.stderr)
 
     def callback(self, line: int, kwargs: dict[str, Any]) -> Any:
-        def on_delivery(err: KafkaError | None, msg: Message) -> None:
-            if err is None:
-                self.delivered += 1
-                self.bytes += len(msg.value() or b"") + len(msg.key() or b"")
-                self.partitions[msg.partition() or 0] += 1
-                if self.verbose >= 2:
-                    print(f"{msg.topic()} [{msg.partition()}] @ {msg.offset()}", file=sys.stderr)
-            elif err.code() in _TOO_LARGE and not self.retrying:
-                self.retry.append((line, kwargs))
-            else:
-                self.refuse(line, f"the broker refused it: {describe_kafka_error(err)}")
+        """The delivery callback of the record read at ``line``."""
+        return functools.partial(self.on_delivery, line, kwargs)
 
-        return on_delivery
+    def on_delivery(
+        self, line: int, kwargs: dict[str, Any], err: KafkaError | None, msg: Message
+    ) -> None:
+        if err is None:
+            self.delivered += 1
+            self.bytes += len(msg.value() or b"") + len(msg.key() or b"")
+            self.partitions[msg.partition() or 0] += 1
+            if self.verbose >= 2:
+                print(f"{msg.topic()} [{msg.partition()}] @ {msg.offset()}", file=sys.stderr)
+        elif err.code() in _TOO_LARGE and not self.retrying:
+            self.retry.append((line, kwargs))
+        else:
+            self.refuse(line, f"the broker refused it: {describe_kafka_error(err)}")
 
 
 def _topic_limit(args: argparse.Namespace) -> int | None:
@@ -177,12 +189,19 @@ def _message(
     """produce() keyword arguments for a record, or the reason the record is unusable."""
     f = record.fields
     value = f["value"]
-    key: bytes | None = f.get("key", args.key.encode() if args.key is not None else None)
+    if len(f) == 1 and not args.key_separator:  # the common case, kept cheap
+        kwargs: dict[str, Any] = {"value": value, "key": args.key_bytes}
+        if headers:
+            kwargs["headers"] = headers
+        if args.partition is not None:
+            kwargs["partition"] = args.partition
+        return kwargs, None
+    key: bytes | None = f.get("key", args.key_bytes)
     if args.key_separator and "key" not in f:
         k, sep, v = value.partition(args.key_separator.encode())
         if sep:
             key, value = k, v
-    kwargs: dict[str, Any] = {"value": value, "key": key}
+    kwargs = {"value": value, "key": key}
     all_headers = list(headers)
     if "headers" in f and f["headers"]:
         try:
@@ -213,10 +232,9 @@ def _send(prod: Any, topic: str, kwargs: dict[str, Any], on_delivery: Any) -> st
     while True:
         try:
             prod.produce(topic, on_delivery=on_delivery, **kwargs)
-            prod.poll(0)
             return None
         except BufferError:
-            prod.poll(0.1)
+            prod.poll(0.05)  # the local queue is full: serve delivery reports, then retry
         except KafkaException as exc:
             return f"the client refused it: {describe_kafka_error(exc)}"
 
@@ -246,6 +264,9 @@ def run(args: argparse.Namespace, stdin: BinaryIO | None = None) -> int:
     if args.partition is not None and args.partition not in partitions:
         raise CliError(f"topic {args.topic!r} has no partition {args.partition}")
     track = Delivery(args.topic, args.verbose)
+    args.key_bytes = args.key.encode() if args.key is not None else None
+    check_size = args.compression == "none"
+    fixed_headers = _size_bound({"key": None, "value": b"", "headers": headers})
     total = 0
     for record in read_records(source, tokens):
         total += 1
@@ -255,13 +276,24 @@ def run(args: argparse.Namespace, stdin: BinaryIO | None = None) -> int:
             kwargs, reason = _message(args, record, headers)
         if reason is None and "partition" in kwargs and kwargs["partition"] not in partitions:
             reason = f"topic {args.topic!r} has no partition {kwargs['partition']}"
-        if reason is None and limit is not None and args.compression == "none":
-            size = batch_size(kwargs["key"], kwargs["value"], kwargs.get("headers", []))
+        if reason is None and limit is not None and check_size:
+            key = kwargs["key"]
+            size = len(kwargs["value"]) + (len(key) if key else 0) + BATCH_OVERHEAD + 30
+            if size + fixed_headers > limit or kwargs.get("headers", headers) is not headers:
+                size = _size_bound(kwargs)
+            if size > limit:  # only then worth the exact (slower) computation
+                size = batch_size(kwargs["key"], kwargs["value"], kwargs.get("headers", []))
             if size > limit:
                 reason = (f"a batch of this one record is {size} bytes, more than the topic's "
                           f"max.message.bytes={limit} (client-side check)")
         if reason is None:
-            reason = _send(prod, args.topic, kwargs, track.callback(record.line, kwargs))
+            try:  # the fast path; _send waits for room and turns refusals into a reason
+                prod.produce(args.topic, on_delivery=track.callback(record.line, kwargs),
+                             **kwargs)  # fmt: skip
+            except (BufferError, KafkaException):
+                reason = _send(prod, args.topic, kwargs, track.callback(record.line, kwargs))
+            if total % 64 == 0:
+                prod.poll(0)  # serve delivery reports as we go (refusals shown early)
         if reason is not None:
             track.refuse(record.line, reason)
         if track.refused and args.stop_on_error:

@@ -20,7 +20,6 @@ Line numbers count input lines from 1, so an error names the line the record sta
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from strom.cli.errors import CliError
@@ -86,21 +85,29 @@ def parse_template(text: str) -> list[tuple[str, bytes]]:
     return tokens
 
 
-@dataclass
 class Record:
     """One parsed input record, or the reason it could not be parsed (``error``)."""
 
-    line: int
-    fields: dict[str, bytes] = field(default_factory=dict)
-    error: str | None = None
+    __slots__ = ("line", "fields", "error")
+
+    def __init__(
+        self, line: int, fields: dict[str, bytes] | None = None, error: str | None = None
+    ) -> None:
+        self.line = line
+        self.fields: dict[str, bytes] = {} if fields is None else fields
+        self.error = error
 
 
 class _Buffered:
-    """Reads a binary stream in chunks as they arrive, counting the newlines consumed."""
+    """Reads a binary stream in chunks as they arrive, counting the newlines consumed.
+
+    ``buf[pos:]`` is unread; the consumed prefix is dropped only when more is read, so taking
+    a record costs its own length, not the buffer's."""
 
     def __init__(self, source: BinaryIO) -> None:
         self.source = source
         self.buf = b""
+        self.pos = 0
         self.eof = False
         self.line = 1
 
@@ -108,41 +115,48 @@ class _Buffered:
         read1 = getattr(self.source, "read1", None)
         chunk = read1(65536) if read1 is not None else self.source.read(65536)
         if chunk:
-            self.buf += chunk
+            self.buf = self.buf[self.pos :] + chunk
+            self.pos = 0
         else:
             self.eof = True
 
+    def _left(self) -> int:
+        return len(self.buf) - self.pos
+
     def at_end(self) -> bool:
-        while not self.buf and not self.eof:
+        while not self._left() and not self.eof:
             self._fill()
-        return not self.buf and self.eof
+        return not self._left() and self.eof
 
     def _take(self, n: int) -> bytes:
-        data, self.buf = self.buf[:n], self.buf[n:]
+        data = self.buf[self.pos : self.pos + n]
+        self.pos += n
         self.line += data.count(b"\n")
         return data
 
     def until(self, delim: bytes, stop: bytes | None = None) -> tuple[bytes, bool]:
         """Bytes before ``delim`` (left in the stream), or ``(bytes, False)`` when ``stop``
         (the record delimiter) or the end of input comes first."""
-        start = 0
+        start = self.pos
         while True:
             pos = self.buf.find(delim, start)
             cut = self.buf.find(stop, start) if stop else -1
             if cut >= 0 and (pos < 0 or cut < pos):
-                return self._take(cut), False
+                return self._take(cut - self.pos), False
             if pos >= 0:
-                return self._take(pos), True
+                return self._take(pos - self.pos), True
             if self.eof:
-                return self._take(len(self.buf)), False
-            start = max(0, len(self.buf) - max(len(delim), len(stop or b"")) + 1)
+                return self._take(self._left()), False
+            keep = max(len(delim), len(stop or b"")) - 1
+            offset = max(self.pos, len(self.buf) - keep) - self.pos
             self._fill()
+            start = self.pos + offset
 
     def expect(self, literal: bytes) -> bool:
         """Consume ``literal`` if the input continues with it."""
-        while len(self.buf) < len(literal) and not self.eof:
+        while self._left() < len(literal) and not self.eof:
             self._fill()
-        if self.buf.startswith(literal):
+        if self.buf.startswith(literal, self.pos):
             self._take(len(literal))
             return True
         return False
@@ -150,6 +164,50 @@ class _Buffered:
 
 def read_records(source: BinaryIO, tokens: list[tuple[str, bytes]]) -> Iterator[Record]:
     """Parse ``source`` record by record; a malformed record is yielded with its ``error``."""
+    if tokens[-1][1] == b"\n" and not any(b"\n" in t for k, t in tokens[:-1] if k == "lit"):
+        return _read_lines(source, tokens)
+    return _read_stream(source, tokens)
+
+
+def _read_lines(source: BinaryIO, tokens: list[tuple[str, bytes]]) -> Iterator[Record]:
+    """The common case, one record a line: C-speed line iteration, then a split per line."""
+    inner = tokens[:-1]
+    if inner == [("field", b"value")]:  # the default '%v\n': nothing to split
+        for number, raw in enumerate(source, 1):
+            line = raw[:-1] if raw.endswith(b"\n") else raw
+            yield Record(number, {"value": line[:-1] if line.endswith(b"\r") else line})
+        return
+    for number, raw in enumerate(source, 1):
+        line = raw[:-1] if raw.endswith(b"\n") else raw
+        if line.endswith(b"\r"):
+            line = line[:-1]  # CRLF input
+        record = Record(number)
+        pos = 0
+        for index, (kind, text) in enumerate(inner):
+            if kind == "lit":
+                if not line.startswith(text, pos):
+                    record.error = f"expected {text.decode(errors='replace')!r} here"
+                    break
+                pos += len(text)
+            elif index == len(inner) - 1:
+                record.fields[text.decode()] = line[pos:]
+            else:
+                delim = inner[index + 1][1]
+                end = line.find(delim, pos)
+                if end < 0:
+                    record.error = (
+                        f"expected {delim.decode(errors='replace')!r} after the {text.decode()}"
+                    )
+                    break
+                record.fields[text.decode()] = line[pos:end]
+                pos = end
+        if record.error is not None:
+            record.fields = {}
+        yield record
+
+
+def _read_stream(source: BinaryIO, tokens: list[tuple[str, bytes]]) -> Iterator[Record]:
+    """Records that span lines (or end with another delimiter), read as the bytes arrive."""
     stream = _Buffered(source)
     end = tokens[-1][1]
     while not stream.at_end():
@@ -168,7 +226,7 @@ def read_records(source: BinaryIO, tokens: list[tuple[str, bytes]]) -> Iterator[
             if not found and not last:
                 record.error = f"expected {delim.decode(errors='replace')!r} after the {text.decode()}"
                 break
-            if end == b"\n" and index == len(tokens) - 2 and data.endswith(b"\r"):
+            if end == b"\n" and last and data.endswith(b"\r"):
                 data = data[:-1]  # CRLF input
             record.fields[text.decode()] = data
         if record.error is not None:

@@ -47,25 +47,31 @@ def test_multi_line_records_count_lines_and_headers_partition_parse() -> None:
     ]
 
 
-def test_reading_is_incremental() -> None:
-    """A record is yielded before the input ends (``tail -f | strom produce``)."""
+@pytest.mark.parametrize("template", ["%v\\n", "%v;"])  # one a line; any delimiter
+def test_reading_is_incremental(template: str) -> None:
+    """A record is yielded before the input ends (``tail -f | strom produce``): the source
+    hands out what has "arrived" and fails the test if read further."""
+    sep = b"\n" if template.endswith("n") else b";"
 
     class Trickle(io.RawIOBase):
         def __init__(self) -> None:
-            self.chunks = [b"first\nsec", b"ond\n"]
+            self.chunks = [b"first" + sep + b"sec", b"ond" + sep]
 
         def readable(self) -> bool:
             return True
 
-        def read1(self, _n: int = -1) -> bytes:
+        def readinto(self, buffer: bytearray) -> int:  # type: ignore[override]
             if not self.chunks:
                 raise AssertionError("read past what the test allowed")
-            return self.chunks.pop(0)
+            chunk = self.chunks.pop(0)
+            buffer[: len(chunk)] = chunk
+            return len(chunk)
 
-    stream = Trickle()
-    reader = read_records(stream, parse_template("%v\\n"))  # type: ignore[arg-type]
+    raw = Trickle()
+    reader = read_records(io.BufferedReader(raw), parse_template(template))
     assert next(reader).fields == {"value": b"first"}
-    assert stream.chunks == [b"ond\n"]  # the second chunk was not needed yet
+    assert raw.chunks == [b"ond" + sep]  # the second chunk was not needed yet
+    assert next(reader).fields == {"value": b"second"}
 
 
 @pytest.mark.parametrize(
