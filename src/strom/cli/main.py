@@ -33,15 +33,13 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (try '{self.prog} --help')\n")
 
 
-def _verbosity_parent() -> argparse.ArgumentParser:
+def _verbosity_parent(
+    help_text: str = "more output (-vv: client logs, -vvv: protocol debug)",
+) -> argparse.ArgumentParser:
     """``-v`` accepted after any subcommand too (not only before it)."""
     parent = Parser(add_help=False)
     parent.add_argument(
-        "-v",
-        "--verbose",
-        action="count",
-        default=argparse.SUPPRESS,
-        help="more output (-vv: client logs, -vvv: protocol debug)",
+        "-v", "--verbose", action="count", default=argparse.SUPPRESS, help=help_text
     )
     return parent
 
@@ -104,7 +102,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         dest="command", metavar="COMMAND", required=True, parser_class=Parser
     )
     if _wants_serve(argv):
-        _add_serve(sub, [_verbosity_parent()])
+        _add_serve(sub, [_verbosity_parent("DEBUG logs (as --log-level DEBUG)")])
     else:
         sub.add_parser("serve", help="run a strom broker", add_help=False)
     for name in _SUBCOMMAND_MODULES:
