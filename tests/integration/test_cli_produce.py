@@ -78,15 +78,18 @@ def test_a_line_the_broker_refuses_is_named_with_the_brokers_reason(
     cli: Cli, topic_name: str
 ) -> None:
     """Compressed, the client cannot know the batch size: the broker's refusal is reported,
-    and the lines batched with the refused one are still delivered (retried alone)."""
+    and the lines batched with the refused one are still delivered (retried alone). The -X
+    settings make librdkafka put all 30 lines in one batch, as a user's own settings might:
+    without the retry all 30 were lost."""
     cli.ok("topic", "create", topic_name, "-p", "1", "-c", "max.message.bytes=1200")
     rows = [base64.b64encode(os.urandom(300)).decode() for _ in range(30)]
     rows[6] = base64.b64encode(os.urandom(1500)).decode()  # ~2000 bytes, incompressible
     proc = cli.run(
         "produce", topic_name, "--compression", "gzip", "-X", "message.max.bytes=1000000",
-        stdin="\n".join(rows) + "\n",
+        "-X", "batch.size=1000000", "-X", "linger.ms=200", stdin="\n".join(rows) + "\n",
     )
     assert proc.returncode == 1, proc.stderr
+    assert len(proc.stderr.splitlines()) == 2, proc.stderr  # line 7, then the count
     first = proc.stderr.splitlines()[0]
     assert first.startswith("strom: line 7: not produced: the broker refused it: "), first
     assert "MSG_SIZE_TOO_LARGE" in first
