@@ -57,6 +57,8 @@ def parse_addresses(bootstrap: str) -> list[Address]:
 def resolve_bootstrap(args: argparse.Namespace) -> str:
     """The bootstrap list to use, recording where it came from on ``args``."""
     given = getattr(args, "bootstrap_server", None)
+    if given and getattr(args, "bootstrap_source", None):
+        return str(given)  # resolved already
     if given:
         args.bootstrap_source = "--bootstrap-server"
         return str(given)

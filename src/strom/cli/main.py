@@ -19,7 +19,7 @@ from confluent_kafka import KafkaException
 
 from strom import __version__
 from strom.cli.clients import add_connection_options
-from strom.cli.connection import ENV_BROKERS
+from strom.cli.connection import ENV_BROKERS, resolve_bootstrap
 from strom.cli.errors import DEFAULT_TIMEOUT_S, CliError, describe_kafka_error, set_timeout
 
 PROG = "strom"
@@ -132,6 +132,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.verbose = verbose
     _setup_logging(verbose)
     try:
+        if args.command not in ("serve", "profile", "completion"):
+            # every client command sees args.bootstrap_server (flag, env, profile, default)
+            args.bootstrap_server = resolve_bootstrap(args)
         _apply_timeout(args)
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # here, so a reader gone (EPIPE) is handled below, not at exit
@@ -157,8 +160,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _apply_timeout(args: argparse.Namespace) -> None:
     """``--timeout``, else the profile's timeout (when the profile gives the address), else 10."""
     seconds = getattr(args, "timeout", None)
-    from_profile = not getattr(args, "bootstrap_server", None) and not os.environ.get(ENV_BROKERS)
-    if seconds is None and args.command != "profile" and from_profile:
+    from_profile = str(getattr(args, "bootstrap_source", "")).startswith("profile")
+    if seconds is None and from_profile:
         from strom.cli.profile import current_profile
 
         profile = current_profile(getattr(args, "profile", None))
