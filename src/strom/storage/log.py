@@ -14,7 +14,6 @@ writes all its batches or none (everything is validated before the first write).
 
 from __future__ import annotations
 
-import bisect
 import logging
 import shutil
 from collections.abc import Sequence
@@ -24,7 +23,7 @@ from pathlib import Path
 from strom.clock import Clock
 from strom.protocol import record_batch as rb
 from strom.storage import checkpoint as ckpt
-from strom.storage import log_timestamps, segment_swap
+from strom.storage import log_timestamps, read_path, segment_swap
 from strom.storage.batch_validation import validate_batch
 from strom.storage.deferred_delete import DeferredDeleter
 from strom.storage.errors import CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError
@@ -35,6 +34,7 @@ from strom.storage.producer_state import (
     ProducerEntry,
     ProducerStateManager,
 )
+from strom.storage.read_path import SegmentSlice
 from strom.storage.retention import segments_past_retention
 from strom.storage.segment import LogSegment
 
@@ -240,19 +240,25 @@ class Log:
                 f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}]"
             )
 
+    def read_region(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
+                    min_one_batch: bool = True) -> SegmentSlice | None:  # fmt: skip
+        """Where the whole batches to serve for ``offset`` lie (see
+        :mod:`strom.storage.read_path`): from the batch containing ``offset``, at most
+        ``max_bytes`` (but one batch if ``min_one_batch``), none starting at or after
+        ``max_offset``. None when there is nothing to serve. Reads headers only."""
+        self._check_range(offset)
+        return read_path.locate(self._segments, self._bases, offset, max_bytes, max_offset,
+                                min_one_batch)  # fmt: skip
+
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
              min_one_batch: bool = True) -> ReadResult:  # fmt: skip
-        """Whole batches from the one containing ``offset``, see module and GUIDE §6.4."""
-        self._check_range(offset)
-        i = max(0, bisect.bisect_right(self._bases, offset) - 1)
-        for seg in self._segments[i:]:
-            found = seg.find_batch(offset)
-            if found is None:
-                continue
-            pos, header = found
-            data = seg.read(pos, max_bytes, max_offset, min_one_batch)
-            return self._result(data, header.base_offset if data else offset)
-        return self._result(b"", offset)
+        """The bytes of :meth:`read_region` (whole batches), see GUIDE §6.4."""
+        found = self.read_region(offset, max_bytes, max_offset=max_offset,
+                                 min_one_batch=min_one_batch)  # fmt: skip
+        if found is None:
+            return self._result(b"", offset)
+        data = found.segment.read_at(found.position, found.length)
+        return self._result(data, found.first_offset)
 
     def _result(self, data: bytes, first: int) -> ReadResult:
         return ReadResult(data, first, self._high_watermark, self.log_start_offset,

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from strom.protocol.record_batch import BatchHeader, increment_sequence
 from strom.storage.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from strom.storage.read_path import BULK_CHUNK
 from strom.storage.segment import LogSegment
 
 MAX_BATCHES = 5
@@ -157,7 +158,7 @@ class ProducerStateManager:
         for seg in segments:
             if seg.next_offset <= start:
                 continue
-            for _pos, header in seg.iter_headers(0):
+            for _pos, header in seg.iter_headers(0, BULK_CHUNK):
                 if header.base_offset >= start and header.has_producer_id:
                     self.update(header)
         self.remove_expired(now_ms)

@@ -19,19 +19,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from strom.protocol.record_batch import (
-    HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC,
-    MIN_BATCH_LENGTH,
     BatchHeader,
-    parse_header,
     verify_crc,
 )
 from strom.storage.index import CorruptIndexError, OffsetIndex
 from strom.storage.log_config import LogConfig
+from strom.storage.read_path import SEEK_CHUNK, find_batch, read_batches, scan_headers
 from strom.storage.time_index import TimeIndex
 
-_CHUNK = 1 << 20
 _INT32_MAX = 2**31 - 1
 
 
@@ -131,25 +128,19 @@ class LogSegment:
         self._bytes_since_index = 0
         self._max_ts_indexed = -1
         valid_end = 0
-        pos = 0
         size = self.size
-        while pos + HEADER_SIZE <= size:
-            header = parse_header(os.pread(self._fd, HEADER_SIZE, pos))
+        for pos, header, data in read_batches(self._fd, 0, size):
             if (
                 header.magic != MAGIC
-                or header.batch_length < MIN_BATCH_LENGTH
-                or pos + header.size > size
                 or header.base_offset < self.next_offset
                 or header.last_offset_delta < 0
                 or header.last_offset - self.base_offset > _INT32_MAX
+                or not verify_crc(data)
             ):
-                break
-            if not verify_crc(os.pread(self._fd, header.size, pos)):
                 break
             self._index_batch(header, pos)
             self.next_offset = header.next_offset
-            pos += header.size
-            valid_end = pos
+            valid_end = pos + header.size
         truncated = size - valid_end
         if truncated:
             os.ftruncate(self._fd, valid_end)
@@ -197,56 +188,19 @@ class LogSegment:
 
     # --- reading ---------------------------------------------------------------------------
 
-    def iter_headers(self, position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+    def iter_headers(self, position: int = 0,
+                     chunk: int = SEEK_CHUNK) -> Iterator[tuple[int, BatchHeader]]:  # fmt: skip
         """Yield ``(position, header)`` of each batch from ``position`` on (headers only)."""
-        pos = position
-        buf = b""
-        buf_start = pos
-        while pos + HEADER_SIZE <= self.size:
-            off = pos - buf_start
-            if off + HEADER_SIZE > len(buf):
-                buf = os.pread(self._fd, min(_CHUNK, self.size - pos), pos)
-                buf_start, off = pos, 0
-            header = parse_header(buf, off)
-            if header.batch_length < MIN_BATCH_LENGTH:
-                return
-            yield pos, header
-            pos += header.size
+        return scan_headers(self._fd, position, self.size, chunk)
 
     def batches(self) -> Iterator[tuple[BatchHeader, bytes]]:
         """Every whole batch, in order (for the compactor and producer-state rebuilds)."""
-        for pos, header in self.iter_headers(0):
-            yield header, os.pread(self._fd, header.size, pos)
+        for _pos, header, data in read_batches(self._fd, 0, self.size):
+            yield header, data
 
     def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
         """Position and header of the first batch whose last offset >= ``offset``."""
-        _, pos = self.index.lookup(offset)
-        for position, header in self.iter_headers(pos):
-            if header.last_offset >= offset:
-                return position, header
-        return None
-
-    def read(self, position: int, max_bytes: int, max_offset: int | None,
-             min_one_batch: bool) -> bytes:  # fmt: skip
-        """Whole batches from ``position``: at most ``max_bytes`` (but one batch if
-        ``min_one_batch``), none starting at or after ``max_offset``."""
-        want = min(self.size - position, max(max_bytes, HEADER_SIZE))
-        if want <= 0:
-            return b""
-        data = os.pread(self._fd, want, position)
-        end = 0
-        while end + HEADER_SIZE <= len(data):
-            header = parse_header(data, end)
-            if max_offset is not None and header.base_offset >= max_offset:
-                break
-            if end + header.size > len(data):
-                if end == 0 and min_one_batch:
-                    return os.pread(self._fd, header.size, position)
-                break
-            if end + header.size > max_bytes and not (end == 0 and min_one_batch):
-                break
-            end += header.size
-        return data[:end]
+        return find_batch(self, offset, self.size)
 
     def read_at(self, position: int, length: int) -> bytes:
         return os.pread(self._fd, length, position)
