@@ -167,6 +167,8 @@ def _clean(p: CleanPlan, now: int, abort: threading.Event | None, max_map_entrie
             header, data = last_kept  # dropped: keep it empty so the group's range holds
             out = _rebuild(header, [])
             new.append(out, rb.parse_header(out))
+        new.on_inactive()
+        new.flush()  # here in the worker, so the swap on the log's thread need not fsync
         result.bytes_after += new.size
         result.groups.append(CleanedGroup([p.segments[i] for i in group], new))
     return result

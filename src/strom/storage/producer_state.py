@@ -32,6 +32,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from strom.protocol.record_batch import BatchHeader, increment_sequence
 from strom.storage.errors import InvalidProducerEpochError, OutOfOrderSequenceError
@@ -179,7 +180,12 @@ class ProducerStateManager:
 
     def take_snapshot(self, offset: int, keep: int = 2) -> None:
         """Write the state as of log end offset ``offset``; keep the newest ``keep`` files."""
-        doc = {
+        self.write_snapshot(self.snapshot_doc(offset), keep, sync=False)
+
+    def snapshot_doc(self, offset: int) -> dict[str, Any]:
+        """The state as of log end offset ``offset``, as the snapshot's JSON document: a copy
+        taken on the log's thread, written later by :meth:`write_snapshot` (the flusher)."""
+        return {
             "version": 1,
             "offset": offset,
             "producers": [
@@ -190,9 +196,17 @@ class ProducerStateManager:
                 for pid, e in self.producers.items()
             ],
         }  # fmt: skip
-        path = self._path(offset)
+
+    def write_snapshot(self, doc: dict[str, Any], keep: int = 2, *, sync: bool = True) -> None:
+        """Write ``doc`` (temp file, fsync unless not ``sync``, rename); delete all but the
+        newest ``keep``."""
+        path = self._path(int(doc["offset"]))
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(doc))
+        with open(tmp, "w") as f:
+            f.write(json.dumps(doc))
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
         for old in self.snapshot_offsets()[:-keep]:
             self._path(old).unlink(missing_ok=True)

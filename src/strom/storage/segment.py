@@ -57,6 +57,8 @@ class LogSegment:
         self.created_ms = created_ms
         self._bytes_since_index = 0
         self._max_ts_indexed = -1
+        self._writes = 0  # bumped by every write; flush() records the count it made durable
+        self._flushed_writes = 0
 
     # --- opening ---------------------------------------------------------------------------
 
@@ -127,6 +129,7 @@ class LogSegment:
         self.offset_of_max_timestamp = self.base_offset
         self._bytes_since_index = 0
         self._max_ts_indexed = -1
+        self._writes += 1  # indexes rewritten, and the data's durability is unknown
         valid_end = 0
         size = self.size
         for pos, header, data in read_batches(self._fd, 0, size):
@@ -175,6 +178,7 @@ class LogSegment:
         self._index_batch(header, self.size)
         self.size += len(batch)
         self.next_offset = header.next_offset
+        self._writes += 1
 
     def fits(self, header: BatchHeader) -> bool:
         """True when the batch's offsets are expressible relative to this segment's base."""
@@ -185,6 +189,7 @@ class LogSegment:
         if self.max_timestamp > self._max_ts_indexed:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
             self._max_ts_indexed = self.max_timestamp
+            self._writes += 1
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -221,15 +226,30 @@ class LogSegment:
         removed = self.size - position
         os.ftruncate(self._fd, position)
         self.size = position
+        self._writes += 1
         self.index.truncate_to_position(position)
         self.time_index.truncate_to_offset(offset)
         self.recover()  # recompute summary + indexes of what remains (short: one segment)
         return removed
 
+    @property
+    def unflushed(self) -> bool:
+        """True when something was written (or truncated) since the last :meth:`flush`."""
+        return self._writes != self._flushed_writes
+
     def flush(self) -> None:
-        os.fsync(self._fd)
-        self.index.flush()
-        self.time_index.flush()
+        """fsync the ``.log`` and both indexes. Safe on another thread than the writer's (the
+        flusher's): what was written before the call is durable when it returns."""
+        writes = self._writes
+        try:
+            os.fsync(self._fd)
+            self.index.flush()
+            self.time_index.flush()
+        except OSError:
+            if self._fd < 0:  # closed (deleted) meanwhile: nothing left to make durable
+                return
+            raise
+        self._flushed_writes = writes
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -9,7 +9,9 @@ no response at all, as Kafka's protocol says.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from concurrent.futures import Future
 from typing import Any
 
 from strom.broker import dispatch
@@ -33,7 +35,8 @@ def _partition(ctx: RequestContext, index: int, code: ErrorCode, **values: Any) 
     )
 
 
-def _append_one(ctx: RequestContext, topic: str, index: int, records: bytes | None, acks: int) -> Any:
+def _append_one(ctx: RequestContext, topic: str, index: int, records: bytes | None, acks: int,
+                durable: list[Future[None]]) -> Any:  # fmt: skip
     broker = ctx.broker
     info = broker.topics.get(topic)
     if info is None or index not in info.replicas:
@@ -54,6 +57,8 @@ def _append_one(ctx: RequestContext, topic: str, index: int, records: bytes | No
                 f"min.insync.replicas={log_.config.min_insync_replicas} but the ISR has 1 replica",
             )
         result = broker.replicas.append(topic, index, bytes(records))
+        if result.flushed is not None:  # flush.messages reached: answer once it is on disk
+            durable.append(result.flushed)
     except Exception as exc:
         code = error_code_of(exc)
         if code == ErrorCode.unknown_server_error:
@@ -72,6 +77,7 @@ def _append_one(ctx: RequestContext, topic: str, index: int, records: bytes | No
 @dispatch.handler(API_KEY, 3, 9, advertise_min=0)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     acks = int(request.acks)
+    durable: list[Future[None]] = []
     responses = []
     for topic_data in request.topic_data:
         parts = []
@@ -79,10 +85,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if acks not in (0, 1, -1):
                 parts.append(_partition(ctx, pdata.index, ErrorCode.invalid_required_acks))
             else:
-                parts.append(_append_one(ctx, topic_data.name, pdata.index, pdata.records, acks))
+                parts.append(
+                    _append_one(ctx, topic_data.name, pdata.index, pdata.records, acks, durable)
+                )
         responses.append(
             ctx.make("TopicProduceResponse", name=topic_data.name, partition_responses=tuple(parts))
         )
     if acks == 0:
         return None
+    for fut in durable:  # the flusher thread fsyncs; the loop serves others meanwhile
+        await asyncio.wrap_future(fut)
     return ctx.respond(responses=tuple(responses), throttle_time=0)
