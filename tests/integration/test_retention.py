@@ -26,6 +26,7 @@ def rbroker(tmp_path_factory: pytest.TempPathFactory):
     try:
         yield proc
     finally:
+        print(proc.log_tail(400))
         proc.stop()
 
 
