@@ -91,7 +91,7 @@ def read_region(log: Log, offset: int, max_bytes: int, *, max_offset: int | None
     found = log.read_region(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
     if found is None:
         return None
-    return FileRegion(os.dup(found.segment.fd), found.position, found.length)
+    return FileRegion(found.segment.dup_fd(), found.position, found.length)
 
 
 def materialize(parts: Sequence[bytes | FileRegion]) -> bytes:

@@ -115,28 +115,31 @@ def find_batch(seg: LogSegment, offset: int, size: int) -> tuple[int, BatchHeade
     """Position and header of the first batch of ``seg`` whose last offset is ``>= offset``
     (within its first ``size`` bytes): index lookup, then a short walk."""
     _, pos = seg.index.lookup(offset)
-    for at, header in scan_headers(seg.fd, pos, size):
-        if header.base_offset + header.last_offset_delta >= offset:
-            return at, header
+    with seg.open_fd() as fd:
+        for at, header in scan_headers(fd, pos, size):
+            if header.base_offset + header.last_offset_delta >= offset:
+                return at, header
     return None
 
 
 def _bound_position(seg: LogSegment, max_offset: int, start: int, size: int) -> int:
     """Position of the first batch with base offset ``>= max_offset`` (``size`` if none)."""
     _, pos = seg.index.lookup(max_offset)
-    for at, header in scan_headers(seg.fd, max(pos, start), size):
-        if header.base_offset >= max_offset:
-            return at
+    with seg.open_fd() as fd:
+        for at, header in scan_headers(fd, max(pos, start), size):
+            if header.base_offset >= max_offset:
+                return at
     return size
 
 
 def _cut_position(seg: LogSegment, start: int, limit: int, size: int) -> int:
     """The last batch boundary in ``[start, limit]`` (``start`` if the first batch is longer)."""
     end = max(seg.index.position_floor(limit), start)
-    for at, header in scan_headers(seg.fd, end, size):
-        if at + header.size > limit:
-            break
-        end = at + header.size
+    with seg.open_fd() as fd:
+        for at, header in scan_headers(fd, end, size):
+            if at + header.size > limit:
+                break
+            end = at + header.size
     return end
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from strom.protocol.record_batch import (
@@ -196,19 +197,39 @@ class LogSegment:
     def iter_headers(self, position: int = 0,
                      chunk: int = SEEK_CHUNK) -> Iterator[tuple[int, BatchHeader]]:  # fmt: skip
         """Yield ``(position, header)`` of each batch from ``position`` on (headers only)."""
-        return scan_headers(self._fd, position, self.size, chunk)
+        with self.open_fd() as fd:
+            yield from scan_headers(fd, position, self.size, chunk)
 
     def batches(self) -> Iterator[tuple[BatchHeader, bytes]]:
         """Every whole batch, in order (for the compactor and producer-state rebuilds)."""
-        for _pos, header, data in read_batches(self._fd, 0, self.size):
-            yield header, data
+        with self.open_fd() as fd:
+            for _pos, header, data in read_batches(fd, 0, self.size):
+                yield header, data
 
     def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
         """Position and header of the first batch whose last offset >= ``offset``."""
         return find_batch(self, offset, self.size)
 
     def read_at(self, position: int, length: int) -> bytes:
-        return os.pread(self._fd, length, position)
+        with self.open_fd() as fd:
+            return os.pread(fd, length, position)
+
+    @contextmanager
+    def open_fd(self) -> Iterator[int]:
+        """The .log's descriptor for the ``with`` block (every reader goes through this or
+        :meth:`dup_fd`, so how descriptors are held can change in one place)."""
+        yield self._fd
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` (or :meth:`delete`) ran."""
+        return self._fd < 0
+
+    def dup_fd(self) -> int:
+        """A descriptor of the .log of the caller's own (it closes it): it stays valid whatever
+        happens to the segment (retention, a compaction swap)."""
+        with self.open_fd() as fd:
+            return os.dup(fd)
 
     @property
     def fd(self) -> int:
@@ -242,11 +263,12 @@ class LogSegment:
         flusher's): what was written before the call is durable when it returns."""
         writes = self._writes
         try:
-            os.fsync(self._fd)
+            with self.open_fd() as fd:
+                os.fsync(fd)
             self.index.flush()
             self.time_index.flush()
         except OSError:
-            if self._fd < 0:  # closed (deleted) meanwhile: nothing left to make durable
+            if self.closed:  # closed (deleted) meanwhile: nothing left to make durable
                 return
             raise
         self._flushed_writes = writes
