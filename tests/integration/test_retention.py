@@ -26,7 +26,6 @@ def rbroker(tmp_path_factory: pytest.TempPathFactory):
     try:
         yield proc
     finally:
-        print(proc.log_tail(400))
         proc.stop()
 
 
