@@ -1,4 +1,5 @@
-"""Rolling a large segment does not stall other clients (the fsync is on the flusher thread).
+"""Rolling a large segment does not stall other clients (the fsync is on the flusher thread),
+and what must be durable before an answer still is.
 
 A producer fills a 320 MiB segment and crosses into the next one; the roll used to fsync the
 whole segment on the event loop (about 0.15 s for 200 MiB of dirty pages on this machine, seconds on a
@@ -103,3 +104,22 @@ def test_roll_of_a_large_segment_does_not_delay_another_client(tmp_path: Path, t
         assert got == [(o, str(o).encode(), True) for o in range(rolled_at - 1, sent)]
     finally:
         proc.stop()
+
+
+def test_flush_messages_is_durable_before_the_ack(fresh_broker: BrokerProcess, topic_name: str) -> None:
+    """flush.messages=1: the fsync runs on the flusher thread, but the Produce response still
+    waits for it, so the recovery-point checkpoint covers every acknowledged offset."""
+    create_topic(fresh_broker.bootstrap, topic_name, 1, {"flush.messages": "1"})
+    seg_dir = fresh_broker.data_dir / f"{topic_name}-0"
+    for i in range(20):
+        (msg,) = produce(fresh_broker.bootstrap, topic_name, [{"value": b"v%d" % i}],
+                         **{"acks": "all", "linger.ms": 0})  # fmt: skip
+        assert msg.offset() == i
+        assert ckpt.read_offset(seg_dir / ckpt.RECOVERY_POINT_FILE, 0) >= i + 1
+    # and DeleteRecords answers once the new log start offset is on disk
+    admin_tp = TopicPartition(topic_name, 0, 7)
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": fresh_broker.bootstrap})
+    assert admin.delete_records([admin_tp])[admin_tp].result(20).low_watermark == 7  # type: ignore[index]
+    assert ckpt.read_offset(seg_dir / ckpt.LOG_START_OFFSET_FILE, 0) == 7

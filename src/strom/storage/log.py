@@ -367,7 +367,10 @@ class Log:
         doomed = 0
         while doomed + 1 < len(self._segments) and self._bases[doomed + 1] <= offset:
             doomed += 1
-        self._delete_oldest(doomed)
+        if doomed:
+            self._delete_oldest(doomed)  # persists the new start too
+        else:  # the start moved inside a segment: persist it all the same
+            self._flusher.submit(self._write_log_start_checkpoint)
         self._changed()
         return self.log_start_offset
 
