@@ -40,6 +40,7 @@ from strom.protocol.batch_header import (
     walk_headers,
 )
 from strom.protocol.records import (
+    DELETE_HORIZON_BIT,
     Header,
     Record,
     build_batch,
@@ -53,6 +54,7 @@ __all__ = [
     "COMPRESSION_MASK",
     "CONTROL_BIT",
     "CREATE_TIME",
+    "DELETE_HORIZON_BIT",
     "HEADER_SIZE",
     "LOG_APPEND_TIME",
     "LOG_OVERHEAD",
