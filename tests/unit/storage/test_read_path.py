@@ -29,6 +29,7 @@ from strom.protocol.record_batch import (
 )
 from strom.protocol.records import Record
 from strom.storage import read_path
+from strom.storage.batch_validation import AppendOrigin
 from strom.storage.log import Log
 from strom.storage.log_config import LogConfig
 
@@ -121,7 +122,7 @@ def test_same_bytes_with_offset_gaps(tmp_path: Path) -> None:
         recs = [Record(offset + i, clock.time_ms(), b"k", os.urandom(rng.choice([50, 700])), ())
                 for i in range(count)]  # fmt: skip
         log.append(build_batch_from_records(recs, base_offset=offset, last_offset_delta=count - 1 + rng.choice([0, 3])),
-                   assign_offsets=False)  # fmt: skip
+                   origin=AppendOrigin.REPLICATION)  # fmt: skip
         offset = log.log_end_offset
     _check_all(log, rng, samples=80)
     log.close()
