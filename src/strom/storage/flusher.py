@@ -40,6 +40,9 @@ class Flusher:
     def __init__(self, name: str = "strom-flusher") -> None:
         self._queue: queue.SimpleQueue[tuple[Job, Future[None]] | None] = queue.SimpleQueue()
         self._closed = False
+        self._lock = threading.Lock()
+        self._submitted = 0
+        self._done = 0
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -49,6 +52,8 @@ class Flusher:
         if self._closed:
             self._execute(job, fut)  # after close: nothing may be lost, run it here
             return fut
+        with self._lock:
+            self._submitted += 1
         self._queue.put((job, fut))
         return fut
 
@@ -57,8 +62,16 @@ class Flusher:
         return self.submit(_noop)
 
     def drain(self, timeout: float | None = None) -> None:
-        """Block until every job submitted so far has run."""
+        """Block until every job submitted so far has run (at once when none is pending)."""
+        if self.idle:
+            return
         self.barrier().result(timeout)
+
+    @property
+    def idle(self) -> bool:
+        """True when every submitted job has run."""
+        with self._lock:
+            return self._closed or self._done == self._submitted
 
     def close(self) -> None:
         """Run what is queued, then stop the thread (later submissions run inline)."""
@@ -75,6 +88,8 @@ class Flusher:
                 return
             job, fut = item
             self._execute(job, fut)
+            with self._lock:
+                self._done += 1
 
     @staticmethod
     def _execute(job: Job, fut: Future[None]) -> None:
@@ -92,8 +107,10 @@ class Flusher:
 class InlineFlusher(Flusher):
     """Runs every job immediately on the calling thread (synchronous storage)."""
 
-    def __init__(self) -> None:  # no thread
+    def __init__(self) -> None:  # no thread, no queue
         self._closed = True
+        self._lock = threading.Lock()
+        self._submitted = self._done = 0
 
     def close(self) -> None:
         pass

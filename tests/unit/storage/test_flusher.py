@@ -188,3 +188,13 @@ def test_a_failing_job_does_not_stop_the_flusher(flusher: Flusher) -> None:
         bad.result(5)
     good.result(5)
     assert ran == [1]
+
+
+def test_drain_waits_only_while_work_is_pending(flusher: Flusher) -> None:
+    gate = threading.Event()
+    fut = flusher.submit(lambda: gate.wait(10) and None)
+    assert not flusher.idle
+    threading.Timer(0.1, gate.set).start()
+    flusher.drain(10)
+    assert fut.done() and flusher.idle
+    flusher.drain(0)  # nothing pending: returns at once
