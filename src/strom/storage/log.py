@@ -404,7 +404,7 @@ class Log:
         # Durable before the caller answers (a crash right after the response must not bring
         # the deleted records back; Kafka checkpoints within a minute): the checkpoint is the
         # flusher's, written below, and the DeleteRecords handler awaits ``durable()``.
-        self.leader_epochs.truncate_from_start(offset)
+        self.leader_epochs.truncate_from_start(offset, self._flusher.submit)
         if offset >= self.log_end_offset and self.active.size > 0:
             self.roll()
         doomed = 0
@@ -436,7 +436,7 @@ class Log:
             self._set_segments(self._segments[count:])
         self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
         self._flusher.submit(self._write_log_start_checkpoint)
-        self.leader_epochs.truncate_from_start(self.log_start_offset)
+        self.leader_epochs.truncate_from_start(self.log_start_offset, self._flusher.submit)
 
     def _delete_segment(self, seg: LogSegment) -> None:
         """Rename to ``.deleted`` now, unlink after file.delete.delay.ms (deferred_delete)."""
