@@ -31,6 +31,7 @@ from strom.config import BrokerConfig, ConfigError, parse_properties
 from strom.metadata.embedded import EmbeddedStore
 from strom.metadata.topics import TopicInfo, TopicRegistry
 from strom.storage import file_handles
+from strom.storage.flusher import Flusher
 from strom.storage.log_manager import LogManager
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ class Broker:
         self.store = EmbeddedStore(self.data_dir)
         self.topics = TopicRegistry(self.store)
         dynamic_config.load(self)  # before the logs open: they take its defaults
-        self.logs = LogManager(self.data_dir, self.clock, self.config.values)
+        self.logs = LogManager(self.data_dir, self.clock, self.config.values, Flusher())
         doomed = self.logs.load(self._topic_overrides, self._hosted)
         self.replicas = ReplicaManager(self.logs, self.node_id)
         self.lifecycle = TopicLifecycle(self)
@@ -162,11 +163,9 @@ class Broker:
         self.logs.maintenance()
 
     async def _checkpoint_recovery_points(self) -> None:
-        """Kafka's recovery-point checkpoint of the data directory, written off the loop."""
-        points = self.logs.recovery_points()
-        await asyncio.get_running_loop().run_in_executor(
-            None, self.logs.checkpoint_recovery_points, points
-        )
+        """Kafka's recovery-point checkpoint of the data directory, written by the flusher
+        thread (after the fsyncs queued before it; never concurrently with shutdown's)."""
+        await asyncio.wrap_future(self.logs.checkpoint_recovery_points_async())
 
     def _every(self, seconds: float, fn: Callable[[], None | Awaitable[None]]) -> None:
         async def loop() -> None:

@@ -11,9 +11,10 @@ File ``leader-epoch-checkpoint`` in the partition directory, Kafka's
 An entry is added when a batch with a newer partitionLeaderEpoch is appended (the leader
 stamps its epoch on every batch; a follower copies the leader's); entries above a truncation
 point are removed, and entries below the log start offset collapse into the first one. The
-file is rewritten (temp file, fsync, rename) on every truncation at once; a new epoch
+file is rewritten (temp file, fsync, rename) on every truncation (from the end at once; from
+the start, for retention and DeleteRecords, by the log's flusher thread); a new epoch
 (:meth:`assign`, on the append path) is only written by the next :meth:`flush` (the log's
-flush, roll or close), as Kafka does since KAFKA-15046: an fsync per partition on its first
+flush or roll, queued on the flusher before the recovery point moves past it; or close), as Kafka does since KAFKA-15046: an fsync per partition on its first
 append stalled the event loop for seconds with thousands of partitions. A crash before that
 flush loses the entry from the file, never from the log: recovery re-assigns the epochs of
 the batches it re-validates (:meth:`strom.storage.log.Log.open`), and a missing file is
@@ -28,10 +29,12 @@ from __future__ import annotations
 
 import bisect
 import os
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 FILE_NAME = "leader-epoch-checkpoint"
+Submit = Callable[[Callable[[], None]], object]
 UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
 
@@ -43,7 +46,10 @@ class LeaderEpochCache:
         self.path = dir / FILE_NAME
         self._epochs: list[int] = []
         self._starts: list[int] = []
-        self._dirty = False  # entries not yet in the file
+        self._dirty = False  # entries not yet in the file (nor queued for it)
+        self._write_lock = threading.Lock()
+        self._version = 0  # of the entries, bumped by every change written
+        self._written_version = 0
 
     # --- persistence ------------------------------------------------------------------------
 
@@ -64,26 +70,39 @@ class LeaderEpochCache:
             self._append(epoch, start)
         return True
 
-    def _write(self, sync: bool = True) -> None:
-        tmp = self.path.with_name(self.path.name + ".tmp")
+    def _write(self, submit: Submit | None = None, *, sync: bool = True) -> None:
+        """Rewrite the file now, or (``submit``, e.g. the log's flusher) the current entries
+        later, off the caller's thread, in submission order. ``sync=False``: no fsync (the
+        caller syncs the file system itself, e.g. a clean shutdown's one ``syncfs``)."""
         body = "".join(f"{e} {s}\n" for e, s in self.entries())
-        with open(tmp, "w") as f:
-            f.write(f"0\n{len(self._epochs)}\n{body}")
-            f.flush()
-            if sync:
-                os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        text = f"0\n{len(self._epochs)}\n{body}"
+        self._version += 1
         self._dirty = False
+        version = self._version
+        if submit is None:
+            self._write_version(version, text, sync)
+        else:
+            submit(lambda: self._write_version(version, text, sync))
 
-    def flush(self, sync: bool = True) -> None:
-        """Write entries :meth:`assign` added since the last write (fsynced unless the caller
-        syncs the file system itself)."""
+    def _write_version(self, version: int, text: str, sync: bool = True) -> None:
+        """Write ``text`` unless a newer version is already in the file (a synchronous write
+        may overtake a queued one)."""
+        with self._write_lock:
+            if version <= self._written_version:
+                return
+            _write_file(self.path, text, sync)
+            self._written_version = version
+
+    def flush(self, submit: Submit | None = None, *, sync: bool = True) -> None:
+        """Write entries :meth:`assign` / :meth:`rebuild` added since the last write: now, or
+        queued through ``submit`` (the log's flusher, before the recovery point that covers
+        them moves); fsynced unless ``sync=False``."""
         if self._dirty:
-            self._write(sync)
+            self._write(submit, sync=sync)
 
     @property
     def dirty(self) -> bool:
-        """Entries exist that the file does not hold yet."""
+        """Entries exist that the file does not hold (nor has queued) yet."""
         return self._dirty
 
     def rebuild(self, batches: Iterable[tuple[int, int]]) -> None:
@@ -157,12 +176,25 @@ class LeaderEpochCache:
             del self._epochs[keep:], self._starts[keep:]
             self._write()
 
-    def truncate_from_start(self, start_offset: int) -> None:
+    def truncate_from_start(self, start_offset: int, submit: Submit | None = None) -> None:
         """The log now starts at ``start_offset``: entries wholly below it go, the one that
-        covers it starts there (Kafka's ``truncateFromStart``)."""
+        covers it starts there (Kafka's ``truncateFromStart``). With ``submit`` the file is
+        written later (retention and DeleteRecords must not wait on the disk; a lost write
+        only leaves an older start, which opening the log fits again)."""
         covering = bisect.bisect_right(self._starts, start_offset) - 1
         if covering < 0 or (covering == 0 and self._starts[0] == start_offset):
             return
         del self._epochs[:covering], self._starts[:covering]
         self._starts[0] = start_offset
-        self._write()
+        self._write(submit)
+
+
+def _write_file(path: Path, text: str, sync: bool = True) -> None:
+    """Temp file, fsync (unless ``sync=False``), rename."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        if sync:
+            os.fsync(f.fileno())
+    os.replace(tmp, path)

@@ -24,14 +24,16 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from strom.clock import Clock
 from strom.storage import log_dir
 from strom.storage.errors import LogDirLockedError
+from strom.storage.flusher import INLINE, Flusher
 from strom.storage.log import Log
 from strom.storage.log_config import LogConfig
+from strom.storage.maintenance import MaintenanceSchedule
 from strom.storage.producer_state import DEFAULT_EXPIRATION_MS
 
 logger = logging.getLogger(__name__)
@@ -92,8 +94,13 @@ def _is_dir(entry: os.DirEntry[str]) -> bool:
 class LogManager:
     """Opens, creates, deletes and maintains the logs under ``data_dir``."""
 
-    def __init__(self, data_dir: Path, clock: Clock, broker_configs: Mapping[str, str]) -> None:
+    def __init__(self, data_dir: Path, clock: Clock, broker_configs: Mapping[str, str],
+                 flusher: Flusher | None = None) -> None:  # fmt: skip
+        """``flusher`` runs the logs' fsyncs and checkpoint writes (the broker passes a
+        background :class:`Flusher`, owned from then on; by default they run inline)."""
         self.data_dir = Path(data_dir)
+        self.flusher = flusher if flusher is not None else INLINE
+        self._schedule: MaintenanceSchedule[TopicPartition] = MaintenanceSchedule()
         self.clock = clock
         self.broker_configs = dict(broker_configs)
         self._logs: dict[TopicPartition, Log] = {}
@@ -157,7 +164,7 @@ class LogManager:
         def open_one(item: tuple[TopicPartition, Path]) -> Log:
             tp, path = item
             return Log.open(path, configs[tp[0]], self.clock, clean=clean,
-                            recovery_point=points.get(tp, 0),
+                            recovery_point=points.get(tp, 0), flusher=self.flusher,
                             producer_id_expiration_ms=self.producer_id_expiration_ms)  # fmt: skip
 
         # Opening is mostly system calls (list, open, read): a few threads overlap them, as
@@ -166,7 +173,7 @@ class LogManager:
             opened = list(pool.map(open_one, todo))
         recovered = 0
         for (tp, path), log in zip(todo, opened, strict=True):
-            self._logs[tp] = log
+            self._register(tp, log)
             if log.recovered:
                 recovered += 1
                 logger.info("recovered log %s (%d segments re-validated, end offset %d)",
@@ -178,9 +185,18 @@ class LogManager:
         )
         return doomed
 
-    def _open(self, path: Path, config: LogConfig) -> Log:
-        return Log.open(path, config, self.clock,
-                        producer_id_expiration_ms=self.producer_id_expiration_ms)  # fmt: skip
+    def _open(self, tp: TopicPartition, path: Path, config: LogConfig) -> Log:
+        log = Log.open(path, config, self.clock, flusher=self.flusher,
+                       producer_id_expiration_ms=self.producer_id_expiration_ms)  # fmt: skip
+        self._register(tp, log)
+        return log
+
+    def _register(self, tp: TopicPartition, log: Log) -> None:
+        """Serve ``log`` as ``tp`` and put it on the maintenance schedule (owner's thread)."""
+        self._logs[tp] = log
+        touch = self._schedule.touch
+        log.on_change = lambda: touch(tp)
+        touch(tp)
 
     def get(self, topic: str, partition: int) -> Log | None:
         return self._logs.get((topic, partition))
@@ -199,7 +215,7 @@ class LogManager:
                 path = self.data_dir / f"{topic}-{partition}"
                 if path.exists():
                     remove_dirs([path])
-                made.append(Log.create(path, config, self.clock,
+                made.append(Log.create(path, config, self.clock, flusher=self.flusher,
                                        producer_id_expiration_ms=self.producer_id_expiration_ms))  # fmt: skip
             log_dir.fsync_dir(self.data_dir)
         except BaseException:
@@ -214,12 +230,16 @@ class LogManager:
         for log in logs:
             tp = parse_log_dir_name(log.dir.name)
             assert tp is not None and tp[0] == topic
-            self._logs[tp] = log
+            self._register(tp, log)
 
     def detach(self, topic: str, partition: int) -> Log | None:
         """Unregister a log (no more reads or appends); the caller removes it with
         :func:`remove_log`, off the event loop."""
-        return self._logs.pop((topic, partition), None)
+        self._schedule.remove((topic, partition))
+        log = self._logs.pop((topic, partition), None)
+        if log is not None:
+            log.on_change = None
+        return log
 
     def create(self, topic: str, partition: int, overrides: Mapping[str, str]) -> Log:
         """Open (creating) the log; validates ``overrides`` (InvalidConfigError)."""
@@ -229,9 +249,7 @@ class LogManager:
         if existing is not None:
             existing.update_config(config)
             return existing
-        log = self._open(self.data_dir / f"{topic}-{partition}", config)
-        self._logs[(topic, partition)] = log
-        return log
+        return self._open((topic, partition), self.data_dir / f"{topic}-{partition}", config)
 
     def delete(self, topic: str, partition: int) -> None:
         log = self.detach(topic, partition)
@@ -244,7 +262,7 @@ class LogManager:
         self._overrides[topic] = dict(overrides)
         for (t, _p), log in self._logs.items():
             if t == topic:
-                log.update_config(config)
+                log.update_config(config)  # which touches its maintenance schedule
 
     def update_broker_configs(self, broker_configs: Mapping[str, str]) -> None:
         """New broker properties (a dynamic broker config changed): every log gets its config
@@ -260,24 +278,32 @@ class LogManager:
     def logs(self) -> Iterator[tuple[TopicPartition, Log]]:
         yield from list(self._logs.items())
 
-    def maintenance(self) -> None:
-        """Periodic work: segment.ms rolls, retention, producer id expiry (every
-        ``producer.id.expiration.check.interval.ms``, as Kafka), file.delete.delay.ms
-        deletions, flush.ms. Errors stay per log."""
+    def maintenance(self) -> int:
+        """Periodic work: segment.ms rolls, retention, file.delete.delay.ms deletions, flush.ms,
+        for the logs that changed or have a deadline due (:mod:`strom.storage.maintenance`);
+        producer id expiry over every log each ``producer.id.expiration.check.interval.ms``
+        (as Kafka). Errors stay per log. Returns how many logs were visited."""
         now = self.clock.monotonic()
-        expire = (now - self._last_producer_check) * 1000 >= self.producer_id_check_interval_ms
-        if expire:
+        if (now - self._last_producer_check) * 1000 >= self.producer_id_check_interval_ms:
             self._last_producer_check = now
-        for tp, log in self.logs():
+            for _tp, log in self.logs():
+                log.remove_expired_producers()
+        visited = 0
+        for tp in self._schedule.take_due(now):
+            found = self._logs.get(tp)
+            if found is None:
+                continue
+            log = found
+            visited += 1
             try:
                 log.maybe_roll_by_time()
                 log.enforce_retention()
-                if expire:
-                    log.remove_expired_producers()
                 log.delete_due_files()
                 log.maybe_flush_by_time()
             except OSError:
                 logger.exception("maintenance failed for %s-%d", *tp)
+            self._schedule.schedule(tp, log.next_maintenance())
+        return visited
 
     def recovery_points(self) -> dict[TopicPartition, int]:
         """Every log's recovery point now (build on the owner's thread, write anywhere with
@@ -288,6 +314,13 @@ class LogManager:
         """Write the data directory's recovery-point checkpoint (thread-safe)."""
         log_dir.write_offsets(self.data_dir / log_dir.RECOVERY_POINT_FILE, points)
 
+    def checkpoint_recovery_points_async(self) -> Future[None]:
+        """Have the flusher write the data directory's recovery-point checkpoint with every
+        log's recovery point now (each moved by the flusher only after its fsync; the file is
+        written after the jobs queued before, and never at the same time as shutdown's)."""
+        points = self.recovery_points()
+        return self.flusher.submit(lambda: self.checkpoint_recovery_points(points))
+
     def flush_all(self) -> None:
         for _tp, log in self.logs():
             log.flush()
@@ -295,12 +328,13 @@ class LogManager:
     def close_all(self) -> None:
         """Close every log cleanly and release the directory lock.
 
-        Per-file fsyncs and renames cost about a millisecond each, several per log: so the
-        logs write without them, one ``syncfs`` makes it all durable, then the directory's
-        recovery-point checkpoint and clean-shutdown marker are written
-        (:mod:`strom.storage.log_dir`). A log that fails to close leaves the marker out: every
-        log is then checked at the next start, from its recovery point."""
+        Queued flusher work runs first. Per-file fsyncs and renames cost about a millisecond
+        each, several per log: so the logs write without them, one ``syncfs`` makes it all
+        durable, then the directory's recovery-point checkpoint and clean-shutdown marker are
+        written (:mod:`strom.storage.log_dir`). A log that fails to close leaves the marker
+        out: every log is then checked at the next start, from its recovery point."""
         started = time.monotonic()
+        self.flusher.drain()
         points: dict[TopicPartition, int] = {}
         failed = 0
         for tp, log in self.logs():
@@ -310,6 +344,7 @@ class LogManager:
             except OSError:
                 failed += 1
                 logger.exception("closing the log in %s failed", log.dir)
+        self.flusher.drain()  # jobs a close queued (none expected) before the one sync
         if points or failed:
             log_dir.sync_filesystem(self.data_dir)
             log_dir.write_offsets(self.data_dir / log_dir.RECOVERY_POINT_FILE, points)
@@ -317,6 +352,7 @@ class LogManager:
                 log_dir.write_clean_marker(self.data_dir)
             logger.info("closed %d logs in %.2fs", len(points), time.monotonic() - started)
         self._logs.clear()
+        self.flusher.close()
         if self._lock_fd >= 0:
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
             os.close(self._lock_fd)

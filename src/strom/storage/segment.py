@@ -26,20 +26,17 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from strom.protocol.record_batch import (
-    HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC,
-    MIN_BATCH_LENGTH,
     BatchHeader,
-    parse_header,
     verify_crc,
 )
 from strom.storage.file_handles import HANDLES
 from strom.storage.index import CorruptIndexError, OffsetIndex
 from strom.storage.log_config import LogConfig
+from strom.storage.read_path import SEEK_CHUNK, find_batch, read_batches, scan_headers
 from strom.storage.time_index import TimeIndex
 
-_CHUNK = 1 << 20
 _INT32_MAX = 2**31 - 1
 
 
@@ -68,6 +65,8 @@ class LogSegment:
         self.created_ms = created_ms
         self._bytes_since_index = 0
         self._max_ts_indexed = -1
+        self._writes = 0  # bumped by every write; flush() records the count it made durable
+        self._flushed_writes = 0
 
     # --- opening ---------------------------------------------------------------------------
 
@@ -143,41 +142,30 @@ class LogSegment:
         self.offset_of_max_timestamp = self.base_offset
         self._bytes_since_index = 0
         self._max_ts_indexed = -1
+        self._writes += 1  # indexes rewritten, and the data's durability is unknown
+        valid_end = 0
         size = self.size
         with self.open_fd() as fd:
-            valid_end = self._validate(fd, size)
-        truncated = size - valid_end
-        if truncated:
-            with self.open_fd() as fd:
+            for pos, header, data in read_batches(fd, 0, size):
+                if (
+                    header.magic != MAGIC
+                    or header.base_offset < self.next_offset
+                    or header.last_offset_delta < 0
+                    or header.last_offset - self.base_offset > _INT32_MAX
+                    or not verify_crc(data)
+                ):
+                    break
+                self._index_batch(header, pos)
+                self.next_offset = header.next_offset
+                valid_end = pos + header.size
+            truncated = size - valid_end
+            if truncated:
                 os.ftruncate(fd, valid_end)
-            self.size = valid_end
+        self.size = valid_end
         first = next(self.iter_headers(0), None)
         if first is not None:
             self.created_ms = first[1].max_timestamp
         return truncated
-
-    def _validate(self, fd: int, size: int) -> int:
-        """Index every valid batch from the start; the end of the last valid one."""
-        valid_end = 0
-        pos = 0
-        while pos + HEADER_SIZE <= size:
-            header = parse_header(os.pread(fd, HEADER_SIZE, pos))
-            if (
-                header.magic != MAGIC
-                or header.batch_length < MIN_BATCH_LENGTH
-                or pos + header.size > size
-                or header.base_offset < self.next_offset
-                or header.last_offset_delta < 0
-                or header.last_offset - self.base_offset > _INT32_MAX
-            ):
-                break
-            if not verify_crc(os.pread(fd, header.size, pos)):
-                break
-            self._index_batch(header, pos)
-            self.next_offset = header.next_offset
-            pos += header.size
-            valid_end = pos
-        return valid_end
 
     # --- writing ---------------------------------------------------------------------------
 
@@ -205,6 +193,7 @@ class LogSegment:
         self._index_batch(header, self.size)
         self.size += len(batch)
         self.next_offset = header.next_offset
+        self._writes += 1
 
     def fits(self, header: BatchHeader) -> bool:
         """True when the batch's offsets are expressible relative to this segment's base."""
@@ -215,60 +204,25 @@ class LogSegment:
         if self.max_timestamp > self._max_ts_indexed:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
             self._max_ts_indexed = self.max_timestamp
+            self._writes += 1
 
     # --- reading ---------------------------------------------------------------------------
 
-    def iter_headers(self, position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+    def iter_headers(self, position: int = 0,
+                     chunk: int = SEEK_CHUNK) -> Iterator[tuple[int, BatchHeader]]:  # fmt: skip
         """Yield ``(position, header)`` of each batch from ``position`` on (headers only)."""
-        pos = position
-        buf = b""
-        buf_start = pos
-        while pos + HEADER_SIZE <= self.size:
-            off = pos - buf_start
-            if off + HEADER_SIZE > len(buf):
-                with self.open_fd() as fd:
-                    buf = os.pread(fd, min(_CHUNK, self.size - pos), pos)
-                buf_start, off = pos, 0
-            header = parse_header(buf, off)
-            if header.batch_length < MIN_BATCH_LENGTH:
-                return
-            yield pos, header
-            pos += header.size
+        with self.open_fd() as fd:
+            yield from scan_headers(fd, position, self.size, chunk)
 
     def batches(self) -> Iterator[tuple[BatchHeader, bytes]]:
         """Every whole batch, in order (for the compactor and producer-state rebuilds)."""
-        for pos, header in self.iter_headers(0):
-            yield header, self.read_at(pos, header.size)
+        with self.open_fd() as fd:
+            for _pos, header, data in read_batches(fd, 0, self.size):
+                yield header, data
 
     def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
         """Position and header of the first batch whose last offset >= ``offset``."""
-        _, pos = self.index.lookup(offset)
-        for position, header in self.iter_headers(pos):
-            if header.last_offset >= offset:
-                return position, header
-        return None
-
-    def read(self, position: int, max_bytes: int, max_offset: int | None,
-             min_one_batch: bool) -> bytes:  # fmt: skip
-        """Whole batches from ``position``: at most ``max_bytes`` (but one batch if
-        ``min_one_batch``), none starting at or after ``max_offset``."""
-        want = min(self.size - position, max(max_bytes, HEADER_SIZE))
-        if want <= 0:
-            return b""
-        data = self.read_at(position, want)
-        end = 0
-        while end + HEADER_SIZE <= len(data):
-            header = parse_header(data, end)
-            if max_offset is not None and header.base_offset >= max_offset:
-                break
-            if end + header.size > len(data):
-                if end == 0 and min_one_batch:
-                    return self.read_at(position, header.size)
-                break
-            if end + header.size > max_bytes and not (end == 0 and min_one_batch):
-                break
-            end += header.size
-        return data[:end]
+        return find_batch(self, offset, self.size)
 
     def read_at(self, position: int, length: int) -> bytes:
         with self.open_fd() as fd:
@@ -317,16 +271,32 @@ class LogSegment:
         with self.open_fd() as fd:
             os.ftruncate(fd, position)
         self.size = position
+        self._writes += 1
         self.index.truncate_to_position(position)
         self.time_index.truncate_to_offset(offset)
         self.recover()  # recompute summary + indexes of what remains (short: one segment)
         return removed
 
+    @property
+    def unflushed(self) -> bool:
+        """True when something was written (or truncated) since the last :meth:`flush`."""
+        return self._writes != self._flushed_writes
+
     def flush(self) -> None:
-        with self.open_fd() as fd:
-            os.fsync(fd)
-        self.index.flush()
-        self.time_index.flush()
+        """fsync the ``.log`` and write + fsync both indexes' entries. Safe on another thread
+        than the writer's (the flusher's): what was written before the call is durable when it
+        returns."""
+        writes = self._writes
+        try:
+            with self.open_fd() as fd:
+                os.fsync(fd)
+            self.index.flush()
+            self.time_index.flush()
+        except (OSError, ValueError):  # ValueError: the descriptor cache's "closed"
+            if self.closed:  # closed (deleted) meanwhile: nothing left to make durable
+                return
+            raise
+        self._flushed_writes = writes
 
     def close(self) -> None:
         """Close the .log (for good) and write the indexes' unwritten entries."""
