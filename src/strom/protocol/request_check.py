@@ -106,7 +106,7 @@ def _skip_tagged(buf: bytes, pos: int, end: int, known: dict[int, Any], nulls: l
 
 
 class _Compiler:
-    """Generates one walker function per kio class (structs are never recursive)."""
+    """Generates one walker function per kio class (Kafka's structs are never recursive)."""
 
     def __init__(self) -> None:
         self.namespace: dict[str, Any] = {
@@ -123,13 +123,26 @@ class _Compiler:
         return self.namespace[self._compile(cls)]  # type: ignore[no-any-return]
 
     def _compile(self, cls: Any) -> str:
+        """A function walking one ``cls``: ``(buf, pos, end, nulls) -> pos after it``."""
         name = self.names.get(cls)
         if name is not None:
             return name
         name = f"_walk_{len(self.names)}"
         self.names[cls] = name
+        lines = [f"def {name}(buf, pos, end, nulls):", *self._struct_lines(cls, "    ")]
+        lines.append("    if pos > end:")
+        lines.append(f"        raise Malformed('{cls.__name__} runs past the end')")
+        lines.append("    return pos")
+        exec("\n".join(lines), self.namespace)  # noqa: S102 - source generated from kio schemas
+        return name
+
+    def _struct_lines(self, cls: Any, ind: str) -> list[str]:
+        """Statements walking one ``cls`` in place, nested structs inlined (no calls).
+
+        Positions only grow and every length is checked against ``end - pos``, so a fixed-size
+        field that overruns is caught by the next check or the caller's final one."""
         flexible = bool(cls.__flexible__)
-        lines = [f"def {name}(buf, pos, end, nulls):"]
+        lines: list[str] = []
         fixed = 0
         tagged: dict[int, str] = {}
         for f in fields(cls):
@@ -142,19 +155,19 @@ class _Compiler:
                 fixed += size
                 continue
             if fixed:
-                lines.append(f"    pos += {fixed}")
+                lines.append(f"{ind}pos += {fixed}")
                 fixed = 0
-            lines.extend(self._field_lines(cls, f, flexible, "    "))
+            lines.extend(self._field_lines(cls, f, flexible, ind))
         if fixed:
-            lines.append(f"    pos += {fixed}")
+            lines.append(f"{ind}pos += {fixed}")
         if flexible:
-            known = "{" + ", ".join(f"{t}: {w}" for t, w in tagged.items()) + "}"
-            lines.append(f"    pos = _skip_tagged(buf, pos, end, {known}, nulls)")
-        lines.append("    if pos > end:")
-        lines.append(f"        raise Malformed('{cls.__name__} runs past the end')")
-        lines.append("    return pos")
-        exec("\n".join(lines), self.namespace)  # noqa: S102 - source generated from kio schemas
-        return name
+            known = f"_tags_{len(self.namespace)}"
+            self.namespace[known] = {t: self.namespace[w] for t, w in tagged.items()}
+            lines.append(f"{ind}if buf[pos]:")  # almost always no tagged fields: one 0 byte
+            lines.append(f"{ind}    pos = _skip_tagged(buf, pos, end, {known}, nulls)")
+            lines.append(f"{ind}else:")
+            lines.append(f"{ind}    pos += 1")
+        return lines or [f"{ind}pass"]
 
     @staticmethod
     def _fixed_size(f: Any) -> int | None:
@@ -183,11 +196,10 @@ class _Compiler:
             lines.extend(null or [f"{ind}    pass"])
             lines.append(f"{ind}else:")
             if isinstance(kind, EntityTupleField):
-                item = self._compile(kind.type_)
                 lines.append(f"{ind}    if n > end - pos:")
                 lines.append(f"{ind}        raise Malformed('{where}: ' + str(n) + ' items')")
                 lines.append(f"{ind}    for _ in range(n):")
-                lines.append(f"{ind}        pos = {item}(buf, pos, end, nulls)")
+                lines.extend(self._struct_lines(kind.type_, ind + "        "))
                 return lines
             assert isinstance(kind, PrimitiveTupleField)
             kafka_type = f.metadata.get("kafka_type", "")
@@ -204,15 +216,14 @@ class _Compiler:
             lines.extend(self._blob_lines(kafka_type, flexible, item_null, where, ind + "        "))
             return lines
         if isinstance(kind, EntityField):
-            item = self._compile(kind.type_)
             if not nullable:
-                return [f"{ind}pos = {item}(buf, pos, end, nulls)"]
+                return self._struct_lines(kind.type_, ind)
             # A nullable struct is preceded by an int8: -1 null, 1 present.
             return [
                 f"{ind}(m,) = _I8(buf, pos)",
                 f"{ind}pos += 1",
                 f"{ind}if m >= 0:",
-                f"{ind}    pos = {item}(buf, pos, end, nulls)",
+                *self._struct_lines(kind.type_, ind + "    "),
             ]
         kafka_type = f.metadata.get("kafka_type", "")
         size = _FIXED.get(kafka_type)
@@ -221,10 +232,22 @@ class _Compiler:
         return self._blob_lines(kafka_type, flexible, null, where, ind)
 
     @staticmethod
+    def _varint_lines(ind: str) -> list[str]:
+        """``n`` = a compact length (unsigned varint minus one); one-byte varints inline."""
+        return [
+            f"{ind}n = buf[pos]",
+            f"{ind}if n < 128:",
+            f"{ind}    pos += 1",
+            f"{ind}else:",
+            f"{ind}    n, pos = _uvarint(buf, pos)",
+            f"{ind}n -= 1",
+        ]
+
+    @staticmethod
     def _count_lines(flexible: bool, ind: str) -> list[str]:
         """Set ``n`` to an array count (-1 for null) and advance ``pos`` past it."""
         if flexible:
-            return [f"{ind}n, pos = _uvarint(buf, pos)", f"{ind}n -= 1"]
+            return _Compiler._varint_lines(ind)
         return [
             f"{ind}(n,) = _I32(buf, pos)",
             f"{ind}pos += 4",
@@ -240,7 +263,7 @@ class _Compiler:
         if kafka_type not in _LENGTH_PREFIXED:
             raise TypeError(f"{where}: unknown kafka type {kafka_type!r}")
         if flexible:
-            lines = [f"{ind}n, pos = _uvarint(buf, pos)", f"{ind}n -= 1"]
+            lines = _Compiler._varint_lines(ind)
         elif kafka_type == "string":
             lines = [f"{ind}(n,) = _I16(buf, pos)", f"{ind}pos += 2"]
         else:
