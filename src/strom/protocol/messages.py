@@ -148,13 +148,18 @@ def decode_request(frame: bytes) -> tuple[RequestHeader, Any]:
     header_cls = RequestHeaderV2 if flexible else RequestHeaderV1
     try:
         header, used = _reader(header_cls)(frame, 0)
-        request, body_used = _reader(cls)(frame, used)
     except Exception as exc:  # kio raises several types for truncated or garbled input
+        raise ProtocolError(f"malformed request header (api key {api_key}): {exc}") from None
+    decoded = RequestHeader(api_key, api_version, correlation_id, header.client_id)
+    try:
+        request, _ = _reader(cls)(frame, used)
+    except Exception as exc:
+        if null_fields:  # kio refuses some nulls itself (a null non-nullable string)
+            raise InvalidRequestError(decoded, None, null_fields) from None
         raise ProtocolError(f"malformed request (api key {api_key}): {exc}") from None
     # Bytes after the body are ignored, as Kafka's own parser does: librdkafka 2.x sends
     # three extra bytes after a Metadata v12 "all topics" request, and refusing them would lock
     # confluent-kafka's list_topics() out.
-    decoded = RequestHeader(api_key, api_version, correlation_id, header.client_id)
     if null_fields:
         raise InvalidRequestError(decoded, request, null_fields)
     return decoded, request
