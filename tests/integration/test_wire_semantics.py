@@ -142,17 +142,6 @@ def test_list_offsets_earliest_latest_and_by_timestamp(broker, topic_name) -> No
         assert lookup(9999) == (ErrorCode.none, -1, -1)
 
 
-def test_api_versions_lists_only_served_apis(broker) -> None:
-    with RawConnection(broker.bootstrap) as conn:
-        resp = conn.request(18, 3, client_software_name="t", client_software_version="1")
-        for api in resp.api_keys:
-            if api.api_key == 0:
-                continue  # Produce is advertised from v0 on purpose
-            # every advertised version decodes
-            for v in (api.min_version, api.max_version):
-                request_class(api.api_key, v)
-
-
 def test_many_concurrent_connections_are_all_served_in_order(broker, topic_name) -> None:
     """300 connections at once, each pipelining 5 requests: every response arrives, in request
     order (correlation ids echoed), and a produced record is readable by all."""

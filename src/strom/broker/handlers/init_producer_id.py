@@ -18,7 +18,7 @@ API_KEY = 22
 MAX_EPOCH = 32767
 
 
-@dispatch.handler(API_KEY, 0, 4)
+@dispatch.handler(API_KEY, 0, 5)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if request.transactional_id is not None:
         return ctx.respond(

@@ -2,7 +2,9 @@
 
 Latest is the high watermark (the last stable offset under read_committed, equal to it until
 transactions exist). By timestamp: the first offset whose timestamp is at or after it, or -1
-when there is none.
+when there is none. Tiered storage does not exist here, so earliest-local (-4, v8+) is the
+log start offset and latest-tiered (-5, v9+) and earliest-pending-upload (-6, v11+) are -1, as
+Kafka answers for a topic without remote storage. v10 adds a timeout for remote reads (unused).
 """
 
 from __future__ import annotations
@@ -15,14 +17,17 @@ from strom.protocol.errors import ErrorCode, error_code_of
 
 API_KEY = 2
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+EARLIEST_PENDING_UPLOAD = -6
 
 
 def _lookup(ctx: RequestContext, topic: str, partition: int, ts: int) -> tuple[int, int]:
     log_ = ctx.broker.replicas.get_log(topic, partition)
     if ts in (EARLIEST, EARLIEST_LOCAL):
         return -1, log_.log_start_offset
-    if ts in (LATEST, LATEST_TIERED):
+    if ts == LATEST:
         return -1, log_.high_watermark
+    if ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
+        return -1, -1  # no tiered storage: nothing is (or waits to be) in remote storage
     if ts == MAX_TIMESTAMP:
         found = log_.max_timestamp_offset()
         return (found[1], found[0]) if found else (-1, -1)
@@ -32,7 +37,7 @@ def _lookup(ctx: RequestContext, topic: str, partition: int, ts: int) -> tuple[i
     return found[1], found[0]
 
 
-@dispatch.handler(API_KEY, 1, 7)
+@dispatch.handler(API_KEY, 1, 11)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     topics = []
     for topic in request.topics:
