@@ -25,30 +25,31 @@ _INT_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
 _UINT_BITS = {"uint8": 8, "uint16": 16, "uint32": 32, "uint64": 64}
 
 
-def sample(cls: Any, rng: random.Random) -> Any:
+def sample(cls: Any, rng: random.Random, max_wait_ms: int = 60_000) -> Any:
+    """A random ``cls``; durations (timeouts, waits) are at most ``max_wait_ms``."""
     values: dict[str, Any] = {}
     for f in fields(cls):
         if "tag" in f.metadata and rng.random() < 0.5:
             continue  # keep kio's default: the tagged field is left out of the encoding
-        values[f.name] = _field_value(f, rng)
+        values[f.name] = _field_value(f, rng, max_wait_ms)
     return cls(**values)
 
 
-def _field_value(f: Any, rng: random.Random) -> Any:
+def _field_value(f: Any, rng: random.Random, max_wait_ms: int) -> Any:
     kind = classify_field(f)
     if is_optional(f) and rng.random() < 0.2:
         return None
     if isinstance(kind, EntityTupleField):
-        return tuple(sample(kind.type_, rng) for _ in range(rng.randint(0, 2)))
+        return tuple(sample(kind.type_, rng, max_wait_ms) for _ in range(rng.randint(0, 2)))
     if isinstance(kind, PrimitiveTupleField):
         kafka_type = f.metadata["kafka_type"]
-        return tuple(_primitive(kafka_type, rng) for _ in range(rng.randint(0, 2)))
+        return tuple(_primitive(kafka_type, rng, max_wait_ms) for _ in range(rng.randint(0, 2)))
     if isinstance(kind, EntityField):
-        return sample(kind.type_, rng)
-    return _primitive(f.metadata["kafka_type"], rng)
+        return sample(kind.type_, rng, max_wait_ms)
+    return _primitive(f.metadata["kafka_type"], rng, max_wait_ms)
 
 
-def _primitive(kafka_type: str, rng: random.Random) -> Any:
+def _primitive(kafka_type: str, rng: random.Random, max_wait_ms: int = 60_000) -> Any:
     if kafka_type in _INT_BITS:
         bits = _INT_BITS[kafka_type]
         return rng.choice([0, 1, -1, rng.randint(-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)])
@@ -69,7 +70,7 @@ def _primitive(kafka_type: str, rng: random.Random) -> Any:
 
         return ErrorCode.none
     if kafka_type in ("timedelta_i32", "timedelta_i64"):
-        return datetime.timedelta(milliseconds=rng.randint(0, 60_000))
+        return datetime.timedelta(milliseconds=rng.randint(0, max_wait_ms))
     if kafka_type == "datetime_i64":
         return datetime.datetime.fromtimestamp(rng.randint(0, 2_000_000_000), tz=datetime.UTC)
     raise TypeError(f"no sample for kafka type {kafka_type!r}")
