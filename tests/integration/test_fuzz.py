@@ -6,7 +6,7 @@ the broker is alive and prompt, logged no traceback, the bystander lost nothing,
 seeded before the fuzzing reads back byte-identical, also after a SIGTERM restart and after a
 kill -9 restart.
 
-``STROM_FUZZ_FRAMES`` (default 3000) and ``STROM_FUZZ_SEED`` (default 20261123) set the run;
+``STROM_FUZZ_FRAMES`` (default 2500) and ``STROM_FUZZ_SEED`` (default 20261123) set the run;
 a failure names the seed. A long run by hand: ``STROM_FUZZ_FRAMES=100000``.
 """
 
@@ -28,7 +28,7 @@ from strom.testing.fuzz import FrameFuzzer
 from strom.testing.raw import RawConnection
 from tests.integration.clients import consume_all, create_topic, produce
 
-FRAMES = int(os.environ.get("STROM_FUZZ_FRAMES", "3000"))
+FRAMES = int(os.environ.get("STROM_FUZZ_FRAMES", "2500"))
 SEED = int(os.environ.get("STROM_FUZZ_SEED", "20261123"))
 WORKERS = 8
 ANSWER_TIMEOUT = 1.0
@@ -162,6 +162,7 @@ def assert_clean_log(broker: BrokerProcess) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(max(240, FRAMES // 20))
 def test_fuzzed_frames_do_not_hurt_the_broker_or_its_data(tmp_path, topic_name) -> None:
     broker = BrokerProcess(tmp_path / "data", settings={"group.initial.rebalance.delay.ms": "0"})
     broker.start()
