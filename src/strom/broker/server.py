@@ -3,8 +3,13 @@
 Per connection, requests are handled strictly one after another and answered in request order
 (Kafka's contract; clients pipeline but rely on the order). Incoming bytes are framed as they
 arrive; reading pauses when too many requests are queued or the socket's write buffer is full,
-so one fast or stuck client cannot exhaust memory. A malformed frame, an oversize frame or an
-unknown API closes only that connection. Nothing but a Kafka response ever goes on the wire.
+so one fast or stuck client cannot exhaust memory. A malformed frame (a declared length beyond
+the frame included: nothing reaches ``kio``'s reader unchecked), an oversize frame or an API
+version not served closes only that connection; the version is checked from the 8-byte
+prefix before anything is decoded. A well-formed request with a null the schema forbids is
+answered INVALID_REQUEST, and anything escaping a handler (or the encoding of its response)
+is answered with Kafka's per-API error response and one log line: the connection stays open.
+Nothing but a Kafka response ever goes on the wire.
 
 A Fetch response may come back as a spliced frame (bytes and file regions,
 :mod:`strom.broker.zero_copy`). It is sent with ``sendfile`` directly on the socket once the

@@ -140,7 +140,7 @@ class FrameFuzzer:
 
     def _mutated_batch(self) -> bytes:
         rng = self.rng
-        records = [
+        records: list[tuple[bytes | None, bytes, list[Any], int]] = [
             (rng.choice([None, b"k"]), rng.randbytes(rng.randint(0, 40)), [], 1_700_000_000_000)
             for _ in range(rng.randint(1, 5))
         ]
