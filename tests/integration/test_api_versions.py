@@ -20,10 +20,7 @@ from tests.integration.clients import create_topic, produce
 
 NEWEST_KAFKA = (4, 3)  # the newest release in kafka-python 3.0.12's table (pinned in pyproject)
 # Versions Kafka advertises that strom does not serve yet: api key -> (strom max, why).
-KNOWN_GAPS = {
-    8: (9, "OffsetCommit v10 names topics by id (KIP-848 follow-up): not implemented"),
-    9: (9, "OffsetFetch v10 names topics by id: not implemented"),
-}
+KNOWN_GAPS: dict[int, tuple[int, str]] = {}
 
 
 def advertised(bootstrap: str, version: int = 3) -> dict[int, tuple[int, int]]:
@@ -145,3 +142,45 @@ def test_metadata_v0_empty_topic_list_means_all_topics(broker, topic_name) -> No
         v1 = conn.request(3, 1, topics=())
     assert topic_name in {t.name for t in v0.topics}
     assert [t.name for t in v1.topics] == []  # from v1 on, empty means none (null means all)
+
+
+def test_offset_commit_and_fetch_v10_by_topic_id(broker, topic_name) -> None:
+    import uuid
+
+    from strom.protocol.messages import build
+
+    create_topic(broker.bootstrap, topic_name, partitions=2)
+    commit = __import__("kio.schema.offset_commit.v10.request", fromlist=["x"])
+    fetch = __import__("kio.schema.offset_fetch.v10.request", fromlist=["x"])
+    group, stranger = f"g-{topic_name}", uuid.uuid4()
+    with RawConnection(broker.bootstrap) as conn:
+        meta = conn.request(3, 12, topics=None, allow_auto_topic_creation=False,
+                            include_topic_authorized_operations=False)
+        topic_id = next(t.topic_id for t in meta.topics if t.name == topic_name)
+        resp = conn.request(8, 10, group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                            group_instance_id=None, topics=tuple(
+            build(commit.OffsetCommitRequestTopic, topic_id=tid, partitions=(
+                build(commit.OffsetCommitRequestPartition, partition_index=1, committed_offset=7,
+                      committed_leader_epoch=-1, committed_metadata="m"),))
+            for tid in (topic_id, stranger)))  # fmt: skip
+        assert [(t.topic_id, [p.error_code for p in t.partitions]) for t in resp.topics] == [
+            (topic_id, [ErrorCode.none]), (stranger, [ErrorCode.unknown_topic_id])]
+
+        def fetch_offsets(topics):
+            resp = conn.request(9, 10, require_stable=False, groups=(build(
+                fetch.OffsetFetchRequestGroup, group_id=group, member_id=None, member_epoch=-1,
+                topics=topics),))  # fmt: skip
+            (g,) = resp.groups
+            assert g.error_code == ErrorCode.none
+            return {(t.topic_id, p.partition_index): (p.committed_offset, p.metadata, p.error_code)
+                    for t in g.topics for p in t.partitions}  # fmt: skip
+
+        wanted = tuple(build(fetch.OffsetFetchRequestTopics, topic_id=tid, partition_indexes=(0, 1))
+                       for tid in (topic_id, stranger))  # fmt: skip
+        assert fetch_offsets(wanted) == {
+            (topic_id, 0): (-1, "", ErrorCode.none),
+            (topic_id, 1): (7, "m", ErrorCode.none),
+            (stranger, 0): (-1, "", ErrorCode.unknown_topic_id),
+            (stranger, 1): (-1, "", ErrorCode.unknown_topic_id),
+        }
+        assert fetch_offsets(None) == {(topic_id, 1): (7, "m", ErrorCode.none)}
