@@ -167,3 +167,26 @@ def test_acks_zero_produce_with_a_null_closes_the_connection(broker, seeded) -> 
     with RawConnection(broker.bootstrap) as conn:
         conn.send_bytes(frame(0, 9, 5, body))
         assert conn.is_closed_by_peer()
+
+
+@pytest.mark.parametrize("version", [10, 11])
+def test_metadata_by_topic_id_before_v12_is_invalid_request(broker, seeded, version) -> None:
+    """Found by the fuzz test: a null name (with a topic id) before v12 made the handler copy
+    the null into a response field that is not nullable in those versions."""
+    import uuid
+
+    from strom.protocol.messages import build, request_class
+
+    mod = __import__(f"kio.schema.metadata.v{version}.request", fromlist=["x"])
+    req = dict(
+        topics=(build(mod.MetadataRequestTopic, topic_id=uuid.uuid4(), name=None),),
+        allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False,
+    )  # fmt: skip
+    assert build(request_class(3, version), **req)
+    with RawConnection(broker.bootstrap) as conn:
+        resp = conn.request(3, version, **req)
+        assert [(t.name, t.error_code) for t in resp.topics] == [("", ErrorCode.invalid_request)]
+        assert conn.request(18, 3, client_software_name="t", client_software_version="1").error_code == 0
+    log = broker.log_file.read_text(errors="replace")
+    assert f"api key 3 v{version}: INVALID_REQUEST: topic name can not be null" in log

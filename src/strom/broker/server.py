@@ -234,7 +234,7 @@ class KafkaConnection(asyncio.Protocol):
             if isinstance(exc, KafkaError):
                 log.info(
                     "connection %s: api key %s v%s: %s: %s",
-                    self.id, api_key, api_version, code.name, exc,
+                    self.id, api_key, api_version, code.name.upper(), exc,
                 )  # fmt: skip
             else:
                 log.error(

@@ -82,6 +82,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if request.topics is None or (ctx.api_version == 0 and not request.topics):
         topics = [topic_metadata(ctx, info) for info in broker.topics]
     else:
+        if ctx.api_version < 12 and any(t.name is None for t in request.topics):
+            # v10-11 have a topic id field but Kafka looks topics up by id only from v12
+            raise KafkaError(
+                ErrorCode.invalid_request,
+                f"topic name can not be null for version {ctx.api_version}",
+            )
         allow = ctx.api_version < 4 or bool(getattr(request, "allow_auto_topic_creation", True))
         allow = allow and broker.config.get_bool("auto.create.topics.enable")
         for wanted in request.topics:
