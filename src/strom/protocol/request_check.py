@@ -238,6 +238,9 @@ class _Compiler:
             f"{ind}n = buf[pos]",
             f"{ind}if n < 128:",
             f"{ind}    pos += 1",
+            f"{ind}elif buf[pos + 1] < 128:",  # two bytes: lengths up to 16 KiB
+            f"{ind}    n = (n & 127) | (buf[pos + 1] << 7)",
+            f"{ind}    pos += 2",
             f"{ind}else:",
             f"{ind}    n, pos = _uvarint(buf, pos)",
             f"{ind}n -= 1",
@@ -268,10 +271,13 @@ class _Compiler:
             lines = [f"{ind}(n,) = _I16(buf, pos)", f"{ind}pos += 2"]
         else:
             lines = [f"{ind}(n,) = _I32(buf, pos)", f"{ind}pos += 4"]
-        lines += [
-            f"{ind}if n < 0:",
+        negative = [] if flexible else [  # a varint minus one is never below -1
             f"{ind}    if n < -1:",
             f"{ind}        raise Malformed('negative length ' + str(n))",
+        ]
+        lines += [
+            f"{ind}if n < 0:",
+            *negative,
             *(null or [f"{ind}    pass"]),
             f"{ind}elif n > end - pos:",
             f"{ind}    raise Malformed('{where}: ' + str(n) + ' bytes past the end')",
@@ -282,6 +288,7 @@ class _Compiler:
 
 
 _COMPILER = _Compiler()
+_NO_TAGS: dict[int, Any] = {}
 _WALKERS: dict[Any, Callable[[bytes, int, int, list[str]], int]] = {}
 
 
@@ -293,11 +300,14 @@ def check_header(frame: bytes, flexible: bool) -> int:
     """
     try:
         (n,) = _I16(frame, 8)
-        pos = 10 + max(n, 0)
+        pos = 10 + n if n > 0 else 10
         if n < -1 or pos > len(frame):
             raise MalformedRequestError(f"client id of {n} bytes")
         if flexible:
-            pos = _skip_tagged(frame, pos, len(frame), {}, [])
+            if frame[pos]:  # tagged fields in a header: rare
+                pos = _skip_tagged(frame, pos, len(frame), _NO_TAGS, [])
+            else:
+                pos += 1
     except (IndexError, struct.error):
         raise MalformedRequestError("request header runs past the end") from None
     return pos
