@@ -53,8 +53,8 @@ LYING_LENGTHS = {
     "metadata-v4-legacy-string": frame(3, 4, 1, struct.pack(">ih", 1, 0x7FFF) + b"ab", flexible=False),
     # a tagged field whose size runs past the frame
     "api-versions-v3-tagged": frame(18, 3, 1, cstr("t") + cstr("1") + b"\x01\x00" + uvarint(10_000)),
-    # an API strom does not serve (OffsetForLeaderEpoch): refused before a byte is decoded
-    "unserved-offset-for-leader-epoch-v4": frame(23, 4, 1, struct.pack(">i", -1) + HUGE),
+    # an API strom does not serve (DescribeProducers): refused before a byte is decoded
+    "unserved-describe-producers-v0": frame(61, 0, 1, HUGE),
 }
 
 
