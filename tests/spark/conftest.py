@@ -26,6 +26,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.spark)
+            # the first test also pays for the SparkSession's start (tens of seconds when busy)
+            item.add_marker(pytest.mark.timeout(600))
 
 
 @pytest.fixture(scope="session")

@@ -9,10 +9,11 @@ Resuming exactly: Spark's checkpoint holds every batch's end offset, but on a re
 first batch committed Spark asks ``initialOffset()`` again for that batch's start. Resolving
 earliest/latest/timestamp a second time would replay a different range (data loss with
 "latest"). So the end offset of the batch that starts at the initial offsets carries them too,
-under the key ``$initial`` (never a topic name); when Spark restarts it hands that end offset
-back through ``partitions(end, end)`` (``setLatestSeenOffset``) before the batch is run, and
-``initialOffset()`` answers with what the checkpoint recorded. The checkpoint stays the only
-source of truth; nothing is stored elsewhere.
+under the key ``$initial`` (never a topic name). Spark hands that end offset back to
+``partitions(start, end)`` when it replays the batch, and the range starts at the recorded
+offsets whatever ``start`` says (and ``initialOffset()`` answers with them from then on). The
+checkpoint stays the only source of truth; nothing is stored elsewhere. (A query stopped before
+its first batch was planned has nothing recorded: it resolves its starting offsets again.)
 
 New partitions (in ``end`` but not ``start``) are read from offset 0, as Spark does: a log that
 no longer starts at 0 is data loss, reported per failOnDataLoss by the executor.
@@ -190,11 +191,18 @@ class StromStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAvai
 
     # -- planning ------------------------------------------------------------------------
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        if start == end:
+            return []  # also Spark's setLatestSeenOffset call on a restart
+        begin = from_json(start)
         recorded = end.get(INITIAL_KEY)
         if recorded is not None:
-            # The checkpoint's answer to initialOffset() (see the module docstring).
+            # This is the query's first batch: its start is what the checkpoint recorded, not
+            # what initialOffset() may have resolved again after a restart.
             self._recovered_initial = from_json(recorded)
-        return plan_ranges(from_json(start), from_json(end))
+            if begin != self._recovered_initial:
+                log.info("strom source: first batch replays from recorded offsets %s", recorded)
+            begin = self._recovered_initial
+        return plan_ranges(begin, from_json(end))
 
     def commit(self, end: dict) -> None:
         """Nothing to do: offsets live in Spark's checkpoint, not in a consumer group."""
