@@ -112,7 +112,7 @@ def _read(
             if error is None:
                 good.append(message)
             elif error.code() == KafkaError._PARTITION_EOF:
-                done = done or message.offset() >= part.end
+                done = done or (message.offset() or 0) >= part.end
             elif error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
                 # The log start moved past our position while we read (retention).
                 resume = _start_offset(consumer, options, part.at(last_seen + 1))
@@ -122,11 +122,10 @@ def _read(
                 consumer.assign([TopicPartition(part.topic, part.partition, resume)])
             else:
                 raise KafkaException(error)
-        if good:
-            if good[-1].offset() >= part.end - 1:
-                done = True
-                if good[-1].offset() >= part.end:
-                    good = [m for m in good if m.offset() < part.end]
+        if good and good[-1].offset() >= part.end - 1:
+            done = True
+            if good[-1].offset() >= part.end:
+                good = [m for m in good if m.offset() < part.end]
         if good:
             last_seen = good[-1].offset()
             deadline = time.monotonic() + patience

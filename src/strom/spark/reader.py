@@ -39,7 +39,6 @@ from pyspark.sql.streaming.datasource import (
 from strom.spark.fetcher import RangePartition, read_range
 from strom.spark.offsets import (
     INITIAL_KEY,
-    TP,
     OffsetResolver,
     PartitionOffsets,
     cap_offsets,

@@ -63,9 +63,10 @@ def check_sink_schema(schema: StructType, options: WriteOptions) -> None:
     require("partition", (IntegerType(),), "int")
     if "headers" in types:
         header = types["headers"]
-        ok = isinstance(header, ArrayType) and isinstance(header.elementType, StructType)
-        if ok:
-            inner = {f.name: f.dataType for f in header.elementType.fields}  # type: ignore[union-attr]
+        element = header.elementType if isinstance(header, ArrayType) else None
+        ok = isinstance(element, StructType)
+        if isinstance(element, StructType):
+            inner = {f.name: f.dataType for f in element.fields}
             ok = inner.get("key") == StringType() and inner.get("value") in text
         if not ok:
             raise OptionError("column 'headers' must be array<struct<key: string, value: binary>>")
