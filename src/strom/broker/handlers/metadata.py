@@ -2,8 +2,8 @@
 
 Asked for unknown topics, the broker creates them when the client allows it and
 ``auto.create.topics.enable`` is true (with ``num.partitions``); names Kafka would refuse get
-INVALID_TOPIC_EXCEPTION, and unknown ones otherwise UNKNOWN_TOPIC_OR_PARTITION. Leader epochs
-are reported as -1 (unknown) until replication brings real epochs and OffsetForLeaderEpoch.
+INVALID_TOPIC_EXCEPTION, and unknown ones otherwise UNKNOWN_TOPIC_OR_PARTITION. Every
+partition's leader epoch is the single node's (:mod:`strom.broker.leader_epochs`).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
+from strom.broker.leader_epochs import LEADER_EPOCH
 from strom.metadata.topics import TopicInfo, validate_topic_name
 from strom.protocol.errors import ErrorCode, KafkaError
 
@@ -44,7 +45,7 @@ def topic_metadata(ctx: RequestContext, info: TopicInfo) -> Any:
                 error_code=0,
                 partition_index=index,
                 leader_id=leader,
-                leader_epoch=-1,
+                leader_epoch=LEADER_EPOCH,
                 replica_nodes=tuple(replicas),
                 isr_nodes=tuple(r for r in replicas if r == node),
                 offline_replicas=(),
