@@ -129,7 +129,7 @@ def main() -> None:
         q = (
             spark.readStream.format("rate-micro-batch").option("rowsPerBatch", batch)
             .option("numPartitions", args.partitions).load()
-            .selectExpr("CAST(value AS BINARY) AS value", "timestamp")
+            .selectExpr("CAST(CAST(value AS STRING) AS BINARY) AS value", "timestamp")
             .writeStream.format("noop").option("checkpointLocation", str(work / "ck-rate"))
             .start()
         )  # fmt: skip
