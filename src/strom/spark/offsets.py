@@ -65,7 +65,9 @@ class OffsetResolver:
 
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
-        self._admin = AdminClient(dict(options.client))
+        # isolation.level is a consumer setting: the admin client takes it per request instead
+        admin = {k: v for k, v in options.client.items() if k != "isolation.level"}
+        self._admin = AdminClient(admin)
         committed = options.client.get("isolation.level") == "read_committed"
         self._isolation = (
             IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED

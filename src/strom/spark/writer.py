@@ -42,6 +42,8 @@ from strom.spark.options import OptionError, WriteOptions
 
 log = logging.getLogger(__name__)
 
+# librdkafka's default delivery.timeout.ms is 300 s: past it every record is delivered or failed.
+FLUSH_TIMEOUT_S = 330.0
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
 
@@ -156,7 +158,7 @@ def write_at_least_once(options: WriteOptions, batches: Iterator[pa.RecordBatch]
     rows = RowProducer(producer, options.topic)
     for batch in batches:
         rows.produce_batch(batch)
-    rows.flush(timeout=float(options.init_timeout_ms) / 1000.0 * 5)
+    rows.flush(timeout=FLUSH_TIMEOUT_S)
     return rows.count
 
 
