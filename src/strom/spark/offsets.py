@@ -66,7 +66,7 @@ class OffsetResolver:
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
         # isolation.level is a consumer setting: the admin client takes it per request instead
-        admin = {k: v for k, v in options.client.items() if k != "isolation.level"}
+        admin: dict[str, Any] = {k: v for k, v in options.client.items() if k != "isolation.level"}
         self._admin = AdminClient(admin)
         committed = options.client.get("isolation.level") == "read_committed"
         self._isolation = (
