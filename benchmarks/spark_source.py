@@ -22,13 +22,11 @@ rate`` and ``source_arrow / source_tuples``, never the absolute figures.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,43 +61,6 @@ def streaming_rate(query: Any) -> tuple[int, float]:
     return rows, rows / (ms / 1000.0) if ms else 0.0
 
 
-def tuple_source() -> Any:
-    """The strom source with a reader that yields tuples: the Arrow path's reference."""
-    from confluent_kafka import Consumer, TopicPartition  # noqa: PLC0415
-
-    from strom.spark.fetcher import consumer_config  # noqa: PLC0415
-    from strom.spark.reader import StromBatchReader  # noqa: PLC0415
-    from strom.spark.source import StromDataSource  # noqa: PLC0415
-
-    class TupleReader(StromBatchReader):
-        def read(self, partition: Any) -> Iterator[tuple[Any, ...]]:  # type: ignore[override]
-            consumer = Consumer(consumer_config(self.options))
-            consumer.assign([TopicPartition(partition.topic, partition.partition, partition.start)])
-            seen = partition.start
-            utc = dt.UTC
-            while seen < partition.end - 1:
-                for m in consumer.consume(10_000, 1.0):
-                    if m.error():
-                        continue
-                    seen = m.offset()
-                    kind, ms = m.timestamp()
-                    yield (m.key(), m.value(), partition.topic, partition.partition, seen,
-                           dt.datetime.fromtimestamp(ms / 1000, utc), kind - 1)  # fmt: skip
-            consumer.close()
-
-    class TupleSource(StromDataSource):
-        @classmethod
-        def name(cls) -> str:
-            return "strom_tuples"
-
-        def reader(self, schema: Any) -> Any:
-            from strom.spark.options import parse_read_options  # noqa: PLC0415
-
-            return TupleReader(parse_read_options(self.options, streaming=False))
-
-    return TupleSource
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=300_000)
@@ -108,6 +69,14 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args()
     import pyspark  # noqa: PLC0415
+
+    # The tuple reader lives in spark_tuples.py beside this file: executors import it by name.
+    here = str(Path(__file__).resolve().parent)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (here, os.environ.get("PYTHONPATH", "")) if p
+    )
+    sys.path.insert(0, here)
+    import spark_tuples  # noqa: PLC0415
 
     import strom.spark  # noqa: PLC0415
 
@@ -122,7 +91,7 @@ def main() -> None:
         admin = AdminClient({"bootstrap.servers": bs})  # kept alive until the answer arrives
         admin.create_topics([NewTopic("bench-out", args.partitions, 1)])["bench-out"].result(30)
         spark = strom.spark.session(master=args.master, log_level="ERROR")
-        spark.dataSource.register(tuple_source())
+        spark.dataSource.register(spark_tuples.TupleSource)
         batch = max(args.rows // 5, 1)
 
         log("rate-micro-batch -> noop")
