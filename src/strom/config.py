@@ -1,7 +1,11 @@
 """Broker configuration under Kafka's own property names.
 
 Sources, later ones winning: Kafka's defaults below, a ``--config`` properties file
-(``key=value`` lines, ``#`` comments, as ``server.properties``), repeated ``--set key=value``.
+(``key=value`` lines, ``#`` comments, as ``server.properties``), repeated ``--set key=value``
+(together the *static* config), then the dynamic configs kept in the metadata store: the
+cluster-wide default, then this broker's own (:mod:`strom.broker.dynamic_config`). As in
+Kafka, a name set in a higher layer hides its synonyms in the lower ones (a dynamic
+``log.retention.hours`` beats a static ``log.retention.ms``).
 Values stay strings (as Kafka's are in a properties file); the typed getters parse them and
 raise :class:`ConfigError` with the property's name when a value does not parse.
 Topic-level defaults (``log.retention.ms`` …) are read by :mod:`strom.storage.log_config`.
@@ -9,7 +13,7 @@ Topic-level defaults (``log.retention.ms`` …) are read by :mod:`strom.storage.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 BROKER_DEFAULTS: dict[str, str] = {
@@ -38,6 +42,39 @@ BROKER_DEFAULTS: dict[str, str] = {
     "producer.id.expiration.ms": "86400000",
     "producer.id.expiration.check.interval.ms": "600000",
 }
+
+
+#: Broker properties strom reads beside :data:`BROKER_DEFAULTS` and the topic defaults
+#: broker properties (``log.retention.ms`` ... from :mod:`strom.storage.log_config`).
+EXTRA_KNOWN_KEYS: set[str] = {
+    "broker.id",
+    "strom.fetch.sendfile.enable",
+    "offset.metadata.max.bytes",
+}
+
+
+def known_keys() -> set[str]:
+    """Every broker property strom understands (for the unknown-key warning)."""
+    from strom.storage import log_config
+
+    keys = set(BROKER_DEFAULTS) | EXTRA_KNOWN_KEYS
+    keys |= {d.broker_property for d in log_config.TOPIC_CONFIGS.values() if d.broker_property}
+    fallbacks = getattr(log_config, "_BROKER_FALLBACKS", {})  # log.retention.hours ...
+    keys |= {name for pairs in fallbacks.values() for name, _unit in pairs}
+    return keys
+
+
+def unknown_keys(props: Mapping[str, str]) -> list[tuple[str, str | None]]:
+    """(key, closest known key or None) for each key strom does not know, sorted."""
+    import difflib
+
+    known = known_keys()
+    result = []
+    for key in sorted(props):
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
+            result.append((key, close[0] if close else None))
+    return result
 
 
 class ConfigError(Exception):
@@ -75,7 +112,42 @@ class BrokerConfig:
     def __init__(self, overrides: Mapping[str, str] | None = None) -> None:
         self.values: dict[str, str] = dict(BROKER_DEFAULTS)
         self.explicit: dict[str, str] = dict(overrides or {})
+        self.dynamic_default: dict[str, str] = {}
+        self.dynamic_broker: dict[str, str] = {}
         self.values.update(self.explicit)
+
+    def merged(
+        self,
+        dynamic_default: Mapping[str, str],
+        dynamic_broker: Mapping[str, str],
+        synonyms: Callable[[str], Iterable[str]] = lambda name: (name,),
+    ) -> dict[str, str]:
+        """The effective values with these dynamic layers (``synonyms(name)``: the names a
+        higher layer's ``name`` hides below it)."""
+        merged: dict[str, str] = {}
+        for layer in (self.explicit, dynamic_default, dynamic_broker):
+            for key, value in layer.items():
+                for synonym in synonyms(key):
+                    merged.pop(synonym, None)
+                merged[key] = value
+        values = dict(BROKER_DEFAULTS)
+        values.update(merged)
+        if "broker.id" in self.explicit and "node.id" not in self.explicit:
+            values["node.id"] = self.explicit["broker.id"]
+        return values
+
+    def set_dynamic(
+        self,
+        dynamic_default: Mapping[str, str],
+        dynamic_broker: Mapping[str, str],
+        synonyms: Callable[[str], Iterable[str]] = lambda name: (name,),
+    ) -> None:
+        """Replace the dynamic layers; ``values`` changes in place (readers see it at once)."""
+        values = self.merged(dynamic_default, dynamic_broker, synonyms)
+        self.dynamic_default = dict(dynamic_default)
+        self.dynamic_broker = dict(dynamic_broker)
+        self.values.clear()
+        self.values.update(values)
 
     @classmethod
     def load(cls, config_file: Path | None, sets: Iterable[str]) -> BrokerConfig:
@@ -85,11 +157,17 @@ class BrokerConfig:
                 text = Path(config_file).read_text()
             except OSError as exc:
                 raise ConfigError(f"cannot read {config_file}: {exc.strerror}") from None
+            except UnicodeDecodeError as exc:
+                raise ConfigError(f"cannot read {config_file}: not text ({exc.reason})") from None
             props.update(parse_properties(text, str(config_file)))
         props.update(parse_assignments(sets))
         config = cls(props)
         config.validate()
         return config
+
+    def unknown(self) -> list[tuple[str, str | None]]:
+        """The explicitly set keys strom does not know, with a suggestion each."""
+        return unknown_keys(self.explicit)
 
     def get(self, key: str, default: str | None = None) -> str | None:
         return self.values.get(key, default)
