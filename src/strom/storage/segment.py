@@ -5,7 +5,9 @@ received except baseOffset / partitionLeaderEpoch / the LogAppendTime rewrite. N
 padding. Invariants: batches' offsets strictly increase and are ``>= base_offset``; every
 relative offset fits an int32. ``.index`` and ``.timeindex`` are described in
 :mod:`strom.storage.index` and :mod:`strom.storage.time_index`; both can be rebuilt from the
-``.log`` at any time (:meth:`LogSegment.recover`).
+``.log`` at any time (:meth:`LogSegment.recover`). ``.txnindex``, the aborted transactions
+whose markers are in this segment (:mod:`strom.storage.txn_index`), needs producer state to
+rebuild: the log re-adds entries when it replays the batches after a crash.
 
 A segment being built by the compactor carries a suffix (``.cleaned``, then ``.swap``) on all
 three file names until :class:`strom.storage.log.Log` swaps it in; a removed segment waiting
@@ -30,6 +32,7 @@ from strom.protocol.record_batch import (
 from strom.storage.index import CorruptIndexError, OffsetIndex
 from strom.storage.log_config import LogConfig
 from strom.storage.time_index import TimeIndex
+from strom.storage.txn_index import TransactionIndex
 
 _CHUNK = 1 << 20
 _INT32_MAX = 2**31 - 1
@@ -60,6 +63,7 @@ class LogSegment:
         self.created_ms = created_ms
         self._bytes_since_index = 0
         self._max_ts_indexed = -1
+        self.txn_index = TransactionIndex(self._ipath(".txnindex"))
 
     # --- opening ---------------------------------------------------------------------------
 
@@ -74,6 +78,7 @@ class LogSegment:
         seg.index.reset()
         seg.time_index = TimeIndex(seg._ipath(".timeindex"), base_offset)
         seg.time_index.reset()
+        seg.txn_index.reset()
         return seg
 
     @classmethod
@@ -154,6 +159,7 @@ class LogSegment:
         if truncated:
             os.ftruncate(self._fd, valid_end)
             self.size = valid_end
+            self.txn_index.truncate_to(self.next_offset)
         first = next(self.iter_headers(0), None)
         if first is not None:
             self.created_ms = first[1].max_timestamp
@@ -269,6 +275,7 @@ class LogSegment:
         self.size = position
         self.index.truncate_to_position(position)
         self.time_index.truncate_to_offset(offset)
+        self.txn_index.truncate_to(offset)
         self.recover()  # recompute summary + indexes of what remains (short: one segment)
         return removed
 
@@ -276,6 +283,7 @@ class LogSegment:
         os.fsync(self._fd)
         self.index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -285,7 +293,8 @@ class LogSegment:
         self.time_index.close()
 
     def file_paths(self) -> list[Path]:
-        return [self.path, self._ipath(".index"), self._ipath(".timeindex")]
+        return [self.path, self._ipath(".index"), self._ipath(".timeindex"),
+                self._ipath(".txnindex")]  # fmt: skip
 
     def delete(self) -> None:
         self.close()
@@ -295,7 +304,10 @@ class LogSegment:
     def rename_suffix(self, suffix: str, *, log_first: bool = False) -> None:
         """Rename the three files to carry ``suffix``: index files first and the .log last
         (a swap's commit point), or the .log first (a deletion's)."""
-        exts = (".log", ".index", ".timeindex") if log_first else (".index", ".timeindex", ".log")
+        if log_first:
+            exts: tuple[str, ...] = (".log", ".index", ".timeindex", ".txnindex")
+        else:
+            exts = (".index", ".timeindex", ".txnindex", ".log")
         for ext in exts:
             src = segment_path(self.dir, self.base_offset, ext, self.suffix)
             dst = segment_path(self.dir, self.base_offset, ext, suffix)
@@ -305,6 +317,7 @@ class LogSegment:
         self.path = segment_path(self.dir, self.base_offset, ".log", suffix)
         self.index.path = self._ipath(".index")
         self.time_index.path = self._ipath(".timeindex")
+        self.txn_index.path = self._ipath(".txnindex")
 
     def __repr__(self) -> str:
         return f"LogSegment({self.path.name}, size={self.size}, next={self.next_offset})"
