@@ -3,10 +3,20 @@ levels, control records, the last stable offset, zombie fencing, timeouts, kill 
 
 from __future__ import annotations
 
+import datetime
+import time
+from typing import Any
+
 import pytest
 from confluent_kafka import KafkaException, Producer
+from kio.index import load_payload_module
+from kio.static.constants import EntityType
 
+from strom.protocol.errors import ErrorCode
+from strom.protocol.messages import build
+from strom.protocol.record_batch import build_batch
 from strom.testing import BrokerProcess
+from strom.testing.raw import RawConnection
 from tests.integration.clients import create_topic
 from tests.integration.txn_helpers import list_latest, read_to_end, wait_until
 
@@ -137,3 +147,39 @@ def test_broker_kill_9_mid_transaction_leaves_no_stuck_lso(tmp_path, topic_name)
         assert values == [b"committed"]
     finally:
         proc.stop()
+
+
+def _raw_produce(bootstrap: str, topic: str, records: bytes) -> Any:
+    mod = load_payload_module(0, 9, EntityType.request)
+    data = build(mod.TopicProduceData, name=topic, partition_data=(
+        build(mod.PartitionProduceData, index=0, records=records),))  # fmt: skip
+    with RawConnection(bootstrap) as conn:
+        resp = conn.request(0, 9, transactional_id=None, acks=-1,
+                            timeout=datetime.timedelta(seconds=5), topic_data=(data,))  # fmt: skip
+    return resp.responses[0].partition_responses[0]
+
+
+def test_transactional_batch_outside_its_transaction_is_refused(broker, topic_name) -> None:
+    """A late batch (after the commit) or one of a producer with no transaction would open a
+    transaction no coordinator ends: refused with INVALID_TXN_STATE, nothing stored."""
+    create_topic(broker.bootstrap, topic_name)
+    with RawConnection(broker.bootstrap) as conn:
+        init = conn.request(22, 4, transactional_id=f"{topic_name}-tx", transaction_timeout=60000,
+                            producer_id=-1, producer_epoch=-1)  # fmt: skip
+    pid, epoch = init.producer_id, init.producer_epoch
+    p = _producer(broker.bootstrap, f"{topic_name}-tx")  # epoch + 1: the raw one is a zombie
+    p.begin_transaction()
+    p.produce(topic_name, value=b"ok")
+    p.commit_transaction(30)
+
+    def batch(producer_id: int, producer_epoch: int, seq: int) -> bytes:
+        return build_batch([(None, b"late", [], int(time.time() * 1000))], producer_id=producer_id,
+                           producer_epoch=producer_epoch, base_sequence=seq,
+                           is_transactional=True)  # fmt: skip
+
+    assert _raw_produce(broker.bootstrap, topic_name, batch(pid, epoch + 1, 1)).error_code == (
+        ErrorCode.invalid_txn_state)  # the current epoch, but its transaction has ended
+    assert _raw_produce(broker.bootstrap, topic_name, batch(987654, 0, 0)).error_code == (
+        ErrorCode.invalid_txn_state)  # no transaction at all
+    assert list_latest(broker.bootstrap, topic_name, 0, 0) == 2  # "ok" and its marker
+    assert list_latest(broker.bootstrap, topic_name, 0, 1) == 2

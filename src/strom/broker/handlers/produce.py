@@ -6,7 +6,8 @@ partition's records are validated by the log as a client append (one batch, magi
 size, every record, producer sequence; :mod:`strom.storage.batch_validation`), so one bad
 partition gets its error code while the others are appended. Records refused one by one (null
 keys on compacted topics, timestamps out of range) are named in ``record_errors`` with
-``error_message`` (KIP-467). acks=0 gets
+``error_message`` (KIP-467). A transactional batch must belong to its producer's ongoing
+transaction (else INVALID_TXN_STATE). acks=0 gets
 no response at all, as Kafka's protocol says.
 """
 
@@ -17,6 +18,8 @@ from typing import Any
 
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
+from strom.broker.txn.service import txn_coordinator_of
+from strom.protocol import record_batch as rb
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
 from strom.storage.errors import RecordValidationError
 
@@ -41,6 +44,24 @@ def _partition(ctx: RequestContext, index: int, code: ErrorCode, **values: Any) 
     )
 
 
+def _verify_transaction(broker: Any, log_: Any, topic: str, index: int, records: bytes) -> None:
+    """A transactional batch that would open a transaction in this partition must belong to
+    its producer's ongoing transaction, with this partition added (KIP-890's verification):
+    a late batch of an ended or aborted transaction would otherwise start a transaction no
+    coordinator knows of, and hold the last stable offset back for good."""
+    if len(records) < rb.HEADER_SIZE:
+        return
+    header = rb.parse_header(records)
+    if not header.is_transactional or header.is_control or header.producer_id < 0:
+        return
+    entry = log_.producer_state.producers.get(header.producer_id)
+    if entry is not None and entry.txn_first_offset >= 0 and entry.epoch == header.producer_epoch:
+        return  # already part of this producer's open transaction here
+    if not txn_coordinator_of(broker).is_ongoing_with(header.producer_id, header.producer_epoch,
+                                                      (topic, index)):  # fmt: skip
+        raise KafkaError(ErrorCode.invalid_txn_state, "Partition was not added to the transaction")
+
+
 def _append_one(ctx: RequestContext, topic: str, index: int, records: bytes | None, acks: int) -> Any:
     broker = ctx.broker
     info = broker.topics.get(topic)
@@ -61,6 +82,7 @@ def _append_one(ctx: RequestContext, topic: str, index: int, records: bytes | No
                 ErrorCode.not_enough_replicas,
                 f"min.insync.replicas={log_.config.min_insync_replicas} but the ISR has 1 replica",
             )
+        _verify_transaction(broker, log_, topic, index, records)
         result = broker.replicas.append(topic, index, bytes(records))
     except RecordValidationError as exc:  # KIP-467: the client fails only these records
         return _partition(ctx, index, exc.error_code, error_message=str(exc)[:500],

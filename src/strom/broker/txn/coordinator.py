@@ -69,6 +69,7 @@ class TransactionCoordinator:
         self._write_markers = write_markers
         self._allocate = allocate_producer_id
         self.txns: dict[str, TxnValue] = {}
+        self._pid_index: dict[int, TxnValue] | None = None
         self.loading = True
 
     # persistence ------------------------------------------------------------------------------
@@ -80,6 +81,7 @@ class TransactionCoordinator:
         value.last_update_ms = self.clock.time_ms()
         self._append(self.partition_for(txn_id), encode_key(txn_id), encode_value(value))
         self.txns[txn_id] = value
+        self._pid_index = None
 
     def replay(self, txn_id: str, value: TxnValue | None) -> None:
         """Apply one record of ``__transaction_state`` (in log order) while loading."""
@@ -87,6 +89,7 @@ class TransactionCoordinator:
             self.txns.pop(txn_id, None)
         else:
             self.txns[txn_id] = value
+        self._pid_index = None
 
     def finish_loading(self) -> None:
         """Complete the transactions a crash left between Prepare* and Complete*."""
@@ -163,11 +166,16 @@ class TransactionCoordinator:
     def is_ongoing_with(self, producer_id: int, producer_epoch: int, tp: TopicPartition) -> bool:
         """True when ``tp`` is in the ongoing transaction of that producer (epoch): what a
         transactional produce or TxnOffsetCommit must be part of (KIP-890's verification)."""
-        for value in self.txns.values():
-            if value.producer_id == producer_id:
-                return (value.producer_epoch == producer_epoch
-                        and value.state is TxnState.ONGOING and tp in value.partitions)  # fmt: skip
-        return False
+        value = self._by_pid.get(producer_id)
+        return (value is not None and value.producer_epoch == producer_epoch
+                and value.state is TxnState.ONGOING and tp in value.partitions)  # fmt: skip
+
+    @property
+    def _by_pid(self) -> dict[int, TxnValue]:
+        """Transactions by producer id (rebuilt when the transactions changed)."""
+        if self._pid_index is None:
+            self._pid_index = {v.producer_id: v for v in self.txns.values()}
+        return self._pid_index
 
     # AddPartitionsToTxn / AddOffsetsToTxn -----------------------------------------------------
     def add_partitions(self, txn_id: str, producer_id: int, producer_epoch: int,
@@ -258,5 +266,6 @@ class TransactionCoordinator:
                     log.warning("transactional id %s: expiring failed: %s", txn_id, exc)
                     continue
                 del self.txns[txn_id]
+                self._pid_index = None
                 gone.append(txn_id)
         return gone
