@@ -59,6 +59,13 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
         help="separator for --print-key (default: tab)",
     )
     p.add_argument("--timeout-ms", type=int, metavar="MS", help="exit after MS without a message")
+    p.add_argument(
+        "--isolation-level",
+        choices=("read_uncommitted", "read_committed"),
+        default="read_uncommitted",
+        help="read_committed: only committed transactional messages, up to the last stable "
+        "offset (default read_uncommitted: everything)",
+    )
     add_client_options(p)
     add_format_option(p)
     p.set_defaults(func=run)
@@ -113,11 +120,13 @@ def _setup(args: argparse.Namespace, state: dict[str, float]) -> Consumer:
                 "group.id": args.group,
                 "enable.auto.commit": True,
                 "auto.offset.reset": "earliest" if args.from_beginning else "latest",
+                "isolation.level": args.isolation_level,
             },
         )
     else:
         cons = consumer(
-            args, {"auto.offset.reset": "earliest" if args.from_beginning else "latest"}
+            args, {"auto.offset.reset": "earliest" if args.from_beginning else "latest",
+                   "isolation.level": args.isolation_level}  # fmt: skip
         )
     md = metadata(cons, args, args.topic)
     topic_md = md.topics.get(args.topic)

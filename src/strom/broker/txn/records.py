@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from strom.broker.group.records import partition_for
 
-__all__ = ["TxnRecordError", "TxnState", "TxnValue", "decode_key", "decode_value",
+__all__ = ["STATE_NAMES", "TxnRecordError", "TxnState", "TxnValue", "decode_key", "decode_value",
            "encode_key", "encode_value", "partition_for"]  # fmt: skip
 
 TopicPartition = tuple[str, int]
@@ -40,6 +40,15 @@ class TxnState(enum.IntEnum):
     COMPLETE_ABORT = 5
     DEAD = 6
     PREPARE_EPOCH_FENCE = 7
+
+
+STATE_NAMES = {
+    TxnState.EMPTY: "Empty", TxnState.ONGOING: "Ongoing", TxnState.PREPARE_COMMIT: "PrepareCommit",
+    TxnState.PREPARE_ABORT: "PrepareAbort", TxnState.COMPLETE_COMMIT: "CompleteCommit",
+    TxnState.COMPLETE_ABORT: "CompleteAbort", TxnState.DEAD: "Dead",
+    TxnState.PREPARE_EPOCH_FENCE: "PrepareEpochFence",
+}  # fmt: skip
+"""Kafka's names of the states (DescribeTransactions, ListTransactions, the CLI)."""
 
 
 @dataclass(slots=True)
