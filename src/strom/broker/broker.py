@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from strom.broker import dispatch
+from strom.broker import dispatch, dynamic_config
 from strom.broker.producer_ids import ProducerIdManager
 from strom.broker.replica_manager import ReplicaManager
 from strom.broker.server import start_server
@@ -70,6 +70,7 @@ class Broker:
         self.cluster_id = self._load_meta_properties()
         self.store = EmbeddedStore(self.data_dir)
         self.topics = TopicRegistry(self.store)
+        dynamic_config.load(self)  # before the logs open: they take its defaults
         self.logs = LogManager(self.data_dir, self.clock, self.config.values)
         self.logs.load(self._topic_overrides)
         self.replicas = ReplicaManager(self.logs, self.node_id)

@@ -105,6 +105,17 @@ class LogManager:
             if t == topic:
                 log.update_config(config)
 
+    def update_broker_configs(self, broker_configs: Mapping[str, str]) -> None:
+        """New broker properties (a dynamic broker config changed): every log gets its config
+        again from its topic's overrides and these defaults. Validated before anything
+        changes (InvalidConfigError)."""
+        configs = dict(broker_configs)
+        new = {topic: LogConfig.from_configs(o, configs) for topic, o in self._overrides.items()}
+        self.broker_configs = configs
+        for (topic, _p), log in self._logs.items():
+            config = new.get(topic)
+            log.update_config(config if config is not None else self._config(topic))
+
     def logs(self) -> Iterator[tuple[TopicPartition, Log]]:
         yield from list(self._logs.items())
 

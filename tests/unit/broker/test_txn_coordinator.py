@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from strom.broker.producer_ids import ProducerIdAndEpoch
 from strom.broker.txn import records as rec
 from strom.broker.txn.coordinator import TransactionCoordinator, TxnConfig, TxnMarker
 from strom.broker.txn.records import TxnState, TxnValue
@@ -88,8 +89,8 @@ def test_new_instance_fences_the_old_and_aborts_its_transaction(clock: FakeClock
     assert h.coord.end_txn("tx", pid + 1, epoch2, True) == E.invalid_producer_id_mapping
     assert h.coord.end_txn("tx", pid, epoch2, True) == E.invalid_txn_state  # nothing open
     # KIP-360: the old instance cannot bump the epoch in its own name
-    assert h.coord.init_producer_id("tx", 60000, pid, epoch)[0] == E.producer_fenced
-    assert h.coord.init_producer_id("tx", 60000, pid, epoch2) == (E.none, pid, epoch2 + 1)
+    assert h.coord.init_producer_id("tx", 60000, ProducerIdAndEpoch(pid, epoch))[0] == E.producer_fenced
+    assert h.coord.init_producer_id("tx", 60000, ProducerIdAndEpoch(pid, epoch2)) == (E.none, pid, epoch2 + 1)
 
 
 def test_epoch_exhaustion_moves_to_a_new_producer_id(clock: FakeClock) -> None:

@@ -14,7 +14,8 @@ States (Kafka's): Empty → Ongoing (AddPartitions/AddOffsets) → PrepareCommit
 markers synchronously, so Prepare* lasts one request unless a marker cannot be written.
 
 Fencing: InitProducerId with a transactional id bumps the epoch (a new id when the epoch
-would overflow) and aborts an ongoing transaction with the new epoch, so markers and the new
+would overflow; Kafka's rule in :func:`strom.broker.producer_ids.init_transactional`) and aborts
+an ongoing transaction with the new epoch, so markers and the new
 epoch fence the previous instance: its requests get PRODUCER_FENCED, its produce requests
 INVALID_PRODUCER_EPOCH from the partitions. A transaction older than its
 ``transaction.timeout.ms`` is aborted the same way (:meth:`abort_timed_out`), epoch bumped.
@@ -26,6 +27,11 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from strom.broker.producer_ids import (
+    ProducerIdAndEpoch,
+    TransactionalProducer,
+    init_transactional,
+)
 from strom.broker.txn.records import TopicPartition, TxnState, TxnValue, encode_key, encode_value
 from strom.broker.txn.records import partition_for as _partition_for
 from strom.clock import Clock
@@ -101,9 +107,10 @@ class TransactionCoordinator:
         log.info("transaction coordinator loaded %d transactional ids", len(self.txns))
 
     # InitProducerId ---------------------------------------------------------------------------
-    def init_producer_id(self, txn_id: str, timeout_ms: int, producer_id: int = -1,
-                         producer_epoch: int = -1) -> tuple[ErrorCode, int, int]:  # fmt: skip
-        """(error, producer id, epoch) for a transactional producer."""
+    def init_producer_id(self, txn_id: str, timeout_ms: int,
+                         expected: ProducerIdAndEpoch | None = None) -> tuple[ErrorCode, int, int]:  # fmt: skip
+        """(error, producer id, epoch) for a transactional producer; ``expected`` is the id and
+        epoch the caller has (v3+). Who may bump: :func:`strom.broker.producer_ids.init_transactional`."""
         if self.loading:
             return E.coordinator_load_in_progress, -1, -1
         if not txn_id:
@@ -116,28 +123,32 @@ class TransactionCoordinator:
             return self._store_answer(txn_id, value)
         if current.state in _PREPARING:
             return E.concurrent_transactions, -1, -1
-        if producer_id >= 0 and (producer_id, producer_epoch) != (current.producer_id,
-                                                                   current.producer_epoch):
-            # KIP-360: only the current instance may bump its own epoch
-            return E.producer_fenced, -1, -1
-        value = replace(current, partitions=set(current.partitions), timeout_ms=timeout_ms)
-        if value.producer_epoch >= MAX_EPOCH - 1:
-            value.previous_producer_id = value.producer_id
-            value.producer_id, value.producer_epoch = self._allocate(), 0
-        else:
-            value.producer_epoch += 1
+        owned = TransactionalProducer(current.producer_id, current.producer_epoch,
+                                      current.previous_producer_id, current.last_epoch)  # fmt: skip
+        result = init_transactional(owned, expected, self._allocate)
+        if isinstance(result, ErrorCode):
+            return result, -1, -1
+        if result == owned:  # a retry of the bump we made: the same answer
+            return E.none, current.producer_id, current.producer_epoch
         if current.state is TxnState.ONGOING:
-            # the previous instance's transaction is aborted under the new epoch (fencing it)
+            # the previous instance's transaction is aborted under a fencing epoch of its own
+            # producer id (its markers end it in every partition), before the new id/epoch
+            fence = replace(current, partitions=set(current.partitions))
+            if result.producer_id == current.producer_id:
+                fence.producer_epoch = result.epoch
             log.info("transactional id %s: fencing epoch %d, aborting its transaction",
                      txn_id, current.producer_epoch)  # fmt: skip
-            code = self._end(txn_id, value, commit=False)
+            code = self._end(txn_id, fence, commit=False)
             if code != E.none:
                 return code, -1, -1
-            value = self.txns[txn_id]
-            return E.none, value.producer_id, value.producer_epoch
-        value.state = TxnState.EMPTY
-        value.partitions = set()
-        value.start_ms = -1
+            current = self.txns[txn_id]
+        value = replace(current, producer_id=result.producer_id, producer_epoch=result.epoch,
+                        previous_producer_id=result.previous_producer_id,
+                        last_epoch=result.last_epoch, timeout_ms=timeout_ms,
+                        state=TxnState.EMPTY, partitions=set(), start_ms=-1)  # fmt: skip
+        if current.state is TxnState.COMPLETE_ABORT and current.producer_id == value.producer_id \
+                and current.producer_epoch == value.producer_epoch:
+            value.state = TxnState.COMPLETE_ABORT  # just aborted under this very epoch
         return self._store_answer(txn_id, value)
 
     def _store_answer(self, txn_id: str, value: TxnValue) -> tuple[ErrorCode, int, int]:

@@ -61,6 +61,7 @@ class TxnValue:
     last_update_ms: int = -1
     start_ms: int = -1
     previous_producer_id: int = -1
+    last_epoch: int = field(default=-1, compare=False)  # in memory only, as Kafka's
 
 
 def _uvarint(n: int) -> bytes:
