@@ -1,4 +1,4 @@
-"""WriteTxnMarkers (key 27, v0–1): write transaction markers to partitions of this broker.
+"""WriteTxnMarkers (key 27, v1; v0 left Kafka 4 and kio): markers for this broker's partitions.
 
 In a cluster, the transaction coordinator sends this to the partitions' leaders; a single
 node writes its own markers through the same function without a request
@@ -20,7 +20,7 @@ from strom.broker.txn.service import write_txn_markers
 API_KEY = 27
 
 
-@dispatch.handler(API_KEY, 0, 1)
+@dispatch.handler(API_KEY, 1, 1)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     results = []
     for m in request.markers:
