@@ -1,20 +1,23 @@
 """A consume-transform-produce application with exactly-once semantics (run as a process by
 test_exactly_once.py, which kills it with SIGKILL and starts it again).
 
-Usage: python -m tests.integration.eos_app BOOTSTRAP INPUT OUTPUT GROUP TXN_ID
+Usage: python -m tests.integration.eos_app BOOTSTRAP INPUT OUTPUT GROUP TXN_ID [PAUSE_MS]
 Each input record (key, value) becomes (key, b"out-" + value) in OUTPUT; the consumer's offsets
 go into the same transaction (send_offsets_to_transaction), committed every 50
-records at most. Static membership lets a restarted instance take its partitions back at once.
+records at most, pausing PAUSE_MS before each commit (so a test kills it mid-transaction,
+its records written, even on a busy machine). Static membership lets a restarted instance take its partitions back at once.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 
 from confluent_kafka import Consumer, KafkaException, Producer
 
 
-def main(bootstrap: str, source: str, sink: str, group: str, txn_id: str) -> None:
+def main(bootstrap: str, source: str, sink: str, group: str, txn_id: str,
+         pause_ms: str = "0") -> None:  # fmt: skip
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id,
                          "linger.ms": 5, "transaction.timeout.ms": 10000})  # fmt: skip
     producer.init_transactions(30)  # aborts what a killed predecessor left open
@@ -31,6 +34,7 @@ def main(bootstrap: str, source: str, sink: str, group: str, txn_id: str) -> Non
             producer.produce(sink, key=m.key(), value=b"out-" + m.value())
         if not records:
             continue
+        time.sleep(int(pause_ms) / 1000)  # inside the transaction, its records on their way
         try:
             producer.send_offsets_to_transaction(
                 consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), 30
@@ -48,4 +52,4 @@ def main(bootstrap: str, source: str, sink: str, group: str, txn_id: str) -> Non
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:6])
+    main(*sys.argv[1:7])

@@ -28,7 +28,7 @@ def _start_app(bootstrap: str, log: Path) -> subprocess.Popen[bytes]:
     with open(log, "ab") as out:
         return subprocess.Popen(
             [sys.executable, "-m", "tests.integration.eos_app", bootstrap, "in", "out", "eos-g",
-             "eos-tx"], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ),
+             "eos-tx", "25"], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ),
         )  # fmt: skip
 
 
