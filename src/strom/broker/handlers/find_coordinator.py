@@ -1,8 +1,9 @@
 """FindCoordinator (key 10): this broker coordinates every group (single node).
 
 v0–3 ask for one key; v4+ for a batch (``coordinator_keys``). Key type 0 is a group, key
-type 1 a transactional id (the transaction coordinator). An empty key is INVALID_REQUEST as
-in Kafka.
+type 1 a transactional id (the transaction coordinator); key type 2 (share group, v6) is
+INVALID_REQUEST, share groups being unsupported. v5 only adds TRANSACTION_ABORTABLE to the
+errors. An empty key is INVALID_REQUEST as in Kafka.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, st
     return ErrorCode.none, None
 
 
-@dispatch.handler(API_KEY, 0, 4)
+@dispatch.handler(API_KEY, 0, 6)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     key_type = int(getattr(request, "key_type", 0))
     host, port = ctx.broker.advertised
