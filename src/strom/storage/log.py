@@ -29,7 +29,7 @@ from pathlib import Path
 
 from strom.clock import Clock
 from strom.protocol import record_batch as rb
-from strom.protocol.control import parse_marker
+from strom.protocol.control import Marker, parse_marker
 from strom.storage import checkpoint as ckpt
 from strom.storage import log_timestamps, read_path, segment_swap
 from strom.storage.batch_validation import (
@@ -55,6 +55,15 @@ from strom.storage.segment import LogSegment
 from strom.storage.txn_index import AbortedTxn
 
 logger = logging.getLogger(__name__)
+
+
+def _marker(batch: bytes | memoryview) -> Marker | None:
+    """The transaction marker of a control batch (None if it holds another control record or
+    cannot be read: validation has already accepted the batch's shape)."""
+    try:
+        return parse_marker(batch)
+    except rb.CorruptRecordError:
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,10 +161,12 @@ class Log:
         """Rebuild producer state and the ``.txnindex`` entries of the replayed range."""
         found: list[tuple[LogSegment, AbortedTxn]] = []
 
-        def on_control(seg: LogSegment, pos: int, header: rb.BatchHeader) -> None:
-            txn = self._aborted_by(header, seg.read_at(pos, header.size))
+        def on_control(seg: LogSegment, pos: int, header: rb.BatchHeader) -> int | None:
+            marker = _marker(seg.read_at(pos, header.size))
+            txn = self._aborted_by(header, marker)
             if txn is not None:
                 found.append((seg, txn))
+            return None if marker is None else marker.coordinator_epoch
 
         start = self.producer_state.rebuild(self._segments, self.log_start_offset,
                                             self.clock.time_ms(), on_control)  # fmt: skip
@@ -165,13 +176,12 @@ class Log:
         for seg, txn in found:
             seg.txn_index.append(txn)
 
-    def _aborted_by(self, header: rb.BatchHeader, batch: bytes | memoryview) -> AbortedTxn | None:
-        """The aborted transaction a control batch ends (call before producer state applies
-        it), or None for a commit, another control record, or no data in this partition."""
+    def _aborted_by(self, header: rb.BatchHeader, marker: Marker | None) -> AbortedTxn | None:
+        """The aborted transaction a marker ends (call before producer state applies it), or
+        None for a commit, another control record, or no data in this partition."""
         entry = self.producer_state.producers.get(header.producer_id)
         if entry is None or entry.txn_first_offset < 0:
             return None
-        marker = parse_marker(batch)
         if marker is None or marker.commit:
             return None
         lso = self.producer_state.first_unstable_offset(exclude=header.producer_id)
@@ -324,11 +334,13 @@ class Log:
         for header, pos in zip(headers, positions, strict=True):
             self._maybe_roll(header, now)
             batch = memoryview(buf)[pos : pos + header.size]
-            aborted = self._aborted_by(header, batch) if header.is_control else None
+            marker = _marker(batch) if header.is_control else None
+            aborted = self._aborted_by(header, marker) if header.is_control else None
             self.active.append(batch, header)
             if aborted is not None:
                 self.active.txn_index.append(aborted)
-            self.producer_state.update(header, pending)
+            self.producer_state.update(header, pending,
+                                       marker.coordinator_epoch if marker else None)  # fmt: skip
             if header.partition_leader_epoch > self.leader_epochs.latest_epoch:
                 self.leader_epochs.assign(header.partition_leader_epoch, header.base_offset)
             count += header.record_count

@@ -95,7 +95,7 @@ class ProducerEntry:
         return entry
 
 
-ControlHook = Callable[[LogSegment, int, BatchHeader], None]
+ControlHook = Callable[[LogSegment, int, BatchHeader], int | None]  # -> coordinator epoch
 
 
 class ProducerStateManager:
@@ -144,8 +144,10 @@ class ProducerStateManager:
         pending[pid] = entry
         return None
 
-    def update(self, header: BatchHeader, pending: dict[int, ProducerEntry] | None = None) -> None:
-        """Record an appended batch (offsets final). Uses the staged entry when given."""
+    def update(self, header: BatchHeader, pending: dict[int, ProducerEntry] | None = None,
+               coordinator_epoch: int | None = None) -> None:  # fmt: skip
+        """Record an appended batch (offsets final). Uses the staged entry when given; a
+        marker's ``coordinator_epoch`` is kept (DescribeProducers, snapshots)."""
         pid = header.producer_id
         if pid < 0:
             return
@@ -165,6 +167,8 @@ class ProducerStateManager:
         entry.last_timestamp = max(entry.last_timestamp, header.max_timestamp)
         if header.is_control:
             entry.txn_first_offset = -1
+            if coordinator_epoch is not None:
+                entry.coordinator_epoch = coordinator_epoch
         elif header.is_transactional and entry.txn_first_offset < 0:
             entry.txn_first_offset = header.base_offset
         self.producers[pid] = entry
@@ -197,7 +201,8 @@ class ProducerStateManager:
         ``log_start_offset`` without one), then drop producers expired at ``now_ms``.
 
         ``on_control(segment, position, header)`` is called for each replayed control batch
-        before it ends its transaction (the log rebuilds ``.txnindex`` entries from it).
+        before it ends its transaction (the log rebuilds ``.txnindex`` entries from it); it
+        returns the marker's coordinator epoch.
         Returns the offset the replay started from."""
         log_end = segments[-1].next_offset
         start = self.load_latest(log_end, now_ms)
@@ -207,9 +212,10 @@ class ProducerStateManager:
                 continue
             for pos, header in seg.iter_headers(0, BULK_CHUNK):
                 if header.base_offset >= start and header.has_producer_id:
+                    epoch = None
                     if header.is_control and on_control is not None:
-                        on_control(seg, pos, header)
-                    self.update(header)
+                        epoch = on_control(seg, pos, header)
+                    self.update(header, None, epoch)
         self.remove_expired(now_ms)
         return start
 

@@ -58,6 +58,7 @@ def test_lso_follows_open_transactions(tmp_path: Path, clock: FakeClock) -> None
     assert log.last_stable_offset == 1
     append(log, marker(clock, 10, True), AppendOrigin.COORDINATOR)  # 5: A commits
     assert log.last_stable_offset == 3  # B still open
+    assert log.producer_state.producers[10].coordinator_epoch == 3
     append(log, marker(clock, 11, False), AppendOrigin.COORDINATOR)  # 6: B aborts
     assert log.last_stable_offset == 7 == log.high_watermark
     assert log.collect_aborted(0, 7) == [AbortedTxn(11, 3, 6, 7)]
@@ -127,6 +128,7 @@ def test_crash_rebuilds_txnindex_and_open_transactions(tmp_path: Path, clock: Fa
     log2 = open_log(d, clock)
     log2.high_watermark = log2.log_end_offset
     assert log2.collect_aborted(0, 6) == [AbortedTxn(10, 0, 4, 3)]
+    assert log2.producer_state.producers[10].coordinator_epoch == 3  # from the marker
     assert log2.last_stable_offset == 3  # pid 11 (3) and 12 (5) still open
     append(log2, marker(clock, 11, True), AppendOrigin.COORDINATOR)
     append(log2, marker(clock, 12, True), AppendOrigin.COORDINATOR)
