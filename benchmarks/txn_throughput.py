@@ -31,6 +31,11 @@ def run(bootstrap: str, topic: str, messages: int, size: int, txn_size: int | No
     value = b"x" * size
     if txn_size is not None:
         p.init_transactions(30)
+        p.begin_transaction()
+    p.produce(topic, value=value)  # warm-up, not timed: connections, metadata, producer id
+    if txn_size is not None:
+        p.commit_transaction(60)
+    p.flush(60)
     start = time.monotonic()
     sent = 0
     while sent < messages:
