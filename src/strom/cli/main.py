@@ -20,7 +20,9 @@ from confluent_kafka import KafkaException
 from strom.cli.errors import CliError, describe_kafka_error
 
 PROG = "strom"
-_SUBCOMMAND_MODULES = ("topic", "produce", "consume", "group", "cluster")
+_SUBCOMMAND_MODULES = (
+    "topic", "produce", "consume", "group", "cluster", "connect", "connector",
+)
 
 
 class Parser(argparse.ArgumentParser):
