@@ -96,11 +96,11 @@ class FileStreamSourceTask(SourceTask):
                 time.sleep(0.2)  # Kafka's task waits for the file to appear
                 return None
             self.stream.seek(self.position)
-        chunk = self.stream.read(1 << 16)
-        if not chunk:
-            time.sleep(0.05)
+        if self.buffer.count(b"\n") < self.batch_size:
+            self.buffer += self.stream.read(1 << 16)
+        if b"\n" not in self.buffer:
+            time.sleep(0.05)  # no complete line yet: the rest may still be written
             return None
-        self.buffer += chunk
         records: list[SourceRecord] = []
         while len(records) < self.batch_size:
             end = self.buffer.find(b"\n")
@@ -153,8 +153,9 @@ class FileStreamSinkTask(SinkTask):
 
     def put(self, records: list[SinkRecord]) -> None:
         assert self.stream is not None
-        for record in records:
-            self.stream.write(f"{_text(record.value)}\n")
+        # Whole lines in one write: a crash never leaves half a line for the next run to extend.
+        self.stream.write("".join(f"{_text(r.value)}\n" for r in records))
+        self.stream.flush()
 
     def flush(self, offsets: TopicPartitionOffsets) -> None:
         if self.stream is not None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import threading
 from pathlib import Path
 from urllib.parse import urlparse
@@ -140,6 +141,11 @@ def run_standalone(worker_file: Path, connector_files: list[Path]) -> int:
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
                                            access_log=False, lifespan="off"))
     LOG.info("worker %s:%d started with %d connector(s)", host, port, len(connectors))
+    # uvicorn re-raises the signal that stopped it once it is done serving; with these
+    # handlers in place that re-raise is a no-op, so the tasks still stop cleanly below
+    # (source offsets stored, sink offsets committed) and the worker exits 0.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
     try:
         server.run()
     finally:
