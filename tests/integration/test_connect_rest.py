@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from strom.cli.main import main
 from strom.testing import BrokerProcess
 from strom.testing.connect import ConnectWorkerProcess
 from tests.integration.cli_helpers import assert_clean_error, strom
@@ -172,29 +174,34 @@ def test_validate_endpoint(worker: ConnectWorkerProcess) -> None:
     assert status == 400 and "does not match request type FileStreamSink" in body["message"]
 
 
-def test_connector_cli(worker: ConnectWorkerProcess, tmp_path: Path, topic_name: str) -> None:
-    import json
-
+def test_connector_cli(worker: ConnectWorkerProcess, tmp_path: Path, topic_name: str,
+                       capsys: pytest.CaptureFixture[str]) -> None:
+    """``strom connector`` in-process (fast); the error path once as a real subprocess."""
     url = ["--url", worker.url]
+
+    def cli(*args: str) -> str:
+        code = main(["connector", *args, *url])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        return out
+
     spec = tmp_path / "c5.json"
     spec.write_text(json.dumps({"name": "c5", "config": sink_config(tmp_path, topic_name)}))
-    created = strom("connector", "create", "-f", str(spec), *url, "--format", "json")
-    assert created.returncode == 0, created.stderr
-    assert json.loads(created.stdout)["name"] == "c5"
-    assert "c5" in strom("connector", "list", *url).stdout
+    assert json.loads(cli("create", "-f", str(spec), "--format", "json"))["name"] == "c5"
+    assert "c5" in cli("list")
     wait_for(lambda: state(worker, "c5") == ("RUNNING", ["RUNNING"]), "running")
-    status = json.loads(strom("connector", "status", "c5", *url, "--format", "json").stdout)
+    status = json.loads(cli("status", "c5", "--format", "json"))
     assert status["connector"]["state"] == "RUNNING"
-    config = strom("connector", "config", "c5", *url).stdout.splitlines()
-    assert f"topics={topic_name}" in config
-    assert strom("connector", "pause", "c5", *url).returncode == 0
+    assert f"topics={topic_name}" in cli("config", "c5").splitlines()
+    assert cli("pause", "c5") == "Paused connector c5\n"
     assert state(worker, "c5")[0] == "PAUSED"
-    assert strom("connector", "resume", "c5", *url).returncode == 0
-    restart = strom("connector", "restart", "c5", "--include-tasks", *url, "--format", "json")
-    assert restart.returncode == 0 and json.loads(restart.stdout)["name"] == "c5"
-    assert "FileStreamSinkConnector" in strom("connector", "plugins", *url).stdout
-    assert strom("connector", "delete", "c5", *url).returncode == 0
+    cli("resume", "c5")
+    assert state(worker, "c5")[0] == "RUNNING"
+    restarted = json.loads(cli("restart", "c5", "--include-tasks", "--format", "json"))
+    assert restarted["name"] == "c5"
+    assert "org.apache.kafka.connect.file.FileStreamSinkConnector" in cli("plugins")
+    cli("delete", "c5")
     line = assert_clean_error(strom("connector", "status", "c5", *url))
     assert line == "strom: error: Connector c5 not found (HTTP 404)"
-    line = assert_clean_error(strom("connector", "list", "--url", "http://127.0.0.1:1"))
-    assert "cannot reach the Connect worker" in line
+    assert main(["connector", "list", "--url", "http://127.0.0.1:1"]) == 1
+    assert "cannot reach the Connect worker" in capsys.readouterr().err
