@@ -13,16 +13,30 @@ from strom.testing import BrokerProcess
 from strom.testing.connect import ConnectWorkerProcess
 
 
-def connector_files(tmp_path: Path, topic: str) -> list[Path]:
+def connector_files(tmp_path: Path, topic: str, **overrides: str) -> list[Path]:
     source = tmp_path / "file-source.properties"
     source.write_text("name=local-file-source\nconnector.class=FileStreamSource\n"
                       f"tasks.max=1\nfile={tmp_path / 'in.txt'}\ntopic={topic}\n"
-                      "batch.size=500\n")
+                      "batch.size=500\n" + "".join(f"{k}={v}\n" for k, v in overrides.items()))
     sink = tmp_path / "file-sink.json"  # Kafka 3.7+ also accepts JSON connector configs
     sink.write_text(json.dumps({"name": "local-file-sink", "config": {
         "connector.class": "org.apache.kafka.connect.file.FileStreamSinkConnector",
-        "tasks.max": "1", "file": str(tmp_path / "out.txt"), "topics": topic}}))
+        "tasks.max": "1", "file": str(tmp_path / "out.txt"), "topics": topic, **overrides}}))
     return [source, sink]
+
+
+def topic_values(bootstrap: str, topic: str, count: int) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    values: list[bytes] = []
+    deadline = time.monotonic() + 20
+    try:
+        while len(values) < count and time.monotonic() < deadline:
+            values += [m.value() for m in consumer.consume(1000, 0.5) if m.error() is None]
+    finally:
+        consumer.close()
+    return values
 
 
 def stored_position(worker: ConnectWorkerProcess) -> int:
@@ -62,8 +76,11 @@ def test_file_to_topic_to_file_exact_lines(broker: BrokerProcess, tmp_path: Path
                                            topic_name: str) -> None:
     expected = [f"line {i} ünïcode" for i in range(3000)]
     (tmp_path / "in.txt").write_text("\n".join(expected[:2000]) + "\n")
-    worker = ConnectWorkerProcess(tmp_path / "worker", broker.bootstrap,
-                                  connector_files=connector_files(tmp_path, topic_name))
+    # The connectors override the worker's StringConverter: Kafka's JSON envelope on the topic.
+    files = connector_files(tmp_path, topic_name, **{
+        "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+        "value.converter.schemas.enable": "true"})
+    worker = ConnectWorkerProcess(tmp_path / "worker", broker.bootstrap, connector_files=files)
     worker.start()
     try:
         wait_for_lines(tmp_path / "out.txt", 2000)
@@ -72,6 +89,10 @@ def test_file_to_topic_to_file_exact_lines(broker: BrokerProcess, tmp_path: Path
         assert wait_for_lines(tmp_path / "out.txt", 3000) == expected
     finally:
         worker.stop()
+    assert topic_values(broker.bootstrap, topic_name, 3000) == [
+        json.dumps({"schema": {"type": "string", "optional": False}, "payload": line},
+                   separators=(",", ":"), ensure_ascii=False).encode()
+        for line in expected]
     offsets = json.loads((tmp_path / "worker" / "connect.offsets").read_text())
     assert offsets["offsets"] == [{
         "key": ["local-file-source", {"filename": str(tmp_path / "in.txt")}],

@@ -169,6 +169,8 @@ _ENVELOPE_ERROR = (
 
 
 class JsonConverter(Converter):
+    """UTF-8 JSON without ASCII escapes, compact separators: the bytes Kafka's (Jackson) writes."""
+
     @property
     def schemas_enable(self) -> bool:
         return str(self.config.get("schemas.enable", "true")).lower() == "true"
@@ -179,8 +181,8 @@ class JsonConverter(Converter):
         payload = _to_json_value(schema, value)
         if self.schemas_enable:
             doc = {"schema": schema.as_json() if schema else None, "payload": payload}
-            return json.dumps(doc, separators=(",", ":")).encode()
-        return json.dumps(payload, separators=(",", ":")).encode()
+            return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+        return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
 
     def to_connect_data(self, topic: str, data: bytes | None) -> tuple[Schema | None, Any]:
         if data is None:

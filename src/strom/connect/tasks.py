@@ -20,7 +20,7 @@ import time
 import traceback
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from strom.connect.api import (
     RetriableError,
@@ -176,17 +176,27 @@ class WorkerSinkTask(WorkerTask):
                 "auto.offset.reset": "earliest", **self.client_config}
         consumer = Consumer(conf)
         subscription = [f"^{self.topics_regex}"] if self.topics_regex else self.topics
-        consumer.subscribe(subscription)
+
+        def on_assign(c: Consumer, partitions: list[TopicPartition]) -> None:
+            if self.paused.is_set():
+                c.pause(partitions)  # before the first fetch: a paused task moves nothing
+
+        def on_revoke(c: Consumer, partitions: list[TopicPartition]) -> None:
+            # Flush and commit what was put before the partitions move to another task.
+            self._commit(task, c)
+            lost = {(tp.topic, tp.partition) for tp in partitions}
+            self.consumed = {k: v for k, v in self.consumed.items() if k not in lost}
+
+        consumer.subscribe(subscription, on_assign=on_assign, on_revoke=on_revoke)
         last_commit = time.monotonic()
-        paused: list[TopicPartition] = []
+        paused = False
         try:
             while not self.stopping.is_set():
-                if self.paused.is_set() and not paused:
-                    paused = consumer.assignment()
-                    consumer.pause(paused)
-                elif not self.paused.is_set() and paused:
-                    consumer.resume(paused)
-                    paused = []
+                if self.paused.is_set() != paused:
+                    paused = self.paused.is_set()
+                    assigned = consumer.assignment()
+                    if assigned:
+                        (consumer.pause if paused else consumer.resume)(assigned)
                 messages = consumer.consume(500, 0.2)
                 batch = [self._record(m) for m in messages if m.error() is None]
                 if batch:
@@ -221,8 +231,14 @@ class WorkerSinkTask(WorkerTask):
         if not self.consumed:
             return
         safe = task.pre_commit(dict(self.consumed))  # flushes first: at-least-once
-        if safe:
+        if not safe:
+            return
+        try:
             consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in safe.items()],
                             asynchronous=False)
+        except KafkaException as exc:
+            # As Kafka's WorkerSinkTask: log and go on; the records are replayed, not lost.
+            LOG.warning("task %s-%d offset commit failed: %s", self.connector, self.task_id,
+                        exc)
 
 

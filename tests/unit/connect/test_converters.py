@@ -47,6 +47,7 @@ def test_json_without_schema_and_tombstones() -> None:
     assert _json(True).from_connect_data("t", None, {"a": 1}) == b'{"schema":null,"payload":{"a":1}}'
     assert _json(False).from_connect_data("t", None, [1, "x"]) == b'[1,"x"]'
     assert _json(False).from_connect_data("t", None, None) is None
+    assert _json(False).from_connect_data("t", None, "ü") == '"ü"'.encode()  # no \\u escapes
     assert _json(True).to_connect_data("t", None) == (None, None)
     with pytest.raises(DataError):
         _json(False).to_connect_data("t", b"{not json")
