@@ -205,3 +205,51 @@ def test_connector_cli(worker: ConnectWorkerProcess, tmp_path: Path, topic_name:
     assert line == "strom: error: Connector c5 not found (HTTP 404)"
     assert main(["connector", "list", "--url", "http://127.0.0.1:1"]) == 1
     assert "cannot reach the Connect worker" in capsys.readouterr().err
+
+
+def test_offsets_endpoints(worker: ConnectWorkerProcess, broker: BrokerProcess,
+                           tmp_path: Path, topic_name: str) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(3):
+        producer.produce(topic_name, f"v{i}".encode())
+    assert producer.flush(10) == 0
+    (tmp_path / "in.txt").write_text("a\nb\n")
+    source = {"connector.class": "FileStreamSource", "topic": topic_name,
+              "file": str(tmp_path / "in.txt")}
+    worker.request("PUT", "/connectors/src6/config", source)
+    worker.request("PUT", "/connectors/snk6/config", sink_config(tmp_path, topic_name))
+    wait_for(lambda: (tmp_path / "out.txt").exists()
+             and len((tmp_path / "out.txt").read_text().splitlines()) >= 5, "sink output")
+    # Offsets are stored at each flush interval (500 ms) and when the tasks stop.
+    for name in ("src6", "snk6"):
+        assert worker.request("PATCH", f"/connectors/{name}/offsets", {"offsets": []}) == (
+            400, {"error_code": 400, "message": offsets_not_stopped(name)})
+        assert worker.request("PUT", f"/connectors/{name}/stop") == (204, None)
+    status, body = worker.request("GET", "/connectors/src6/offsets")
+    assert (status, body) == (200, {"offsets": [
+        {"partition": {"filename": str(tmp_path / "in.txt")}, "offset": {"position": 4}}]})
+    status, body = worker.request("GET", "/connectors/snk6/offsets")
+    assert (status, body) == (200, {"offsets": [
+        {"partition": {"kafka_topic": topic_name, "kafka_partition": 0},
+         "offset": {"kafka_offset": 5}}]})
+    patch = {"offsets": [{"partition": {"filename": str(tmp_path / "in.txt")},
+                          "offset": {"position": 2}}]}
+    assert worker.request("PATCH", "/connectors/src6/offsets", patch)[0] == 200
+    assert worker.request("GET", "/connectors/src6/offsets")[1]["offsets"][0]["offset"] == {
+        "position": 2}
+    status, body = worker.request("DELETE", "/connectors/src6/offsets")
+    assert (status, body["message"]) == (
+        200, "The offsets for this connector have been reset successfully")
+    assert worker.request("GET", "/connectors/src6/offsets") == (200, {"offsets": []})
+    assert worker.request("DELETE", "/connectors/snk6/offsets")[0] == 200
+    assert worker.request("GET", "/connectors/snk6/offsets") == (200, {"offsets": []})
+    for name in ("src6", "snk6"):
+        assert worker.request("DELETE", f"/connectors/{name}")[0] == 204
+
+
+def offsets_not_stopped(name: str) -> str:
+    return ("Connectors must be in the STOPPED state before their offsets can be modified. "
+            "This can be done for the specified connector by issuing a 'PUT' request to the "
+            "'/connectors/{name}/stop' endpoint")

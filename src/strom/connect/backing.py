@@ -38,6 +38,10 @@ class OffsetBackingStore(ABC):
     @abstractmethod
     def forget(self, connector: str) -> None: ...
 
+    @abstractmethod
+    def entries(self, connector: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        """Every (source partition, offset) stored for ``connector``."""
+
 
 class MemoryOffsetBackingStore(OffsetBackingStore):
     def __init__(self) -> None:
@@ -52,6 +56,23 @@ class MemoryOffsetBackingStore(OffsetBackingStore):
         with self._lock:
             for partition_json, offset in offsets.items():
                 self._data[_key(connector, json.loads(partition_json))] = offset
+            self._save()
+
+    def entries(self, connector: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        with self._lock:
+            keys = [(json.loads(k), v) for k, v in self._data.items()]
+        return [(key[1], value) for key, value in keys if key[0] == connector]
+
+    def put_all_or_remove(self, connector: str,
+                          offsets: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> None:
+        """Set (or with a None offset, remove) each partition's offset in one store."""
+        with self._lock:
+            for partition, offset in offsets:
+                key = _key(connector, partition)
+                if offset is None:
+                    self._data.pop(key, None)
+                else:
+                    self._data[key] = offset
             self._save()
 
     def forget(self, connector: str) -> None:

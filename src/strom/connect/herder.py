@@ -15,6 +15,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
+from strom.connect import offsets as offsets_api
 from strom.connect.api import Connector, ConnectorContext, SinkConnector
 from strom.connect.backing import ConfigBackingStore, OffsetBackingStore
 from strom.connect.config import ConfigDef, ConfigKey, at_least, non_empty_string
@@ -266,6 +267,27 @@ class StandaloneHerder:
             if not 0 <= task_id < len(rt.tasks):
                 raise RestError(404, f"Task {name}-{task_id} not found")
             self._restart_task(rt, task_id)
+
+    def connector_offsets(self, name: str, method: str, body: Any = None) -> dict[str, Any]:
+        """KIP-875's offsets endpoints: GET any time, PATCH/DELETE only when STOPPED."""
+        bootstrap = self.worker_config.get("bootstrap.servers", "localhost:9092")
+        with self.lock:
+            rt = self._get(name)
+            kind = rt.type
+            if method != "GET" and self.configs.target_state(name) != "STOPPED":
+                raise RestError(400, offsets_api.NOT_STOPPED)
+            try:
+                if method == "GET":
+                    return offsets_api.read(kind, name, self.offsets, bootstrap)
+                if method == "PATCH":
+                    offsets_api.alter(kind, name, body, self.offsets, bootstrap)
+                    return {"message": "The offsets for this connector have been altered "
+                                       "successfully"}
+                offsets_api.reset(kind, name, self.offsets, bootstrap)
+                return {"message": "The offsets for this connector have been reset "
+                                   "successfully"}
+            except offsets_api.OffsetsError as exc:
+                raise RestError(exc.status, exc.message) from None
 
     def shutdown(self) -> None:
         with self.lock:

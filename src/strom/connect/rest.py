@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -124,6 +125,12 @@ def build_app(herder: StandaloneHerder, cluster_id: Callable[[], str | None]) ->
         h.stop(request.path_params["name"])
         return Response(status_code=204)
 
+    async def offsets(request: Request) -> Response:
+        name = request.path_params["name"]
+        body = await _body(request) if request.method == "PATCH" else None
+        result = await run_in_threadpool(h.connector_offsets, name, request.method, body)
+        return JSONResponse(result)
+
     def plugins(request: Request) -> Response:
         only = request.query_params.get("connectorsOnly", "true").lower() != "false"
         return JSONResponse(plugin_list(connectors_only=only))
@@ -167,6 +174,7 @@ def build_app(herder: StandaloneHerder, cluster_id: Callable[[], str | None]) ->
         Route(n + "/pause", pause, methods=["PUT"]),
         Route(n + "/resume", resume, methods=["PUT"]),
         Route(n + "/stop", stop, methods=["PUT"]),
+        Route(n + "/offsets", offsets, methods=["GET", "PATCH", "DELETE"]),
         Route("/connector-plugins", plugins, methods=["GET"]),
         Route("/connector-plugins/{plugin}/config/validate", validate, methods=["PUT"]),
     ]
