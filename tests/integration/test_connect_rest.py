@@ -200,6 +200,12 @@ def test_connector_cli(worker: ConnectWorkerProcess, tmp_path: Path, topic_name:
     restarted = json.loads(cli("restart", "c5", "--include-tasks", "--format", "json"))
     assert restarted["name"] == "c5"
     assert "org.apache.kafka.connect.file.FileStreamSinkConnector" in cli("plugins")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"name": "bad", "connector.class": "FileStreamSink"}))
+    assert main(["connector", "create", "-f", str(bad), *url]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "contains the following 3 error(s)" in err
+    assert "(HTTP 400)" in err
     cli("delete", "c5")
     line = assert_clean_error(strom("connector", "status", "c5", *url))
     assert line == "strom: error: Connector c5 not found (HTTP 404)"

@@ -38,4 +38,4 @@ def run(args: argparse.Namespace) -> int:
     try:
         return run_standalone(args.worker, list(args.connectors))
     except (WorkerConfigError, ValueError, OSError) as exc:
-        raise CliError(str(exc)) from None
+        raise CliError(" ".join(str(exc).split("\n"))) from None

@@ -37,7 +37,9 @@ def request(args: argparse.Namespace, method: str, path: str, body: Any = None) 
             message = json.loads(exc.read()).get("message") or exc.reason
         except (ValueError, AttributeError):
             message = exc.reason
-        raise CliError(f"{message} (HTTP {exc.code})") from None
+        # Kafka's invalid-config message lists one error per line: keep the CLI to one line.
+        flat = " ".join(str(message).split("\n"))
+        raise CliError(f"{flat} (HTTP {exc.code})") from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise CliError(f"cannot reach the Connect worker at {args.url}: {reason}") from None
