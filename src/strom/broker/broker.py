@@ -25,6 +25,7 @@ from strom.clock import Clock, SystemClock
 from strom.config import BrokerConfig, ConfigError, parse_properties
 from strom.metadata.embedded import EmbeddedStore
 from strom.metadata.topics import TopicInfo, TopicRegistry
+from strom.storage.flusher import Flusher
 from strom.storage.log_manager import LogManager
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ class Broker:
         self.store = EmbeddedStore(self.data_dir)
         self.topics = TopicRegistry(self.store)
         dynamic_config.load(self)  # before the logs open: they take its defaults
-        self.logs = LogManager(self.data_dir, self.clock, self.config.values)
+        self.logs = LogManager(self.data_dir, self.clock, self.config.values, Flusher())
         self.logs.load(self._topic_overrides)
         self.replicas = ReplicaManager(self.logs, self.node_id)
         for topic in self.topics:  # logs lost or never created (crash mid-create) come back

@@ -65,6 +65,7 @@ class KafkaConnection(asyncio.Protocol):
             self.peer = (str(peer[0]), int(peer[1]))
         self.sock_fd = zero_copy.socket_fd(transport)
         self.broker.connections.add(self)
+        log.debug("connection %s from %s:%s", self.id, *self.peer)
         self.task = asyncio.get_running_loop().create_task(self.process())
 
     def data_received(self, data: bytes) -> None:
@@ -86,6 +87,7 @@ class KafkaConnection(asyncio.Protocol):
         return None
 
     def connection_lost(self, exc: Exception | None) -> None:
+        log.debug("connection %s from %s:%s closed", self.id, *self.peer)
         self.broker.connections.discard(self)
         self.can_write.set()
         if self.task is not None:
@@ -133,6 +135,10 @@ class KafkaConnection(asyncio.Protocol):
             self.close()
         except _CloseConnection as exc:
             log.info("closing connection %s from %s: %s", self.id, self.peer[0], exc)
+            self.close()
+        except (BrokenPipeError, ConnectionResetError) as exc:  # the client hung up: no trace
+            log.info("connection %s from %s: client hung up (%s)", self.id, self.peer[0],
+                     exc.strerror or type(exc).__name__)
             self.close()
         except Exception:
             log.exception("closing connection %s after an internal error", self.id)
