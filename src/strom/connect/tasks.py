@@ -198,6 +198,10 @@ class WorkerSinkTask(WorkerTask):
                     if assigned:
                         (consumer.pause if paused else consumer.resume)(assigned)
                 messages = consumer.consume(500, 0.2)
+                if self.paused.is_set():
+                    # Paused while this consume was in flight: give the records back.
+                    self._rewind(consumer, messages)
+                    continue
                 batch = [self._record(m) for m in messages if m.error() is None]
                 if batch:
                     self._put(task, batch)
@@ -207,6 +211,15 @@ class WorkerSinkTask(WorkerTask):
             self._commit(task, consumer)
         finally:
             consumer.close()
+
+    @staticmethod
+    def _rewind(consumer: Consumer, messages: list[Any]) -> None:
+        first: dict[tuple[str, int], int] = {}
+        for m in messages:
+            if m.error() is None:
+                first.setdefault((m.topic(), m.partition()), m.offset())
+        for (topic, partition), offset in first.items():
+            consumer.seek(TopicPartition(topic, partition, offset))
 
     def _record(self, msg: Any) -> SinkRecord:
         topic = msg.topic()
