@@ -211,17 +211,20 @@ def test_connector_cli(worker: ConnectWorkerProcess, tmp_path: Path, topic_name:
 
     spec = tmp_path / "c5.json"
     spec.write_text(json.dumps({"name": "c5", "config": sink_config(tmp_path, topic_name)}))
-    assert json.loads(cli("create", "-f", str(spec), "--format", "json"))["name"] == "c5"
+    assert json.loads(cli("create", "-f", str(spec), "--format", "json"))[0]["name"] == "c5"
     assert "c5" in cli("list")
     wait_for(lambda: state(worker, "c5") == ("RUNNING", ["RUNNING"]), "running")
-    status = json.loads(cli("status", "c5", "--format", "json"))
+    [status] = json.loads(cli("status", "c5", "--format", "json"))
     assert status["connector"]["state"] == "RUNNING"
+    assert {"name": "c5", "type": "sink", "state": "RUNNING",
+            "tasks": [{"id": 0, "state": "RUNNING"}]} in json.loads(cli("list", "--format",
+                                                                         "json"))
     assert f"topics={topic_name}" in cli("config", "c5").splitlines()
     assert cli("pause", "c5") == "Paused connector c5\n"
     assert state(worker, "c5")[0] == "PAUSED"
     cli("resume", "c5")
     assert state(worker, "c5")[0] == "RUNNING"
-    restarted = json.loads(cli("restart", "c5", "--include-tasks", "--format", "json"))
+    [restarted] = json.loads(cli("restart", "c5", "--include-tasks", "--format", "json"))
     assert restarted["name"] == "c5"
     assert "org.apache.kafka.connect.file.FileStreamSinkConnector" in cli("plugins")
     bad = tmp_path / "bad.json"
@@ -283,3 +286,17 @@ def offsets_not_stopped(name: str) -> str:
     return ("Connectors must be in the STOPPED state before their offsets can be modified. "
             "This can be done for the specified connector by issuing a 'PUT' request to the "
             "'/connectors/{name}/stop' endpoint")
+
+
+def test_second_worker_on_a_taken_port_is_one_line(worker: ConnectWorkerProcess,
+                                                   tmp_path: Path) -> None:
+    props = tmp_path / "worker.properties"
+    props.write_text(f"listeners={worker.url}\n"
+                     f"offset.storage.file.filename={tmp_path / 'offsets'}\n"
+                     "plugin.path=/usr/share/java\n")
+    proc = strom("connect", "standalone", str(props))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    note, error = proc.stderr.strip().splitlines()
+    assert "plugin.path is ignored" in note
+    assert error.startswith(f"strom: error: cannot listen on 127.0.0.1:{worker.port}: ")
+    assert worker.request("GET", "/")[0] == 200  # the running worker is untouched

@@ -1,6 +1,7 @@
 """``strom connector ...``: manage connectors through a Connect worker's REST API.
 
-``list``, ``status NAME``, ``create -f FILE.json``, ``config NAME``, ``pause``, ``resume``,
+``--format json`` prints one JSON list, as every ``strom`` command: the REST document of a
+single object wrapped in a list. ``list``, ``status NAME``, ``create -f FILE.json``, ``config NAME``, ``pause``, ``resume``,
 ``restart [--include-tasks] [--only-failed]``, ``delete``, ``plugins``; ``--url`` (default
 ``http://127.0.0.1:8083``), ``--format text|json``. An error from the worker is its
 ``message`` on one line; an unreachable worker is one line too.
@@ -53,7 +54,11 @@ def _name(args: argparse.Namespace) -> str:
 def cmd_list(args: argparse.Namespace) -> int:
     doc = request(args, "GET", "/connectors?expand=status")
     if args.format == "json":
-        print_json(doc)
+        print_json([{"name": name, "type": e["status"].get("type"),
+                     "state": e["status"]["connector"]["state"],
+                     "tasks": [{"id": t["id"], "state": t["state"]}
+                               for t in e["status"]["tasks"]]}
+                    for name, e in sorted(doc.items())])
         return 0
     rows = []
     for name, entry in sorted(doc.items()):
@@ -67,7 +72,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     doc = request(args, "GET", f"/connectors/{_name(args)}/status")
     if args.format == "json":
-        print_json(doc)
+        print_json([doc])
         return 0
     rows = [["connector", "-", doc["connector"]["state"], doc["connector"]["worker_id"]]]
     rows += [["task", t["id"], t["state"], t["worker_id"]] for t in doc["tasks"]]
@@ -89,7 +94,7 @@ def cmd_create(args: argparse.Namespace) -> int:
         doc = {"name": doc.get("name"), "config": doc}
     info = request(args, "POST", "/connectors", doc)
     if args.format == "json":
-        print_json(info)
+        print_json([info])
     else:
         print(f"Created connector {info['name']} ({len(info['tasks'])} task(s))")
     return 0
@@ -98,7 +103,7 @@ def cmd_create(args: argparse.Namespace) -> int:
 def cmd_config(args: argparse.Namespace) -> int:
     doc = request(args, "GET", f"/connectors/{_name(args)}/config")
     if args.format == "json":
-        print_json(doc)
+        print_json([doc])
     else:
         for key in sorted(doc):
             print(f"{key}={doc[key]}")
@@ -113,7 +118,7 @@ def _action(method: str, suffix: str, verb: str) -> Any:
                      f"&onlyFailed={str(args.only_failed).lower()}")
         doc = request(args, method, path)
         if args.format == "json":
-            print_json(doc if doc is not None else {"name": args.name, "result": verb})
+            print_json([doc if doc is not None else {"name": args.name, "result": verb}])
         else:
             print(f"{verb.capitalize()} connector {args.name}")
         return 0

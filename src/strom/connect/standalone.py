@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import signal
+import socket
 import threading
 from pathlib import Path
 from urllib.parse import urlparse
@@ -92,6 +93,15 @@ def rest_address(worker: dict[str, str]) -> tuple[str, int]:
     return host, int(worker.get("rest.port", DEFAULT_PORT))
 
 
+def _check_listen(host: str, port: int) -> None:
+    """Fail with one clear line before any connector starts if the REST port is taken."""
+    try:
+        with socket.create_server((host, port)):
+            pass
+    except OSError as exc:
+        raise WorkerConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+
+
 class ClusterId:
     """The Kafka cluster id for ``GET /``, looked up once in the background."""
 
@@ -128,6 +138,7 @@ def run_standalone(worker_file: Path, connector_files: list[Path]) -> int:
                     "'strom.connectors' entry points")
     connectors = [load_connector_file(p) for p in connector_files]
     host, port = rest_address(worker)
+    _check_listen(host, port)
     worker.setdefault("bootstrap.servers", "localhost:9092")
     herder = StandaloneHerder(f"{host}:{port}", worker, FileOffsetBackingStore(offsets_path),
                               MemoryConfigBackingStore())
