@@ -24,7 +24,7 @@ from strom.cli.errors import DEFAULT_TIMEOUT_S, CliError, describe_kafka_error, 
 
 PROG = "strom"
 _SUBCOMMAND_MODULES = (
-    "topic", "produce", "consume", "group", "cluster", "profile", "connect", "connector",
+    "topic", "produce", "consume", "group", "cluster", "profile", "txn", "connect", "connector",
 )
 
 
