@@ -33,6 +33,8 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 from kio.static.primitive import i16, i32
 
+from strom.protocol.hot_path import response_header
+
 API_VERSIONS_KEY = 18
 _PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
 _SIZE = struct.Struct(">i")
@@ -141,10 +143,8 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, respons
     buf = io.BytesIO()
     buf.write(b"\0\0\0\0")
     flexible = bool(type(response).__flexible__)
-    if flexible and api_key != API_VERSIONS_KEY:
-        _writer(ResponseHeaderV1)(buf, ResponseHeaderV1(correlation_id=i32(correlation_id)))
-    else:
-        _writer(ResponseHeaderV0)(buf, ResponseHeaderV0(correlation_id=i32(correlation_id)))
+    # The header is hand-written (hot_path): kio's generic writer costs more than the int32.
+    buf.write(response_header(correlation_id, flexible and api_key != API_VERSIONS_KEY))
     _writer(type(response))(buf, response)
     data = buf.getbuffer()
     _SIZE.pack_into(data, 0, len(data) - 4)

@@ -15,25 +15,28 @@ from typing import Any
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
+from strom.protocol.hot_path import ProducePartition, ProduceResponse
 
 API_KEY = 0
 log = logging.getLogger(__name__)
 
 
-def _partition(ctx: RequestContext, index: int, code: ErrorCode, **values: Any) -> Any:
-    return ctx.make(
-        "PartitionProduceResponse",
-        index=index,
-        error_code=code,
-        base_offset=values.get("base_offset", -1),
-        log_append_time=values.get("log_append_time", -1),
-        log_start_offset=values.get("log_start_offset", -1),
-        record_errors=(),
-        error_message=values.get("error_message"),
+def _partition(ctx: RequestContext, index: int, code: ErrorCode, **values: Any) -> ProducePartition:
+    # A plain tuple, encoded by strom.protocol.hot_path: kio's generic build + encode of this
+    # response cost more than appending the records it acknowledges.
+    return ProducePartition(
+        index,
+        code,
+        values.get("base_offset", -1),
+        values.get("log_append_time", -1),
+        values.get("log_start_offset", -1),
+        values.get("error_message"),
     )
 
 
-def _append_one(ctx: RequestContext, topic: str, index: int, records: bytes | None, acks: int) -> Any:
+def _append_one(
+    ctx: RequestContext, topic: str, index: int, records: bytes | None, acks: int
+) -> ProducePartition:
     broker = ctx.broker
     info = broker.topics.get(topic)
     if info is None or index not in info.replicas:
@@ -59,13 +62,8 @@ def _append_one(ctx: RequestContext, topic: str, index: int, records: bytes | No
         if code == ErrorCode.unknown_server_error:
             log.exception("append to %s-%s failed", topic, index)
         return _partition(ctx, index, code, error_message=str(exc)[:500])
-    return _partition(
-        ctx,
-        index,
-        ErrorCode.none,
-        base_offset=result.base_offset,
-        log_append_time=result.log_append_time,
-        log_start_offset=result.log_start_offset,
+    return ProducePartition(
+        index, 0, result.base_offset, result.log_append_time, result.log_start_offset
     )
 
 
@@ -80,9 +78,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 parts.append(_partition(ctx, pdata.index, ErrorCode.invalid_required_acks))
             else:
                 parts.append(_append_one(ctx, topic_data.name, pdata.index, pdata.records, acks))
-        responses.append(
-            ctx.make("TopicProduceResponse", name=topic_data.name, partition_responses=tuple(parts))
-        )
+        responses.append((topic_data.name, parts))
     if acks == 0:
         return None
-    return ctx.respond(responses=tuple(responses), throttle_time=0)
+    return ProduceResponse(responses)
