@@ -26,25 +26,20 @@ from typing import Any
 from strom.broker import dispatch, zero_copy
 from strom.broker.context import RequestContext
 from strom.protocol.errors import ErrorCode, error_code_of
-from strom.protocol.fetch_encoding import placeholder
+from strom.protocol.hot_path import FetchPartition, FetchResponse, FetchTopic
 
 API_KEY = 1
 log = logging.getLogger(__name__)
 
 
+_NULL_TOPIC_ID = uuid.UUID(int=0)
+
+
 def _partition(ctx: RequestContext, index: int, code: ErrorCode, *, hw: int = -1,
-               log_start: int = -1, records: bytes = b"") -> Any:
-    return ctx.make(
-        "PartitionData",
-        partition_index=index,
-        error_code=code,
-        high_watermark=hw,
-        last_stable_offset=hw,
-        log_start_offset=log_start,
-        aborted_transactions=None,
-        preferred_read_replica=-1,
-        records=records,
-    )
+               log_start: int = -1, records: Any = b"") -> FetchPartition:
+    # A plain tuple, encoded by strom.protocol.hot_path (kio's generic build and encode cost
+    # ~7 µs a partition); ``records`` is bytes or a zero-copy file region.
+    return FetchPartition(index, code, hw, hw, log_start, None, -1, records)
 
 
 class _FetchPlan:
@@ -88,15 +83,9 @@ class _FetchPlan:
                 errors = errors or part.error_code != ErrorCode.none
                 total += size
                 parts.append(part)
-            responses.append(
-                ctx.make(
-                    "FetchableTopicResponse",
-                    topic=name or "",
-                    topic_id=getattr(topic, "topic_id", None) or uuid.UUID(int=0),
-                    partitions=tuple(parts),
-                )
-            )
-        return tuple(responses), total, errors
+            topic_id = getattr(topic, "topic_id", None) or _NULL_TOPIC_ID
+            responses.append(FetchTopic(name or "", topic_id, parts))
+        return responses, total, errors
 
     def _read_partition(self, topic: str, p: Any, total: int) -> tuple[Any, int]:
         ctx = self.ctx
@@ -130,9 +119,8 @@ class _FetchPlan:
                                        min_one_batch=total == 0)  # fmt: skip
         if region is None:
             return _partition(self.ctx, index, ErrorCode.none, hw=hw, log_start=start), 0
-        records = placeholder(len(self.regions))
         self.regions.append(region)
-        part = _partition(self.ctx, index, ErrorCode.none, hw=hw, log_start=start, records=records)
+        part = _partition(self.ctx, index, ErrorCode.none, hw=hw, log_start=start, records=region)
         return part, region.length
 
     def close_regions(self) -> None:
@@ -157,12 +145,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if not await ctx.broker.replicas.purgatory.wait(plan.keys, remaining):
                 responses, total, errors = plan.read()
                 break
-        response = ctx.respond(
-            throttle_time=0,
-            error_code=0,
-            session_id=0,
-            responses=responses,
-        )
+        response = FetchResponse(responses)
     except BaseException:
         plan.close_regions()
         raise
