@@ -18,10 +18,10 @@ import datetime
 import io
 import struct
 from collections.abc import Callable
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, fields
 from functools import cache
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from kio.index import load_payload_module, load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
@@ -33,7 +33,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 from kio.static.primitive import i16, i32
 
-from strom.protocol.hot_path import response_header
+from strom.protocol.hot_path import decode_request_header, response_header
 
 API_VERSIONS_KEY = 18
 _PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
@@ -57,9 +57,8 @@ class UnsupportedVersionError(ProtocolError):
         self.correlation_id = correlation_id
 
 
-@dataclass(frozen=True, slots=True)
-class RequestHeader:
-    """What every request carries, whatever its header version."""
+class RequestHeader(NamedTuple):
+    """What every request carries, whatever its header version (a tuple: made per request)."""
 
     api_key: int
     api_version: int
@@ -126,16 +125,16 @@ def decode_request(frame: bytes) -> tuple[RequestHeader, Any]:
         cls = request_class(api_key, api_version)
     except Exception:
         raise UnsupportedVersionError(api_key, api_version, correlation_id) from None
-    header_cls = RequestHeaderV2 if cls.__flexible__ else RequestHeaderV1
     try:
-        header, used = _reader(header_cls)(frame, 0)
+        # the header by hand (hot_path): kio's generic reader cost as much as a small body
+        *_, client_id, used = decode_request_header(frame, cls.__flexible__)
         request, body_used = _reader(cls)(frame, used)
     except Exception as exc:  # kio raises several types for truncated or garbled input
         raise ProtocolError(f"malformed request (api key {api_key}): {exc}") from None
     # Bytes after the body are ignored, as Kafka's own parser does: librdkafka 2.x sends
     # three extra bytes after a Metadata v12 "all topics" request, and refusing them would lock
     # confluent-kafka's list_topics() out.
-    return RequestHeader(api_key, api_version, correlation_id, header.client_id), request
+    return RequestHeader(api_key, api_version, correlation_id, client_id), request
 
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, response: Any) -> bytes:

@@ -205,3 +205,43 @@ def test_uvarint(value: int) -> None:
     from strom.protocol.fetch_encoding import uvarint
 
     assert hp.uvarint(value) == uvarint(value)
+
+
+def _kio_header(version: int, client_id: str | None, corr: int) -> bytes:
+    from strom.protocol.messages import RequestHeader, encode_request, request_class
+
+    from strom.protocol.messages import build as build_
+
+    req = build_(request_class(18, version), client_software_name="x", client_software_version="1")
+    return encode_request(RequestHeader(18, version, corr, client_id), req)[4:]
+
+
+@pytest.mark.parametrize("version", [0, 3])  # ApiVersions v0: header v1; v3: header v2
+@pytest.mark.parametrize("client_id", [None, "", "rdkafka", "ünï-" * 40])
+def test_request_header_decode_matches_kio(version: int, client_id: str | None) -> None:
+    from kio.schema.request_header.v1.header import RequestHeader as V1
+    from kio.schema.request_header.v2.header import RequestHeader as V2
+    from kio.serial import entity_reader
+
+    frame = _kio_header(version, client_id, -5)
+    flexible = version >= 3
+    expected, used = entity_reader(V2 if flexible else V1)(frame, 0)
+    assert hp.decode_request_header(frame, flexible) == (18, version, -5, expected.client_id, used)
+    assert expected.client_id == client_id
+
+
+def test_request_header_skips_tagged_fields() -> None:
+    frame = bytes.fromhex("0012 0003 00000007 0002") + b"ab"
+    tags = bytes([2, 0, 3]) + b"xyz" + bytes([200, 1, 1]) + b"q"  # tag 200 needs two bytes
+    assert hp.decode_request_header(frame + tags + b"BODY", True) == (18, 3, 7, "ab", 22)
+
+
+@pytest.mark.parametrize("frame", [
+    b"", bytes.fromhex("0012000300000007"), bytes.fromhex("00120003000000070005") + b"ab",
+    bytes.fromhex("0012000300000007fffe"), bytes.fromhex("00120003000000070000") + b"\x01\x05",
+    bytes.fromhex("00120003000000070000") + b"\x01\x05\x7f", bytes.fromhex("00120003000000070000") + b"\xff" * 6,
+    bytes.fromhex("00120003000000070002") + b"\xff\xfe",
+])  # fmt: skip
+def test_request_header_errors(frame: bytes) -> None:
+    with pytest.raises(hp.HeaderError):
+        hp.decode_request_header(frame, True)
