@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, cast
 
 from strom.broker import dispatch, zero_copy
 from strom.broker.context import RequestContext
-from strom.protocol.errors import ErrorCode
 from strom.protocol import hot_path
+from strom.protocol.errors import ErrorCode
 from strom.protocol.fetch_encoding import encode_spliced
 from strom.protocol.framing import FrameDecoder, FrameTooLargeError
 from strom.protocol.messages import (
@@ -243,6 +243,8 @@ class KafkaConnection(asyncio.Protocol):
         # Produce and Fetch answer with plain tuples that strom.protocol.hot_path encodes.
         if isinstance(response, hot_path.ProduceResponse):
             return hot_path.produce_frame(header.api_version, header.correlation_id, response)
+        if isinstance(response, hot_path.EncodedBody):
+            return hot_path.body_frame(header.correlation_id, response)
         if isinstance(response, hot_path.FetchResponse):
             return b"".join(
                 hot_path.fetch_frame(header.api_version, header.correlation_id, response)

@@ -276,6 +276,14 @@ def encode_fetch(version: int, response: FetchResponse) -> list[Any]:
 # Frames --------------------------------------------------------------------------------------
 
 
+class EncodedBody(NamedTuple):
+    """A response body encoded once (by ``kio``) and reused as is: the server adds the header.
+    ``flexible``: whether the response version is flexible (header v1)."""
+
+    data: bytes
+    flexible: bool
+
+
 def frame(correlation_id: int, flexible_header: bool, body: Sequence[Any]) -> list[Any]:
     """``int32 size | header | body`` as parts (the header joined to the first body part)."""
     header = response_header(correlation_id, flexible_header)
@@ -285,6 +293,12 @@ def frame(correlation_id: int, flexible_header: bool, body: Sequence[Any]) -> li
     if len(body) == 1:
         return [first]
     return [first, *body[1:]]
+
+
+def body_frame(correlation_id: int, body: EncodedBody) -> bytes:
+    """The frame of a cached body, size prefix included."""
+    header = response_header(correlation_id, body.flexible)
+    return b"".join((_I32.pack(len(header) + len(body.data)), header, body.data))
 
 
 def produce_frame(version: int, correlation_id: int, response: ProduceResponse) -> bytes:

@@ -151,6 +151,13 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, respons
     return buf.getvalue()
 
 
+def encode_body(response: Any) -> bytes:
+    """A response body without header or size (to cache: see ``hot_path.EncodedBody``)."""
+    buf = io.BytesIO()
+    _writer(type(response))(buf, response)
+    return buf.getvalue()
+
+
 def encode_request(header: RequestHeader, request: Any) -> bytes:
     """A request frame (size prefix included): for tests and broker-to-broker traffic."""
     cls = type(request)

@@ -187,12 +187,12 @@ def test_fetch_response_matches_kio(version: int, case: int) -> None:
 @pytest.mark.parametrize("flexible", [False, True])
 @pytest.mark.parametrize("corr", [0, 1, -1, 2**31 - 1, -(2**31)])
 def test_response_header_matches_kio(flexible: bool, corr: int) -> None:
+    import io
+
     from kio.schema.response_header.v0.header import ResponseHeader as V0
     from kio.schema.response_header.v1.header import ResponseHeader as V1
     from kio.serial import entity_writer
     from kio.static.primitive import i32
-
-    import io
 
     buf = io.BytesIO()
     cls = V1 if flexible else V0
@@ -209,7 +209,6 @@ def test_uvarint(value: int) -> None:
 
 def _kio_header(version: int, client_id: str | None, corr: int) -> bytes:
     from strom.protocol.messages import RequestHeader, encode_request, request_class
-
     from strom.protocol.messages import build as build_
 
     req = build_(request_class(18, version), client_software_name="x", client_software_version="1")
