@@ -145,7 +145,7 @@ def _nullable_string(out: bytearray, value: str | None, flexible: bool) -> None:
 
 
 class ProducePartition(NamedTuple):
-    index: int
+    partition_index: int
     error_code: int
     base_offset: int = -1
     log_append_time: int = -1
@@ -170,10 +170,10 @@ def encode_produce(version: int, response: ProduceResponse) -> bytearray:
         _array_len(out, len(partitions), flexible)
         for p in partitions:
             if version >= 5:
-                out += _PRODUCE_V5.pack(p.index, p.error_code, p.base_offset,
+                out += _PRODUCE_V5.pack(p.partition_index, p.error_code, p.base_offset,
                                         p.log_append_time, p.log_start_offset)  # fmt: skip
             else:
-                out += _PRODUCE_V3.pack(p.index, p.error_code, p.base_offset, p.log_append_time)
+                out += _PRODUCE_V3.pack(p.partition_index, p.error_code, p.base_offset, p.log_append_time)
             if version >= 8:
                 _array_len(out, 0, flexible)  # record_errors: strom drops a batch as a whole
                 _nullable_string(out, p.error_message, flexible)

@@ -44,7 +44,7 @@ def _produce_cases() -> list[hp.ProduceResponse]:
     for name in NAMES:
         parts = [
             hp.ProducePartition(
-                index=rnd.randrange(0, 2**31 - 1),
+                partition_index=rnd.randrange(0, 2**31 - 1),
                 error_code=rnd.choice([0, 2, 3, 10, 87]),
                 base_offset=rnd.choice([-1, 0, 2**62]),
                 log_append_time=rnd.choice([-1, 1_700_000_000_123]),
@@ -65,7 +65,7 @@ def _produce_entity(version: int, response: hp.ProduceResponse) -> Any:
         throttle_time=response.throttle_time_ms,
         responses=tuple(
             build(mod.TopicProduceResponse, name=name, partition_responses=tuple(
-                build(mod.PartitionProduceResponse, index=p.index, error_code=p.error_code,
+                build(mod.PartitionProduceResponse, index=p.partition_index, error_code=p.error_code,
                       base_offset=p.base_offset, log_append_time=p.log_append_time,
                       log_start_offset=p.log_start_offset, record_errors=(),
                       error_message=p.error_message)
