@@ -5,14 +5,13 @@ response costs more than the records it acknowledges (an empty 50-partition Fetc
 took ~365 µs, a one-partition Produce response ~17 µs). Everything else keeps going through
 ``kio`` (:mod:`strom.protocol.messages`); only these messages, which every client sends many
 times a second, are written here, from plain tuples, straight into one ``bytearray``.
+Decoding stays with ``kio``: its readers are native code, faster than Python written by hand
+(measured: a Produce v9 request header 1.3 µs by ``kio``, 5.6 µs by hand, in the same run).
 
 Wire layouts (Kafka's ``ProduceResponse.json`` / ``FetchResponse.json``; ``[flex]`` means
 "flexible versions only": compact arrays/strings/bytes as uvarint(n + 1), and an empty
 tagged-field section, the byte 0, after every struct):
 
-- Request header v1/v2: ``int16 api_key, int16 api_version, int32 correlation_id,
-  client_id: nullable string`` (int16 length even in v2), then for v2 a tagged-field section
-  (uvarint count, each ``uvarint tag, uvarint size, bytes``), skipped: none is defined.
 - Response header: ``int32 correlation_id`` then, for flexible versions, ``[flex] tags``
   (except ApiVersions, whose response header is always v0).
 - Produce v3–9 (flexible from v9): ``responses: [name: string, partition_responses:
@@ -68,55 +67,6 @@ def uvarint(value: int) -> bytes:
         value >>= 7
     out.append(value)
     return bytes(out)
-
-
-_REQUEST_PREFIX = struct.Struct(">hhih")  # api key, version, correlation id, client id length
-
-
-class HeaderError(ValueError):
-    """The request header is truncated or malformed."""
-
-
-def read_uvarint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
-    """(value, position after it); at most 5 bytes, as Kafka's 32-bit unsigned varints."""
-    value = shift = 0
-    for i in range(pos, min(pos + 5, len(buf))):
-        byte = buf[i]
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, i + 1
-        shift += 7
-    raise HeaderError("truncated or overlong varint")
-
-
-def decode_request_header(frame: bytes, flexible: bool) -> tuple[int, int, int, str | None, int]:
-    """(api key, api version, correlation id, client id, offset of the body) of a request
-    (the bytes after the size prefix); v2 (``flexible``) tagged fields are skipped."""
-    if len(frame) < _REQUEST_PREFIX.size:
-        raise HeaderError("request shorter than its header")
-    api_key, api_version, correlation_id, n = _REQUEST_PREFIX.unpack_from(frame, 0)
-    pos = _REQUEST_PREFIX.size
-    client_id: str | None = None
-    if n >= 0:
-        end = pos + n
-        if end > len(frame):
-            raise HeaderError("client id runs past the frame")
-        try:
-            client_id = frame[pos:end].decode()
-        except UnicodeDecodeError:
-            raise HeaderError("client id is not UTF-8") from None
-        pos = end
-    elif n != -1:
-        raise HeaderError(f"client id length {n}")
-    if flexible:
-        count, pos = read_uvarint(frame, pos)
-        for _ in range(count):
-            _tag, pos = read_uvarint(frame, pos)
-            size, pos = read_uvarint(frame, pos)
-            pos += size
-        if pos > len(frame):
-            raise HeaderError("tagged fields run past the frame")
-    return api_key, api_version, correlation_id, client_id, pos
 
 
 def response_header(correlation_id: int, flexible: bool) -> bytes:

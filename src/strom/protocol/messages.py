@@ -33,7 +33,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 from kio.static.primitive import i16, i32
 
-from strom.protocol.hot_path import decode_request_header, response_header
+from strom.protocol.hot_path import response_header
 
 API_VERSIONS_KEY = 18
 _PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
@@ -125,16 +125,17 @@ def decode_request(frame: bytes) -> tuple[RequestHeader, Any]:
         cls = request_class(api_key, api_version)
     except Exception:
         raise UnsupportedVersionError(api_key, api_version, correlation_id) from None
+    header_cls = RequestHeaderV2 if cls.__flexible__ else RequestHeaderV1
     try:
-        # the header by hand (hot_path): kio's generic reader cost as much as a small body
-        *_, client_id, used = decode_request_header(frame, cls.__flexible__)
-        request, body_used = _reader(cls)(frame, used)
+        # kio's readers are native code: faster than any hand-written Python decoder
+        header, used = _reader(header_cls)(frame, 0)
+        request, _ = _reader(cls)(frame, used)
     except Exception as exc:  # kio raises several types for truncated or garbled input
         raise ProtocolError(f"malformed request (api key {api_key}): {exc}") from None
     # Bytes after the body are ignored, as Kafka's own parser does: librdkafka 2.x sends
     # three extra bytes after a Metadata v12 "all topics" request, and refusing them would lock
     # confluent-kafka's list_topics() out.
-    return RequestHeader(api_key, api_version, correlation_id, client_id), request
+    return RequestHeader(api_key, api_version, correlation_id, header.client_id), request
 
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, response: Any) -> bytes:
