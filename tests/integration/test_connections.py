@@ -174,3 +174,29 @@ def test_a_thousand_connections_each_answered_in_order(tmp_path: Path, enough_fd
         assert sum(len(m) for m in got.values()) == 2 * CONNECTIONS
     finally:
         broker.stop()
+
+
+def test_a_waiting_fetch_does_not_hold_back_the_answers_before_it(broker, topic_name) -> None:
+    """Responses are coalesced per connection; one that is ready must still leave before a
+    long-polling Fetch pipelined after it starts waiting."""
+    import socket
+
+    create_topic(broker.bootstrap, topic_name, partitions=PARTITIONS)
+    reqs = _pipeline(3, topic_name)
+    produce, fetch = reqs[1], reqs[3]
+    host, _, port = broker.bootstrap.rpartition(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(produce[3] + fetch[3])
+        start = time.monotonic()
+        sock.settimeout(10)
+        (size,) = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))
+        corr, response = decode_response(0, 9, sock.recv(size, socket.MSG_WAITALL))
+        first = time.monotonic() - start
+        (size,) = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))
+        corr2, _ = decode_response(1, 12, sock.recv(size, socket.MSG_WAITALL))
+        second = time.monotonic() - start
+    assert (corr, corr2) == (produce[2], fetch[2])
+    assert response.responses[0].partition_responses[0].error_code == ErrorCode.none
+    # the Fetch waits its 300 ms max_wait; the Produce answer must not
+    assert second >= 0.25
+    assert first < second - 0.15, (first, second)
