@@ -148,6 +148,8 @@ def phase_requests(broker: Broker, args: argparse.Namespace) -> dict[str, Any]:
         "broker_cpu_us_per_request": None if cpu is None or not requests
         else round(cpu * 1e6 / requests, 2),
         "broker_cores_busy": None if cpu is None else round(cpu / wall, 2),
+        # the broker's capacity on one core: what requests/s would be if it were saturated
+        "requests_per_cpu_s": None if not cpu or not requests else round(requests / cpu),
     }
 
 
@@ -155,12 +157,12 @@ def phase_requests(broker: Broker, args: argparse.Namespace) -> dict[str, Any]:
 # produce ack latency across partition counts
 
 
-def ack_latency(bootstrap: str, topic: str, partitions: int, rate: int, seconds: float,
+def ack_latency(broker: Broker, topic: str, partitions: int, rate: int, seconds: float,
                 timeout: float) -> dict[str, Any]:  # fmt: skip
     """Paced producer (linger.ms=0, acks=1), message i to partition i % partitions; the
     figure is send -> delivery report. Warm-up: one message per partition first, so every
     partition's leader and connection are known before the clock starts."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": 1,
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "acks": 1,
                          "queue.buffering.max.messages": 1_000_000})  # fmt: skip
     failed = [0]
     acks: list[float] = []
@@ -179,6 +181,7 @@ def ack_latency(bootstrap: str, topic: str, partitions: int, rate: int, seconds:
     if producer.flush(timeout):
         raise TimeoutError("ack: warm-up not delivered")
     total = int(rate * seconds)
+    cpu0 = cpu_seconds(broker.pid)
     start = time.monotonic()
     behind = 0.0
     for i in range(total):
@@ -194,6 +197,9 @@ def ack_latency(bootstrap: str, topic: str, partitions: int, rate: int, seconds:
     sent_seconds = time.monotonic() - start
     if producer.flush(timeout):
         raise TimeoutError("ack: messages not delivered")
+    wall = time.monotonic() - start
+    cpu1 = cpu_seconds(broker.pid)
+    cpu = None if cpu0 is None or cpu1 is None else cpu1 - cpu0
     if failed[0] or len(acks) != total:
         raise RuntimeError(f"ack: {len(acks)}/{total} delivered, {failed[0]} failed")
     acks.sort()
@@ -204,6 +210,9 @@ def ack_latency(bootstrap: str, topic: str, partitions: int, rate: int, seconds:
         "producer_max_behind_ms": round(behind * 1000, 1),
         "ack_p50_ms": _r(percentile(acks, 50)),
         "ack_p99_ms": _r(percentile(acks, 99)),
+        # near 1.0 (or the broker's share of a loaded machine) the broker is the bottleneck
+        "broker_cores_busy": None if cpu is None else round(cpu / wall, 2),
+        "broker_cpu_us_per_message": None if cpu is None else round(cpu * 1e6 / total, 1),
     }
 
 
@@ -338,8 +347,8 @@ def phase_partitions(broker: Broker, args: argparse.Namespace, out: dict[str, An
     t0 = time.perf_counter()
     create_topic(broker.bootstrap, topic, n, timeout=args.timeout)
     out["create_topic_s"] = round(time.perf_counter() - t0, 2)
-    out[f"ack_{n}"] = ack_latency(broker.bootstrap, topic, n, args.ack_rate,
-                                  args.ack_seconds, args.timeout)  # fmt: skip
+    out[f"ack_{n}"] = ack_latency(broker, topic, n, args.ack_rate, args.ack_seconds,
+                                  args.timeout)  # fmt: skip
     log(f"{broker.name}: ack {n}: {out[f'ack_{n}']}")
     rss = rss_mb(broker.pid)
     if base_rss is not None and rss is not None:
@@ -409,7 +418,7 @@ def run_broker(broker: Broker, args: argparse.Namespace) -> dict[str, Any]:
 
             def one(n: int = n, topic: str = topic) -> Any:
                 create_topic(broker.bootstrap, topic, n, timeout=args.timeout)
-                return ack_latency(broker.bootstrap, topic, n, args.ack_rate, args.ack_seconds,
+                return ack_latency(broker, topic, n, args.ack_rate, args.ack_seconds,
                                    args.timeout)  # fmt: skip
 
             _guard(result, f"ack_{n}", broker, one)
@@ -438,6 +447,9 @@ def ratios(strom: dict[str, Any] | None, tansu: dict[str, Any] | None) -> dict[s
     if tansu:
         out["requests_per_s_strom_vs_tansu"] = ratio(
             get(strom, "requests", "requests_per_s"), get(tansu, "requests", "requests_per_s"))
+        out["requests_per_cpu_s_strom_vs_tansu"] = ratio(
+            get(strom, "requests", "requests_per_cpu_s"),
+            get(tansu, "requests", "requests_per_cpu_s"))
         out["cpu_us_per_request_strom_vs_tansu"] = ratio(
             get(strom, "requests", "broker_cpu_us_per_request"),
             get(tansu, "requests", "broker_cpu_us_per_request"))
