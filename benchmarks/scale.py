@@ -98,8 +98,8 @@ def producer_child(argv: list[str]) -> int:
     return 0
 
 
-def phase_requests(broker: Broker, args: argparse.Namespace) -> dict[str, Any]:
-    topic = "scale-requests"
+def phase_requests(broker: Broker, args: argparse.Namespace, run: int) -> dict[str, Any]:
+    topic = f"scale-requests-{run}"
     create_topic(broker.bootstrap, topic, args.producers)
     count = args.request_messages
     children = [
@@ -403,7 +403,7 @@ def run_broker(broker: Broker, args: argparse.Namespace) -> dict[str, Any]:
     if "requests" in phases:
         runs = [dict[str, Any]() for _ in range(args.repeat)]
         for i, run in enumerate(runs):
-            _guard(run, "run", broker, lambda: phase_requests(broker, args))
+            _guard(run, "run", broker, lambda i=i: phase_requests(broker, args, i))
             log(f"{broker.name}: requests run {i}: {run}")
         good = [r["run"] for r in runs if "error" not in r.get("run", {"error": 1})]
         if good:
