@@ -14,6 +14,7 @@ measured in the same run. A phase that fails reports ``{"error": ...}`` and the 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import signal
@@ -403,7 +404,7 @@ def run_broker(broker: Broker, args: argparse.Namespace) -> dict[str, Any]:
     if "requests" in phases:
         runs = [dict[str, Any]() for _ in range(args.repeat)]
         for i, run in enumerate(runs):
-            _guard(run, "run", broker, lambda i=i: phase_requests(broker, args, i))
+            _guard(run, "run", broker, functools.partial(phase_requests, broker, args, i))
             log(f"{broker.name}: requests run {i}: {run}")
         good = [r["run"] for r in runs if "error" not in r.get("run", {"error": 1})]
         if good:
