@@ -384,8 +384,11 @@ def _guard(result: dict[str, Any], name: str, broker: Broker, fn: Callable[[], A
         entry["error"] = f"{type(exc).__name__}: {exc}"[:500]
         entry["log_tail"] = broker.log_tail()[-2000:]
         if broker.pid is None or not _alive(broker.pid):
-            broker.stop()
-            broker.start()
+            try:  # the next phases need a broker; one that cannot restart is a finding too
+                broker.stop()
+                broker.start()
+            except Exception as again:  # noqa: BLE001
+                entry["restart_error"] = f"{type(again).__name__}: {again}"[:500]
 
 
 def _alive(pid: int) -> bool:
