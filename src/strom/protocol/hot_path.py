@@ -164,10 +164,32 @@ class FetchResponse(NamedTuple):
     session_id: int = 0
 
 
+_FETCH_HEADS: dict[int, tuple[struct.Struct, int, bytes]] = {}
+
+
+def _fetch_partition_head(version: int) -> tuple[struct.Struct, int, bytes]:
+    """For a partition without aborted transactions: the struct of its fields up to the
+    records (index, error, high watermark, last stable offset, [log start offset], null
+    aborted list, [preferred read replica]), the null list's value, and the bytes that end
+    a partition with empty records (length 0, [tags])."""
+    cached = _FETCH_HEADS.get(version)
+    if cached is None:
+        flexible = version >= _FETCH_FIRST_FLEXIBLE
+        fmt = ">ihqq" + ("q" if version >= 5 else "") + ("B" if flexible else "i")
+        fmt += "i" if version >= 11 else ""
+        cached = _FETCH_HEADS[version] = (
+            struct.Struct(fmt),
+            0 if flexible else -1,
+            b"\x01\x00" if flexible else b"\0\0\0\0",
+        )
+    return cached
+
+
 def encode_fetch(version: int, response: FetchResponse) -> list[Any]:
     """The Fetch response body (no header) for ``version`` (4–16) as parts: one bytes object,
     or bytes and regions alternating when some partition's records are a region."""
     flexible = version >= _FETCH_FIRST_FLEXIBLE
+    head, null_aborted, empty_tail = _fetch_partition_head(version)
     parts: list[Any] = []
     out = bytearray()
     if version >= 7:
@@ -183,23 +205,31 @@ def encode_fetch(version: int, response: FetchResponse) -> list[Any]:
             _string(out, topic.topic, flexible)
         _array_len(out, len(topic.partitions), flexible)
         for p in topic.partitions:
-            if version >= 5:
+            aborted = p.aborted_transactions
+            if aborted is None:  # the usual case: one pack up to the records
+                if version >= 11:
+                    out += head.pack(p[0], p[1], p[2], p[3], p[4], null_aborted, p[6])
+                elif version >= 5:
+                    out += head.pack(p[0], p[1], p[2], p[3], p[4], null_aborted)
+                else:
+                    out += head.pack(p[0], p[1], p[2], p[3], null_aborted)
+                if isinstance(p.records, bytes) and not p.records:
+                    out += empty_tail
+                    continue
+            elif version >= 5:
                 out += _FETCH_V5.pack(p.partition_index, p.error_code, p.high_watermark,
                                       p.last_stable_offset, p.log_start_offset)  # fmt: skip
             else:
                 out += _FETCH_V4.pack(p.partition_index, p.error_code, p.high_watermark,
                                       p.last_stable_offset)  # fmt: skip
-            aborted = p.aborted_transactions
-            if aborted is None:
-                out += b"\0" if flexible else b"\xff\xff\xff\xff"
-            else:
+            if aborted is not None:
                 _array_len(out, len(aborted), flexible)
                 for producer_id, first_offset in aborted:
                     out += _ABORTED.pack(producer_id, first_offset)
                     if flexible:
                         out += b"\0"
-            if version >= 11:
-                out += _I32.pack(p.preferred_read_replica)
+                if version >= 11:
+                    out += _I32.pack(p.preferred_read_replica)
             records = p.records
             if records is None:
                 out += b"\0" if flexible else b"\xff\xff\xff\xff"
