@@ -97,3 +97,41 @@ def test_compaction_keeps_latest_per_key_across_restart(
         assert high == total + 5
     finally:
         proc.stop()
+
+
+def test_old_tombstone_outlives_the_first_cleanings(tmp_path: Path, topic_name: str) -> None:
+    """A tombstone produced with a CreateTime two days old (delete.retention.ms one minute) is
+    not dropped by the cleaner that first passes it: the horizon starts then (KIP-534), so a
+    consumer that is behind still reads the delete. The stored batch carries the horizon."""
+    from strom.protocol import record_batch as rb
+
+    proc = BrokerProcess(tmp_path / "data", settings={"log.cleaner.backoff.ms": "200"})
+    proc.start()
+    try:
+        create_topic(proc.bootstrap, topic_name, 1, {
+            "cleanup.policy": "compact", "segment.bytes": "2000", "segment.ms": "300",
+            "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "60000",
+        })  # fmt: skip
+        old = int(time.time() * 1000) - 2 * 86_400_000
+        produce(proc.bootstrap, topic_name, [{"key": b"doomed", "value": b"alive"}])
+        produce(proc.bootstrap, topic_name, [{"key": b"doomed", "value": None, "timestamp": old}])
+        for r in range(2):
+            msgs = [{"key": b"key-%d" % k, "value": b"v-%d-%d" % (k, r) * 10} for k in range(KEYS)]
+            produce(proc.bootstrap, topic_name, msgs)
+        total = 2 + 2 * KEYS
+
+        def cleaned_twice() -> bool:  # each cleaning rewrites; more dirty data forces another
+            produce(proc.bootstrap, topic_name, [{"key": b"key-0", "value": b"again" * 20}])
+            msgs = consume_all(proc.bootstrap, topic_name, [0], total, timeout=2)
+            return len(msgs) < KEYS + 5
+
+        _wait(cleaned_twice, 40, "the cleaner to compact the log")
+        msgs = consume_all(proc.bootstrap, topic_name, [0], KEYS + 2, timeout=5)
+        doomed = [(m.value(), m.timestamp()[1]) for m in msgs if m.key() == b"doomed"]
+        assert doomed == [(None, old)]  # the delete is still there, its timestamp unchanged
+        seg = proc.data_dir / f"{topic_name}-0" / f"{0:020d}.log"
+        headers = [h for h, _ in rb.iter_batches(seg.read_bytes())]
+        with_horizon = [h for h in headers if h.attributes & rb.DELETE_HORIZON_BIT]
+        assert with_horizon and with_horizon[0].base_timestamp > old + 2 * 86_400_000
+    finally:
+        proc.stop()

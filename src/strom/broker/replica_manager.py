@@ -11,9 +11,11 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from strom.broker.leader_epochs import LEADER_EPOCH
 from strom.broker.purgatory import DataPurgatory
 from strom.metadata.topics import TopicInfo
 from strom.protocol.errors import ErrorCode, KafkaError
+from strom.storage.batch_validation import AppendOrigin
 
 if TYPE_CHECKING:
     from strom.storage.log import AppendResult, Log
@@ -48,9 +50,11 @@ class ReplicaManager:
             )
         return log_
 
-    def append(self, topic: str, partition: int, records: bytes) -> AppendResult:
+    def append(self, topic: str, partition: int, records: bytes,
+               origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendResult:  # fmt: skip
+        """Append as the partition's leader: ``origin`` says how much is validated."""
         log_ = self.get_log(topic, partition)
-        result = log_.append(records)
+        result = log_.append(records, origin=origin, leader_epoch=LEADER_EPOCH)
         log_.high_watermark = log_.log_end_offset
         self.purgatory.notify((topic, partition))
         return result

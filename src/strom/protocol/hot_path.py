@@ -16,8 +16,9 @@ tagged-field section, the byte 0, after every struct):
   (except ApiVersions, whose response header is always v0).
 - Produce v3–9 (flexible from v9): ``responses: [name: string, partition_responses:
   [index: int32, error_code: int16, base_offset: int64, log_append_time_ms: int64 (v2+),
-  log_start_offset: int64 (v5+), record_errors: [] (v8+), error_message: nullable string
-  (v8+)]], throttle_time_ms: int32``.
+  log_start_offset: int64 (v5+), record_errors: [batch_index: int32,
+  batch_index_error_message: nullable string] (v8+), error_message: nullable string (v8+)]],
+  throttle_time_ms: int32``.
 - Fetch v4–16 (flexible from v12): ``throttle_time_ms: int32, error_code: int16 (v7+),
   session_id: int32 (v7+), responses: [topic: string (v≤12) | topic_id: uuid (v13+),
   partitions: [partition_index: int32, error_code: int16, high_watermark: int64,
@@ -101,6 +102,7 @@ class ProducePartition(NamedTuple):
     log_append_time: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
+    record_errors: Sequence[tuple[int, str | None]] = ()  # (batch index, message), KIP-467
 
 
 class ProduceResponse(NamedTuple):
@@ -125,7 +127,12 @@ def encode_produce(version: int, response: ProduceResponse) -> bytearray:
             else:
                 out += _PRODUCE_V3.pack(p.partition_index, p.error_code, p.base_offset, p.log_append_time)
             if version >= 8:
-                _array_len(out, 0, flexible)  # record_errors: strom drops a batch as a whole
+                _array_len(out, len(p.record_errors), flexible)
+                for batch_index, message in p.record_errors:
+                    out += _I32.pack(batch_index)
+                    _nullable_string(out, message, flexible)
+                    if flexible:
+                        out += b"\0"
                 _nullable_string(out, p.error_message, flexible)
             if flexible:
                 out += b"\0"

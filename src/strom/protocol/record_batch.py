@@ -39,6 +39,7 @@ from strom.protocol.batch_header import (
     verify_crc,
 )
 from strom.protocol.records import (
+    DELETE_HORIZON_BIT,
     Header,
     Record,
     build_batch,
@@ -52,6 +53,7 @@ __all__ = [
     "COMPRESSION_MASK",
     "CONTROL_BIT",
     "CREATE_TIME",
+    "DELETE_HORIZON_BIT",
     "HEADER_SIZE",
     "LOG_APPEND_TIME",
     "LOG_OVERHEAD",

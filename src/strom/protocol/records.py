@@ -37,6 +37,11 @@ from strom.protocol.batch_header import (
 
 Header = tuple[str, bytes | None]
 
+DELETE_HORIZON_BIT = 0x40
+"""Batch attribute bit 6 (Kafka 2.8+, KIP-534): baseTimestamp holds the batch's delete horizon,
+the time after which the cleaner may drop its tombstones / transaction marker. Record
+timestamps stay ``baseTimestamp + timestampDelta``, so they are unchanged by it."""
+
 
 def encode_varint(value: int) -> bytes:
     """Zigzag varint (Kafka's signed varint/varlong) of ``value``."""
@@ -186,14 +191,18 @@ def build_batch_from_records(
     timestamp_type: int = CREATE_TIME,
     partition_leader_epoch: int = -1,
     max_timestamp: int | None = None,
+    delete_horizon_ms: int | None = None,
 ) -> bytes:
     """Encode records keeping their absolute offsets (the compactor's path: gaps allowed).
 
     ``last_offset_delta`` defaults to the last record's delta; pass it to keep the original
     batch's offset range when trailing records were removed. An empty record list is allowed
-    (Kafka keeps such batches to preserve producer state).
+    (Kafka keeps such batches to preserve producer state). ``delete_horizon_ms`` sets
+    :data:`DELETE_HORIZON_BIT` and stores the horizon as baseTimestamp.
     """
     base_ts = records[0].timestamp if records else -1
+    if delete_horizon_ms is not None:
+        base_ts = delete_horizon_ms
     body = bytearray()
     for rec in records:
         rec_body = bytearray(b"\x00")
@@ -219,6 +228,8 @@ def build_batch_from_records(
         attributes |= TRANSACTIONAL_BIT
     if is_control:
         attributes |= CONTROL_BIT
+    if delete_horizon_ms is not None:
+        attributes |= DELETE_HORIZON_BIT
     out = bytearray(HEADER_SIZE)
     HEADER_STRUCT.pack_into(
         out, 0, base_offset, HEADER_SIZE - LOG_OVERHEAD + len(payload), partition_leader_epoch,

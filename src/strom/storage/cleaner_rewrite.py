@@ -5,8 +5,17 @@ the ``Log``'s state, and writes only new ``.cleaned`` segments. It builds the *o
 ``key -> latest offset`` over the dirty section (whole segments, up to ``max_map_entries`` keys,
 stopping before the first undecided transaction) and rewrites every segment below that point,
 grouping neighbours while their original sizes fit ``segment.bytes``. A record is kept unless a
-later offset of its key is in the map, it is a tombstone (null value) whose timestamp is older
-than ``delete.retention.ms``, or it belongs to an aborted transaction. Null-key records are kept.
+later offset of its key is in the map, it is a tombstone past its batch's delete horizon, or it
+belongs to an aborted transaction. Null-key records are kept.
+
+Delete horizon (Kafka 2.8+, KIP-534): a tombstone is not dropped by its own timestamp (a
+tombstone written with an old timestamp would vanish at the first cleaning, before a consumer
+that is behind saw it). The first cleaning that keeps a tombstone rewrites its batch with the
+horizon ``now + delete.retention.ms`` (attribute bit 6, baseTimestamp = horizon; record
+timestamps unchanged); a later cleaning past the horizon drops the tombstones. Transaction
+markers likewise: once no data of their transaction is left before them (aborted data goes at
+the first cleaning, committed data when superseded), the marker gets a horizon, and is dropped
+after it (kept empty if it is its producer's last batch).
 
 Batches: untouched ones are copied byte for byte. A rewritten batch keeps its base offset,
 last offset delta, producer id/epoch, base sequence, attributes (codec, timestamp type,
@@ -23,7 +32,7 @@ import os
 import struct
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from strom.protocol import record_batch as rb
 from strom.storage.cleaner_plan import CleanPlan, open_plan
@@ -89,8 +98,8 @@ def _scan_transactions(p: CleanPlan) -> tuple[set[int], int]:
     open_txn: dict[int, list[tuple[int, int]]] = {}  # pid -> [(segment index, base offset)]
     for i, (fd, size) in enumerate(zip(p.fds, p.sizes, strict=True)):
         for header, data in _batches(fd, size):
-            if not header.is_transactional:
-                continue
+            if not header.is_transactional or (header.record_count == 0 and not header.is_control):
+                continue  # an emptied data batch may outlive its marker (removed at its horizon)
             if header.is_control:
                 pending = open_txn.pop(header.producer_id, [])
                 if _control_type(data) == _ABORT:
@@ -161,7 +170,7 @@ def _clean(p: CleanPlan, now: int, abort: threading.Event | None, max_map_entrie
         end_idx = i + 1
     if end_idx == p.dirty_start:
         return CleanResult([], p.first_dirty)
-    tomb_horizon = now - cfg.delete_retention_ms
+    horizons = _Horizons(now, cfg.delete_retention_ms)
     result = CleanResult([], p.ends[end_idx - 1])
     for group in _groups(p, end_idx):
         _check(abort)
@@ -172,7 +181,7 @@ def _clean(p: CleanPlan, now: int, abort: threading.Event | None, max_map_entrie
         for i in group:
             result.bytes_before += p.sizes[i]
             for header, data in _batches(p.fds[i], p.sizes[i]):
-                out = _filter_batch(header, data, offset_map, aborted, tomb_horizon,
+                out = _filter_batch(header, data, offset_map, aborted, horizons,
                                     p.producer_last, result)  # fmt: skip
                 last_kept = (header, data)
                 if out is None:
@@ -188,39 +197,80 @@ def _clean(p: CleanPlan, now: int, abort: threading.Event | None, max_map_entrie
     return result
 
 
+@dataclass
+class _Horizons:
+    """Time of this cleaning, delete.retention.ms, and the producer ids whose transaction has
+    data kept so far in this pass (their marker must stay, without a horizon)."""
+
+    now: int
+    retention_ms: int
+    txn_data: set[int] = field(default_factory=set)
+
+    @property
+    def new_horizon(self) -> int:
+        return self.now + self.retention_ms
+
+
+def _horizon_of(header: rb.BatchHeader) -> int | None:
+    return header.base_timestamp if header.attributes & rb.DELETE_HORIZON_BIT else None
+
+
 def _filter_batch(header: rb.BatchHeader, data: bytes, offset_map: dict[bytes, int],
-                  aborted: set[int], tomb_horizon: int, producer_last: dict[int, int],
+                  aborted: set[int], horizons: _Horizons, producer_last: dict[int, int],
                   result: CleanResult) -> bytes | None:  # fmt: skip
     """The batch to write for ``data``: itself, a rewritten copy, or None (dropped)."""
+    horizon = _horizon_of(header)
+    is_last = header.has_producer_id and producer_last.get(header.producer_id) == header.last_offset
     if header.is_control:
-        return data
+        return _filter_marker(header, data, horizon, horizons, is_last)
     records = rb.decode_records(data)
     result.records_read += len(records)
     if header.base_offset in aborted:
         kept = []
     else:
-        kept = [r for r in records if _keep(r, offset_map, tomb_horizon)]
+        kept = [r for r in records if _keep(r, offset_map, horizon, horizons.now)]
     result.records_kept += len(kept)
-    if len(kept) == len(records):
+    if header.is_transactional and kept:
+        horizons.txn_data.add(header.producer_id)
+    if horizon is None and any(r.value is None and r.key is not None for r in kept):
+        horizon = horizons.new_horizon  # first pass over these tombstones: start the clock
+    elif len(kept) == len(records):
         return data
     if not kept:
-        is_last = (
-            header.has_producer_id and producer_last.get(header.producer_id) == header.last_offset
-        )
         return _rebuild(header, []) if is_last else None
-    return _rebuild(header, kept)
+    return _rebuild(header, kept, horizon)
 
 
-def _keep(rec: rb.Record, offset_map: dict[bytes, int], tomb_horizon: int) -> bool:
+def _filter_marker(header: rb.BatchHeader, data: bytes, horizon: int | None,
+                   horizons: _Horizons, is_last: bool) -> bytes | None:  # fmt: skip
+    """A transaction marker stays while data of its transaction is kept before it; then it
+    gets a delete horizon, and goes once the horizon has passed."""
+    pid = header.producer_id
+    if pid in horizons.txn_data:
+        horizons.txn_data.discard(pid)
+        return data
+    if header.record_count == 0:  # emptied by an earlier cleaning: safe to discard (Kafka)
+        return data if is_last else None
+    if horizon is None:
+        return _rebuild(header, rb.decode_records(data), horizons.new_horizon)
+    if horizon > horizons.now:
+        return data
+    if not is_last:
+        return None
+    return _rebuild(header, []) if header.record_count else data
+
+
+def _keep(rec: rb.Record, offset_map: dict[bytes, int], horizon: int | None, now: int) -> bool:
     if rec.key is None:
         return True
     latest = offset_map.get(rec.key)
     if latest is not None and latest > rec.offset:
         return False
-    return not (rec.value is None and rec.timestamp < tomb_horizon)
+    return not (rec.value is None and horizon is not None and horizon <= now)
 
 
-def _rebuild(header: rb.BatchHeader, records: list[rb.Record]) -> bytes:
+def _rebuild(header: rb.BatchHeader, records: list[rb.Record],
+             delete_horizon_ms: int | None = None) -> bytes:  # fmt: skip
     log_append = header.timestamp_type == rb.LOG_APPEND_TIME
     return rb.build_batch_from_records(
         records,
@@ -235,4 +285,5 @@ def _rebuild(header: rb.BatchHeader, records: list[rb.Record]) -> bytes:
         timestamp_type=header.timestamp_type,
         partition_leader_epoch=header.partition_leader_epoch,
         max_timestamp=header.max_timestamp if log_append or not records else None,
+        delete_horizon_ms=delete_horizon_ms if records else None,
     )

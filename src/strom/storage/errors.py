@@ -76,3 +76,16 @@ class LogDirLockedError(StorageError):
     """Another process (or LogManager) holds the data directory's lock."""
 
     error_code = ErrorCode.kafka_storage_error
+
+
+class RecordValidationError(StorageError):
+    """Some records of a batch break a per-record rule (KIP-467): the batch is refused and
+    ``record_errors`` names them as ``(index in the batch, message)``, so a client fails only
+    those. ``error_code`` is INVALID_TIMESTAMP when any error is a timestamp one, else
+    INVALID_RECORD (Kafka's ``LogValidator.processRecordErrors``)."""
+
+    def __init__(self, error_code: ErrorCode, message: str,
+                 record_errors: list[tuple[int, str]]) -> None:  # fmt: skip
+        super().__init__(message)
+        self.error_code = error_code
+        self.record_errors = record_errors

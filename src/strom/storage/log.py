@@ -2,7 +2,8 @@
 
 Directory ``<data_dir>/<topic>-<partition>/`` holds ``<base:020d>.log/.index/.timeindex``
 segments (:mod:`strom.storage.segment`), ``<offset:020d>.snapshot`` producer-state snapshots
-(:mod:`strom.storage.producer_state`), the checkpoints and the clean-shutdown marker
+(:mod:`strom.storage.producer_state`), the leader-epoch cache ``leader-epoch-checkpoint``
+(:mod:`strom.storage.leader_epoch`), the checkpoints and the clean-shutdown marker
 (:mod:`strom.storage.checkpoint`). Opening and crash recovery: :mod:`strom.storage.log_recovery`;
 swaps of compacted segments: :mod:`strom.storage.segment_swap`; timestamp lookups:
 :mod:`strom.storage.log_timestamps`.
@@ -25,9 +26,15 @@ from strom.clock import Clock
 from strom.protocol import record_batch as rb
 from strom.storage import checkpoint as ckpt
 from strom.storage import log_timestamps, segment_swap
-from strom.storage.batch_validation import validate_batch
+from strom.storage.batch_validation import (
+    AppendOrigin,
+    patch_max_timestamp,
+    validate_records,
+    validate_shape,
+)
 from strom.storage.deferred_delete import DeferredDeleter
 from strom.storage.errors import CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError
+from strom.storage.leader_epoch import LeaderEpochCache
 from strom.storage.log_config import LogConfig
 from strom.storage.log_recovery import load_log_dir
 from strom.storage.producer_state import (
@@ -78,6 +85,7 @@ class Log:
         self._last_flush = clock.monotonic()
         self._closed = False
         self._deleter = DeferredDeleter(clock)
+        self.leader_epochs = LeaderEpochCache(dir)
 
     # --- opening ---------------------------------------------------------------------------
 
@@ -95,6 +103,7 @@ class Log:
         log.log_start_offset = loaded.log_start_offset
         log._high_watermark = log.log_end_offset
         log._rebuild_producer_state()
+        log._load_leader_epochs()
         if not loaded.clean:
             log.flush()
         else:
@@ -105,6 +114,16 @@ class Log:
     def _set_segments(self, segments: list[LogSegment]) -> None:
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
+
+    def _load_leader_epochs(self) -> None:
+        """Read the leader-epoch checkpoint (rebuilt from the batches when missing, e.g. logs
+        written before it existed) and fit it to what recovery left of the log."""
+        cache = self.leader_epochs
+        if not cache.load() and self.log_end_offset > self.log_start_offset:
+            cache.rebuild((h.partition_leader_epoch, h.base_offset)
+                          for seg in self._segments for _pos, h in seg.iter_headers(0))  # fmt: skip
+        cache.truncate_from_end(self.log_end_offset)
+        cache.truncate_from_start(self.log_start_offset)
 
     def _rebuild_producer_state(self) -> None:
         self.producer_state.rebuild(self._segments, self.log_start_offset, self.clock.time_ms())
@@ -144,13 +163,17 @@ class Log:
     # --- append ----------------------------------------------------------------------------
 
     def append(
-        self, records: bytes | bytearray | memoryview, *, leader_epoch: int = 0,
-        assign_offsets: bool = True,
+        self, records: bytes | bytearray | memoryview, *,
+        origin: AppendOrigin = AppendOrigin.CLIENT, leader_epoch: int = 0,
     ) -> AppendResult:  # fmt: skip
         """Validate, assign offsets to and store the batches in ``records`` (all or nothing).
 
-        ``assign_offsets=False`` (replication, internal copies) keeps the batches' offsets,
-        which must be above the log end offset, and skips producer checks and timestamp rules.
+        What is validated depends on ``origin`` (:mod:`strom.storage.batch_validation`).
+        CLIENT and COORDINATOR appends hold one batch, get offsets from the log end offset,
+        the partition leader epoch ``leader_epoch`` and, on LogAppendTime topics, the broker's
+        time; CLIENT batches of idempotent producers are checked against producer state
+        (duplicates answered with their original offsets). REPLICATION keeps the batches'
+        offsets and epochs (above the log end offset, ascending) and skips the client rules.
         """
         buf = bytearray(records)
         try:
@@ -158,25 +181,39 @@ class Log:
         except rb.CorruptRecordError as exc:
             raise CorruptRecordError(str(exc)) from exc
         if not headers:
-            raise InvalidRecordError("no record batches")
+            raise InvalidRecordError("record batch has no batches at all")
+        assign_offsets = origin is not AppendOrigin.REPLICATION
+        if assign_offsets and len(headers) > 1:
+            raise InvalidRecordError(
+                f"{len(headers)} record batches in one append: a produce request carries one "
+                "batch per partition"
+            )
         positions = [0]
         for h in headers[:-1]:
             positions.append(positions[-1] + h.size)
         now = self.clock.time_ms()
         pending: dict[int, ProducerEntry] = {}
         next_offset = self.log_end_offset
-        for header, pos in zip(headers, positions, strict=True):
+        for i, (header, pos) in enumerate(zip(headers, positions, strict=True)):
             batch = memoryview(buf)[pos : pos + header.size]
-            validate_batch(header, batch, self.config, now, assign_offsets)
-            if assign_offsets and header.has_producer_id:
-                dup = self.producer_state.check(header, pending)
-                if dup is not None:
-                    return AppendResult(dup.first_offset, dup.last_offset, -1,
-                                        self.log_start_offset, header.record_count, True)  # fmt: skip
-            elif not assign_offsets and header.base_offset < next_offset:
+            validate_shape(header, batch, self.config)
+            if assign_offsets:
+                max_ts = validate_records(header, batch, self.config, now, origin)
+                if max_ts != header.max_timestamp:
+                    patch_max_timestamp(buf, pos, max_ts)
+                    headers[i] = header = rb.parse_header(buf, pos)
+                if header.has_producer_id:
+                    dup = self.producer_state.check(header, pending)
+                    if dup is not None:
+                        return AppendResult(dup.first_offset, dup.last_offset, -1,
+                                            self.log_start_offset, header.record_count,
+                                            True)  # fmt: skip
+            elif header.base_offset < next_offset:
                 raise InvalidRecordError(
                     f"batch offset {header.base_offset} is below the log end offset {next_offset}"
                 )
+            else:
+                next_offset = header.base_offset
             next_offset = next_offset + header.last_offset_delta + 1
         append_time = -1
         if assign_offsets:
@@ -195,6 +232,8 @@ class Log:
             self._maybe_roll(header, now)
             self.active.append(memoryview(buf)[pos : pos + header.size], header)
             self.producer_state.update(header, pending)
+            if header.partition_leader_epoch > self.leader_epochs.latest_epoch:
+                self.leader_epochs.assign(header.partition_leader_epoch, header.base_offset)
             count += header.record_count
         self._unflushed_messages += count
         if self._unflushed_messages >= self.config.flush_messages:
@@ -279,6 +318,10 @@ class Log:
         if offset <= self.log_start_offset:
             return self.log_start_offset
         self.log_start_offset = offset
+        # Durable before the caller answers: a crash right after the response must not bring
+        # the deleted records back (Kafka checkpoints within a minute; strom at once).
+        ckpt.write_offset(self.dir / ckpt.LOG_START_OFFSET_FILE, offset)
+        self.leader_epochs.truncate_from_start(offset)
         if offset >= self.log_end_offset and self.active.size > 0:
             self.roll()
         doomed = 0
@@ -306,6 +349,7 @@ class Log:
             self._set_segments(self._segments[count:])
         self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
         ckpt.write_offset(self.dir / ckpt.LOG_START_OFFSET_FILE, self.log_start_offset)
+        self.leader_epochs.truncate_from_start(self.log_start_offset)
 
     def _delete_segment(self, seg: LogSegment) -> None:
         """Rename to ``.deleted`` now, unlink after file.delete.delay.ms (deferred_delete)."""
@@ -332,6 +376,7 @@ class Log:
         self._high_watermark = min(self._high_watermark, self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         ckpt.write_offset(self.dir / ckpt.RECOVERY_POINT_FILE, self.recovery_point)
+        self.leader_epochs.truncate_from_end(self.log_end_offset)
         self._rebuild_producer_state()
 
     # --- compaction support ----------------------------------------------------------------

@@ -66,6 +66,10 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
     "message.timestamp.before.max.ms": _D(str(LONG_MAX),
         "log.message.timestamp.before.max.ms", "long",
         "how far a CreateTime timestamp may be behind the broker's clock", minimum=0),
+    "message.timestamp.difference.max.ms": _D(str(LONG_MAX),
+        "log.message.timestamp.difference.max.ms", "long",
+        "deprecated: both timestamp bounds, where before/after.max.ms are left at default",
+        minimum=0),
     "message.timestamp.type": _D("CreateTime", "log.message.timestamp.type", "string",
         "CreateTime or LogAppendTime", choices=TIMESTAMP_TYPES),
     "min.cleanable.dirty.ratio": _D("0.5", "log.cleaner.min.cleanable.ratio", "double",
@@ -209,6 +213,7 @@ class LogConfig:
     message_timestamp_type: str = "CreateTime"
     message_timestamp_before_max_ms: int = LONG_MAX
     message_timestamp_after_max_ms: int = LONG_MAX
+    message_timestamp_difference_max_ms: int = LONG_MAX
     flush_messages: int = LONG_MAX
     flush_ms: int = LONG_MAX
     delete_retention_ms: int = 86400000
@@ -228,6 +233,21 @@ class LogConfig:
     @property
     def delete(self) -> bool:
         return "delete" in self.cleanup_policy.split(",")
+
+    @property
+    def timestamp_before_max_ms(self) -> int:
+        """The effective before bound: the deprecated difference.max.ms applies where
+        before.max.ms is left at its default (Kafka 3.6+ ``LogConfig``)."""
+        if self.message_timestamp_before_max_ms != LONG_MAX:
+            return self.message_timestamp_before_max_ms
+        return self.message_timestamp_difference_max_ms
+
+    @property
+    def timestamp_after_max_ms(self) -> int:
+        """The effective after bound (see :attr:`timestamp_before_max_ms`)."""
+        if self.message_timestamp_after_max_ms != LONG_MAX:
+            return self.message_timestamp_after_max_ms
+        return self.message_timestamp_difference_max_ms
 
     @property
     def timestamp_type(self) -> int:

@@ -17,24 +17,27 @@ transaction (a transactional batch not yet followed by its commit/abort marker).
 written from the live map, so they no longer carry expired producers; loading a snapshot skips
 producers that have expired meanwhile.
 
-Snapshot file ``<offset:020d>.snapshot`` (JSON, written atomically via a temp file + rename):
-``{"version": 1, "offset": <log end offset it covers>, "producers": [{"pid", "epoch",
-"last_timestamp", "txn_first_offset", "batches": [[first_seq, last_seq, first_offset,
-last_offset], ...]}]}`` (``txn_first_offset`` -1: no open transaction; absent in older files).
-State after a snapshot is rebuilt by replaying batch headers from its offset on.
+Snapshot files ``<offset:020d>.snapshot``: Kafka's binary format, crash-safe writes, each
+producer's last batch only (:mod:`strom.storage.producer_snapshot`). State after a snapshot is
+rebuilt by replaying batch headers from its offset on; an unreadable snapshot (corrupt, or
+strom's older JSON ones) is deleted and an older one, or the whole log, replayed instead.
+
+Seams for transactions (a later issue): ``txn_first_offset`` (open transaction, what the last
+stable offset and the aborted-transaction index will be computed from) and
+``coordinator_epoch`` (of the last marker) are kept per producer and in snapshots.
 """
 
 from __future__ import annotations
 
-import json
-import os
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from strom.protocol.record_batch import BatchHeader, increment_sequence
+from strom.storage import producer_snapshot
 from strom.storage.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from strom.storage.producer_snapshot import SnapshotEntry
 from strom.storage.segment import LogSegment
 
 MAX_BATCHES = 5
@@ -56,6 +59,7 @@ class ProducerEntry:
     batches: deque[BatchMeta] = field(default_factory=lambda: deque(maxlen=MAX_BATCHES))
     last_timestamp: int = -1
     txn_first_offset: int = -1  # first offset of the open transaction, -1 if none
+    coordinator_epoch: int = -1  # of the last transaction marker, -1 if none
 
     @property
     def last_seq(self) -> int:
@@ -63,7 +67,29 @@ class ProducerEntry:
 
     def copy(self) -> ProducerEntry:
         return ProducerEntry(self.epoch, deque(self.batches, maxlen=MAX_BATCHES),
-                             self.last_timestamp, self.txn_first_offset)  # fmt: skip
+                             self.last_timestamp, self.txn_first_offset,
+                             self.coordinator_epoch)  # fmt: skip
+
+    def to_snapshot(self, pid: int) -> SnapshotEntry:
+        last = self.batches[-1] if self.batches else None
+        return SnapshotEntry(
+            pid, self.epoch,
+            last.last_seq if last else -1, last.last_offset if last else -1,
+            last.last_offset - last.first_offset if last else 0,
+            self.last_timestamp, self.coordinator_epoch, self.txn_first_offset,
+        )  # fmt: skip
+
+    @classmethod
+    def from_snapshot(cls, e: SnapshotEntry) -> ProducerEntry:
+        entry = cls(e.epoch, last_timestamp=e.timestamp, txn_first_offset=e.current_txn_first_offset,
+                    coordinator_epoch=e.coordinator_epoch)  # fmt: skip
+        if e.last_offset >= 0:
+            first_seq = e.last_sequence - e.offset_delta
+            if first_seq < 0 <= e.last_sequence:  # the batch wrapped past int32 max
+                first_seq += 2**31
+            entry.batches.append(BatchMeta(first_seq, e.last_sequence,
+                                           e.last_offset - e.offset_delta, e.last_offset))  # fmt: skip
+        return entry
 
 
 class ProducerStateManager:
@@ -177,28 +203,16 @@ class ProducerStateManager:
         return self.dir / f"{offset:020d}{SNAPSHOT_SUFFIX}"
 
     def take_snapshot(self, offset: int, keep: int = 2) -> None:
-        """Write the state as of log end offset ``offset``; keep the newest ``keep`` files."""
-        doc = {
-            "version": 1,
-            "offset": offset,
-            "producers": [
-                {"pid": pid, "epoch": e.epoch, "last_timestamp": e.last_timestamp,
-                 "txn_first_offset": e.txn_first_offset,
-                 "batches": [[b.first_seq, b.last_seq, b.first_offset, b.last_offset]
-                             for b in e.batches]}
-                for pid, e in self.producers.items()
-            ],
-        }  # fmt: skip
-        path = self._path(offset)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(doc))
-        os.replace(tmp, path)
+        """Write the state as of log end offset ``offset`` (crash-safe, Kafka's format); keep
+        the newest ``keep`` files."""
+        entries = [e.to_snapshot(pid) for pid, e in self.producers.items()]
+        producer_snapshot.write(self._path(offset), entries)
         for old in self.snapshot_offsets()[:-keep]:
             self._path(old).unlink(missing_ok=True)
 
     def load_latest(self, max_offset: int, now_ms: int) -> int | None:
-        """Load the newest readable snapshot at or below ``max_offset``; delete those above.
-        Producers expired at ``now_ms`` are left out.
+        """Load the newest readable snapshot at or below ``max_offset``; delete those above
+        and unreadable ones. Producers expired at ``now_ms`` are left out.
 
         Returns the snapshot's offset (replay from there) or None (replay everything).
         """
@@ -209,22 +223,14 @@ class ProducerStateManager:
                 path.unlink(missing_ok=True)
                 continue
             try:
-                doc = json.loads(path.read_text())
-                producers = {}
-                for p in doc["producers"]:
-                    entry = ProducerEntry(
-                        int(p["epoch"]),
-                        last_timestamp=int(p["last_timestamp"]),
-                        txn_first_offset=int(p.get("txn_first_offset", -1)),
-                    )
-                    for b in p["batches"]:
-                        entry.batches.append(BatchMeta(*(int(x) for x in b)))
-                    if not self.is_expired(entry, now_ms):
-                        producers[int(p["pid"])] = entry
-            except (OSError, ValueError, KeyError, TypeError):
+                entries = producer_snapshot.read(path)
+            except (OSError, ValueError):
                 path.unlink(missing_ok=True)
                 continue
-            self.producers = producers
+            for e in entries:
+                entry = ProducerEntry.from_snapshot(e)
+                if not self.is_expired(entry, now_ms):
+                    self.producers[e.producer_id] = entry
             return offset
         return None
 

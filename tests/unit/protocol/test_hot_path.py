@@ -50,6 +50,7 @@ def _produce_cases() -> list[hp.ProduceResponse]:
                 log_append_time=rnd.choice([-1, 1_700_000_000_123]),
                 log_start_offset=rnd.choice([-1, 0, 5]),
                 error_message=rnd.choice([None, "", "bad batch: ünicode"]),
+                record_errors=rnd.choice([(), ((0, None),), ((3, "null key"), (7, ""))]),
             )
             for _ in range(rnd.randrange(1, 5))
         ]
@@ -67,7 +68,10 @@ def _produce_entity(version: int, response: hp.ProduceResponse) -> Any:
             build(mod.TopicProduceResponse, name=name, partition_responses=tuple(
                 build(mod.PartitionProduceResponse, index=p.partition_index, error_code=p.error_code,
                       base_offset=p.base_offset, log_append_time=p.log_append_time,
-                      log_start_offset=p.log_start_offset, record_errors=(),
+                      log_start_offset=p.log_start_offset, record_errors=tuple(
+                          build(mod.BatchIndexAndErrorMessage, batch_index=i,
+                                batch_index_error_message=m)
+                          for i, m in p.record_errors) if version >= 8 else (),
                       error_message=p.error_message)
                 for p in parts))
             for name, parts in response.topics
@@ -81,7 +85,8 @@ def test_produce_response_matches_kio(version: int, case: int) -> None:
     response = _produce_cases()[case]
     if version < 8:  # error messages exist from v8 on: kio's encoding drops them before
         response = response._replace(topics=[
-            (n, [p._replace(error_message=None) for p in ps]) for n, ps in response.topics
+            (n, [p._replace(error_message=None, record_errors=()) for p in ps])
+            for n, ps in response.topics
         ])  # fmt: skip
     entity = _produce_entity(version, response)
     corr = 0x7FFF_0000 + version

@@ -11,7 +11,8 @@ import pytest
 from strom.clock import FakeClock
 from strom.protocol import record_batch as rb
 from strom.storage import cleaner
-from strom.storage.errors import InvalidRecordError
+from strom.storage.batch_validation import AppendOrigin
+from strom.storage.errors import RecordValidationError
 from strom.storage.log import Log
 from strom.storage.log_config import LogConfig
 
@@ -209,7 +210,7 @@ def test_transactions_aborted_dropped_open_not_cleaned(open_log: OpenLog, clock:
     put(log, clock, (b"a", b"committed"))
     put(log, clock, (b"a", b"aborted"), producer_id=5, producer_epoch=0, base_sequence=0,
         is_transactional=True)  # fmt: skip
-    log.append(_marker(clock, 5, commit=False))
+    log.append(_marker(clock, 5, commit=False), origin=AppendOrigin.COORDINATOR)
     log.high_watermark = log.log_end_offset
     put(log, clock, (b"b", b"1"))
     log.roll()
@@ -313,9 +314,10 @@ def test_not_compacted_log_is_ignored(open_log: OpenLog, clock: FakeClock) -> No
 
 def test_null_key_rejected_in_compacted_topic(open_log: OpenLog, clock: FakeClock) -> None:
     log = open_log(**COMPACT)
-    with pytest.raises(InvalidRecordError) as info:
+    with pytest.raises(RecordValidationError) as info:
         put(log, clock, (b"a", b"1"), (None, b"x"), compression=1)
     assert info.value.error_code == 87
+    assert [i for i, _m in info.value.record_errors] == [1]  # KIP-467: only the bad record
     assert log.log_end_offset == 0
     put(log, clock, (b"a", b"1"))  # keyed records are fine
     plain = open_log(segment_bytes=300)
@@ -339,3 +341,101 @@ def test_log_changed_during_clean_drops_output(tmp_path: Path, clock: FakeClock)
     assert not cleaner.commit(log, res)
     assert not list(log.dir.glob("*.cleaned"))
     assert latest(read_all(log)) == {b"new": b"1"}
+
+
+# --- delete horizon (KIP-534) ---------------------------------------------------------------
+
+DAY = 86_400_000
+
+
+def _tombstone_headers(log: Log) -> list[tuple[rb.BatchHeader, list[rb.Record]]]:
+    out = []
+    for seg in log.segments:
+        for h, data in seg.batches():
+            recs = rb.decode_records(data)
+            if any(r.value is None for r in recs):
+                out.append((h, recs))
+    return out
+
+
+def test_old_tombstone_survives_first_cleaning(open_log: OpenLog, clock: FakeClock) -> None:
+    """A tombstone whose own timestamp is far older than delete.retention.ms stays for
+    delete.retention.ms after the cleaner first passes it (the horizon is set then)."""
+    log = open_log(segment_bytes=300, delete_retention_ms=DAY, **COMPACT)
+    old_ts = clock.time_ms() - 3 * DAY
+    log.append(rb.build_batch([(b"gone", b"v", [], clock.time_ms())]))
+    log.append(rb.build_batch([(b"gone", None, [], old_ts)]))  # an old CreateTime tombstone
+    log.high_watermark = log.log_end_offset
+    updates(log, clock, 2)
+    log.roll()
+    first = clock.time_ms()
+    assert cleaner.clean_log(log, None, first, force=True) is not None
+    ((header, recs),) = _tombstone_headers(log)
+    assert header.attributes & rb.DELETE_HORIZON_BIT
+    assert header.base_timestamp == first + DAY  # the horizon
+    assert [(r.key, r.value, r.timestamp) for r in recs] == [(b"gone", None, old_ts)]
+    # cleanings before the horizon keep it (and do not move the horizon)
+    clock.advance(DAY - 10)
+    updates(log, clock, 1)  # 5 ms more
+    log.roll()
+    assert clock.time_ms() < first + DAY
+    cleaner.clean_log(log, None, clock.time_ms(), force=True)
+    ((header, _recs),) = _tombstone_headers(log)
+    assert header.base_timestamp == first + DAY
+    # past the horizon the next cleaning drops it
+    clock.advance(5)
+    updates(log, clock, 1)
+    log.roll()
+    cleaner.clean_log(log, None, clock.time_ms(), force=True)
+    assert _tombstone_headers(log) == []
+    assert b"gone" not in latest(read_all(log))
+    # the rewritten batches are valid for every reader
+    assert all(rb.verify_crc(data) for seg in log.segments for _h, data in seg.batches())
+
+
+def _markers(log: Log) -> list[rb.BatchHeader]:
+    """Control batches that still hold their marker (a dropped one may stay as an empty batch
+    where the segment's offset range needs it)."""
+    return [h for h in headers(log) if h.is_control and h.record_count]
+
+
+def test_transaction_markers_removed_after_their_horizon(open_log: OpenLog,
+                                                         clock: FakeClock) -> None:  # fmt: skip
+    log = open_log(segment_bytes=300, delete_retention_ms=DAY, **COMPACT)
+    put(log, clock, (b"a", b"aborted"), producer_id=5, producer_epoch=0, base_sequence=0,
+        is_transactional=True)  # fmt: skip
+    log.append(_marker(clock, 5, commit=False), origin=AppendOrigin.COORDINATOR)
+    put(log, clock, (b"b", b"committed"), producer_id=6, producer_epoch=0, base_sequence=0,
+        is_transactional=True)  # fmt: skip
+    log.append(_marker(clock, 6, commit=True), origin=AppendOrigin.COORDINATOR)
+    put(log, clock, (b"c", b"1"), producer_id=5, producer_epoch=0, base_sequence=1)
+    put(log, clock, (b"c", b"2"), producer_id=6, producer_epoch=0, base_sequence=1)
+    log.high_watermark = log.log_end_offset
+    log.roll()
+    first = clock.time_ms()
+    cleaner.clean_log(log, None, first, force=True)
+    abort, commit = _markers(log)
+    assert (abort.producer_id, _horizon(abort)) == (5, first + DAY)  # its data went: clock runs
+    assert (commit.producer_id, _horizon(commit)) == (6, None)  # its data is still there
+    # the committed value is superseded: the commit marker's transaction is empty now
+    put(log, clock, (b"b", b"newer"))
+    log.roll()
+    second = clock.time_ms() + 10
+    cleaner.clean_log(log, None, second, force=True)
+    assert [(h.producer_id, _horizon(h)) for h in _markers(log)] == [(5, first + DAY),
+                                                                    (6, second + DAY)]  # fmt: skip
+    clock.advance(DAY + 5)  # past the abort marker's horizon, not the commit marker's
+    put(log, clock, (b"d", b"x"))
+    log.roll()
+    cleaner.clean_log(log, None, clock.time_ms(), force=True)
+    assert [h.producer_id for h in _markers(log)] == [6]  # the abort marker is gone
+    clock.advance(DAY)
+    put(log, clock, (b"d", b"y"))
+    log.roll()
+    cleaner.clean_log(log, None, clock.time_ms(), force=True)
+    assert _markers(log) == []
+    assert latest(read_all(log)) == {b"b": b"newer", b"c": b"2", b"d": b"y"}
+
+
+def _horizon(h: rb.BatchHeader) -> int | None:
+    return h.base_timestamp if h.attributes & rb.DELETE_HORIZON_BIT else None

@@ -5,15 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from kio.schema.errors import ErrorCode
 
 from strom.clock import FakeClock
 from strom.protocol.record_batch import iter_batches, parse_header
+from strom.storage.batch_validation import AppendOrigin
 from strom.storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
-    InvalidTimestampError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
+    RecordValidationError,
     StorageError,
 )
 from strom.storage.log import Log
@@ -161,17 +163,18 @@ def test_invalid_input_leaves_log_unchanged(open_log: OpenLog, clock: FakeClock)
     good = batch(clock, b"fine")
     bad_crc = bytearray(batch(clock, b"bad"))
     bad_crc[-1] ^= 0xFF
-    cases: list[tuple[bytes, type[StorageError]]] = [
-        (good + bytes(bad_crc), CorruptRecordError),
-        (good + good[:40], CorruptRecordError),
-        (good + batch(clock, b"x" * 300), RecordTooLargeError),
-        (b"", InvalidRecordError),
-        (good + _future(clock), InvalidTimestampError),
+    cases: list[tuple[bytes, type[StorageError], ErrorCode]] = [
+        (bytes(bad_crc), CorruptRecordError, ErrorCode.corrupt_message),
+        (good + good[:40], CorruptRecordError, ErrorCode.corrupt_message),
+        (batch(clock, b"x" * 300), RecordTooLargeError, ErrorCode.message_too_large),
+        (b"", InvalidRecordError, ErrorCode.invalid_record),
+        (good + good, InvalidRecordError, ErrorCode.invalid_record),
+        (_future(clock), RecordValidationError, ErrorCode.invalid_timestamp),
     ]
-    for data, exc in cases:
+    for data, exc, code in cases:
         with pytest.raises(exc) as info:
             log.append(data)
-        assert info.value.error_code == exc.error_code
+        assert info.value.error_code == code
         assert (log.log_end_offset, log.segments[0].size) == before
     assert values(log.read(0, 10_000).records) == [(0, b"ok")]
 
@@ -182,20 +185,28 @@ def _future(clock: FakeClock) -> bytes:
     return build_batch([(None, b"f", [], clock.time_ms() + 5000)])
 
 
-def test_multi_batch_append_and_leader_epoch(open_log: OpenLog, clock: FakeClock) -> None:
+def test_leader_epoch_stamped_and_one_batch_per_client_append(
+    open_log: OpenLog, clock: FakeClock
+) -> None:
     log = open_log()
-    r = log.append(batch(clock, b"a", b"b") + batch(clock, b"c"), leader_epoch=7)
-    assert (r.base_offset, r.last_offset, r.record_count) == (0, 2, 3)
+    r = log.append(batch(clock, b"a", b"b"), leader_epoch=7)
+    assert (r.base_offset, r.last_offset, r.record_count) == (0, 1, 2)
+    with pytest.raises(InvalidRecordError):
+        log.append(batch(clock, b"c") + batch(clock, b"d"), leader_epoch=7)
+    # replication copies several batches at once and keeps their epochs
+    log.append(batch(clock, b"c", base_offset=2, partition_leader_epoch=8)
+               + batch(clock, b"d", base_offset=3, partition_leader_epoch=9),
+               origin=AppendOrigin.REPLICATION)  # fmt: skip
     hs = [h for h, _ in iter_batches(log.read(0, 10_000).records)]
-    assert [(h.base_offset, h.partition_leader_epoch) for h in hs] == [(0, 7), (2, 7)]
+    assert [(h.base_offset, h.partition_leader_epoch) for h in hs] == [(0, 7), (2, 8), (3, 9)]
 
 
 def test_append_without_assigning_offsets(open_log: OpenLog, clock: FakeClock) -> None:
     log = open_log()
-    log.append(batch(clock, b"a", base_offset=10), assign_offsets=False)
+    log.append(batch(clock, b"a", base_offset=10), origin=AppendOrigin.REPLICATION)
     assert log.log_end_offset == 11
     with pytest.raises(InvalidRecordError):
-        log.append(batch(clock, b"b", base_offset=5), assign_offsets=False)
+        log.append(batch(clock, b"b", base_offset=5), origin=AppendOrigin.REPLICATION)
     assert values(log.read(10, 1000).records) == [(10, b"a")]
 
 

@@ -3,7 +3,6 @@ sequence rules for producers with no state (Kafka >= 2.5)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,7 +10,13 @@ import pytest
 
 from strom.clock import FakeClock
 from strom.protocol.record_batch import build_batch
-from strom.storage.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from strom.storage import producer_snapshot
+from strom.storage.batch_validation import AppendOrigin
+from strom.storage.errors import (
+    InvalidProducerEpochError,
+    InvalidRecordError,
+    OutOfOrderSequenceError,
+)
 from strom.storage.log import Log
 from strom.storage.log_config import LogConfig
 from strom.storage.log_manager import LogManager
@@ -32,8 +37,8 @@ def commit_marker(clock: FakeClock, pid: int) -> bytes:
 
 def snapshot_pids(log: Log) -> set[int]:
     offsets = log.producer_state.snapshot_offsets()
-    doc = json.loads((log.dir / f"{offsets[-1]:020d}.snapshot").read_text())
-    return {p["pid"] for p in doc["producers"]}
+    entries = producer_snapshot.read(log.dir / f"{offsets[-1]:020d}.snapshot")
+    return {e.producer_id for e in entries}
 
 
 def test_maintenance_expires_idle_producers_but_not_open_transactions(
@@ -54,7 +59,7 @@ def test_maintenance_expires_idle_producers_but_not_open_transactions(
     clock.advance(1)
     mgr.maintenance()
     assert set(log.producer_state.producers) == {43, 44}  # >= expiration, as Kafka
-    log.append(commit_marker(clock, 43))  # the transaction ends; idle from now on
+    log.append(commit_marker(clock, 43), origin=AppendOrigin.COORDINATOR)  # the transaction ends; idle from now on
     clock.advance(1000)
     mgr.maintenance()
     assert log.producer_state.producers == {}
@@ -88,7 +93,7 @@ def test_open_transaction_survives_snapshot_and_expiry(tmp_path: Path, clock: Fa
     log = Log.open(tmp_path / "t-0", LogConfig(), clock, producer_id_expiration_ms=1000)
     assert log.remove_expired_producers() == 0
     assert log.producer_state.producers[43].txn_first_offset == 0
-    log.append(commit_marker(clock, 43))
+    log.append(commit_marker(clock, 43), origin=AppendOrigin.COORDINATOR)
     assert log.producer_state.producers[43].txn_first_offset == -1
     clock.advance(1000)
     assert log.remove_expired_producers() == 1
@@ -140,25 +145,26 @@ def test_entry_without_batches_needs_sequence_zero(
     log.append(ebatch(clock, 0, pid=43))
     marker = build_batch([(COMMIT_KEY, MARKER_VALUE, [], clock.time_ms())], producer_id=43,
                          producer_epoch=1, is_transactional=True, is_control=True)  # fmt: skip
-    log.append(marker)
+    log.append(marker, origin=AppendOrigin.COORDINATOR)
     with pytest.raises(OutOfOrderSequenceError):
         log.append(ebatch(clock, 1, epoch=1, pid=43))
     assert log.append(ebatch(clock, 0, epoch=1, pid=43)).base_offset == 2
 
 
-def test_several_batches_of_one_producer_in_one_append(
+def test_several_batches_in_one_client_append_are_refused(
     open_log: Callable[..., Log], clock: FakeClock
 ) -> None:
+    """Kafka refuses a produce request with several batches for one partition; nothing of
+    them is stored and the producer's state does not move."""
     log = open_log()
-    res = log.append(ebatch(clock, 4, n=2) + ebatch(clock, 6, n=3))
-    assert (res.base_offset, res.last_offset) == (0, 4)
-    entry = log.producer_state.producers[42]
-    assert [(b.first_seq, b.first_offset) for b in entry.batches] == [(4, 0), (6, 2)]
-    with pytest.raises(OutOfOrderSequenceError):  # the same batch twice in one append
-        log.append(ebatch(clock, 9) + ebatch(clock, 9))
-    with pytest.raises(OutOfOrderSequenceError):  # a gap inside one append
-        log.append(ebatch(clock, 9) + ebatch(clock, 11))
-    assert log.log_end_offset == 5 and log.append(ebatch(clock, 6, n=3)).duplicate
+    with pytest.raises(InvalidRecordError):
+        log.append(ebatch(clock, 4, n=2) + ebatch(clock, 6, n=3))
+    assert log.log_end_offset == 0 and 42 not in log.producer_state.producers
+    assert log.append(ebatch(clock, 4, n=2)).base_offset == 0
+    assert log.append(ebatch(clock, 6)).base_offset == 2
+    with pytest.raises(OutOfOrderSequenceError):  # a gap
+        log.append(ebatch(clock, 9))
+    assert log.log_end_offset == 3 and log.append(ebatch(clock, 6)).duplicate
 
 
 def test_expiry_runs_every_check_interval(tmp_path: Path, clock: FakeClock) -> None:
@@ -172,3 +178,46 @@ def test_expiry_runs_every_check_interval(tmp_path: Path, clock: FakeClock) -> N
     mgr.maintenance()
     assert 42 not in log.producer_state.producers
     mgr.close_all()
+
+
+def test_snapshot_is_kafkas_binary_format(open_log: Callable[..., Log], clock: FakeClock) -> None:
+    """version 1, CRC-32C of the rest, int32 count, 46-byte entries (Kafka's ProducerSnapshot)."""
+    import struct
+
+    import crc32c
+
+    log = open_log()
+    log.append(ebatch(clock, 0, n=2))
+    log.append(ebatch(clock, 2, n=3, epoch=0))
+    log.close()
+    (offset,) = log.producer_state.snapshot_offsets()[-1:]
+    data = (log.dir / f"{offset:020d}.snapshot").read_bytes()
+    version, crc, count = struct.unpack_from(">hIi", data)
+    assert (version, count, len(data)) == (1, 1, 10 + 46)
+    assert crc == crc32c.crc32c(data[6:])
+    entry = struct.unpack_from(">qhiqiqiq", data, 10)
+    # pid, epoch, last seq, last offset, offset delta, timestamp, coordinator epoch, txn first
+    assert entry == (42, 0, 4, 4, 2, clock.time_ms(), -1, -1)
+    assert not list(log.dir.glob("*.tmp"))
+    # reopened: the last batch deduplicates, the next sequence follows on
+    again = Log.open(log.dir, log.config, clock)
+    assert again.append(ebatch(clock, 2, n=3)).duplicate
+    assert again.append(ebatch(clock, 5)).base_offset == 5
+
+
+def test_corrupt_snapshot_falls_back_to_replaying_the_log(
+    open_log: Callable[..., Log], clock: FakeClock
+) -> None:
+    log = open_log()
+    log.append(ebatch(clock, 0))
+    log.append(ebatch(clock, 1))
+    log.close()
+    (offset,) = log.producer_state.snapshot_offsets()[-1:]
+    path = log.dir / f"{offset:020d}.snapshot"
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 1
+    path.write_bytes(bytes(data))
+    again = Log.open(log.dir, log.config, clock)
+    assert not path.exists()
+    assert again.append(ebatch(clock, 1)).duplicate  # rebuilt from the batches
+    assert again.append(ebatch(clock, 2)).base_offset == 2

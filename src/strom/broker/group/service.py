@@ -22,6 +22,7 @@ from strom.broker.broker import Service, register_service
 from strom.broker.group.coordinator import CoordinatorConfig, GroupCoordinator
 from strom.protocol import record_batch as rb
 from strom.protocol.errors import ErrorCode, KafkaError
+from strom.storage.batch_validation import AppendOrigin
 
 if TYPE_CHECKING:
     from strom.broker.broker import Broker
@@ -129,7 +130,7 @@ class GroupService(Service):
     def _append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
         now = self.broker.clock.time_ms()
         batch = rb.build_batch([(key, value, [], now) for key, value in records])
-        self.broker.replicas.append(OFFSETS_TOPIC, partition, batch)
+        self.broker.replicas.append(OFFSETS_TOPIC, partition, batch, AppendOrigin.COORDINATOR)
 
 
 register_service(GroupService)

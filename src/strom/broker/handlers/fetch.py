@@ -10,7 +10,9 @@ Rules kept from Kafka (KIP-74 and the protocol guide):
   to one of its partitions or ``max_wait_ms``, then reads again;
 - ``session_id`` 0 in the response: no incremental fetch session is created, so every fetch is
   a full one (clients fall back to that by design).
-Topic ids (v13+) are resolved through the topic registry.
+Topic ids (v13+) are resolved through the topic registry. A partition's
+``current_leader_epoch`` (v9+) is checked first: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH
+(:mod:`strom.broker.leader_epochs`).
 
 With ``strom.fetch.sendfile.enable`` (:mod:`strom.broker.zero_copy`) the records are not read:
 each partition's data becomes a file region (a duplicated fd, position, length) and its
@@ -25,6 +27,7 @@ from typing import Any
 
 from strom.broker import dispatch, zero_copy
 from strom.broker.context import RequestContext
+from strom.broker.leader_epochs import check_current_leader_epoch
 from strom.protocol.errors import ErrorCode, error_code_of
 from strom.protocol.hot_path import FetchPartition, FetchResponse, FetchTopic
 
@@ -93,6 +96,9 @@ class _FetchPlan:
             log_ = ctx.broker.replicas.get_log(topic, p.partition)
         except Exception as exc:
             return _partition(ctx, p.partition, error_code_of(exc)), 0
+        epoch_error = check_current_leader_epoch(getattr(p, "current_leader_epoch", -1))
+        if epoch_error != ErrorCode.none:
+            return _partition(ctx, p.partition, epoch_error), 0
         hw = log_.high_watermark
         start = log_.log_start_offset
         offset = int(p.fetch_offset)

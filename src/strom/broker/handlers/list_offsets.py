@@ -3,6 +3,10 @@
 Latest is the high watermark (the last stable offset under read_committed, equal to it until
 transactions exist). By timestamp: the first offset whose timestamp is at or after it, or -1
 when there is none.
+
+Leader epochs (v4+): the request's ``current_leader_epoch`` is checked (FENCED_LEADER_EPOCH /
+UNKNOWN_LEADER_EPOCH, :mod:`strom.broker.leader_epochs`); the answer carries the epoch that
+wrote the offset found (the leader-epoch cache's), the current epoch for latest, as Kafka.
 """
 
 from __future__ import annotations
@@ -11,25 +15,35 @@ from typing import Any
 
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
-from strom.protocol.errors import ErrorCode, error_code_of
+from strom.broker.leader_epochs import LEADER_EPOCH, check_current_leader_epoch
+from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
 
 API_KEY = 2
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 
 
-def _lookup(ctx: RequestContext, topic: str, partition: int, ts: int) -> tuple[int, int]:
+def _lookup(ctx: RequestContext, topic: str, partition: int, ts: int,
+            current_epoch: int) -> tuple[int, int, int]:  # fmt: skip
+    """(timestamp, offset, leader epoch) of the answer; raises KafkaError."""
     log_ = ctx.broker.replicas.get_log(topic, partition)
-    if ts in (EARLIEST, EARLIEST_LOCAL):
-        return -1, log_.log_start_offset
+    code = check_current_leader_epoch(current_epoch)
+    if code != ErrorCode.none:
+        raise KafkaError(code, f"current leader epoch {current_epoch} of {topic}-{partition} "
+                               f"is not {LEADER_EPOCH}")  # fmt: skip
     if ts in (LATEST, LATEST_TIERED):
-        return -1, log_.high_watermark
-    if ts == MAX_TIMESTAMP:
+        return -1, log_.high_watermark, LEADER_EPOCH
+    if ts in (EARLIEST, EARLIEST_LOCAL):
+        timestamp, offset = -1, log_.log_start_offset
+    elif ts == MAX_TIMESTAMP:
         found = log_.max_timestamp_offset()
-        return (found[1], found[0]) if found else (-1, -1)
-    found = log_.offset_for_timestamp(ts)
-    if found is None:
-        return -1, -1
-    return found[1], found[0]
+        timestamp, offset = (found[1], found[0]) if found else (-1, -1)
+    else:
+        found = log_.offset_for_timestamp(ts)
+        timestamp, offset = (found[1], found[0]) if found else (-1, -1)
+    epoch = log_.leader_epochs.epoch_for_offset(offset) if offset >= 0 else -1
+    if offset >= 0 and epoch < 0:
+        epoch = LEADER_EPOCH  # an empty log: its next batch is written in the current epoch
+    return timestamp, offset, epoch
 
 
 @dispatch.handler(API_KEY, 1, 7)
@@ -39,10 +53,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         parts = []
         for p in topic.partitions:
             try:
-                timestamp, offset = _lookup(ctx, topic.name, p.partition_index, int(p.timestamp))
+                timestamp, offset, epoch = _lookup(
+                    ctx, topic.name, p.partition_index, int(p.timestamp),
+                    int(getattr(p, "current_leader_epoch", -1)),
+                )  # fmt: skip
                 code = ErrorCode.none
             except Exception as exc:
-                timestamp, offset, code = -1, -1, error_code_of(exc)
+                timestamp, offset, epoch, code = -1, -1, -1, error_code_of(exc)
             parts.append(
                 ctx.make(
                     "ListOffsetsPartitionResponse",
@@ -50,7 +67,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     error_code=code,
                     timestamp=timestamp,
                     offset=offset,
-                    leader_epoch=-1,
+                    leader_epoch=epoch,
                     old_style_offsets=(offset,) if offset >= 0 else (),
                 )
             )

@@ -2,14 +2,15 @@
 
 Asked for unknown topics, the broker creates them when the client allows it and
 ``auto.create.topics.enable`` is true (with ``num.partitions``); names Kafka would refuse get
-INVALID_TOPIC_EXCEPTION, and unknown ones otherwise UNKNOWN_TOPIC_OR_PARTITION. Leader epochs
-are reported as -1 (unknown) until replication brings real epochs and OffsetForLeaderEpoch.
+INVALID_TOPIC_EXCEPTION, and unknown ones otherwise UNKNOWN_TOPIC_OR_PARTITION. Every
+partition's leader epoch is the single node's (:mod:`strom.broker.leader_epochs`).
 
 Caching (a 10,000-partition topic took ~100 ms to build and encode per request, all on the
 event loop): each topic's entry is built once per response version and reused while the
 topic's :class:`TopicInfo` is the same object with the same partition count (partitions are
-only ever added in place, by CreatePartitions; anything else that changes a topic's replicas
-must give it a new ``TopicInfo``, or extend :func:`_topic_key`). The encoded body is reused
+only ever added in place, by CreatePartitions). Anything else that changes what an entry says
+(replicas, and with replication leaders, ISR and epochs) must give the topic a new
+``TopicInfo`` or join the key checked in :func:`topic_metadata`. The encoded body is reused
 too while the same topic entries (by identity) are answered.
 """
 
@@ -21,6 +22,7 @@ from typing import Any
 
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
+from strom.broker.leader_epochs import LEADER_EPOCH
 from strom.metadata.topics import TopicInfo, validate_topic_name
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.hot_path import EncodedBody
@@ -86,7 +88,7 @@ def _build_topic(ctx: RequestContext, info: TopicInfo) -> Any:
                 error_code=0,
                 partition_index=index,
                 leader_id=leader,
-                leader_epoch=-1,
+                leader_epoch=LEADER_EPOCH,
                 replica_nodes=tuple(replicas),
                 isr_nodes=tuple(r for r in replicas if r == node),
                 offline_replicas=(),

@@ -2,8 +2,11 @@
 
 Advertised from v0 (librdkafka enables compression only when the broker lists Produce v0+);
 versions 0–2 (message formats v0/v1) are refused, since only record batch v2 is stored. Each
-partition's records are validated batch by batch by the log (magic, CRC-32C, size, producer
-sequence), so one bad partition gets its error code while the others are appended. acks=0 gets
+partition's records are validated by the log as a client append (one batch, magic, CRC-32C,
+size, every record, producer sequence; :mod:`strom.storage.batch_validation`), so one bad
+partition gets its error code while the others are appended. Records refused one by one (null
+keys on compacted topics, timestamps out of range) are named in ``record_errors`` with
+``error_message`` (KIP-467). acks=0 gets
 no response at all, as Kafka's protocol says.
 """
 
@@ -16,6 +19,7 @@ from strom.broker import dispatch
 from strom.broker.context import RequestContext
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
 from strom.protocol.hot_path import ProducePartition, ProduceResponse
+from strom.storage.errors import RecordValidationError
 
 API_KEY = 0
 log = logging.getLogger(__name__)
@@ -31,6 +35,7 @@ def _partition(ctx: RequestContext, index: int, code: ErrorCode, **values: Any) 
         values.get("log_append_time", -1),
         values.get("log_start_offset", -1),
         values.get("error_message"),
+        tuple(values.get("record_errors", ())),  # (batch index, message)
     )
 
 
@@ -57,6 +62,9 @@ def _append_one(
                 f"min.insync.replicas={log_.config.min_insync_replicas} but the ISR has 1 replica",
             )
         result = broker.replicas.append(topic, index, bytes(records))
+    except RecordValidationError as exc:  # KIP-467: the client fails only these records
+        return _partition(ctx, index, exc.error_code, error_message=str(exc)[:500],
+                          record_errors=exc.record_errors)  # fmt: skip
     except Exception as exc:
         code = error_code_of(exc)
         if code == ErrorCode.unknown_server_error:

@@ -1,0 +1,52 @@
+"""OffsetForLeaderEpoch (key 23): where a leader epoch ends in a partition's log.
+
+Consumers ask it after a seek, a reset or a leader change, with the epoch of the last record
+they consumed, to detect truncation (KIP-320); followers ask it to find where their log
+diverges from the leader's. The answer comes from the partition's leader-epoch cache
+(:meth:`strom.storage.leader_epoch.LeaderEpochCache.end_offset_for`): the largest known epoch
+<= the requested one and the offset where the next epoch starts (the log end offset for the
+current epoch), or -1/-1 when the epoch is unknown. ``current_leader_epoch`` is checked first
+(FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH). Served v2-v4, the versions Kafka 4 serves
+(v0-1 carry no current epoch and were removed).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strom.broker import dispatch
+from strom.broker.context import RequestContext
+from strom.broker.leader_epochs import LEADER_EPOCH, check_current_leader_epoch
+from strom.protocol.errors import ErrorCode, error_code_of
+
+API_KEY = 23
+
+
+def _end_offset(ctx: RequestContext, topic: str, p: Any) -> tuple[ErrorCode, int, int]:
+    try:
+        info = ctx.broker.topics.get(topic)
+        if info is None or p.partition not in info.replicas:
+            return ErrorCode.unknown_topic_or_partition, -1, -1
+        log_ = ctx.broker.replicas.get_log(topic, p.partition)
+    except Exception as exc:
+        return error_code_of(exc), -1, -1
+    code = check_current_leader_epoch(int(p.current_leader_epoch))
+    if code != ErrorCode.none:
+        return code, -1, -1
+    epoch, offset = log_.leader_epochs.end_offset_for(int(p.leader_epoch), log_.log_end_offset,
+                                                      LEADER_EPOCH)  # fmt: skip
+    return ErrorCode.none, epoch, offset
+
+
+@dispatch.handler(API_KEY, 2, 4)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    topics = []
+    for topic in request.topics:
+        parts = []
+        for p in topic.partitions:
+            code, epoch, offset = _end_offset(ctx, str(topic.topic), p)
+            parts.append(ctx.make("EpochEndOffset", error_code=code, partition=p.partition,
+                                  leader_epoch=epoch, end_offset=offset))  # fmt: skip
+        topics.append(ctx.make("OffsetForLeaderTopicResult", topic=topic.topic,
+                               partitions=tuple(parts)))  # fmt: skip
+    return ctx.respond(throttle_time=0, topics=tuple(topics))

@@ -1,0 +1,115 @@
+"""What a Produce may write (issue 13 items 2-3), with real clients and raw requests.
+
+KIP-467: when some records of a batch break a per-record rule, the broker names them in
+``record_errors`` and librdkafka fails exactly those with the broker's error (INVALID_RECORD /
+INVALID_TIMESTAMP) and their message, and the rest of the batch with
+``_INVALID_DIFFERENT_RECORD`` (nothing of the batch is stored, as in Kafka).
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+from typing import Any
+
+from confluent_kafka import KafkaError, Producer
+from kio.index import load_payload_module
+from kio.static.constants import EntityType
+
+from strom.protocol import record_batch as rb
+from strom.protocol.messages import build
+from strom.testing.raw import RawConnection
+from tests.integration.clients import consume_all, create_topic, produce
+
+HOUR = 3_600_000
+
+
+def _produce_one_batch(bootstrap: str, topic: str, messages: list[dict[str, Any]]) -> list[Any]:
+    """Produce ``messages`` in one batch; return (error, value) per message in order."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1000,
+                         "batch.num.messages": 1000, "retries": 0})  # fmt: skip
+    producer.list_topics(topic, timeout=10)
+    reports: dict[bytes, Any] = {}
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        reports[msg.value()] = err
+
+    for m in messages:
+        producer.produce(topic, partition=0, on_delivery=on_delivery, **m)
+    assert producer.flush(30) == 0
+    return [reports[m["value"]] for m in messages]
+
+
+def test_null_keys_on_compacted_topic_fail_only_those_records(broker, topic_name) -> None:
+    create_topic(broker.bootstrap, topic_name, config={"cleanup.policy": "compact"})
+    msgs = [{"key": b"a", "value": b"0"}, {"key": None, "value": b"1"},
+            {"key": b"c", "value": b"2"}, {"key": None, "value": b"3"}]  # fmt: skip
+    errors = _produce_one_batch(broker.bootstrap, topic_name, msgs)
+    codes = [e.code() if e else None for e in errors]
+    assert codes == [KafkaError._INVALID_DIFFERENT_RECORD, KafkaError.INVALID_RECORD,
+                     KafkaError._INVALID_DIFFERENT_RECORD, KafkaError.INVALID_RECORD]  # fmt: skip
+    # nothing of that batch was stored; a keyed batch goes through
+    produce(broker.bootstrap, topic_name, [{"key": b"k", "value": b"ok"}])
+    got = consume_all(broker.bootstrap, topic_name, [0], expected=1)
+    assert [(m.offset(), m.key(), m.value()) for m in got] == [(0, b"k", b"ok")]
+
+
+def test_timestamps_out_of_range_fail_only_those_records(broker, topic_name) -> None:
+    create_topic(broker.bootstrap, topic_name, config={
+        "message.timestamp.before.max.ms": str(HOUR), "message.timestamp.after.max.ms": str(HOUR),
+    })  # fmt: skip
+    now = int(time.time() * 1000)
+    msgs = [{"value": b"now", "timestamp": now}, {"value": b"old", "timestamp": now - 3 * HOUR},
+            {"value": b"future", "timestamp": now + 3 * HOUR}]  # fmt: skip
+    errors = _produce_one_batch(broker.bootstrap, topic_name, msgs)
+    codes = [e.code() if e else None for e in errors]
+    # librdkafka reports every record named in record_errors as INVALID_RECORD, whatever the
+    # partition's error code (INVALID_TIMESTAMP here, checked on the wire below)
+    assert codes == [KafkaError._INVALID_DIFFERENT_RECORD, KafkaError.INVALID_RECORD,
+                     KafkaError.INVALID_RECORD]  # fmt: skip
+    batch = rb.build_batch([(None, b"a", [], now), (None, b"b", [], now + 3 * HOUR)])
+    part = _raw_produce(broker.bootstrap, topic_name, batch)
+    assert part.error_code == 32  # INVALID_TIMESTAMP
+    assert [e.batch_index for e in part.record_errors] == [1]
+    assert "out of range" in part.record_errors[0].batch_index_error_message
+
+
+def _raw_produce(bootstrap: str, topic: str, records: bytes) -> Any:
+    mod = load_payload_module(0, 9, EntityType.request)
+    data = build(mod.TopicProduceData, name=topic, partition_data=(
+        build(mod.PartitionProduceData, index=0, records=records),))  # fmt: skip
+    with RawConnection(bootstrap) as conn:
+        resp = conn.request(0, 9, transactional_id=None, acks=1,
+                            timeout=datetime.timedelta(seconds=5), topic_data=(data,))  # fmt: skip
+    return resp.responses[0].partition_responses[0]
+
+
+def test_raw_client_writes_refused(broker, topic_name) -> None:
+    """Control batches, several batches, an empty batch: INVALID_RECORD with a message; the
+    log is unchanged."""
+    create_topic(broker.bootstrap, topic_name)
+    now = int(time.time() * 1000)
+    one = rb.build_batch([(b"k", b"v", [], now)])
+    marker = rb.build_batch([(b"\x00\x00\x00\x01", b"\x00" * 6, [], now)], producer_id=1,
+                            producer_epoch=0, is_transactional=True, is_control=True)  # fmt: skip
+    empty = rb.build_batch_from_records([], base_offset=0, last_offset_delta=0)
+    for records in (marker, one + one, empty):
+        part = _raw_produce(broker.bootstrap, topic_name, records)
+        assert part.error_code == 87, part  # INVALID_RECORD
+        assert part.error_message
+    part = _raw_produce(broker.bootstrap, topic_name, one)
+    assert (part.error_code, part.base_offset) == (0, 0)
+
+
+def test_raw_record_errors_on_the_wire(broker, topic_name) -> None:
+    """The response itself: error_message and (batch_index, message) per refused record."""
+    create_topic(broker.bootstrap, topic_name, config={"cleanup.policy": "compact"})
+    now = int(time.time() * 1000)
+    batch = rb.build_batch([(b"a", b"1", [], now), (None, b"2", [], now), (None, b"3", [], now)])
+    part = _raw_produce(broker.bootstrap, topic_name, batch)
+    assert part.error_code == 87
+    assert "2 record errors" in part.error_message
+    assert [(e.batch_index, e.batch_index_error_message) for e in part.record_errors] == [
+        (1, "Compacted topic cannot accept message without key"),
+        (2, "Compacted topic cannot accept message without key"),
+    ]
