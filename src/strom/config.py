@@ -1,7 +1,11 @@
 """Broker configuration under Kafka's own property names.
 
 Sources, later ones winning: Kafka's defaults below, a ``--config`` properties file
-(``key=value`` lines, ``#`` comments, as ``server.properties``), repeated ``--set key=value``.
+(``key=value`` lines, ``#`` comments, as ``server.properties``), repeated ``--set key=value``
+(together the *static* config), then the dynamic configs kept in the metadata store: the
+cluster-wide default, then this broker's own (:mod:`strom.broker.dynamic_config`). As in
+Kafka, a name set in a higher layer hides its synonyms in the lower ones (a dynamic
+``log.retention.hours`` beats a static ``log.retention.ms``).
 Values stay strings (as Kafka's are in a properties file); the typed getters parse them and
 raise :class:`ConfigError` with the property's name when a value does not parse.
 Topic-level defaults (``log.retention.ms`` …) are read by :mod:`strom.storage.log_config`.
@@ -9,7 +13,7 @@ Topic-level defaults (``log.retention.ms`` …) are read by :mod:`strom.storage.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 BROKER_DEFAULTS: dict[str, str] = {
@@ -75,7 +79,42 @@ class BrokerConfig:
     def __init__(self, overrides: Mapping[str, str] | None = None) -> None:
         self.values: dict[str, str] = dict(BROKER_DEFAULTS)
         self.explicit: dict[str, str] = dict(overrides or {})
+        self.dynamic_default: dict[str, str] = {}
+        self.dynamic_broker: dict[str, str] = {}
         self.values.update(self.explicit)
+
+    def merged(
+        self,
+        dynamic_default: Mapping[str, str],
+        dynamic_broker: Mapping[str, str],
+        synonyms: Callable[[str], Iterable[str]] = lambda name: (name,),
+    ) -> dict[str, str]:
+        """The effective values with these dynamic layers (``synonyms(name)``: the names a
+        higher layer's ``name`` hides below it)."""
+        merged: dict[str, str] = {}
+        for layer in (self.explicit, dynamic_default, dynamic_broker):
+            for key, value in layer.items():
+                for synonym in synonyms(key):
+                    merged.pop(synonym, None)
+                merged[key] = value
+        values = dict(BROKER_DEFAULTS)
+        values.update(merged)
+        if "broker.id" in self.explicit and "node.id" not in self.explicit:
+            values["node.id"] = self.explicit["broker.id"]
+        return values
+
+    def set_dynamic(
+        self,
+        dynamic_default: Mapping[str, str],
+        dynamic_broker: Mapping[str, str],
+        synonyms: Callable[[str], Iterable[str]] = lambda name: (name,),
+    ) -> None:
+        """Replace the dynamic layers; ``values`` changes in place (readers see it at once)."""
+        values = self.merged(dynamic_default, dynamic_broker, synonyms)
+        self.dynamic_default = dict(dynamic_default)
+        self.dynamic_broker = dict(dynamic_broker)
+        self.values.clear()
+        self.values.update(values)
 
     @classmethod
     def load(cls, config_file: Path | None, sets: Iterable[str]) -> BrokerConfig:

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from strom.broker import dispatch
+from strom.broker import dispatch, dynamic_config
 from strom.broker.producer_ids import ProducerIdManager
 from strom.broker.replica_manager import ReplicaManager
 from strom.broker.server import start_server
@@ -25,6 +25,7 @@ from strom.clock import Clock, SystemClock
 from strom.config import BrokerConfig, ConfigError, parse_properties
 from strom.metadata.embedded import EmbeddedStore
 from strom.metadata.topics import TopicInfo, TopicRegistry
+from strom.storage.flusher import Flusher
 from strom.storage.log_manager import LogManager
 
 if TYPE_CHECKING:
@@ -70,7 +71,8 @@ class Broker:
         self.cluster_id = self._load_meta_properties()
         self.store = EmbeddedStore(self.data_dir)
         self.topics = TopicRegistry(self.store)
-        self.logs = LogManager(self.data_dir, self.clock, self.config.values)
+        dynamic_config.load(self)  # before the logs open: they take its defaults
+        self.logs = LogManager(self.data_dir, self.clock, self.config.values, Flusher())
         self.logs.load(self._topic_overrides)
         self.replicas = ReplicaManager(self.logs, self.node_id)
         for topic in self.topics:  # logs lost or never created (crash mid-create) come back

@@ -1,9 +1,12 @@
 """Config resources as the admin APIs see them: describe, validate and alter topic configs.
 
 Shared by DescribeConfigs, AlterConfigs, IncrementalAlterConfigs and CreateTopics so the
-precedence rules live in one place (``strom.storage.log_config``): a topic override is
-DYNAMIC_TOPIC_CONFIG, a broker property the user set is STATIC_BROKER_CONFIG, anything else
-DEFAULT_CONFIG. Broker resources are read-only here: strom has no dynamic broker configs.
+precedence rules live in one place: a topic override is DYNAMIC_TOPIC_CONFIG; then the broker
+property behind it, from this broker's dynamic config (DYNAMIC_BROKER_CONFIG), the cluster-wide
+dynamic default (DYNAMIC_DEFAULT_BROKER_CONFIG), the static config (STATIC_BROKER_CONFIG) or
+Kafka's default (DEFAULT_CONFIG), synonyms listed in that order as Kafka's ``ConfigHelper`` does.
+Broker resources are described from :mod:`strom.broker.broker_config_defs` and altered through
+:mod:`strom.broker.dynamic_config` (dynamic configs only; the rest is read-only).
 
 Changing a topic's overrides writes them to the registry (so they survive a restart) and
 hands them to the live logs.
@@ -15,7 +18,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from strom.config import BROKER_DEFAULTS
+from strom.broker import broker_config_defs as defs
+from strom.broker import dynamic_config as dc
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
 from strom.storage.errors import InvalidConfigError
 from strom.storage.log_config import (
@@ -46,7 +50,7 @@ SOURCE_CODES = {
 }
 
 # DescribeConfigs v3+ config_type codes
-CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7}
+CONFIG_TYPES = defs.TYPE_IDS
 
 # IncrementalAlterConfigs operations
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -64,88 +68,97 @@ class ConfigEntry:
     synonyms: list[tuple[str, str | None, int]] = field(default_factory=list)
 
 
-def _topic_synonyms(
-    name: str, overrides: Mapping[str, str], explicit: Mapping[str, str]
-) -> list[tuple[str, str | None, int]]:
-    """Kafka's order: the topic override, the broker property set, the default."""
-    spec = TOPIC_CONFIGS[name]
-    out: list[tuple[str, str | None, int]] = []
-    if name in overrides:
-        out.append((name, overrides[name], SOURCE_CODES[DYNAMIC_TOPIC_CONFIG]))
-    broker_name = spec.broker_property
-    if broker_name is not None and broker_name in explicit:
-        out.append((broker_name, explicit[broker_name], SOURCE_CODES[STATIC_BROKER_CONFIG]))
-    out.append((broker_name or name, spec.default, SOURCE_CODES[DEFAULT_CONFIG]))
-    return out
-
-
 def describe_topic(
     broker: Broker, overrides: Mapping[str, str], keys: Iterable[str] | None = None
 ) -> list[ConfigEntry]:
-    """Every topic config (or those in ``keys``) with its effective value and source."""
-    explicit = broker.config.explicit
+    """Every topic config (or those in ``keys``) with its effective value, source, synonyms."""
     values = effective_configs(overrides, broker.config.values)
-    sources = effective_configs(overrides, explicit)
     wanted = set(keys) if keys is not None else None
     entries = []
     for name, (value, _) in sorted(values.items()):
         if wanted is not None and name not in wanted:
             continue
         spec = TOPIC_CONFIGS[name]
+        synonyms: list[tuple[str, str | None, int]] = []
+        if name in overrides:
+            synonyms.append((name, overrides[name], SOURCE_CODES[DYNAMIC_TOPIC_CONFIG]))
+        if spec.broker_property is not None:
+            names = defs.synonyms(spec.broker_property)
+            synonyms += dc.broker_synonyms(broker, names, sensitive=False)
         entries.append(
             ConfigEntry(
                 name=name,
                 value=value,
-                source=SOURCE_CODES[sources[name][1]],
+                source=synonyms[0][2] if synonyms else SOURCE_CODES[DEFAULT_CONFIG],
                 config_type=CONFIG_TYPES.get(spec.type, 0),
                 documentation=spec.doc,
-                synonyms=_topic_synonyms(name, overrides, explicit),
+                synonyms=synonyms,
             )
         )
     return entries
 
 
-def _is_sensitive(name: str) -> bool:
-    return "password" in name or name.endswith((".secret", ".key"))
+def _computed_broker_values(broker: Broker) -> dict[str, str]:
+    """Static settings that come from the command line rather than properties."""
+    host, port = broker.listen
+    adv_host, adv_port = broker.advertised
+    return {
+        "broker.id": str(broker.node_id),
+        "node.id": str(broker.node_id),
+        "listeners": f"PLAINTEXT://{host}:{port}",
+        "advertised.listeners": f"PLAINTEXT://{adv_host}:{adv_port}",
+        "log.dirs": str(broker.data_dir),
+    }
 
 
-def describe_broker(broker: Broker, keys: Iterable[str] | None = None) -> list[ConfigEntry]:
-    """The broker's static properties: those set (STATIC_BROKER_CONFIG) and defaults."""
-    explicit = broker.config.explicit
-    props: dict[str, str] = {}
-    for spec in TOPIC_CONFIGS.values():
-        if spec.broker_property is not None:
-            props[spec.broker_property] = spec.default
-    props.update(BROKER_DEFAULTS)
-    props.update(broker.config.values)
+def describe_broker(
+    broker: Broker, entity: str, keys: Iterable[str] | None = None
+) -> list[ConfigEntry]:
+    """A BROKER resource: this broker's every config (``entity`` its id) with value, source
+    and synonyms; or (``entity`` the default) the cluster-wide dynamic configs alone."""
+    cfg = broker.config
+    per_broker = entity != dc.DEFAULT_ENTITY
+    if per_broker:
+        computed = _computed_broker_values(broker)
+        names = set(defs.BROKER_CONFIGS) | set(cfg.explicit) | set(cfg.dynamic_broker)
+    else:
+        computed = {}
+        names = set(cfg.dynamic_default)
     wanted = set(keys) if keys is not None else None
     entries = []
-    for name, value in sorted(props.items()):
+    for name in sorted(names):
         if wanted is not None and name not in wanted:
             continue
-        source = STATIC_BROKER_CONFIG if name in explicit else DEFAULT_CONFIG
-        sensitive = _is_sensitive(name)
-        code = SOURCE_CODES[source]
+        sensitive = defs.is_sensitive(name)
+        synonyms = dc.broker_synonyms(broker, defs.synonyms(name), sensitive)
+        if not per_broker:
+            synonyms = [s for s in synonyms if s[2] == dc.DYNAMIC_DEFAULT]
+        while synonyms and synonyms[0][0] != name:  # Kafka drops other names' leading entries
+            synonyms.pop(0)
+        if per_broker and name in computed and name not in cfg.explicit:
+            value: str | None = computed[name]
+            synonyms.insert(0, (name, value, dc.STATIC))
+        elif synonyms:  # the layer that sets it (a higher layer may hide it in ``values``)
+            value = synonyms[0][1]
+        elif per_broker:
+            spec = defs.BROKER_CONFIGS.get(name)
+            value = cfg.values.get(name, spec.default if spec else None)
+        else:
+            value = cfg.dynamic_default.get(name)
+        spec = defs.BROKER_CONFIGS.get(name)
         entries.append(
             ConfigEntry(
                 name=name,
                 value=None if sensitive else value,
-                source=code,
-                read_only=True,
+                source=synonyms[0][2] if synonyms else SOURCE_CODES[DEFAULT_CONFIG],
+                read_only=name not in defs.DYNAMIC_CONFIGS,
                 sensitive=sensitive,
-                config_type=_guess_type(value),
-                synonyms=[(name, None if sensitive else value, code)],
+                config_type=defs.type_id(name),
+                documentation=spec.doc if spec is not None and spec.doc else None,
+                synonyms=synonyms,
             )
         )
     return entries
-
-
-def _guess_type(value: str) -> int:
-    if value in ("true", "false"):
-        return CONFIG_TYPES["boolean"]
-    if value.lstrip("-").isdigit():
-        return CONFIG_TYPES["long"]
-    return CONFIG_TYPES["string"]
 
 
 def validate_overrides(broker: Broker, overrides: Mapping[str, str | None]) -> dict[str, str]:
@@ -169,7 +182,42 @@ def apply_topic_overrides(broker: Broker, topic: str, overrides: Mapping[str, st
 def incremental(
     broker: Broker, current: Mapping[str, str], ops: Iterable[tuple[str, int, str | None]]
 ) -> dict[str, str]:
-    """The override set after IncrementalAlterConfigs' SET/DELETE/APPEND/SUBTRACT ops."""
+    """The topic override set after IncrementalAlterConfigs' SET/DELETE/APPEND/SUBTRACT ops."""
+
+    def spec_type(name: str) -> str | None:
+        spec = TOPIC_CONFIGS.get(name)
+        return spec.type if spec is not None else None
+
+    def base(name: str) -> str:
+        return effective_configs({}, broker.config.values)[name][0]
+
+    return apply_ops(current, ops, spec_type, base, "topic")
+
+
+def incremental_broker(
+    broker: Broker, entity: str, ops: Iterable[tuple[str, int, str | None]]
+) -> dict[str, str]:
+    """A broker entity's dynamic config set after IncrementalAlterConfigs' ops."""
+
+    def spec_type(name: str) -> str | None:
+        spec = defs.BROKER_CONFIGS.get(name)
+        return spec.type if spec is not None else None
+
+    def base(name: str) -> str:
+        return broker.config.values.get(name) or defs.BROKER_CONFIGS[name].default or ""
+
+    return apply_ops(dc.current(broker, entity), ops, spec_type, base, "broker")
+
+
+def apply_ops(
+    current: Mapping[str, str],
+    ops: Iterable[tuple[str, int, str | None]],
+    spec_type: Callable[[str], str | None],
+    base_value: Callable[[str], str],
+    kind: str,
+) -> dict[str, str]:
+    """SET/DELETE/APPEND/SUBTRACT on a config set; APPEND/SUBTRACT on list configs only,
+    starting from the current effective value (``base_value``)."""
     result = dict(current)
     seen: set[str] = set()
     for name, op, value in ops:
@@ -178,24 +226,24 @@ def incremental(
                 ErrorCode.invalid_request, f"Error due to duplicate config keys: {name}"
             )
         seen.add(name)
-        spec = TOPIC_CONFIGS.get(name)
-        if spec is None:
-            raise InvalidConfigError(f"Unknown topic config name: {name}")
+        ctype = spec_type(name)
+        if ctype is None:
+            raise InvalidConfigError(f"Unknown {kind} config name: {name}")
         if op == SET:
             if value is None:
-                raise InvalidConfigError(f"Null value not supported for topic configs: {name}")
+                raise InvalidConfigError(f"Null value not supported for {kind} configs: {name}")
             result[name] = value
         elif op == DELETE:
             result.pop(name, None)
         elif op in (APPEND, SUBTRACT):
-            if spec.type != "list":
+            if ctype != "list":
                 verb = "append" if op == APPEND else "subtract"
                 raise InvalidConfigError(
                     f"Config value {verb} is not allowed for config key: {name}"
                 )
             base = result.get(name)
             if base is None:
-                base = effective_configs({}, broker.config.values)[name][0]
+                base = base_value(name)
             items = [i.strip() for i in base.split(",") if i.strip()]
             given = [i.strip() for i in (value or "").split(",") if i.strip()]
             if op == APPEND:
@@ -232,18 +280,26 @@ def alter_each_resource(
     return ctx.respond(throttle_time=0, responses=tuple(responses))
 
 
-def topic_to_alter(ctx: RequestContext, resource: Any) -> TopicInfo:
-    """The topic an AlterConfigs-style resource names; broker resources are refused (strom's
-    broker properties are static) and so are unknown types and topics."""
+def resource_to_alter(ctx: RequestContext, resource: Any) -> TopicInfo | str:
+    """What an AlterConfigs-style resource names: a topic (its info) or a broker entity
+    (``dynamic_config`` entity: a broker id, or the cluster default for ``""``)."""
     rtype = int(resource.resource_type)
     name = resource.resource_name
     if rtype == BROKER:
-        raise KafkaError(
-            ErrorCode.invalid_request, "broker configs are static in strom and cannot be altered"
-        )
+        return dc.entity_of(name)
     if rtype != TOPIC:
         raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {rtype}")
     info = ctx.broker.topics.get(name)
     if info is None:
         raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
     return info
+
+
+def alter_broker(
+    ctx: RequestContext, entity: str, configs: Mapping[str, str], validate_only: bool
+) -> None:
+    """Make ``configs`` the broker entity's dynamic set (or only check it)."""
+    if validate_only:
+        dc.validate(ctx.broker, entity, configs)
+    else:
+        dc.apply(ctx.broker, entity, configs)

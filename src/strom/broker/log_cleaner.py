@@ -3,8 +3,10 @@
 Every ``log.cleaner.backoff.ms`` it plans every compacted log (segment summaries only, on the
 event loop), then cleans those that need it, dirtiest first, one at a time: the reading and
 rewriting (:func:`strom.storage.cleaner.clean`) runs in a worker thread on duplicated file
-descriptors, and the swap (:func:`strom.storage.cleaner.commit`) runs back on the event loop,
-so appends, reads, retention and the swap never race. ``log.cleaner.enable=false`` turns it
+descriptors and fsyncs the cleaned segments there, and the swap
+(:func:`strom.storage.cleaner.commit`, renames only) runs back on the event loop, so appends,
+reads, retention and the swap never race and the loop never waits for an fsync. The
+checkpoint is written (fsync, rename) in a worker thread too. ``log.cleaner.enable=false`` turns it
 off. The first-dirty offsets live in ``<data_dir>/cleaner-offset-checkpoint``.
 """
 
@@ -61,7 +63,7 @@ class LogCleaner(Service):
         live = {tp for tp, _log in manager.logs()}
         if any(tp not in live for tp in self.checkpoint):  # deleted topics
             self.checkpoint = {tp: o for tp, o in self.checkpoint.items() if tp in live}
-            cleaner.write_checkpoint(self.broker.data_dir, self.checkpoint)
+            await self._write_checkpoint()
         plans = []
         for tp, lg in manager.logs():
             p = cleaner.plan(lg, self.checkpoint.get(tp), now)
@@ -78,6 +80,11 @@ class LogCleaner(Service):
             if p2 is None or not p2.should_clean():
                 continue
             await self._clean_one(tp, p2)
+
+    async def _write_checkpoint(self) -> None:
+        """fsync + rename in a worker thread (passes are serial, so writes never overlap)."""
+        await asyncio.to_thread(cleaner.write_checkpoint, self.broker.data_dir,
+                                dict(self.checkpoint))  # fmt: skip
 
     async def _clean_one(self, tp: tuple[str, int], p: cleaner.CleanPlan) -> None:
         cleaner.open_plan(p)
@@ -96,7 +103,7 @@ class LogCleaner(Service):
             log.info("log %s-%d changed while it was cleaned; will retry", *tp)
             return
         self.checkpoint[tp] = result.first_uncleanable
-        cleaner.write_checkpoint(self.broker.data_dir, self.checkpoint)
+        await self._write_checkpoint()
         log.info(
             "cleaned %s-%d up to offset %d: %d of %d records kept, %d -> %d bytes",
             tp[0],

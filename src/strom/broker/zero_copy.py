@@ -2,9 +2,9 @@
 
 Three pieces, used by :mod:`strom.broker.handlers.fetch` and :mod:`strom.broker.server`:
 
-- :func:`read_region` finds the same whole batches :meth:`strom.storage.log.Log.read` would
-  return, but as a :class:`FileRegion` (fd, position, length). It reads only batch headers
-  (small ``pread`` s of :data:`_HEADER_CHUNK` bytes), never the data.
+- :func:`read_region` turns the slice the storage read path finds
+  (:meth:`strom.storage.log.Log.read_region`, from the offset index, a few headers read, never
+  the data) into a :class:`FileRegion` (fd, position, length).
 - The fd in a region is a **duplicate** (``os.dup``) of the segment's, taken on the event loop
   thread, where retention, DeleteRecords and compaction swaps also run. A segment deleted or
   swapped while a response is still being sent closes only its own fd; the duplicate keeps the
@@ -24,7 +24,6 @@ transport has no plain socket (TLS, not Linux) the server reads the regions into
 from __future__ import annotations
 
 import asyncio
-import bisect
 import os
 import socket
 import sys
@@ -32,15 +31,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from strom.protocol.record_batch import HEADER_SIZE, MIN_BATCH_LENGTH, parse_header
-
 if TYPE_CHECKING:
     from strom.storage.log import Log
 
 CONFIG_KEY = "strom.fetch.sendfile.enable"
 DEFAULT = "true"
 SENDFILE_PLATFORM = sys.platform == "linux" and hasattr(os, "sendfile")
-_HEADER_CHUNK = 4096
 
 
 class RegionReadError(OSError):
@@ -89,53 +85,13 @@ def enabled(config: Any) -> bool:
 
 def read_region(log: Log, offset: int, max_bytes: int, *, max_offset: int | None,
                 min_one_batch: bool) -> FileRegion | None:  # fmt: skip
-    """The batches ``log.read(offset, max_bytes, ...)`` returns, as a region (None if none).
-
-    Same rules as ``Log.read`` / ``LogSegment.read``: start at the batch containing ``offset``
-    in the first segment that has one, stop before a batch at or above ``max_offset``, stop
-    before exceeding ``max_bytes`` unless it is the first batch and ``min_one_batch``.
-    The caller has checked ``offset`` against the log's range.
-    """
-    segments = log.segments
-    i = max(0, bisect.bisect_right(segments, offset, key=lambda s: s.base_offset) - 1)
-    for seg in segments[i:]:
-        size = seg.size
-        _, pos = seg.index.lookup(offset)
-        start = -1
-        end = 0
-        for p, base, last, batch_size in _headers(seg.fd, pos, size):
-            if start < 0:
-                if last < offset:
-                    continue
-                start = end = p
-            if max_offset is not None and base >= max_offset:
-                break
-            if end - start + batch_size > max_bytes and not (end == start and min_one_batch):
-                break
-            end += batch_size
-        if start < 0:
-            continue
-        return FileRegion(os.dup(seg.fd), start, end - start) if end > start else None
-    return None
-
-
-def _headers(fd: int, pos: int, size: int) -> Any:
-    """``(position, base offset, last offset, batch size)`` of each whole batch from ``pos``,
-    reading headers in chunks (a chunk holds many small batches' headers, or one header)."""
-    buf = b""
-    buf_start = pos
-    while pos + HEADER_SIZE <= size:
-        off = pos - buf_start
-        if off + HEADER_SIZE > len(buf):
-            buf = os.pread(fd, min(_HEADER_CHUNK, size - pos), pos)
-            buf_start, off = pos, 0
-            if len(buf) < HEADER_SIZE:
-                return
-        header = parse_header(buf, off)
-        if header.batch_length < MIN_BATCH_LENGTH or pos + header.size > size:
-            return
-        yield pos, header.base_offset, header.last_offset, header.size
-        pos += header.size
+    """The batches ``log.read(offset, max_bytes, ...)`` returns, as a region (None if none):
+    :meth:`strom.storage.log.Log.read_region` (the one read path) with the segment's fd
+    duplicated. The caller has checked ``offset`` against the log's range."""
+    found = log.read_region(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
+    if found is None:
+        return None
+    return FileRegion(found.segment.dup_fd(), found.position, found.length)
 
 
 def materialize(parts: Sequence[bytes | FileRegion]) -> bytes:

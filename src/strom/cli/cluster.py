@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from strom.cli import cluster_config
 from strom.cli.clients import add_client_options, admin_client, metadata
 from strom.cli.errors import wait_for
 from strom.cli.output import print_json, print_table
@@ -22,6 +23,7 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     )
     add_client_options(p, listing=True)
     p.set_defaults(func=health)
+    cluster_config.add_parser(sub, parents)
 
 
 def info(args: argparse.Namespace) -> int:

@@ -17,7 +17,8 @@ Batch layout, big-endian; byte offsets from the start of the batch::
     57 recordsCount          int32
     61 records               (compressed as a whole when the codec is not 0)
 
-These are the broker's hot paths (:func:`parse_header`, :func:`iter_batches`,
+These are the broker's hot paths (:func:`parse_header`, :func:`walk_headers` (the only code
+that steps from one batch header to the next; file readers feed it chunks), :func:`iter_batches`,
 :func:`verify_crc`, the ``patch_*`` functions): the records stay opaque bytes. The records
 themselves are encoded and decoded by :mod:`strom.protocol.records`.
 """
@@ -141,6 +142,25 @@ def parse_header(buf: Buffer, pos: int = 0) -> BatchHeader:
     return BatchHeader(*HEADER_STRUCT.unpack_from(buf, pos))
 
 
+def walk_headers(buf: Buffer, pos: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+    """Yield ``(position, header)`` of each batch header lying wholly in ``buf`` from ``pos``,
+    stepping from one batch to the next by its size: the one batch-header walker.
+
+    Only headers are looked at: a batch may run past the end of ``buf`` (the next header is
+    then outside it and the walk ends; callers reading a file continue from there). A header
+    whose ``batchLength`` is too small is yielded and ends the walk (stepping on would not
+    advance); checking it, and magic, is the caller's business.
+    """
+    end = len(buf)
+    unpack = HEADER_STRUCT.unpack_from
+    while pos + HEADER_SIZE <= end:
+        header = BatchHeader(*unpack(buf, pos))
+        yield pos, header
+        if header.batch_length < MIN_BATCH_LENGTH:
+            return
+        pos += header.batch_length + LOG_OVERHEAD
+
+
 def iter_batches(buf: Buffer) -> Iterator[tuple[BatchHeader, memoryview]]:
     """Yield ``(header, whole batch view)`` for each batch in ``buf``.
 
@@ -148,12 +168,9 @@ def iter_batches(buf: Buffer) -> Iterator[tuple[BatchHeader, memoryview]]:
     small to hold the header. CRCs are not checked here (see :func:`verify_crc`).
     """
     view = memoryview(buf)
-    pos = 0
     end = len(view)
-    while pos < end:
-        if end - pos < HEADER_SIZE:
-            raise CorruptRecordError(f"truncated batch header at byte {pos}")
-        header = parse_header(view, pos)
+    pos = 0  # end of the last whole batch
+    for pos, header in walk_headers(view):  # noqa: B007 - the walk's position is ours too
         if header.magic != MAGIC:
             raise CorruptRecordError(f"unsupported magic {header.magic} at byte {pos}")
         if header.batch_length < MIN_BATCH_LENGTH:
@@ -163,6 +180,8 @@ def iter_batches(buf: Buffer) -> Iterator[tuple[BatchHeader, memoryview]]:
             raise CorruptRecordError(f"truncated batch at byte {pos}: needs {size} bytes")
         yield header, view[pos : pos + size]
         pos += size
+    if pos < end:
+        raise CorruptRecordError(f"truncated batch header at byte {pos}")
 
 
 def compute_crc(batch: Buffer) -> int:

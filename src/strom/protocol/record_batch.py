@@ -37,6 +37,7 @@ from strom.protocol.batch_header import (
     patch_partition_leader_epoch,
     set_log_append_time,
     verify_crc,
+    walk_headers,
 )
 from strom.protocol.records import (
     DELETE_HORIZON_BIT,
@@ -81,4 +82,5 @@ __all__ = [
     "patch_partition_leader_epoch",
     "set_log_append_time",
     "verify_crc",
+    "walk_headers",
 ]

@@ -28,7 +28,6 @@ base (the swap recovery relies on that). Control batches are always kept.
 
 from __future__ import annotations
 
-import os
 import struct
 import threading
 from collections.abc import Iterator
@@ -36,10 +35,10 @@ from dataclasses import dataclass, field
 
 from strom.protocol import record_batch as rb
 from strom.storage.cleaner_plan import CleanPlan, open_plan
+from strom.storage.read_path import read_batches
 from strom.storage.segment import LogSegment
 
 DEFAULT_MAX_MAP_ENTRIES = 2_000_000  # Kafka's dedupe buffer is bounded too
-_CHUNK = 1 << 20
 _INT32_MAX = 2**31 - 1
 _ABORT, _COMMIT = 0, 1
 
@@ -65,23 +64,8 @@ class CleanAborted(Exception):
 
 
 def _batches(fd: int, size: int) -> Iterator[tuple[rb.BatchHeader, bytes]]:
-    pos = 0
-    buf = b""
-    buf_start = 0
-    while pos + rb.HEADER_SIZE <= size:
-        off = pos - buf_start
-        if off + rb.HEADER_SIZE > len(buf):
-            buf = os.pread(fd, min(_CHUNK, size - pos), pos)
-            buf_start, off = pos, 0
-        header = rb.parse_header(buf, off)
-        if header.batch_length < rb.MIN_BATCH_LENGTH or pos + header.size > size:
-            return
-        if off + header.size <= len(buf):
-            data = buf[off : off + header.size]
-        else:
-            data = os.pread(fd, header.size, pos)
+    for _pos, header, data in read_batches(fd, 0, size):
         yield header, data
-        pos += header.size
 
 
 def _control_type(data: bytes) -> int | None:
@@ -192,6 +176,8 @@ def _clean(p: CleanPlan, now: int, abort: threading.Event | None, max_map_entrie
             header, data = last_kept  # dropped: keep it empty so the group's range holds
             out = _rebuild(header, [])
             new.append(out, rb.parse_header(out))
+        new.on_inactive()
+        new.flush()  # here in the worker, so the swap on the log's thread need not fsync
         result.bytes_after += new.size
         result.groups.append(CleanedGroup([p.segments[i] for i in group], new))
     return result

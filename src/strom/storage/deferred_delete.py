@@ -45,6 +45,10 @@ class DeferredDeleter:
         seg.rename_suffix(DELETED_SUFFIX, log_first=True)
         self._pending.append((self.clock.monotonic() + delay_ms / 1000, seg))
 
+    def next_due(self) -> float | None:
+        """When the next pending segment is due (monotonic seconds), or None."""
+        return min((e[0] for e in self._pending), default=None)
+
     def delete_due(self) -> int:
         """Delete the segments whose delay has passed; returns how many."""
         now = self.clock.monotonic()

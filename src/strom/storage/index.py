@@ -89,6 +89,12 @@ class OffsetIndex:
             return self.base_offset, 0
         return self._offsets[i], self._positions[i]
 
+    def position_floor(self, position: int) -> int:
+        """Largest indexed batch position ``<= position`` (0 when none): a batch boundary to
+        walk forward from (the read path's ``max_bytes`` cut)."""
+        i = bisect.bisect_right(self._positions, position) - 1
+        return 0 if i < 0 else self._positions[i]
+
     def truncate_to_position(self, position: int) -> None:
         """Drop entries at or after byte ``position`` of the log."""
         keep = bisect.bisect_left(self._positions, position)

@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import bisect
 import os
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 FILE_NAME = "leader-epoch-checkpoint"
+Submit = Callable[[Callable[[], None]], object]
 UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
 
@@ -38,6 +40,9 @@ class LeaderEpochCache:
         self.path = dir / FILE_NAME
         self._epochs: list[int] = []
         self._starts: list[int] = []
+        self._write_lock = threading.Lock()
+        self._version = 0  # of the entries, bumped by every change written
+        self._written_version = 0
 
     # --- persistence ------------------------------------------------------------------------
 
@@ -58,14 +63,26 @@ class LeaderEpochCache:
             self._append(epoch, start)
         return True
 
-    def _write(self) -> None:
-        tmp = self.path.with_name(self.path.name + ".tmp")
+    def _write(self, submit: Submit | None = None) -> None:
+        """Rewrite the file now, or (``submit``, e.g. the log's flusher) the current entries
+        later, off the caller's thread, in submission order."""
         body = "".join(f"{e} {s}\n" for e, s in self.entries())
-        with open(tmp, "w") as f:
-            f.write(f"0\n{len(self._epochs)}\n{body}")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        text = f"0\n{len(self._epochs)}\n{body}"
+        self._version += 1
+        version = self._version
+        if submit is None:
+            self._write_version(version, text)
+        else:
+            submit(lambda: self._write_version(version, text))
+
+    def _write_version(self, version: int, text: str) -> None:
+        """Write ``text`` unless a newer version is already in the file (a synchronous write
+        may overtake a queued one)."""
+        with self._write_lock:
+            if version <= self._written_version:
+                return
+            _write_file(self.path, text)
+            self._written_version = version
 
     def rebuild(self, batches: Iterable[tuple[int, int]]) -> None:
         """Recreate from ``(partitionLeaderEpoch, base offset)`` of the log's batches."""
@@ -138,12 +155,24 @@ class LeaderEpochCache:
             del self._epochs[keep:], self._starts[keep:]
             self._write()
 
-    def truncate_from_start(self, start_offset: int) -> None:
+    def truncate_from_start(self, start_offset: int, submit: Submit | None = None) -> None:
         """The log now starts at ``start_offset``: entries wholly below it go, the one that
-        covers it starts there (Kafka's ``truncateFromStart``)."""
+        covers it starts there (Kafka's ``truncateFromStart``). With ``submit`` the file is
+        written later (retention and DeleteRecords must not wait on the disk; a lost write
+        only leaves an older start, which opening the log fits again)."""
         covering = bisect.bisect_right(self._starts, start_offset) - 1
         if covering < 0 or (covering == 0 and self._starts[0] == start_offset):
             return
         del self._epochs[:covering], self._starts[:covering]
         self._starts[0] = start_offset
-        self._write()
+        self._write(submit)
+
+
+def _write_file(path: Path, text: str) -> None:
+    """Temp file, fsync, rename."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)

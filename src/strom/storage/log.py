@@ -15,17 +15,18 @@ writes all its batches or none (everything is validated before the first write).
 
 from __future__ import annotations
 
-import bisect
 import logging
 import shutil
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
 from strom.clock import Clock
 from strom.protocol import record_batch as rb
 from strom.storage import checkpoint as ckpt
-from strom.storage import log_timestamps, segment_swap
+from strom.storage import log_timestamps, read_path, segment_swap
 from strom.storage.batch_validation import (
     AppendOrigin,
     patch_max_timestamp,
@@ -34,6 +35,7 @@ from strom.storage.batch_validation import (
 )
 from strom.storage.deferred_delete import DeferredDeleter
 from strom.storage.errors import CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError
+from strom.storage.flusher import INLINE, Flusher
 from strom.storage.leader_epoch import LeaderEpochCache
 from strom.storage.log_config import LogConfig
 from strom.storage.log_recovery import load_log_dir
@@ -42,6 +44,7 @@ from strom.storage.producer_state import (
     ProducerEntry,
     ProducerStateManager,
 )
+from strom.storage.read_path import SegmentSlice
 from strom.storage.retention import segments_past_retention
 from strom.storage.segment import LogSegment
 
@@ -56,6 +59,9 @@ class AppendResult:
     log_start_offset: int
     record_count: int
     duplicate: bool = False
+    # set when this append triggered a flush.messages flush: done once it is on disk (a
+    # response with acks must wait for it); None when nothing needs waiting for
+    flushed: Future[None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +77,8 @@ class Log:
     """One partition's log. Create with :meth:`Log.open`."""
 
     def __init__(self, dir: Path, config: LogConfig, clock: Clock,
-                 producer_id_expiration_ms: int = DEFAULT_EXPIRATION_MS) -> None:  # fmt: skip
+                 producer_id_expiration_ms: int = DEFAULT_EXPIRATION_MS,
+                 flusher: Flusher = INLINE) -> None:  # fmt: skip
         self.dir = dir
         self.config = config
         self.clock = clock
@@ -85,27 +92,37 @@ class Log:
         self._last_flush = clock.monotonic()
         self._closed = False
         self._deleter = DeferredDeleter(clock)
+        self._flusher = flusher
+        # checkpoint files are written by the flusher thread and (rarely) by the log's own
+        # thread; the lock orders them and guards recovery_point / _truncations
+        self._ckpt_lock = threading.Lock()
+        self._truncations = 0  # a flush job submitted before a truncation must not move
+        # the recovery point afterwards (the offsets it fsynced may have been rewritten)
+        self.on_change: Callable[[], None] | None = None  # maintenance schedule hook
         self.leader_epochs = LeaderEpochCache(dir)
 
     # --- opening ---------------------------------------------------------------------------
 
     @classmethod
     def open(cls, dir: Path, config: LogConfig, clock: Clock, *,
-             producer_id_expiration_ms: int = DEFAULT_EXPIRATION_MS) -> Log:  # fmt: skip
+             producer_id_expiration_ms: int = DEFAULT_EXPIRATION_MS,
+             flusher: Flusher = INLINE) -> Log:  # fmt: skip
         """Open (creating if needed) and recover the log in ``dir``.
 
-        ``producer_id_expiration_ms`` is the broker's ``producer.id.expiration.ms``.
+        ``producer_id_expiration_ms`` is the broker's ``producer.id.expiration.ms``;
+        ``flusher`` runs the log's fsyncs and checkpoint writes (the broker's is a background
+        thread; the default runs them inline).
         """
         dir.mkdir(parents=True, exist_ok=True)
-        log = cls(dir, config, clock, producer_id_expiration_ms)
+        log = cls(dir, config, clock, producer_id_expiration_ms, flusher)
         loaded = load_log_dir(dir, config, clock.time_ms())
         log._set_segments(loaded.segments)
         log.log_start_offset = loaded.log_start_offset
         log._high_watermark = log.log_end_offset
         log._rebuild_producer_state()
         log._load_leader_epochs()
-        if not loaded.clean:
-            log.flush()
+        if not loaded.clean:  # recovered segments: fsync them, then checkpoint (flusher)
+            log.flush_async()
         else:
             log.recovery_point = log.log_end_offset
         (dir / ckpt.CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
@@ -159,6 +176,32 @@ class Log:
         self.config = config
         for seg in self._segments:
             seg.index_interval_bytes = config.index_interval_bytes
+        self._changed()
+
+    def _changed(self) -> None:
+        """Something that moves maintenance deadlines happened (see storage/maintenance)."""
+        if self.on_change is not None:
+            self.on_change()
+
+    def next_maintenance(self) -> float | None:
+        """When this log's next time-based maintenance falls due (monotonic seconds), or None:
+        the active segment's segment.ms roll, the oldest segment's retention.ms, a pending
+        file deletion, a flush.ms flush. Changes (appends…) are signalled by ``on_change``."""
+        now_ms = self.clock.time_ms()
+        mono = self.clock.monotonic()
+        cfg = self.config
+        walls = []
+        if self.active.size > 0 and cfg.segment_ms < 2**62:
+            walls.append(self.active.created_ms + cfg.segment_ms + 1)
+        if cfg.delete and cfg.retention_ms >= 0 and len(self._segments) > 1:
+            walls.append(self._segments[0].max_timestamp + cfg.retention_ms + 1)
+        dues = [mono + (w - now_ms) / 1000 for w in walls]
+        pending = self._deleter.next_due()
+        if pending is not None:
+            dues.append(pending)
+        if self._unflushed_messages and cfg.flush_ms < 2**62:
+            dues.append(self._last_flush + cfg.flush_ms / 1000)
+        return min(dues, default=None)
 
     # --- append ----------------------------------------------------------------------------
 
@@ -236,10 +279,12 @@ class Log:
                 self.leader_epochs.assign(header.partition_leader_epoch, header.base_offset)
             count += header.record_count
         self._unflushed_messages += count
+        flushed = None
         if self._unflushed_messages >= self.config.flush_messages:
-            self.flush()
+            flushed = self.flush_async()
+        self._changed()
         return AppendResult(headers[0].base_offset, headers[-1].last_offset, append_time,
-                            self.log_start_offset, count)  # fmt: skip
+                            self.log_start_offset, count, flushed=flushed)  # fmt: skip
 
     def _maybe_roll(self, header: rb.BatchHeader, now: int) -> None:
         seg = self.active
@@ -255,21 +300,53 @@ class Log:
             raise InvalidRecordError(f"batch offsets {header.base_offset} do not fit {seg}")
 
     def roll(self, base_offset: int | None = None) -> LogSegment:
-        """Close the active segment for writes (fsynced) and start a new one; no-op if empty."""
+        """Close the active segment for writes and start a new one; no-op if empty.
+
+        The old segment's fsync, the producer snapshot and the recovery-point checkpoint are
+        handed to the flusher (Kafka's asynchronous flush on roll): the caller does not wait
+        on the disk. The recovery point moves only once that fsync is done."""
         old = self.active
         if old.size == 0:
             return old
         base = self.log_end_offset if base_offset is None else base_offset
         old.on_inactive()
-        old.flush()
         seg = LogSegment.create(self.dir, base, self.config, self.clock.time_ms())
         self._segments.append(seg)
         self._bases.append(base)
-        self.producer_state.take_snapshot(base)
-        self.recovery_point = old.next_offset
-        ckpt.write_offset(self.dir / ckpt.RECOVERY_POINT_FILE, self.recovery_point)
+        entries = self.producer_state.snapshot_entries()
+        point, truncations = old.next_offset, self._truncations
+        rolled = [s for s in self._segments[:-1] if s.unflushed]
+
+        def flush_rolled() -> None:
+            if self._closed:
+                return
+            self.producer_state.write_snapshot(base, entries)
+            for s in rolled:
+                s.flush()
+            self._advance_recovery_point(point, truncations)
+
+        self._flusher.submit(flush_rolled)
+        self._changed()
         logger.info("rolled %s at offset %d", self.dir.name, base)
         return seg
+
+    def _advance_recovery_point(self, point: int, truncations: int) -> None:
+        """(Flusher thread) everything below ``point`` is fsynced: move the recovery point
+        and persist it, unless the log was truncated since the fsync was requested."""
+        with self._ckpt_lock:
+            if self._closed or truncations != self._truncations or point <= self.recovery_point:
+                return
+            self.recovery_point = point
+            ckpt.write_offset(self.dir / ckpt.RECOVERY_POINT_FILE, point)
+
+    def _write_log_start_checkpoint(self) -> None:
+        with self._ckpt_lock:
+            if not self._closed:
+                ckpt.write_offset(self.dir / ckpt.LOG_START_OFFSET_FILE, self.log_start_offset)
+
+    def durable(self) -> Future[None]:
+        """Done once every fsync and checkpoint this log asked for so far is on disk."""
+        return self._flusher.barrier()
 
     # --- read ------------------------------------------------------------------------------
 
@@ -279,19 +356,25 @@ class Log:
                 f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}]"
             )
 
+    def read_region(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
+                    min_one_batch: bool = True) -> SegmentSlice | None:  # fmt: skip
+        """Where the whole batches to serve for ``offset`` lie (see
+        :mod:`strom.storage.read_path`): from the batch containing ``offset``, at most
+        ``max_bytes`` (but one batch if ``min_one_batch``), none starting at or after
+        ``max_offset``. None when there is nothing to serve. Reads headers only."""
+        self._check_range(offset)
+        return read_path.locate(self._segments, self._bases, offset, max_bytes, max_offset,
+                                min_one_batch)  # fmt: skip
+
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
              min_one_batch: bool = True) -> ReadResult:  # fmt: skip
-        """Whole batches from the one containing ``offset``, see module and GUIDE §6.4."""
-        self._check_range(offset)
-        i = max(0, bisect.bisect_right(self._bases, offset) - 1)
-        for seg in self._segments[i:]:
-            found = seg.find_batch(offset)
-            if found is None:
-                continue
-            pos, header = found
-            data = seg.read(pos, max_bytes, max_offset, min_one_batch)
-            return self._result(data, header.base_offset if data else offset)
-        return self._result(b"", offset)
+        """The bytes of :meth:`read_region` (whole batches), see GUIDE §6.4."""
+        found = self.read_region(offset, max_bytes, max_offset=max_offset,
+                                 min_one_batch=min_one_batch)  # fmt: skip
+        if found is None:
+            return self._result(b"", offset)
+        data = found.segment.read_at(found.position, found.length)
+        return self._result(data, found.first_offset)
 
     def _result(self, data: bytes, first: int) -> ReadResult:
         return ReadResult(data, first, self._high_watermark, self.log_start_offset,
@@ -318,16 +401,20 @@ class Log:
         if offset <= self.log_start_offset:
             return self.log_start_offset
         self.log_start_offset = offset
-        # Durable before the caller answers: a crash right after the response must not bring
-        # the deleted records back (Kafka checkpoints within a minute; strom at once).
-        ckpt.write_offset(self.dir / ckpt.LOG_START_OFFSET_FILE, offset)
-        self.leader_epochs.truncate_from_start(offset)
+        # Durable before the caller answers (a crash right after the response must not bring
+        # the deleted records back; Kafka checkpoints within a minute): the checkpoint is the
+        # flusher's, written below, and the DeleteRecords handler awaits ``durable()``.
+        self.leader_epochs.truncate_from_start(offset, self._flusher.submit)
         if offset >= self.log_end_offset and self.active.size > 0:
             self.roll()
         doomed = 0
         while doomed + 1 < len(self._segments) and self._bases[doomed + 1] <= offset:
             doomed += 1
-        self._delete_oldest(doomed)
+        if doomed:
+            self._delete_oldest(doomed)  # persists the new start too
+        else:  # the start moved inside a segment: persist it all the same
+            self._flusher.submit(self._write_log_start_checkpoint)
+        self._changed()
         return self.log_start_offset
 
     def enforce_retention(self) -> int:
@@ -348,8 +435,8 @@ class Log:
         if count:
             self._set_segments(self._segments[count:])
         self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
-        ckpt.write_offset(self.dir / ckpt.LOG_START_OFFSET_FILE, self.log_start_offset)
-        self.leader_epochs.truncate_from_start(self.log_start_offset)
+        self._flusher.submit(self._write_log_start_checkpoint)
+        self.leader_epochs.truncate_from_start(self.log_start_offset, self._flusher.submit)
 
     def _delete_segment(self, seg: LogSegment) -> None:
         """Rename to ``.deleted`` now, unlink after file.delete.delay.ms (deferred_delete)."""
@@ -360,24 +447,32 @@ class Log:
         return self._deleter.delete_due()
 
     def truncate_to(self, offset: int) -> None:
-        """Remove everything at or after ``offset`` (whole batches)."""
+        """Remove everything at or after ``offset`` (whole batches).
+
+        Rare (replication): it waits for the log's queued flusher work first, so no snapshot
+        or checkpoint written for the old contents lands after the truncation."""
         if offset >= self.log_end_offset:
             return
+        with self._ckpt_lock:
+            self._truncations += 1
+        self._flusher.drain()
         keep = [s for s in self._segments if s.base_offset < offset]
         for seg in self._segments[len(keep) :]:
             self._delete_segment(seg)
-        if not keep:
-            keep = [LogSegment.create(self.dir, offset, self.config, self.clock.time_ms())]
-            self.log_start_offset = offset
-            ckpt.write_offset(self.dir / ckpt.LOG_START_OFFSET_FILE, offset)
-        else:
-            keep[-1].truncate_to(offset)
-        self._set_segments(keep)
-        self._high_watermark = min(self._high_watermark, self.log_end_offset)
-        self.recovery_point = min(self.recovery_point, self.log_end_offset)
-        ckpt.write_offset(self.dir / ckpt.RECOVERY_POINT_FILE, self.recovery_point)
+        with self._ckpt_lock:
+            if not keep:
+                keep = [LogSegment.create(self.dir, offset, self.config, self.clock.time_ms())]
+                self.log_start_offset = offset
+                ckpt.write_offset(self.dir / ckpt.LOG_START_OFFSET_FILE, offset)
+            else:
+                keep[-1].truncate_to(offset)
+            self._set_segments(keep)
+            self._high_watermark = min(self._high_watermark, self.log_end_offset)
+            self.recovery_point = min(self.recovery_point, self.log_end_offset)
+            ckpt.write_offset(self.dir / ckpt.RECOVERY_POINT_FILE, self.recovery_point)
         self.leader_epochs.truncate_from_end(self.log_end_offset)
         self._rebuild_producer_state()
+        self._changed()
 
     # --- compaction support ----------------------------------------------------------------
 
@@ -394,6 +489,7 @@ class Log:
         self._set_segments(
             segment_swap.replace_segments(self._segments, old, new, self._delete_segment)
         )
+        self._changed()
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -415,21 +511,45 @@ class Log:
         if self._unflushed_messages and (
             (self.clock.monotonic() - self._last_flush) * 1000 >= self.config.flush_ms
         ):
-            self.flush()
+            self.flush_async()
+
+    def flush_async(self) -> Future[None]:
+        """Have the flusher fsync what is written so far and then move the recovery point to
+        the current log end offset (and persist both checkpoints); returns its future."""
+        segments = [s for s in self._segments if s.unflushed]
+        point, truncations = self.log_end_offset, self._truncations
+        self._unflushed_messages = 0
+        self._last_flush = self.clock.monotonic()
+
+        def flush_job() -> None:
+            if self._closed:
+                return
+            for seg in segments:
+                seg.flush()
+            self._advance_recovery_point(point, truncations)
+            self._write_log_start_checkpoint()
+
+        return self._flusher.submit(flush_job)
 
     def flush(self) -> None:
-        """fsync the active segment and move the recovery point to the log end offset."""
-        self.active.flush()
-        self.recovery_point = self.log_end_offset
-        ckpt.write_offset(self.dir / ckpt.RECOVERY_POINT_FILE, self.recovery_point)
-        ckpt.write_offset(self.dir / ckpt.LOG_START_OFFSET_FILE, self.log_start_offset)
+        """fsync every unflushed segment and move the recovery point to the log end offset,
+        on the calling thread (opening after a crash, closing, tools)."""
+        for seg in self._segments:
+            if seg.unflushed:
+                seg.flush()
+        with self._ckpt_lock:
+            self.recovery_point = self.log_end_offset
+            ckpt.write_offset(self.dir / ckpt.RECOVERY_POINT_FILE, self.recovery_point)
+            ckpt.write_offset(self.dir / ckpt.LOG_START_OFFSET_FILE, self.log_start_offset)
         self._unflushed_messages = 0
         self._last_flush = self.clock.monotonic()
 
     def close(self) -> None:
-        """Flush, snapshot producer state, close files and mark the shutdown clean."""
+        """Wait for queued flusher work, flush, snapshot producer state, close files and mark
+        the shutdown clean."""
         if self._closed:
             return
+        self._flusher.drain()
         self.active.on_inactive()
         self.flush()
         self.producer_state.take_snapshot(self.log_end_offset)
@@ -440,7 +560,9 @@ class Log:
         self._closed = True
 
     def delete(self) -> None:
-        """Close the files and remove the whole directory."""
+        """Close the files and remove the whole directory (queued flusher work for this log
+        is skipped from now on)."""
+        self._closed = True
         for seg in self._segments:
             seg.close()
         self._deleter.delete_all()

@@ -15,8 +15,10 @@ from pathlib import Path
 
 from strom.clock import Clock
 from strom.storage.errors import LogDirLockedError
+from strom.storage.flusher import INLINE, Flusher
 from strom.storage.log import Log
 from strom.storage.log_config import LogConfig
+from strom.storage.maintenance import MaintenanceSchedule
 from strom.storage.producer_state import DEFAULT_EXPIRATION_MS
 
 logger = logging.getLogger(__name__)
@@ -36,8 +38,13 @@ def parse_log_dir_name(name: str) -> TopicPartition | None:
 class LogManager:
     """Opens, creates, deletes and maintains the logs under ``data_dir``."""
 
-    def __init__(self, data_dir: Path, clock: Clock, broker_configs: Mapping[str, str]) -> None:
+    def __init__(self, data_dir: Path, clock: Clock, broker_configs: Mapping[str, str],
+                 flusher: Flusher | None = None) -> None:  # fmt: skip
+        """``flusher`` runs the logs' fsyncs and checkpoint writes (the broker passes a
+        background :class:`Flusher`, owned from then on; by default they run inline)."""
         self.data_dir = Path(data_dir)
+        self.flusher = flusher if flusher is not None else INLINE
+        self._schedule: MaintenanceSchedule[TopicPartition] = MaintenanceSchedule()
         self.clock = clock
         self.broker_configs = dict(broker_configs)
         self._logs: dict[TopicPartition, Log] = {}
@@ -70,12 +77,16 @@ class LogManager:
             topic, partition = tp
             if topic not in self._overrides:
                 self._overrides[topic] = dict(topic_overrides(topic))
-            self._logs[tp] = self._open(path, self._config(topic))
+            self._logs[tp] = self._open(tp, path, self._config(topic))
             logger.info("loaded log %s (end offset %d)", path.name, self._logs[tp].log_end_offset)
 
-    def _open(self, path: Path, config: LogConfig) -> Log:
-        return Log.open(path, config, self.clock,
-                        producer_id_expiration_ms=self.producer_id_expiration_ms)  # fmt: skip
+    def _open(self, tp: TopicPartition, path: Path, config: LogConfig) -> Log:
+        log = Log.open(path, config, self.clock, flusher=self.flusher,
+                       producer_id_expiration_ms=self.producer_id_expiration_ms)  # fmt: skip
+        touch = self._schedule.touch
+        log.on_change = lambda: touch(tp)
+        touch(tp)
+        return log
 
     def get(self, topic: str, partition: int) -> Log | None:
         return self._logs.get((topic, partition))
@@ -88,13 +99,15 @@ class LogManager:
         if existing is not None:
             existing.update_config(config)
             return existing
-        log = self._open(self.data_dir / f"{topic}-{partition}", config)
+        log = self._open((topic, partition), self.data_dir / f"{topic}-{partition}", config)
         self._logs[(topic, partition)] = log
         return log
 
     def delete(self, topic: str, partition: int) -> None:
         log = self._logs.pop((topic, partition), None)
+        self._schedule.remove((topic, partition))
         if log is not None:
+            log.on_change = None
             log.delete()
 
     def update_topic_config(self, topic: str, overrides: Mapping[str, str]) -> None:
@@ -103,29 +116,48 @@ class LogManager:
         self._overrides[topic] = dict(overrides)
         for (t, _p), log in self._logs.items():
             if t == topic:
-                log.update_config(config)
+                log.update_config(config)  # which touches its maintenance schedule
+
+    def update_broker_configs(self, broker_configs: Mapping[str, str]) -> None:
+        """New broker properties (a dynamic broker config changed): every log gets its config
+        again from its topic's overrides and these defaults. Validated before anything
+        changes (InvalidConfigError)."""
+        configs = dict(broker_configs)
+        new = {topic: LogConfig.from_configs(o, configs) for topic, o in self._overrides.items()}
+        self.broker_configs = configs
+        for (topic, _p), log in self._logs.items():
+            config = new.get(topic)
+            log.update_config(config if config is not None else self._config(topic))
 
     def logs(self) -> Iterator[tuple[TopicPartition, Log]]:
         yield from list(self._logs.items())
 
-    def maintenance(self) -> None:
-        """Periodic work: segment.ms rolls, retention, producer id expiry (every
-        ``producer.id.expiration.check.interval.ms``, as Kafka), file.delete.delay.ms
-        deletions, flush.ms. Errors stay per log."""
+    def maintenance(self) -> int:
+        """Periodic work: segment.ms rolls, retention, file.delete.delay.ms deletions, flush.ms,
+        for the logs that changed or have a deadline due (:mod:`strom.storage.maintenance`);
+        producer id expiry over every log each ``producer.id.expiration.check.interval.ms``
+        (as Kafka). Errors stay per log. Returns how many logs were visited."""
         now = self.clock.monotonic()
-        expire = (now - self._last_producer_check) * 1000 >= self.producer_id_check_interval_ms
-        if expire:
+        if (now - self._last_producer_check) * 1000 >= self.producer_id_check_interval_ms:
             self._last_producer_check = now
-        for tp, log in self.logs():
+            for _tp, log in self.logs():
+                log.remove_expired_producers()
+        visited = 0
+        for tp in self._schedule.take_due(now):
+            found = self._logs.get(tp)
+            if found is None:
+                continue
+            log = found
+            visited += 1
             try:
                 log.maybe_roll_by_time()
                 log.enforce_retention()
-                if expire:
-                    log.remove_expired_producers()
                 log.delete_due_files()
                 log.maybe_flush_by_time()
             except OSError:
                 logger.exception("maintenance failed for %s-%d", *tp)
+            self._schedule.schedule(tp, log.next_maintenance())
+        return visited
 
     def flush_all(self) -> None:
         for _tp, log in self.logs():
@@ -133,9 +165,11 @@ class LogManager:
 
     def close_all(self) -> None:
         """Close every log cleanly and release the directory lock."""
+        self.flusher.drain()
         for _tp, log in self.logs():
             log.close()
         self._logs.clear()
+        self.flusher.close()
         if self._lock_fd >= 0:
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
             os.close(self._lock_fd)

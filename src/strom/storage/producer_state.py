@@ -38,6 +38,7 @@ from strom.protocol.record_batch import BatchHeader, increment_sequence
 from strom.storage import producer_snapshot
 from strom.storage.errors import InvalidProducerEpochError, OutOfOrderSequenceError
 from strom.storage.producer_snapshot import SnapshotEntry
+from strom.storage.read_path import BULK_CHUNK
 from strom.storage.segment import LogSegment
 
 MAX_BATCHES = 5
@@ -183,7 +184,7 @@ class ProducerStateManager:
         for seg in segments:
             if seg.next_offset <= start:
                 continue
-            for _pos, header in seg.iter_headers(0):
+            for _pos, header in seg.iter_headers(0, BULK_CHUNK):
                 if header.base_offset >= start and header.has_producer_id:
                     self.update(header)
         self.remove_expired(now_ms)
@@ -205,7 +206,16 @@ class ProducerStateManager:
     def take_snapshot(self, offset: int, keep: int = 2) -> None:
         """Write the state as of log end offset ``offset`` (crash-safe, Kafka's format); keep
         the newest ``keep`` files."""
-        entries = [e.to_snapshot(pid) for pid, e in self.producers.items()]
+        self.write_snapshot(offset, self.snapshot_entries(), keep)
+
+    def snapshot_entries(self) -> list[SnapshotEntry]:
+        """The state now, as snapshot entries: a copy taken on the log's thread, written later
+        by :meth:`write_snapshot` (on the flusher thread at a roll)."""
+        return [e.to_snapshot(pid) for pid, e in self.producers.items()]
+
+    def write_snapshot(self, offset: int, entries: list[SnapshotEntry], keep: int = 2) -> None:
+        """Write ``entries`` as the snapshot at ``offset`` (crash-safe, Kafka's format); keep
+        the newest ``keep`` files."""
         producer_snapshot.write(self._path(offset), entries)
         for old in self.snapshot_offsets()[:-keep]:
             self._path(old).unlink(missing_ok=True)

@@ -16,22 +16,20 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from strom.protocol.record_batch import (
-    HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC,
-    MIN_BATCH_LENGTH,
     BatchHeader,
-    parse_header,
     verify_crc,
 )
 from strom.storage.index import CorruptIndexError, OffsetIndex
 from strom.storage.log_config import LogConfig
+from strom.storage.read_path import SEEK_CHUNK, find_batch, read_batches, scan_headers
 from strom.storage.time_index import TimeIndex
 
-_CHUNK = 1 << 20
 _INT32_MAX = 2**31 - 1
 
 
@@ -60,6 +58,8 @@ class LogSegment:
         self.created_ms = created_ms
         self._bytes_since_index = 0
         self._max_ts_indexed = -1
+        self._writes = 0  # bumped by every write; flush() records the count it made durable
+        self._flushed_writes = 0
 
     # --- opening ---------------------------------------------------------------------------
 
@@ -130,26 +130,21 @@ class LogSegment:
         self.offset_of_max_timestamp = self.base_offset
         self._bytes_since_index = 0
         self._max_ts_indexed = -1
+        self._writes += 1  # indexes rewritten, and the data's durability is unknown
         valid_end = 0
-        pos = 0
         size = self.size
-        while pos + HEADER_SIZE <= size:
-            header = parse_header(os.pread(self._fd, HEADER_SIZE, pos))
+        for pos, header, data in read_batches(self._fd, 0, size):
             if (
                 header.magic != MAGIC
-                or header.batch_length < MIN_BATCH_LENGTH
-                or pos + header.size > size
                 or header.base_offset < self.next_offset
                 or header.last_offset_delta < 0
                 or header.last_offset - self.base_offset > _INT32_MAX
+                or not verify_crc(data)
             ):
-                break
-            if not verify_crc(os.pread(self._fd, header.size, pos)):
                 break
             self._index_batch(header, pos)
             self.next_offset = header.next_offset
-            pos += header.size
-            valid_end = pos
+            valid_end = pos + header.size
         truncated = size - valid_end
         if truncated:
             os.ftruncate(self._fd, valid_end)
@@ -184,6 +179,7 @@ class LogSegment:
         self._index_batch(header, self.size)
         self.size += len(batch)
         self.next_offset = header.next_offset
+        self._writes += 1
 
     def fits(self, header: BatchHeader) -> bool:
         """True when the batch's offsets are expressible relative to this segment's base."""
@@ -194,62 +190,46 @@ class LogSegment:
         if self.max_timestamp > self._max_ts_indexed:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
             self._max_ts_indexed = self.max_timestamp
+            self._writes += 1
 
     # --- reading ---------------------------------------------------------------------------
 
-    def iter_headers(self, position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+    def iter_headers(self, position: int = 0,
+                     chunk: int = SEEK_CHUNK) -> Iterator[tuple[int, BatchHeader]]:  # fmt: skip
         """Yield ``(position, header)`` of each batch from ``position`` on (headers only)."""
-        pos = position
-        buf = b""
-        buf_start = pos
-        while pos + HEADER_SIZE <= self.size:
-            off = pos - buf_start
-            if off + HEADER_SIZE > len(buf):
-                buf = os.pread(self._fd, min(_CHUNK, self.size - pos), pos)
-                buf_start, off = pos, 0
-            header = parse_header(buf, off)
-            if header.batch_length < MIN_BATCH_LENGTH:
-                return
-            yield pos, header
-            pos += header.size
+        with self.open_fd() as fd:
+            yield from scan_headers(fd, position, self.size, chunk)
 
     def batches(self) -> Iterator[tuple[BatchHeader, bytes]]:
         """Every whole batch, in order (for the compactor and producer-state rebuilds)."""
-        for pos, header in self.iter_headers(0):
-            yield header, os.pread(self._fd, header.size, pos)
+        with self.open_fd() as fd:
+            for _pos, header, data in read_batches(fd, 0, self.size):
+                yield header, data
 
     def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
         """Position and header of the first batch whose last offset >= ``offset``."""
-        _, pos = self.index.lookup(offset)
-        for position, header in self.iter_headers(pos):
-            if header.last_offset >= offset:
-                return position, header
-        return None
-
-    def read(self, position: int, max_bytes: int, max_offset: int | None,
-             min_one_batch: bool) -> bytes:  # fmt: skip
-        """Whole batches from ``position``: at most ``max_bytes`` (but one batch if
-        ``min_one_batch``), none starting at or after ``max_offset``."""
-        want = min(self.size - position, max(max_bytes, HEADER_SIZE))
-        if want <= 0:
-            return b""
-        data = os.pread(self._fd, want, position)
-        end = 0
-        while end + HEADER_SIZE <= len(data):
-            header = parse_header(data, end)
-            if max_offset is not None and header.base_offset >= max_offset:
-                break
-            if end + header.size > len(data):
-                if end == 0 and min_one_batch:
-                    return os.pread(self._fd, header.size, position)
-                break
-            if end + header.size > max_bytes and not (end == 0 and min_one_batch):
-                break
-            end += header.size
-        return data[:end]
+        return find_batch(self, offset, self.size)
 
     def read_at(self, position: int, length: int) -> bytes:
-        return os.pread(self._fd, length, position)
+        with self.open_fd() as fd:
+            return os.pread(fd, length, position)
+
+    @contextmanager
+    def open_fd(self) -> Iterator[int]:
+        """The .log's descriptor for the ``with`` block (every reader goes through this or
+        :meth:`dup_fd`, so how descriptors are held can change in one place)."""
+        yield self._fd
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` (or :meth:`delete`) ran."""
+        return self._fd < 0
+
+    def dup_fd(self) -> int:
+        """A descriptor of the .log of the caller's own (it closes it): it stays valid whatever
+        happens to the segment (retention, a compaction swap)."""
+        with self.open_fd() as fd:
+            return os.dup(fd)
 
     @property
     def fd(self) -> int:
@@ -267,15 +247,31 @@ class LogSegment:
         removed = self.size - position
         os.ftruncate(self._fd, position)
         self.size = position
+        self._writes += 1
         self.index.truncate_to_position(position)
         self.time_index.truncate_to_offset(offset)
         self.recover()  # recompute summary + indexes of what remains (short: one segment)
         return removed
 
+    @property
+    def unflushed(self) -> bool:
+        """True when something was written (or truncated) since the last :meth:`flush`."""
+        return self._writes != self._flushed_writes
+
     def flush(self) -> None:
-        os.fsync(self._fd)
-        self.index.flush()
-        self.time_index.flush()
+        """fsync the ``.log`` and both indexes. Safe on another thread than the writer's (the
+        flusher's): what was written before the call is durable when it returns."""
+        writes = self._writes
+        try:
+            with self.open_fd() as fd:
+                os.fsync(fd)
+            self.index.flush()
+            self.time_index.flush()
+        except OSError:
+            if self.closed:  # closed (deleted) meanwhile: nothing left to make durable
+                return
+            raise
+        self._flushed_writes = writes
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -3,7 +3,8 @@
 Protocol, driven by :meth:`strom.storage.log.Log.replace_segments`:
 
 1. the cleaned segment is written as ``<base>.log.cleaned`` (+ ``.index.cleaned``,
-   ``.timeindex.cleaned``; :func:`create_cleaned_segment`) and fsynced;
+   ``.timeindex.cleaned``; :func:`create_cleaned_segment`) and fsynced (by the cleaner's
+   worker thread, so the swap on the log's thread does not wait on the disk);
 2. its files are renamed to ``.swap``, the ``.log`` last: ``<base>.log.swap`` existing is the
    commit point;
 3. the replaced segments are deleted (or renamed ``.deleted`` for a delayed delete);
@@ -68,7 +69,8 @@ def replace_segments(
     if new.suffix != CLEANED_SUFFIX or new.base_offset != old[0].base_offset:
         raise StorageError("replacement must be a cleaned segment with the first base")
     new.on_inactive()
-    new.flush()
+    if new.unflushed:  # the cleaner's worker normally fsynced it already
+        new.flush()
     new.rename_suffix(SWAP_SUFFIX)
     for seg in old:
         delete(seg)

@@ -14,7 +14,10 @@ from strom.storage.errors import InvalidConfigError
 
 
 def fake_broker(**props: str) -> Any:
-    return SimpleNamespace(config=BrokerConfig(props), node_id=1)
+    return SimpleNamespace(
+        config=BrokerConfig(props), node_id=1, listen=("127.0.0.1", 9092),
+        advertised=("localhost", 9092), data_dir="/data",
+    )  # fmt: skip
 
 
 def test_topic_sources_and_synonyms() -> None:
@@ -30,7 +33,7 @@ def test_topic_sources_and_synonyms() -> None:
     ]
     assert entries["retention.ms"].synonyms == [
         ("log.retention.ms", "1000", 4),
-        ("log.retention.ms", "604800000", 5),
+        ("log.retention.hours", "168", 5),  # Kafka's default is the hours'
     ]
     assert entries["retention.ms"].config_type == 5  # LONG
     assert entries["cleanup.policy"].config_type == 7  # LIST
@@ -38,18 +41,33 @@ def test_topic_sources_and_synonyms() -> None:
     assert [(e.name, e.value) for e in only] == [("segment.ms", "604800000")]
 
 
-def test_broker_entries_are_read_only_with_sources() -> None:
-    entries = {e.name: e for e in cr.describe_broker(fake_broker(**{"num.partitions": "3"}))}
+def test_broker_entries_with_sources_types_and_read_only() -> None:
+    broker = fake_broker(**{"num.partitions": "3"})
+    entries = {e.name: e for e in cr.describe_broker(broker, "1")}
     assert (entries["num.partitions"].value, entries["num.partitions"].source) == ("3", 4)
     assert (entries["delete.topic.enable"].value, entries["delete.topic.enable"].source) == (
         "true",
         5,
     )
-    assert (entries["log.retention.ms"].value, entries["log.retention.ms"].source) == (
-        "604800000",
+    assert (entries["log.retention.hours"].value, entries["log.retention.hours"].source) == (
+        "168",
         5,
     )
-    assert all(e.read_only for e in entries.values())
+    assert entries["advertised.listeners"].value == "PLAINTEXT://localhost:9092"
+    assert entries["listeners"].value == "PLAINTEXT://127.0.0.1:9092"
+    assert entries["num.partitions"].read_only and entries["node.id"].read_only
+    assert not entries["log.retention.ms"].read_only and not entries["message.max.bytes"].read_only
+    types = (entries["num.partitions"].config_type, entries["log.retention.ms"].config_type)
+    assert types == (3, 5)  # INT, LONG
+    assert entries["log.cleaner.enable"].config_type == 1
+    assert all(e.config_type != 0 for e in entries.values())
+    # the cluster-wide default lists only what is set there
+    assert cr.describe_broker(broker, "<default>") == []
+    broker.config.set_dynamic({"log.retention.hours": "2"}, {}, cr.defs.synonyms)
+    [entry] = cr.describe_broker(broker, "<default>")
+    assert (entry.name, entry.value, entry.source, entry.synonyms) == (
+        "log.retention.hours", "2", 3, [("log.retention.hours", "2", 3)]
+    )
 
 
 def test_incremental_operations() -> None:
@@ -102,3 +120,18 @@ def test_validate_overrides() -> None:
     for bad in ({"retention.ms": "-2"}, {"cleanup.policy": "shred"}, {"retention.ms": None}):
         with pytest.raises(InvalidConfigError):
             cr.validate_overrides(broker, bad)
+
+
+def test_dynamic_layers_win_in_order_and_hide_synonyms_below() -> None:
+    config = BrokerConfig({"log.retention.ms": "1000", "num.partitions": "2"})
+    config.set_dynamic({"log.retention.hours": "5", "log.segment.bytes": "2048"},
+                       {"log.segment.bytes": "4096"}, cr.defs.synonyms)  # fmt: skip
+    values = config.values
+    assert values["log.segment.bytes"] == "4096"  # this broker's beats the cluster default
+    assert "log.retention.ms" not in values and values["log.retention.hours"] == "5"
+    assert values["num.partitions"] == "2" and values["node.id"] == "1"
+    from strom.storage.log_config import LogConfig
+
+    assert LogConfig.from_configs({}, values).retention_ms == 5 * 3600 * 1000
+    config.set_dynamic({}, {}, cr.defs.synonyms)
+    assert values["log.retention.ms"] == "1000" and "log.segment.bytes" not in values

@@ -406,3 +406,33 @@ def test_java_hashcode_partitioning(group: str, expected: int | None) -> None:
         assert h == -(2**31)  # Java's famous MIN_VALUE hash: Utils.abs gives 0
         assert rec.partition_for(group, 50) == 0
     assert 0 <= rec.partition_for(group, 50) < 50
+
+
+def test_empty_group_without_offsets_is_removed_at_the_next_sweep() -> None:
+    """Kafka's cleanupGroupMetadata: Empty and no offsets -> Dead at the next sweep, not after
+    offsets.retention.minutes."""
+    env = Env(offsets_retention_ms=7 * 24 * 3600 * 1000)
+    (member,) = stable_group(env, 1)
+    env.timers.advance(1_000)
+    assert env.coord.expire_offsets() == 0
+    assert "g" in env.coord.groups  # Stable: kept
+    assert env.coord.leave("g", [(member, None)]) == (E.none, [E.none])
+    assert env.coord.groups["g"].state is GroupState.EMPTY
+    env.timers.advance(1)
+    assert env.coord.expire_offsets() == 0
+    assert "g" not in env.coord.groups
+    assert env.new_coordinator(env.config).groups == {}  # the tombstone is in the log
+    # an Empty group that still has offsets stays until they expire
+    env.coord.commit_offsets("h", "", None, -1, {("t", 0): OffsetEntry(5)})
+    env.timers.advance(60_000)
+    assert env.coord.expire_offsets() == 0
+    assert env.coord.groups["h"].offsets[("t", 0)].offset == 5
+    # a group whose only member is pending (MEMBER_ID_REQUIRED given) goes too, as in Kafka;
+    # that member's second JoinGroup is UNKNOWN_MEMBER_ID and it starts again
+    first = env.join("p")
+    assert first[0].error == E.member_id_required
+    env.coord.expire_offsets()
+    assert "p" not in env.coord.groups
+    assert env.join("p", first[0].member_id)[0].error == E.unknown_member_id
+    env.timers.advance(60_000)  # the pending member's timer was cancelled with the group
+    assert env.join_new("p") == [] and env.coord.groups["p"].state is GroupState.PREPARING_REBALANCE

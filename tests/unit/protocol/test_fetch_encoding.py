@@ -6,7 +6,6 @@ import os
 import random
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
@@ -122,36 +121,3 @@ def test_uvarint(value: int) -> None:
         n |= (b & 0x7F) << shift
         shift += 7
     assert n == value and all(b & 0x80 for b in out[:-1]) and not out[-1] & 0x80
-
-
-def test_read_region_returns_what_log_read_returns(tmp_path: Path) -> None:
-    """``zero_copy.read_region`` (headers only) selects the same bytes as ``Log.read``."""
-    from strom.broker import zero_copy
-    from strom.clock import FakeClock
-    from strom.protocol.record_batch import build_batch
-    from strom.storage.log import Log
-    from strom.storage.log_config import LogConfig
-
-    clock = FakeClock(1_700_000_000_000)
-    log = Log.open(tmp_path / "t-0", LogConfig(segment_bytes=20_000, index_interval_bytes=500), clock)
-    rng = random.Random(5)
-    for _ in range(300):
-        n = rng.choice([1, 1, 3, 20])
-        log.append(build_batch([(b"k", os.urandom(rng.choice([10, 100, 900])), [], clock.time_ms())] * n))
-    assert len(log.segments) > 3
-    end = log.log_end_offset
-    for offset in [0, 1, 2, 57, 500, end - 1, end, *rng.sample(range(end), 40)]:
-        for max_bytes in (0, 1, 60, 61, 1000, 5000, 30_000):
-            for max_offset in (None, end, end - 3, offset + 1):
-                for min_one in (True, False):
-                    want = log.read(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one).records
-                    region = zero_copy.read_region(log, offset, max_bytes, max_offset=max_offset,
-                                                   min_one_batch=min_one)
-                    if region is None:
-                        assert want == b""
-                        continue
-                    try:
-                        assert zero_copy.materialize([region]) == want
-                    finally:
-                        region.close()
-    log.close()

@@ -7,7 +7,8 @@ generation (a stale generation is ILLEGAL_GENERATION, a commit while the group a
 is REBALANCE_IN_PROGRESS); a commit with generation -1 and no member id is a "simple" commit,
 allowed only while the group has no members. Offsets of an Empty group expire
 ``offsets.retention.minutes`` after the group became empty; of a Stable consumer group, those of
-topics no member subscribes to expire that long after their commit.
+topics no member subscribes to expire that long after their commit. An Empty group with no
+offsets left is removed (a tombstone) at the next sweep.
 """
 
 from __future__ import annotations
@@ -195,12 +196,10 @@ class OffsetOps(Rebalancer):
                         if tp[0] not in subscribed and e.commit_timestamp + retention <= now
                     ]  # fmt: skip
             records = [_offset_record(group.group_id, tp, None) for tp in expired]
-            drop_group = (
-                group.state is GroupState.EMPTY
-                and len(expired) == len(group.offsets)
-                and not group.pending_members
-                and group.state_timestamp + retention <= now
-            )
+            # Kafka's cleanupGroupMetadata: an Empty group left without offsets is removed at
+            # this sweep, however recently it became empty; a member still between the two
+            # JoinGroup steps then gets UNKNOWN_MEMBER_ID and joins afresh, as with Kafka.
+            drop_group = group.state is GroupState.EMPTY and len(expired) == len(group.offsets)
             if drop_group:
                 records.append((rec.encode_group_key(rec.GroupKey(group.group_id)), None))
             if not records:
@@ -214,6 +213,9 @@ class OffsetOps(Rebalancer):
                 del group.offsets[tp]
             removed += len(expired)
             if drop_group:
+                for timer in group.pending_members.values():
+                    timer.cancel()
+                group.pending_members.clear()
                 self._transition(group, GroupState.DEAD)
                 del self.groups[group.group_id]
                 log.info("group %s expired (empty, no offsets)", group.group_id)

@@ -3,7 +3,8 @@
 Configs left out of the request go back to their broker or Kafka default, as in Kafka.
 Every value is validated first (INVALID_CONFIG with the reason); with ``validate_only``
 nothing changes. Changes are persisted in the registry and reach the live logs at once.
-Broker resources are refused: strom's broker properties are static.
+A BROKER resource (a broker id, or ``""`` for the cluster-wide default) gets the given configs
+as its whole dynamic set (:mod:`strom.broker.dynamic_config`); read-only ones are INVALID_CONFIG.
 """
 
 from __future__ import annotations
@@ -19,8 +20,7 @@ API_KEY = 33
 
 
 def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
-    info = cr.topic_to_alter(ctx, resource)
-    name = info.name
+    target = cr.resource_to_alter(ctx, resource)
     wanted: dict[str, str | None] = {}
     for config in resource.configs:
         if config.name in wanted:
@@ -28,9 +28,13 @@ def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
                 ErrorCode.invalid_request, f"Error due to duplicate config keys: {config.name}"
             )
         wanted[config.name] = config.value
+    if isinstance(target, str):  # a broker entity; a null value leaves the config unset
+        configs = {k: v for k, v in wanted.items() if v is not None}
+        return cr.alter_broker(ctx, target, configs, validate_only)
     overrides = cr.validate_overrides(ctx.broker, wanted)
     if not validate_only:
-        cr.apply_topic_overrides(ctx.broker, name, overrides)
+        cr.apply_topic_overrides(ctx.broker, target.name, overrides)
+    return None
 
 
 @dispatch.handler(API_KEY, 0, 2)

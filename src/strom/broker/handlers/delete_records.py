@@ -7,6 +7,7 @@ start offset); records below it are no longer served and their segments become d
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -63,4 +64,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         topics.append(
             ctx.make("DeleteRecordsTopicResult", name=topic.name, partitions=tuple(parts))
         )
+    # the new log start offsets' checkpoints (written by the flusher thread) are on disk
+    # before the answer; one barrier covers every partition's
+    await asyncio.wrap_future(ctx.broker.logs.flusher.barrier())
     return ctx.respond(throttle_time=0, topics=tuple(topics))

@@ -1,10 +1,12 @@
 """DescribeConfigs (key 32): topic and broker configs with value, source and synonyms.
 
 TOPIC resources (type 2) list every topic config with its effective value and where it comes
-from (DYNAMIC_TOPIC_CONFIG 1, STATIC_BROKER_CONFIG 4, DEFAULT_CONFIG 5); BROKER resources
-(type 4, named by node id) list the broker's properties, read-only. Synonyms are filled only
-when asked; v3+ adds each config's type and documentation when asked. An unknown topic is
-UNKNOWN_TOPIC_OR_PARTITION for that resource alone.
+from (DYNAMIC_TOPIC_CONFIG 1, DYNAMIC_BROKER_CONFIG 2, DYNAMIC_DEFAULT_BROKER_CONFIG 3,
+STATIC_BROKER_CONFIG 4, DEFAULT_CONFIG 5); a BROKER resource named by this node's id lists every
+broker config (read-only unless dynamic), ``""`` the cluster-wide dynamic defaults alone.
+Synonyms are filled only when asked; v3+ carries each config's type (always) and its
+documentation (when asked). An unknown topic is UNKNOWN_TOPIC_OR_PARTITION for that resource
+alone; another broker's id is INVALID_REQUEST, as Kafka answers it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 
 from strom.broker import config_resources as cr
 from strom.broker import dispatch
+from strom.broker import dynamic_config as dc
 from strom.broker.context import RequestContext
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
 
@@ -29,14 +32,14 @@ def _entries(ctx: RequestContext, rtype: int, name: str, keys: Any) -> list[cr.C
             )
         return cr.describe_topic(broker, info.configs, keys)
     if rtype == cr.BROKER:
-        if name == "":  # cluster-wide dynamic defaults: strom has none
-            return []
-        if name != str(broker.node_id):
+        entity = dc.entity_of(name)
+        if entity not in (dc.DEFAULT_ENTITY, str(broker.node_id)):
             raise KafkaError(
                 ErrorCode.invalid_request,
-                f"Unexpected broker id, expected {broker.node_id} but received {name}",
+                f"Unexpected broker id, expected {broker.node_id} or empty string, "
+                f"but received {name}",
             )
-        return cr.describe_broker(broker, keys)
+        return cr.describe_broker(broker, entity, keys)
     raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {rtype}")
 
 
@@ -62,7 +65,7 @@ def _result(ctx: RequestContext, resource: Any, synonyms: bool, docs: bool) -> A
                 ctx.make("DescribeConfigsSynonym", name=n, value=v, source=s)
                 for n, v, s in (e.synonyms if synonyms else ())
             ),
-            config_type=e.config_type if docs else 0,
+            config_type=e.config_type,
             documentation=e.documentation if docs else None,
         )
         for e in entries

@@ -7,7 +7,8 @@ Rules kept from Kafka (KIP-74 and the protocol guide):
   partition with data returns at least one whole batch, so a batch larger than the limits
   still makes progress;
 - when fewer than ``min_bytes`` are ready, the request waits in the purgatory until an append
-  to one of its partitions or ``max_wait_ms``, then reads again;
+  to one of its partitions or ``max_wait_ms``, then reads again: only the partitions that
+  changed (a caught-up partition's answer is reused while its log is unchanged);
 - ``session_id`` 0 in the response: no incremental fetch session is created, so every fetch is
   a full one (clients fall back to that by design).
 Topic ids (v13+) are resolved through the topic registry. A partition's
@@ -45,8 +46,28 @@ def _partition(ctx: RequestContext, index: int, code: ErrorCode, *, hw: int = -1
     return FetchPartition(index, code, hw, hw, log_start, None, -1, records)
 
 
+class _CaughtUp:
+    """A partition's answer while the fetch offset is at the high watermark: no data, no
+    error. Valid as long as its log, high watermark and log start offset stay the same."""
+
+    __slots__ = ("log", "hw", "start", "part")
+
+    def __init__(self, log_: Any, hw: int, start: int, part: Any) -> None:
+        self.log, self.hw, self.start, self.part = log_, hw, start, part
+
+    def still_valid(self, log_: Any) -> bool:
+        return log_ is self.log and log_.high_watermark == self.hw and (
+            log_.log_start_offset == self.start
+        )
+
+
 class _FetchPlan:
-    """One pass over the requested partitions; reused on every wake-up of a long poll."""
+    """One pass over the requested partitions; reused on every wake-up of a long poll.
+
+    A wake-up re-reads only the partitions the purgatory reports as changed: the others'
+    "caught up" answers (most of a long poll's partitions) are reused after a check of their
+    log's high watermark and start offset; partitions that had data are read again (their
+    byte budget depends on the partitions before them)."""
 
     def __init__(self, ctx: RequestContext, request: Any) -> None:
         self.ctx = ctx
@@ -56,8 +77,10 @@ class _FetchPlan:
         self.zero_copy = zero_copy.enabled(ctx.broker.config)
         self.regions: list[zero_copy.FileRegion] = []  # of the latest read, in order
         self.keys: list[tuple[str, int]] = []
-        for topic in request.topics:
-            name = self._name(topic)
+        self.names = [self._name(topic) for topic in request.topics]
+        self.caught_up: dict[tuple[str, int], _CaughtUp] = {}
+        self.reads = 0  # partitions read (not reused), for tests and profiling
+        for topic, name in zip(request.topics, self.names, strict=True):
             if name is not None:
                 self.keys.extend((name, p.partition) for p in topic.partitions)
 
@@ -67,20 +90,34 @@ class _FetchPlan:
             return info.name if info else None
         return str(topic.topic)
 
-    def read(self) -> tuple[Any, int, bool]:
-        """(per-topic responses, bytes read, whether any partition has an error)."""
+    def read(self, changed: set[Any] | None = None) -> tuple[Any, int, bool]:
+        """(per-topic responses, bytes read, whether any partition has an error).
+
+        ``changed``: the partitions appended to since the previous read (None: all)."""
         ctx = self.ctx
         self.close_regions()
+        if changed is None:
+            self.caught_up.clear()
+        logs = ctx.broker.logs
         total = 0
         errors = False
         responses = []
-        for topic in self.request.topics:
-            name = self._name(topic)
+        for topic, name in zip(self.request.topics, self.names, strict=True):
             parts = []
             for p in topic.partitions:
                 if name is None:
                     parts.append(_partition(ctx, p.partition, ErrorCode.unknown_topic_id))
                     errors = True
+                    continue
+                key = (name, p.partition)
+                cached = self.caught_up.get(key)
+                if (
+                    cached is not None
+                    and changed is not None
+                    and key not in changed
+                    and cached.still_valid(logs.get(name, p.partition))
+                ):
+                    parts.append(cached.part)
                     continue
                 part, size = self._read_partition(name, p, total)
                 errors = errors or part.error_code != ErrorCode.none
@@ -92,6 +129,8 @@ class _FetchPlan:
 
     def _read_partition(self, topic: str, p: Any, total: int) -> tuple[Any, int]:
         ctx = self.ctx
+        self.reads += 1
+        self.caught_up.pop((topic, p.partition), None)
         try:
             log_ = ctx.broker.replicas.get_log(topic, p.partition)
         except Exception as exc:
@@ -104,8 +143,12 @@ class _FetchPlan:
         offset = int(p.fetch_offset)
         if offset < start or offset > log_.log_end_offset:
             return _partition(ctx, p.partition, ErrorCode.offset_out_of_range, hw=hw, log_start=start), 0
+        if offset >= hw:
+            part = _partition(ctx, p.partition, ErrorCode.none, hw=hw, log_start=start)
+            self.caught_up[(topic, p.partition)] = _CaughtUp(log_, hw, start, part)
+            return part, 0
         budget = min(int(p.partition_max_bytes), self.max_bytes - total)
-        if offset >= hw or (budget <= 0 and total > 0):
+        if budget <= 0 and total > 0:
             return _partition(ctx, p.partition, ErrorCode.none, hw=hw, log_start=start), 0
         try:
             if self.zero_copy:
@@ -143,14 +186,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     deadline = loop_time() + max_wait
     min_bytes = max(int(request.min_bytes), 0)
     try:
-        while True:
-            responses, total, errors = plan.read()
+        responses, total, errors = plan.read()
+        while total < min_bytes and not errors and plan.keys:
             remaining = deadline - loop_time()
-            if total >= min_bytes or errors or remaining <= 0 or not plan.keys:
+            if remaining <= 0:
                 break
-            if not await ctx.broker.replicas.purgatory.wait(plan.keys, remaining):
-                responses, total, errors = plan.read()
-                break
+            # re-read what changed (or, at the deadline, only what is not caught up)
+            changed = await ctx.broker.replicas.purgatory.wait(plan.keys, remaining)
+            responses, total, errors = plan.read(changed)
         response = FetchResponse(responses)
     except BaseException:
         plan.close_regions()

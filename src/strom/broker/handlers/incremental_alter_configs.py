@@ -3,6 +3,8 @@
 APPEND and SUBTRACT apply to list configs only (``cleanup.policy``), starting from the
 current effective value. The resulting override set is validated as a whole (INVALID_CONFIG
 with the reason), then persisted and applied to the live logs unless ``validate_only``.
+On a BROKER resource (a broker id, or ``""`` for the cluster-wide default) the ops change that
+entity's dynamic config set (:mod:`strom.broker.dynamic_config`).
 """
 
 from __future__ import annotations
@@ -17,12 +19,15 @@ API_KEY = 44
 
 
 def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
-    info = cr.topic_to_alter(ctx, resource)
-    name = info.name
+    target = cr.resource_to_alter(ctx, resource)
     ops = [(c.name, int(c.config_operation), c.value) for c in resource.configs]
-    overrides = cr.validate_overrides(ctx.broker, cr.incremental(ctx.broker, info.configs, ops))
+    if isinstance(target, str):
+        configs = cr.incremental_broker(ctx.broker, target, ops)
+        return cr.alter_broker(ctx, target, configs, validate_only)
+    overrides = cr.validate_overrides(ctx.broker, cr.incremental(ctx.broker, target.configs, ops))
     if not validate_only:
-        cr.apply_topic_overrides(ctx.broker, name, overrides)
+        cr.apply_topic_overrides(ctx.broker, target.name, overrides)
+    return None
 
 
 @dispatch.handler(API_KEY, 0, 1)

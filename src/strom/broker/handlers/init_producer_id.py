@@ -1,39 +1,66 @@
-"""InitProducerId (key 22) for idempotent producers (no transactional id).
+"""InitProducerId (key 22, v0–4): a producer id and epoch for an idempotent producer.
 
-A new producer gets a fresh id with epoch 0. A producer that already has an id and asks again
-(v3+, KIP-360, after an UNKNOWN_PRODUCER_ID or sequence trouble) gets the same id with the next
-epoch, which resets its sequences. Transactional ids need the transaction coordinator, which
-this broker does not have yet: they are refused with a clear error, not half-served.
+Kafka's rules (``KafkaApis.handleInitProducerIdRequest``, ``TransactionCoordinator``): a request
+naming only one of producer id and epoch (v3+) is INVALID_REQUEST; an empty transactional id is
+INVALID_REQUEST; without a transactional id the answer is a **new** producer id with epoch 0,
+whatever id the request names (see :mod:`strom.broker.producer_ids`: a named id is never bumped
+for a caller that cannot own it). Transactional ids need the transaction coordinator, which this
+broker does not have yet: :func:`init_transactional_id` is the seam it plugs into; until then
+they are refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, not half-served. PRODUCER_FENCED is
+answered INVALID_PRODUCER_EPOCH before v4, which older clients understand.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
+from strom.broker.producer_ids import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, ProducerIdAndEpoch
 from strom.protocol.errors import ErrorCode
 
 API_KEY = 22
-MAX_EPOCH = 32767
+log = logging.getLogger(__name__)
+Answer = tuple[ErrorCode, int, int]  # error, producer id, epoch
+
+
+def init_transactional_id(
+    ctx: RequestContext, transactional_id: str, timeout_ms: int, expected: ProducerIdAndEpoch | None
+) -> Answer:
+    """Where the transaction coordinator will answer (``producer_ids.init_transactional`` holds
+    its epoch rule). Not there yet: refused, as before."""
+    return ErrorCode.transactional_id_authorization_failed, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+
+
+def new_idempotent_id(ctx: RequestContext) -> Answer:
+    try:
+        return ErrorCode.none, ctx.broker.producer_ids.next_id(), 0
+    except Exception as exc:  # the metadata store could not reserve a block: retriable
+        log.warning("producer id block could not be reserved: %s", exc)
+        return ErrorCode.coordinator_load_in_progress, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
 
 
 @dispatch.handler(API_KEY, 0, 4)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    if request.transactional_id is not None:
-        return ctx.respond(
-            throttle_time=0,
-            error_code=ErrorCode.transactional_id_authorization_failed,
-            producer_id=-1,
-            producer_epoch=-1,
-        )
-    producer_id = int(getattr(request, "producer_id", -1))
-    epoch = int(getattr(request, "producer_epoch", -1))
-    if producer_id >= 0 and 0 <= epoch < MAX_EPOCH - 1:
-        return ctx.respond(throttle_time=0, error_code=0, producer_id=producer_id, producer_epoch=epoch + 1)
+    producer_id = int(getattr(request, "producer_id", NO_PRODUCER_ID))
+    epoch = int(getattr(request, "producer_epoch", NO_PRODUCER_EPOCH))
+    transactional_id = request.transactional_id
+    answer: Answer
+    if (producer_id == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH):
+        answer = ErrorCode.invalid_request, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+    elif transactional_id is None:
+        answer = new_idempotent_id(ctx)
+    elif transactional_id == "":
+        answer = ErrorCode.invalid_request, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+    else:
+        expected = None if producer_id == NO_PRODUCER_ID else ProducerIdAndEpoch(producer_id, epoch)
+        timeout = request.transaction_timeout  # a kio timedelta
+        timeout_ms = round(timeout.total_seconds() * 1000)
+        answer = init_transactional_id(ctx, transactional_id, timeout_ms, expected)
+    error, pid, new_epoch = answer
+    if error is ErrorCode.producer_fenced and ctx.api_version < 4:
+        error = ErrorCode.invalid_producer_epoch
     return ctx.respond(
-        throttle_time=0,
-        error_code=0,
-        producer_id=ctx.broker.producer_ids.next_id(),
-        producer_epoch=0,
+        throttle_time=0, error_code=error, producer_id=pid, producer_epoch=new_epoch
     )

@@ -12,7 +12,9 @@ no response at all, as Kafka's protocol says.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from concurrent.futures import Future
 from typing import Any
 
 from strom.broker import dispatch
@@ -39,9 +41,8 @@ def _partition(ctx: RequestContext, index: int, code: ErrorCode, **values: Any) 
     )
 
 
-def _append_one(
-    ctx: RequestContext, topic: str, index: int, records: bytes | None, acks: int
-) -> ProducePartition:
+def _append_one(ctx: RequestContext, topic: str, index: int, records: bytes | None, acks: int,
+                durable: list[Future[None]]) -> ProducePartition:  # fmt: skip
     broker = ctx.broker
     info = broker.topics.get(topic)
     if info is None or index not in info.replicas:
@@ -62,6 +63,8 @@ def _append_one(
                 f"min.insync.replicas={log_.config.min_insync_replicas} but the ISR has 1 replica",
             )
         result = broker.replicas.append(topic, index, bytes(records))
+        if result.flushed is not None:  # flush.messages reached: answer once it is on disk
+            durable.append(result.flushed)
     except RecordValidationError as exc:  # KIP-467: the client fails only these records
         return _partition(ctx, index, exc.error_code, error_message=str(exc)[:500],
                           record_errors=exc.record_errors)  # fmt: skip
@@ -78,6 +81,7 @@ def _append_one(
 @dispatch.handler(API_KEY, 3, 9, advertise_min=0)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     acks = int(request.acks)
+    durable: list[Future[None]] = []
     responses = []
     for topic_data in request.topic_data:
         parts = []
@@ -85,8 +89,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if acks not in (0, 1, -1):
                 parts.append(_partition(ctx, pdata.index, ErrorCode.invalid_required_acks))
             else:
-                parts.append(_append_one(ctx, topic_data.name, pdata.index, pdata.records, acks))
+                parts.append(
+                    _append_one(ctx, topic_data.name, pdata.index, pdata.records, acks, durable)
+                )
         responses.append((topic_data.name, parts))
     if acks == 0:
         return None
+    for fut in durable:  # the flusher thread fsyncs; the loop serves others meanwhile
+        await asyncio.wrap_future(fut)
     return ProduceResponse(responses)

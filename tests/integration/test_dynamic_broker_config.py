@@ -1,0 +1,226 @@
+"""Dynamic broker configs on the wire: AlterConfigs / IncrementalAlterConfigs on BROKER
+resources (this broker, ``"1"``, and the cluster default, ``""``), applied without a restart,
+kept across one, described with Kafka's sources, synonyms and types; read-only ones refused.
+Through confluent-kafka's AdminClient, kafka-python's admin client, raw requests and the CLI."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
+
+from strom.testing import BrokerProcess
+from tests.integration.cli_helpers import assert_clean_error, strom
+from tests.integration.clients import consume_all, create_topic
+from tests.integration.test_admin import nested, raw_call
+
+DYNAMIC_TOPIC, DYNAMIC_BROKER, DYNAMIC_DEFAULT, STATIC, DEFAULT = 1, 2, 3, 4, 5
+SETTINGS = {"log.retention.ms": "3600000", "log.retention.check.interval.ms": "200"}
+
+
+def incremental(bootstrap: str, broker: str, **ops: str | None) -> KafkaError | None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource(ResourceType.BROKER, broker)
+    for name, value in ops.items():
+        op = AlterConfigOpType.SET if value is not None else AlterConfigOpType.DELETE
+        resource.add_incremental_config(ConfigEntry(name.replace("_", "."), value,
+                                                    incremental_operation=op))  # fmt: skip
+    try:
+        admin.incremental_alter_configs([resource])[resource].result(timeout=20)
+    except Exception as exc:
+        return exc.args[0]
+    return None
+
+
+def describe_raw(bootstrap: str, rtype: int, name: str, keys: tuple[str, ...] | None,
+                 docs: bool = False) -> dict[str, Any]:  # fmt: skip
+    resource = nested(32, 4, "DescribeConfigsResource", resource_type=rtype, resource_name=name,
+                      configuration_keys=keys)  # fmt: skip
+    [result] = raw_call(bootstrap, 32, 4, resources=(resource,), include_synonyms=True,
+                        include_documentation=docs).results  # fmt: skip
+    assert result.error_code == 0, result.error_message
+    return {c.name: c for c in result.configs}
+
+
+def synonyms(entry: Any) -> list[tuple[str, str | None, int]]:
+    return [(s.name, s.value, s.source) for s in entry.synonyms]
+
+
+def earliest(bootstrap: str, topic: str) -> int:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "wm"})
+    try:
+        return int(c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[0])
+    finally:
+        c.close()
+
+
+def produce_values(bootstrap: str, topic: str, values: list[bytes]) -> list[Any]:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "batch.num.messages": 1})
+    errors: list[Any] = []
+    for v in values:
+        p.produce(topic, v, on_delivery=lambda e, m: errors.append(e))
+        p.flush(10)
+    return errors
+
+
+def test_dynamic_broker_configs_apply_live_persist_and_describe(
+    tmp_path: Path, topic_name: str
+) -> None:
+    proc = BrokerProcess(tmp_path / "data", settings=SETTINGS)
+    proc.start()
+    try:
+        b = proc.bootstrap
+        assert incremental(b, "1", log_segment_bytes="1024") is None
+        plain, kept = f"{topic_name}-plain", f"{topic_name}-kept"
+        create_topic(b, plain)
+        create_topic(b, kept, config={"retention.ms": "-1"})
+        seg = describe_raw(b, 2, plain, ("segment.bytes", "retention.ms"))
+        assert (seg["segment.bytes"].value, seg["segment.bytes"].config_source) == (
+            "1024", DYNAMIC_BROKER)
+        assert synonyms(seg["segment.bytes"]) == [
+            ("log.segment.bytes", "1024", DYNAMIC_BROKER),
+            ("log.segment.bytes", "1073741824", DEFAULT),
+        ]
+        assert seg["segment.bytes"].config_type == 3  # INT
+        values = [f"{i:04d}".encode() * 50 for i in range(30)]  # 200 bytes: ~4 per segment
+        assert produce_values(b, plain, values) == [None] * 30
+        assert produce_values(b, kept, values) == [None] * 30
+        assert earliest(b, plain) == 0
+        # a retention default for every topic without its own: old segments go at once
+        assert incremental(b, "1", log_retention_ms="1") is None
+        deadline = time.monotonic() + 20
+        while earliest(b, plain) == 0:
+            assert time.monotonic() < deadline, "dynamic log.retention.ms was not applied"
+            time.sleep(0.1)
+        assert earliest(b, kept) == 0  # its own retention.ms=-1 wins
+        got = consume_all(b, kept, [0], 30)
+        assert [m.value() for m in got] == values
+        entry = describe_raw(b, 4, "1", ("log.retention.ms",))["log.retention.ms"]
+        assert (entry.value, entry.config_source, entry.read_only) == ("1", DYNAMIC_BROKER, False)
+        assert synonyms(entry) == [
+            ("log.retention.ms", "1", DYNAMIC_BROKER),
+            ("log.retention.ms", "3600000", STATIC),
+            ("log.retention.hours", "168", DEFAULT),
+        ]
+        # read-only and bad values: INVALID_CONFIG, nothing changes
+        refused: list[dict[str, str | None]] = [
+            {"num_partitions": "4"}, {"log_segment_bytes": "abc"}, {"log_retention_ms": "-5"},
+            {"advertised_listeners": "PLAINTEXT://x:1"},
+        ]  # fmt: skip
+        for ops in refused:
+            err = incremental(b, "1", **ops)
+            assert err is not None and err.code() == KafkaError.INVALID_CONFIG, (ops, err)
+        for name in ("x", "7"):  # not an id; another broker's (Kafka answers only for itself)
+            resource = nested(32, 4, "DescribeConfigsResource", resource_type=4,
+                              resource_name=name, configuration_keys=None)  # fmt: skip
+            [result] = raw_call(b, 32, 4, resources=(resource,), include_synonyms=False,
+                                include_documentation=False).results  # fmt: skip
+            assert result.error_code == KafkaError.INVALID_REQUEST
+    finally:
+        proc.stop()
+    # kept across a restart, with the same sources
+    proc = BrokerProcess(tmp_path / "data", settings=SETTINGS, port=proc.port)
+    proc.start()
+    try:
+        every = describe_raw(proc.bootstrap, 4, "1", None, docs=True)
+        assert (every["log.segment.bytes"].value, every["log.segment.bytes"].config_source) == (
+            "1024", DYNAMIC_BROKER)
+        assert every["log.retention.ms"].value == "1"
+        assert every["advertised.listeners"].value == f"PLAINTEXT://{proc.bootstrap}"
+        assert every["num.partitions"].read_only and not every["message.max.bytes"].read_only
+        assert all(c.config_type != 0 for c in every.values())
+        assert every["log.segment.bytes"].documentation
+        topic = describe_raw(proc.bootstrap, 2, f"{topic_name}-kept", None)
+        assert len(topic) >= 23 and all(c.config_type != 0 for c in topic.values())
+        assert all(c.documentation is None for c in topic.values())  # not asked for
+    finally:
+        proc.stop()
+
+
+def alter_default_raw(bootstrap: str, configs: dict[str, str]) -> Any:
+    """AlterConfigs v1 on the cluster default (no client library can name ``""``)."""
+    entries = tuple(nested(33, 1, "AlterableConfig", name=k, value=v) for k, v in configs.items())
+    resource = nested(33, 1, "AlterConfigsResource", resource_type=4, resource_name="",
+                      configs=entries)  # fmt: skip
+    [result] = raw_call(bootstrap, 33, 1, resources=(resource,), validate_only=False).responses
+    return result
+
+
+def test_message_max_bytes_per_broker_with_kafka_python_and_cluster_default(
+    fresh_broker, topic_name
+) -> None:
+    from kafka.admin import ConfigResource as KpResource
+    from kafka.admin import ConfigResourceType, KafkaAdminClient
+
+    b = fresh_broker.bootstrap
+    create_topic(b, topic_name)
+    assert alter_default_raw(b, {"message.max.bytes": "3000"}).error_code == 0
+    kp = KafkaAdminClient(bootstrap_servers=b, request_timeout_ms=10000)
+    try:
+        # legacy AlterConfigs: the broker's whole dynamic set (kafka-python first checks the
+        # names are dynamic ones, from our DescribeConfigs)
+        limit = KpResource(ConfigResourceType.BROKER, "1", configs={"message.max.bytes": "2000"})
+        kp.alter_configs([limit], incremental=False)
+        entry = describe_raw(b, 4, "1", ("message.max.bytes",))["message.max.bytes"]
+        assert (entry.value, entry.config_source) == ("2000", DYNAMIC_BROKER)
+        assert synonyms(entry) == [
+            ("message.max.bytes", "2000", DYNAMIC_BROKER),
+            ("message.max.bytes", "3000", DYNAMIC_DEFAULT),
+            ("message.max.bytes", "1048588", DEFAULT),
+        ]
+        errors = produce_values(b, topic_name, [b"s" * 100, b"M" * 2500])
+        assert errors[0] is None and errors[1].code() == KafkaError.MSG_SIZE_TOO_LARGE
+        kp.alter_configs([KpResource(ConfigResourceType.BROKER, "1",  # IncrementalAlterConfigs
+                                     configs={"message.max.bytes": ("DELETE", None)})])  # fmt: skip
+        errors = produce_values(b, topic_name, [b"M" * 2500, b"L" * 5000])
+        assert errors[0] is None and errors[1].code() == KafkaError.MSG_SIZE_TOO_LARGE
+        assert alter_default_raw(b, {}).error_code == 0
+        assert produce_values(b, topic_name, [b"L" * 5000]) == [None]
+        assert [len(m.value()) for m in consume_all(b, topic_name, [0], 3)] == [100, 2500, 5000]
+        refused = alter_default_raw(b, {"log.dirs": "/elsewhere"})
+        assert refused.error_code == KafkaError.INVALID_CONFIG
+        assert "log.dirs" in refused.error_message
+    finally:
+        kp.close()
+
+
+def test_cli_cluster_config_get_set_delete(fresh_broker) -> None:
+    b = fresh_broker.bootstrap
+    ok = strom("cluster", "config", "set", "--default", "log.retention.hours=5", "-b", b)
+    assert ok.returncode == 0, ok.stderr
+    ok = strom("cluster", "config", "set", "--broker", "1", "log.segment.bytes=4096", "-b", b)
+    assert ok.returncode == 0, ok.stderr
+    got = strom("cluster", "config", "get", "log.retention.hours", "log.segment.bytes",
+                "num.partitions", "--format", "json", "-b", b)  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    import json
+
+    rows = {r["name"]: (r["value"], r["source"], r["dynamic"]) for r in json.loads(got.stdout)}
+    assert rows == {
+        "log.retention.hours": ("5", "DYNAMIC_DEFAULT_BROKER_CONFIG", True),
+        "log.segment.bytes": ("4096", "DYNAMIC_BROKER_CONFIG", True),
+        "num.partitions": ("1", "DEFAULT_CONFIG", False),
+    }
+    default = strom("cluster", "config", "get", "--default", "-b", b)
+    assert default.returncode == 0 and "log.retention.hours" in default.stdout
+    line = assert_clean_error(strom("cluster", "config", "set", "num.partitions=3", "-b", b))
+    assert "INVALID_CONFIG" in line and "num.partitions" in line
+    line = assert_clean_error(strom("cluster", "config", "get", "--broker", "7", "-b", b))
+    assert line.endswith("broker 7 is not in the cluster (brokers: 1)")
+    assert strom("cluster", "config", "delete", "--default", "log.retention.hours",
+                 "-b", b).returncode == 0  # fmt: skip
+    assert strom("cluster", "config", "delete", "log.segment.bytes", "-b", b).returncode == 0
+    got = strom("cluster", "config", "get", "log.retention.hours", "log.segment.bytes",
+                "--format", "json", "-b", b)  # fmt: skip
+    rows = {r["name"]: (r["value"], r["source"]) for r in json.loads(got.stdout)}
+    assert rows == {"log.retention.hours": ("168", "DEFAULT_CONFIG"),
+                    "log.segment.bytes": ("1073741824", "DEFAULT_CONFIG")}  # fmt: skip
