@@ -186,14 +186,22 @@ def test_a_waiting_fetch_does_not_hold_back_the_answers_before_it(broker, topic_
     produce, fetch = reqs[1], reqs[3]
     host, _, port = broker.bootstrap.rpartition(":")
     with socket.create_connection((host, int(port)), timeout=10) as sock:
+
+        def recv_exact(n: int) -> bytes:  # a timeout makes the socket non-blocking: no WAITALL
+            data = bytearray()
+            while len(data) < n:
+                chunk = sock.recv(n - len(data))
+                assert chunk, "the broker closed the connection"
+                data += chunk
+            return bytes(data)
+
         sock.sendall(produce[3] + fetch[3])
         start = time.monotonic()
-        sock.settimeout(10)
-        (size,) = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))
-        corr, response = decode_response(0, 9, sock.recv(size, socket.MSG_WAITALL))
+        (size,) = struct.unpack(">i", recv_exact(4))
+        corr, response = decode_response(0, 9, recv_exact(size))
         first = time.monotonic() - start
-        (size,) = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))
-        corr2, _ = decode_response(1, 12, sock.recv(size, socket.MSG_WAITALL))
+        (size,) = struct.unpack(">i", recv_exact(4))
+        corr2, _ = decode_response(1, 12, recv_exact(size))
         second = time.monotonic() - start
     assert (corr, corr2) == (produce[2], fetch[2])
     assert response.responses[0].partition_responses[0].error_code == ErrorCode.none
