@@ -44,6 +44,39 @@ BROKER_DEFAULTS: dict[str, str] = {
 }
 
 
+#: Broker properties strom reads beside :data:`BROKER_DEFAULTS` and the topic defaults
+#: broker properties (``log.retention.ms`` ... from :mod:`strom.storage.log_config`).
+EXTRA_KNOWN_KEYS: set[str] = {
+    "broker.id",
+    "strom.fetch.sendfile.enable",
+    "offset.metadata.max.bytes",
+}
+
+
+def known_keys() -> set[str]:
+    """Every broker property strom understands (for the unknown-key warning)."""
+    from strom.storage import log_config
+
+    keys = set(BROKER_DEFAULTS) | EXTRA_KNOWN_KEYS
+    keys |= {d.broker_property for d in log_config.TOPIC_CONFIGS.values() if d.broker_property}
+    fallbacks = getattr(log_config, "_BROKER_FALLBACKS", {})  # log.retention.hours ...
+    keys |= {name for pairs in fallbacks.values() for name, _unit in pairs}
+    return keys
+
+
+def unknown_keys(props: Mapping[str, str]) -> list[tuple[str, str | None]]:
+    """(key, closest known key or None) for each key strom does not know, sorted."""
+    import difflib
+
+    known = known_keys()
+    result = []
+    for key in sorted(props):
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
+            result.append((key, close[0] if close else None))
+    return result
+
+
 class ConfigError(Exception):
     """A configuration value that cannot be used; the message names the property."""
 
@@ -124,11 +157,17 @@ class BrokerConfig:
                 text = Path(config_file).read_text()
             except OSError as exc:
                 raise ConfigError(f"cannot read {config_file}: {exc.strerror}") from None
+            except UnicodeDecodeError as exc:
+                raise ConfigError(f"cannot read {config_file}: not text ({exc.reason})") from None
             props.update(parse_properties(text, str(config_file)))
         props.update(parse_assignments(sets))
         config = cls(props)
         config.validate()
         return config
+
+    def unknown(self) -> list[tuple[str, str | None]]:
+        """The explicitly set keys strom does not know, with a suggestion each."""
+        return unknown_keys(self.explicit)
 
     def get(self, key: str, default: str | None = None) -> str | None:
         return self.values.get(key, default)

@@ -2,24 +2,40 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 
-def strom(*args: str, stdin: str = "", timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-    """Run the real ``strom`` CLI in a subprocess and capture its output."""
+def strom(
+    *args: str, stdin: str = "", timeout: float = 60.0, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the real ``strom`` CLI in a subprocess and capture its output.
+
+    ``env`` adds to (and overrides) the environment; STROM_BROKERS is cleared unless given,
+    so a developer's own setting never leaks into a test."""
+    full = {k: v for k, v in os.environ.items() if k != "STROM_BROKERS"}
+    full.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", "strom", *args],
         input=stdin,
         capture_output=True,
         text=True,
         timeout=timeout,
+        env=full,
     )
+
+
+def side_by_side(*calls: Callable[[], Any]) -> list[Any]:
+    """Run independent CLI calls concurrently (each is a subprocess) and return their results."""
+    with ThreadPoolExecutor(len(calls)) as pool:
+        return [f.result() for f in [pool.submit(c) for c in calls]]
 
 
 def assert_clean_error(proc: subprocess.CompletedProcess[str]) -> str:

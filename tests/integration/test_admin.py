@@ -416,7 +416,10 @@ def test_describe_cluster(broker: Any) -> None:
         kp.close()
     assert desc["cluster_id"] == result.cluster_id
     assert desc["controller_id"] == 1
-    assert desc["brokers"] == [{"broker_id": 1, "host": host, "port": int(port), "rack": None}]
+    # DescribeCluster v2 (Kafka 4.x) adds is_fenced
+    assert desc["brokers"] == [
+        {"broker_id": 1, "host": host, "port": int(port), "rack": None, "is_fenced": False}
+    ]
 
 
 # kafka-python ------------------------------------------------------------------------------
@@ -593,5 +596,5 @@ def test_api_versions_advertise_admin_apis(broker: Any) -> None:
         33: (0, 2),
         37: (0, 3),
         44: (0, 1),
-        60: (0, 1),
+        60: (0, 2),
     }

@@ -27,6 +27,7 @@ from strom.protocol.record_batch import decode_records, iter_batches, verify_crc
 from strom.testing import BrokerProcess
 from strom.testing.raw import RawConnection
 from tests.integration.clients import create_topic, produce
+from tests.integration.sockets import wait_broker_stalled_writing
 
 FLAG = "strom.fetch.sendfile.enable"
 
@@ -141,7 +142,7 @@ def test_segment_deleted_while_a_response_is_in_flight(zc_broker: BrokerProcess,
             **{"linger.ms": 20, "batch.size": 500_000})  # fmt: skip
     with RawConnection(zc_broker.bootstrap, timeout=30) as conn:
         conn.sock.sendall(_fetch_request(topic_name, 64 << 20))
-        time.sleep(1.0)  # the broker fills the socket buffers and waits for writability
+        wait_broker_stalled_writing(conn.sock)  # buffers full: the send waits for writability
         admin = AdminClient({"bootstrap.servers": zc_broker.bootstrap})
         futures = admin.delete_records([TopicPartition(topic_name, 0, -1)], request_timeout=15)
         assert futures[TopicPartition(topic_name, 0, -1)].result(20).low_watermark == count  # type: ignore[index]

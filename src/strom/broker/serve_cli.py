@@ -1,17 +1,29 @@
-"""``strom serve``: run one broker in the foreground until Ctrl-C or SIGTERM."""
+"""``strom serve``: run one broker in the foreground until Ctrl-C or SIGTERM.
+
+Everything that can be checked before the broker touches the disk is checked first, each
+failure one line on stderr and a non-zero exit: the settings (unknown keys are warned about,
+or refused with ``--strict``), the listen address (the port must be free, so a second broker
+on the same port creates nothing), and the data directory (it must not be a file). Errors
+while loading the data directory name the file they come from.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import signal
+import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 from strom.config import BrokerConfig, ConfigError
 
 log = logging.getLogger("strom")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+METADATA_FILE = "strom-metadata.json"
 
 
 def parse_host_port(text: str, flag: str) -> tuple[str, int]:
@@ -21,33 +33,121 @@ def parse_host_port(text: str, flag: str) -> tuple[str, int]:
     return (host or "0.0.0.0").strip("[]"), int(port)
 
 
+def _level(text: str) -> str:
+    level = text.upper()
+    if level not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(f"invalid level {text!r}: one of {', '.join(LOG_LEVELS)}")
+    return level
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data-dir", default="./strom-data", help="where logs and metadata live (default ./strom-data)")
-    parser.add_argument("--listen", default="127.0.0.1:9092", help="HOST:PORT to listen on (default 127.0.0.1:9092)")
-    parser.add_argument("--advertised-listener", help="HOST:PORT clients are told to connect to (default: --listen)")
-    parser.add_argument("--config", type=Path, help="a properties file with Kafka broker property names")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override one broker property (repeatable)")
-    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.add_argument(
+        "--data-dir",
+        default="./strom-data",
+        help="where logs and metadata live (default ./strom-data)",
+    )
+    parser.add_argument(
+        "--listen",
+        default="127.0.0.1:9092",
+        help="HOST:PORT to listen on (default 127.0.0.1:9092)",
+    )
+    parser.add_argument(
+        "--advertised-listener",
+        help="HOST:PORT clients are told to connect to (default: --listen)",
+    )
+    parser.add_argument(
+        "--config", type=Path, help="a properties file with Kafka broker property names"
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one broker property (repeatable)",
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse unknown property names (default: warn and ignore them)",
+    )
+    parser.add_argument(
+        "--log-level",
+        type=_level,
+        default=None,
+        metavar="LEVEL",
+        help="DEBUG, INFO (default), WARNING or ERROR; -v is DEBUG",
+    )
 
 
-def run(args: argparse.Namespace) -> int:
+def _setup_logging(args: argparse.Namespace) -> None:
+    level = args.log_level or ("DEBUG" if getattr(args, "verbose", 0) else "INFO")
     logging.basicConfig(
-        level=getattr(logging, args.log_level),
+        level=getattr(logging, level),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
         force=True,  # the CLI entry point may have configured logging for client commands
     )
+    logging.getLogger("asyncio").setLevel(max(logging.INFO, getattr(logging, level)))
+
+
+def _check_unknown(config: BrokerConfig, strict: bool) -> None:
+    unknown = config.unknown()
+    for key, suggestion in unknown:
+        hint = f" (did you mean {suggestion!r}?)" if suggestion else ""
+        if strict:
+            raise ConfigError(f"unknown property {key!r}{hint}; refused by --strict")
+        log.warning("unknown property %r ignored%s", key, hint)
+
+
+def _check_data_dir(data_dir: Path) -> None:
+    if data_dir.exists() and not data_dir.is_dir():
+        raise ConfigError(f"--data-dir {data_dir} is a file, not a directory")
+    for parent in data_dir.absolute().parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ConfigError(f"--data-dir {data_dir}: {parent} is a file, not a directory")
+            break
+
+
+def _check_port(host: str, port: int) -> None:
+    """Bind (and release) the listen address as the server will, before creating anything."""
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise ConfigError(
+            f"--listen {host}:{port}: cannot resolve {host!r} ({exc.strerror})"
+        ) from None
+    for family, kind, proto, _name, sockaddr in infos[:1]:
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(sockaddr)
+            except OSError as exc:
+                raise ConfigError(
+                    f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+                ) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    _setup_logging(args)
+    data_dir = Path(args.data_dir)
     try:
         config = BrokerConfig.load(args.config, args.set)
+        _check_unknown(config, args.strict)
         listen = parse_host_port(args.listen, "--listen")
         advertised = (
             parse_host_port(args.advertised_listener, "--advertised-listener")
             if args.advertised_listener
             else (listen[0] if listen[0] not in ("0.0.0.0", "::") else "localhost", listen[1])
         )
+        _check_data_dir(data_dir)
+        _check_port(*listen)
     except ConfigError as exc:
         print(f"strom serve: {exc}", file=sys.stderr)
         return 2
+    for key, value in sorted(config.explicit.items()):
+        log.debug("property %s=%s", key, value)
     try:
         import uvloop
 
@@ -55,9 +155,31 @@ def run(args: argparse.Namespace) -> int:
     except ImportError:
         pass
     try:
-        return asyncio.run(_serve(config, Path(args.data_dir), listen, advertised))
+        return asyncio.run(_serve(config, data_dir, listen, advertised))
     except KeyboardInterrupt:
         return 0
+
+
+def describe_start_error(exc: BaseException, data_dir: Path) -> str:
+    """One line for a start-up failure, naming the file when the data directory is at fault."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{data_dir / METADATA_FILE}: not valid JSON ({exc})"
+    if isinstance(exc, (KeyError, TypeError)) and (data_dir / METADATA_FILE).exists():
+        return f"{data_dir / METADATA_FILE}: unexpected content ({type(exc).__name__}: {exc})"
+    if isinstance(exc, IsADirectoryError | NotADirectoryError | PermissionError) and (
+        exc.filename
+    ):
+        return f"{exc.filename}: {exc.strerror}"
+    return str(exc) or type(exc).__name__
+
+
+def _on_loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """A client that hangs up is one line, not an ERROR with a traceback."""
+    exc = context.get("exception")
+    if isinstance(exc, BrokenPipeError | ConnectionResetError):
+        log.info("client hung up: %s", exc.strerror or type(exc).__name__)
+        return
+    loop.default_exception_handler(context)
 
 
 async def _serve(
@@ -65,15 +187,21 @@ async def _serve(
 ) -> int:
     from strom.broker.broker import Broker
 
-    broker = Broker(config, data_dir, listen, advertised)
     loop = asyncio.get_running_loop()
+    loop.set_exception_handler(_on_loop_error)
+    try:
+        broker = Broker(config, data_dir, listen, advertised)
+    except Exception as exc:  # one readable line, never a traceback (details at DEBUG)
+        log.debug("start-up failed", exc_info=True)
+        print(f"strom serve: {describe_start_error(exc, data_dir)}", file=sys.stderr)
+        return 1
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, broker.request_stop)
     try:
         await broker.start()
     except Exception as exc:  # one readable line, never a traceback (details at DEBUG)
         log.debug("start-up failed", exc_info=True)
-        print(f"strom serve: {exc}", file=sys.stderr)
+        print(f"strom serve: {describe_start_error(exc, data_dir)}", file=sys.stderr)
         await broker.stop()
         return 1
     try:

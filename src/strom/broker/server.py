@@ -3,8 +3,13 @@
 Per connection, requests are handled strictly one after another and answered in request order
 (Kafka's contract; clients pipeline but rely on the order). Incoming bytes are framed as they
 arrive; reading pauses when too many requests are queued or the socket's write buffer is full,
-so one fast or stuck client cannot exhaust memory. A malformed frame, an oversize frame or an
-unknown API closes only that connection. Nothing but a Kafka response ever goes on the wire.
+so one fast or stuck client cannot exhaust memory. A malformed frame (a declared length beyond
+the frame included: nothing reaches ``kio``'s reader unchecked), an oversize frame or an API
+version not served closes only that connection; the version is checked from the 8-byte
+prefix before anything is decoded. A well-formed request with a null the schema forbids is
+answered INVALID_REQUEST, and anything escaping a handler (or the encoding of its response)
+is answered with Kafka's per-API error response and one log line: the connection stays open.
+Nothing but a Kafka response ever goes on the wire.
 
 Responses are coalesced: those produced while the connection's task runs without yielding
 (pipelined requests handled back to back) are written with one ``write`` when it yields
@@ -25,20 +30,24 @@ import asyncio
 import itertools
 import logging
 from collections import deque
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from strom.broker import dispatch, zero_copy
 from strom.broker.context import RequestContext
 from strom.protocol import hot_path
-from strom.protocol.errors import ErrorCode
+from strom.protocol.error_response import error_response
+from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
 from strom.protocol.fetch_encoding import encode_spliced
 from strom.protocol.framing import FrameDecoder, FrameTooLargeError
 from strom.protocol.messages import (
     API_VERSIONS_KEY,
+    InvalidRequestError,
     ProtocolError,
-    UnsupportedVersionError,
+    RequestHeader,
     decode_request,
     encode_response,
+    peek_header,
+    response_class,
 )
 
 if TYPE_CHECKING:
@@ -47,6 +56,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 _connection_ids = itertools.count(1)
 MAX_QUEUED_REQUESTS = 64
+PRODUCE_KEY = 0
 COALESCE_BYTES = 256 * 1024
 
 
@@ -76,6 +86,7 @@ class KafkaConnection(asyncio.Protocol):
             self.peer = (str(peer[0]), int(peer[1]))
         self.sock_fd = zero_copy.socket_fd(transport)
         self.broker.connections.add(self)
+        log.debug("connection %s from %s:%s", self.id, *self.peer)
         self.task = asyncio.get_running_loop().create_task(self.process())
 
     def data_received(self, data: bytes) -> None:
@@ -99,6 +110,7 @@ class KafkaConnection(asyncio.Protocol):
         return None
 
     def connection_lost(self, exc: Exception | None) -> None:
+        log.debug("connection %s from %s:%s closed", self.id, *self.peer)
         self.broker.connections.discard(self)
         self.can_write.set()
         if self.task is not None:
@@ -173,6 +185,10 @@ class KafkaConnection(asyncio.Protocol):
             log.info("closing connection %s from %s: %s", self.id, self.peer[0], exc)
             self.flush()  # the answers to the requests before this one
             self.close()
+        except (BrokenPipeError, ConnectionResetError) as exc:  # the client hung up: no trace
+            log.info("connection %s from %s: client hung up (%s)", self.id, self.peer[0],
+                     exc.strerror or type(exc).__name__)
+            self.close()
         except Exception:
             log.exception("closing connection %s after an internal error", self.id)
             self.flush()
@@ -222,49 +238,92 @@ class KafkaConnection(asyncio.Protocol):
 
     async def handle(self, frame: bytes) -> bytes | zero_copy.SplicedResponse | None:
         try:
-            header, request = decode_request(frame)
-        except UnsupportedVersionError as exc:
-            if exc.api_key == API_VERSIONS_KEY:
-                return unsupported_api_versions_response(exc.correlation_id)
-            raise _CloseConnection(str(exc)) from None
+            api_key, api_version, correlation_id = peek_header(frame)
         except ProtocolError as exc:
             raise _CloseConnection(str(exc)) from None
-        spec = dispatch.lookup(header.api_key)
-        if spec is None or not spec.serves(header.api_version):
-            if header.api_key == API_VERSIONS_KEY:
-                return unsupported_api_versions_response(header.correlation_id)
-            raise _CloseConnection(
-                f"api key {header.api_key} v{header.api_version} is not served"
-            )
+        # Whether the version is served is decided before a byte of the body is decoded.
+        spec = dispatch.lookup(api_key)
+        if spec is None or not spec.serves(api_version):
+            if api_key == API_VERSIONS_KEY:
+                return unsupported_api_versions_response(correlation_id)
+            raise _CloseConnection(f"api key {api_key} v{api_version} is not served")
+        try:
+            header, request = decode_request(frame)
+        except InvalidRequestError as exc:
+            log.info(
+                "connection %s from %s: api key %s v%s: %s; answering INVALID_REQUEST",
+                self.id, self.peer[0], api_key, api_version, exc,
+            )  # fmt: skip
+            return self.error_answer(exc.header, exc.request, ErrorCode.invalid_request, str(exc))
+        except ProtocolError as exc:
+            raise _CloseConnection(str(exc)) from None
         ctx = RequestContext(header, self.broker, self.peer[0], self.peer[1], self.id)
-        response = await spec.fn(ctx, request)
-        if response is None:
-            return None
-        # Produce and Fetch answer with plain tuples that strom.protocol.hot_path encodes.
-        if isinstance(response, hot_path.ProduceResponse):
-            return hot_path.produce_frame(header.api_version, header.correlation_id, response)
-        if isinstance(response, hot_path.EncodedBody):
-            return hot_path.body_frame(header.correlation_id, response)
-        if isinstance(response, hot_path.FetchResponse):
-            return b"".join(
-                hot_path.fetch_frame(header.api_version, header.correlation_id, response)
+        try:
+            response = await spec.fn(ctx, request)
+            if response is None:
+                return None
+            # Produce and Fetch answer with plain tuples that strom.protocol.hot_path encodes.
+            if isinstance(response, hot_path.ProduceResponse):
+                return hot_path.produce_frame(api_version, correlation_id, response)
+            if isinstance(response, hot_path.EncodedBody):
+                return hot_path.body_frame(correlation_id, response)
+            if isinstance(response, hot_path.FetchResponse):
+                return b"".join(hot_path.fetch_frame(api_version, correlation_id, response))
+            if isinstance(response, zero_copy.SplicedResponse):
+                try:
+                    if isinstance(response.response, hot_path.FetchResponse):
+                        response.parts = hot_path.fetch_frame(
+                            api_version, correlation_id, response.response
+                        )
+                    else:
+                        response.parts = encode_spliced(
+                            header.api_key, header.api_version, header.correlation_id,
+                            response.response, response.regions,
+                        )  # fmt: skip
+                except BaseException:
+                    response.close()
+                    raise
+                return response
+            return encode_response(
+                header.api_key, header.api_version, header.correlation_id, response
             )
-        if isinstance(response, zero_copy.SplicedResponse):
-            try:
-                if isinstance(response.response, hot_path.FetchResponse):
-                    response.parts = hot_path.fetch_frame(
-                        header.api_version, header.correlation_id, response.response
-                    )
-                else:
-                    response.parts = encode_spliced(
-                        header.api_key, header.api_version, header.correlation_id,
-                        response.response, response.regions,
-                    )  # fmt: skip
-            except BaseException:
-                response.close()
-                raise
-            return response
+        except Exception as exc:  # the handler boundary: every request gets an answer
+            code = error_code_of(exc)
+            if isinstance(exc, KafkaError):
+                log.info(
+                    "connection %s: api key %s v%s: %s: %s",
+                    self.id, api_key, api_version, code.name.upper(), exc,
+                )  # fmt: skip
+            else:
+                log.error(
+                    "connection %s: api key %s v%s failed (%s): %s: %s",
+                    self.id, api_key, api_version, _where(exc), type(exc).__name__, exc,
+                )  # fmt: skip
+            return self.error_answer(header, request, code, str(exc) or code.name)
+
+    def error_answer(
+        self, header: RequestHeader, request: Any, code: ErrorCode, message: str
+    ) -> bytes:
+        """Answer ``request`` with ``code`` (Kafka's ``getErrorResponse``).
+
+        A Produce with acks=0 expects no answer: as Kafka does, the connection is closed so
+        the producer learns of the failure."""
+        if header.api_key == PRODUCE_KEY and getattr(request, "acks", None) == 0:
+            raise _CloseConnection(f"acks=0 produce failed: {message}")
+        cls = response_class(header.api_key, header.api_version)
+        response = error_response(cls, request, code, message)
         return encode_response(header.api_key, header.api_version, header.correlation_id, response)
+
+
+def _where(exc: BaseException) -> str:
+    """``file:line`` of the innermost frame of ``exc``: enough to find a bug, in one line."""
+    tb = exc.__traceback__
+    if tb is None:
+        return "?"
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    return f"{code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno} in {code.co_name}"
 
 
 class _CloseConnection(Exception):

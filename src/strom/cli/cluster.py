@@ -7,7 +7,7 @@ from typing import Any
 
 from strom.cli import cluster_config
 from strom.cli.clients import add_client_options, admin_client, metadata
-from strom.cli.errors import wait_for
+from strom.cli.errors import timeout, wait_for
 from strom.cli.output import print_json, print_table
 
 
@@ -31,7 +31,7 @@ def info(args: argparse.Namespace) -> int:
     admin = admin_client(args, check=False)
     md = metadata(admin, args)
     desc = wait_for(
-        admin.describe_cluster(request_timeout=10.0),
+        admin.describe_cluster(request_timeout=timeout()),
         "cannot describe the cluster",
         args.bootstrap_server,
     )
@@ -47,7 +47,7 @@ def info(args: argparse.Namespace) -> int:
         "topics": len(md.topics),
     }
     if args.format == "json":
-        print_json(document)
+        print_json([document])
         return 0
     print(f"Cluster ID: {document['cluster_id']}")
     print(f"Controller: {controller}")
@@ -85,7 +85,7 @@ def health(args: argparse.Namespace) -> int:
         "under_replicated_partitions": under,
     }
     if args.format == "json":
-        print_json(document)
+        print_json([document])
     else:
         print(f"Healthy: {'true' if healthy else 'false'}")
         print(f"Controller: {md.controller_id}")

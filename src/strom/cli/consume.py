@@ -1,10 +1,22 @@
-"""``strom consume TOPIC``: print messages, one a line (text or JSON)."""
+"""``strom consume TOPIC...``: print messages, one a line (text, JSON lines or a template).
+
+Without ``--group`` the consumer assigns itself the partitions (no group, nothing committed)
+and starts where ``--offset`` says: ``start``, ``end`` (default), ``N`` (absolute), ``-N``
+(N before the end of each partition) or ``@TIME`` (ISO 8601 or epoch ms). With ``--group`` it
+subscribes as a group member and commits what it has *written*: a message's offset is stored
+only after its line was written and flushed to stdout, so Ctrl-C while stdout is slow never
+commits a message that was not printed (it is printed again by the next run instead).
+
+Exit status: 0 when done (``--max-messages`` reached, ``-e`` caught up with the end of every
+partition, or ``--timeout-ms`` without a message), 130 when stopped by Ctrl-C, 143 by SIGTERM,
+1 on an error.
+"""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
+import re
 import signal
 import sys
 import time
@@ -13,16 +25,16 @@ from typing import Any, BinaryIO
 from confluent_kafka import (
     OFFSET_BEGINNING,
     OFFSET_END,
-    TIMESTAMP_NOT_AVAILABLE,
     Consumer,
     KafkaError,
     Message,
     TopicPartition,
 )
 
-from strom.cli.clients import add_client_options, add_format_option, consumer, metadata
-from strom.cli.errors import CliError, describe_kafka_error
-from strom.cli.output import text
+from strom.cli.clients import add_client_options, consumer, metadata
+from strom.cli.consume_format import ENCODINGS, compile_template, message_json, text_line
+from strom.cli.errors import CliError, describe_kafka_error, timeout
+from strom.cli.group_reset import parse_datetime_ms
 
 #: Errors that end ``consume``; others (broker down, rebalances) are retried by the client.
 _FATAL_CODES = {
@@ -33,23 +45,58 @@ _FATAL_CODES = {
     KafkaError.GROUP_AUTHORIZATION_FAILED,
     KafkaError.INVALID_GROUP_ID,
 }
+EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
 
 
 def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     """Register ``consume``."""
-    p = subparsers.add_parser("consume", help="print messages of a topic", parents=parents)
-    p.add_argument("topic", metavar="TOPIC")
-    start = p.add_mutually_exclusive_group()
-    start.add_argument(
-        "--from-beginning",
-        action="store_true",
-        help="start at the earliest offset (new group: auto.offset.reset=earliest)",
+    p = subparsers.add_parser(
+        "consume",
+        help="print messages of topics",
+        parents=parents,
+        description="Print messages of one or more topics.",
+        epilog="Exit status: 0 done or caught up, 130 stopped by Ctrl-C, 143 by SIGTERM, "
+        "1 error.",
     )
-    start.add_argument("--offset", type=int, metavar="N", help="start at offset N")
-    p.add_argument("--partition", type=int, metavar="N", help="read only partition N")
-    p.add_argument("--max-messages", type=int, metavar="N", help="exit after N messages")
+    p.add_argument("topics", nargs="+", metavar="TOPIC", help="topic(s) to read")
+    p.add_argument("--regex", "-r", action="store_true", help="TOPICs are regular expressions")
     p.add_argument(
-        "--group", "-g", metavar="G", help="consume as a member of group G, committing offsets"
+        "--offset",
+        "-o",
+        metavar="WHERE",
+        help="start at: start, end (default), N, -N (N before the end), @TIME (ISO 8601 or "
+        "epoch ms)",
+    )
+    p.add_argument(
+        "--from-beginning", action="store_true", help="same as --offset start"
+    )
+    p.add_argument("--partition", "-p", type=int, metavar="N", help="read only partition N")
+    p.add_argument(
+        "--max-messages", "-n", type=int, metavar="N", help="exit after N messages"
+    )
+    p.add_argument(
+        "--exit-on-end", "-e", action="store_true",
+        help="exit once every partition is read to its end (caught up)",
+    )
+    p.add_argument(
+        "--group", "-g", metavar="G",
+        help="consume as a member of group G, committing what was printed",
+    )
+    p.add_argument(
+        "--format",
+        "-f",
+        default="text",
+        metavar="FORMAT",
+        help="text (default), json (one object a line) or a template like '%%k %%p %%o %%T "
+        "%%v\\n' (%%t topic %%p partition %%o offset %%T ms %%d ISO time %%k key %%v value "
+        "%%h headers %%K %%V lengths)",
+    )
+    p.add_argument(
+        "--value-encoding",
+        choices=ENCODINGS,
+        help="how keys, values and header values are written (json default: utf8; "
+        "templates: raw bytes)",
     )
     p.add_argument("--print-key", action="store_true", help="text: print KEY SEP VALUE")
     p.add_argument(
@@ -60,105 +107,165 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--timeout-ms", type=int, metavar="MS", help="exit after MS without a message")
     add_client_options(p)
-    add_format_option(p)
     p.set_defaults(func=run)
 
 
-def message_json(msg: Message) -> str:
-    """One message as a JSON object (bytes decoded as UTF-8 with replacement)."""
-    ts_type, ts = msg.timestamp()
-    raw_headers: list[tuple[str, Any]] = list(msg.headers() or [])  # type: ignore[arg-type]
-    headers = [[k, text(v)] for k, v in raw_headers]
-    return json.dumps(
-        {
-            "topic": msg.topic(),
-            "partition": msg.partition(),
-            "offset": msg.offset(),
-            "timestamp": None if ts_type == TIMESTAMP_NOT_AVAILABLE else ts,
-            "key": text(msg.key()),
-            "value": text(msg.value()),
-            "headers": headers,
-        },
-        ensure_ascii=False,
-    )
-
-
-def message_text(msg: Message, print_key: bool, separator: bytes) -> bytes:
-    """One message as a text line: value, or key SEP value; a null prints as ``null``."""
-    value = msg.value()
-    line = b"null" if value is None else value
-    if print_key:
-        key = msg.key()
-        line = (b"null" if key is None else key) + separator + line
-    return line + b"\n"
+def parse_offset(text: str) -> tuple[str, int]:
+    """``start|end|N|-N|@TIME`` to (kind, number)."""
+    value = text.strip()
+    if value in ("start", "beginning", "oldest", "earliest"):
+        return "start", 0
+    if value in ("end", "newest", "latest"):
+        return "end", 0
+    if value.startswith("@"):
+        moment = value[1:]
+        if moment.isdigit():
+            return "time", int(moment)
+        return "time", parse_datetime_ms(moment, "--offset")
+    try:
+        number = int(value)
+    except ValueError:
+        raise CliError(
+            f"invalid --offset {text!r}: expected start, end, N, -N or @TIME"
+        ) from None
+    return ("tail", -number) if number < 0 else ("absolute", number)
 
 
 def _validate(args: argparse.Namespace) -> None:
     if args.max_messages is not None and args.max_messages < 1:
         raise CliError("--max-messages must be at least 1")
-    if args.group and args.offset is not None:
-        raise CliError("--offset cannot be used with --group (use 'strom group reset-offsets')")
+    if args.from_beginning and args.offset is not None:
+        raise CliError("--from-beginning and --offset cannot be used together")
+    args.start = parse_offset(args.offset) if args.offset is not None else (
+        ("start", 0) if args.from_beginning else ("end", 0)
+    )
+    if args.group and args.start[0] not in ("start", "end"):
+        raise CliError(
+            "--offset with --group takes start or end only (use 'strom group seek' to move "
+            "a group's offsets)"
+        )
     if args.group and args.partition is not None:
         raise CliError("--partition cannot be used with --group")
-    if args.offset is not None and args.offset < 0:
-        raise CliError("--offset must be >= 0")
+    if args.group and args.exit_on_end:
+        raise CliError("--exit-on-end cannot be used with --group")
 
 
-def _setup(args: argparse.Namespace, state: dict[str, float]) -> Consumer:
-    """A consumer either assigned to the partitions directly or subscribed as a group member."""
-    if args.group:
-        cons = consumer(
-            args,
-            {
-                "group.id": args.group,
-                "enable.auto.commit": True,
-                "auto.offset.reset": "earliest" if args.from_beginning else "latest",
-            },
-        )
+def _renderer(args: argparse.Namespace) -> Any:
+    if args.format == "json":
+        return lambda msg: message_json(msg, args.value_encoding)
+    if args.format == "text":
+        if args.value_encoding not in (None, "utf8"):
+            return compile_template("%k" + args.key_separator + "%v\\n", args.value_encoding) \
+                if args.print_key else compile_template("%v\\n", args.value_encoding)
+        return text_line(args.print_key, args.key_separator.encode())
+    if "%" not in args.format:
+        raise CliError(f"invalid --format {args.format!r}: text, json, or a template with %v")
+    return compile_template(args.format, args.value_encoding)
+
+
+def _topics(args: argparse.Namespace, md: Any) -> list[str]:
+    """The topic names to read: the arguments, or the topics their regexes match."""
+    if not args.regex:
+        for name in args.topics:
+            topic_md = md.topics.get(name)
+            if topic_md is None or topic_md.error is not None:
+                reason = (describe_kafka_error(topic_md.error) if topic_md is not None
+                          else "topic does not exist")
+                raise CliError(f"cannot consume from {name!r}: {reason}")
+        return list(dict.fromkeys(args.topics))
+    try:
+        patterns = [re.compile(p) for p in args.topics]
+    except re.error as exc:
+        raise CliError(f"invalid --regex pattern: {exc}") from None
+    names = sorted(
+        n for n in md.topics
+        if not n.startswith("__") and any(p.fullmatch(n) for p in patterns)
+    )
+    if not names:
+        raise CliError(f"no topic matches {' '.join(args.topics)!r}")
+    return names
+
+
+def _start_offsets(cons: Consumer, args: argparse.Namespace, parts: list[TopicPartition]) -> None:
+    """Set each partition's start offset from ``args.start`` (assign mode)."""
+    kind, number = args.start
+    if kind == "start":
+        for tp in parts:
+            tp.offset = OFFSET_BEGINNING
+    elif kind == "end":
+        for tp in parts:
+            tp.offset = OFFSET_END
+    elif kind == "absolute":
+        for tp in parts:
+            tp.offset = number
+    elif kind == "tail":
+        for tp in parts:
+            low, high = cons.get_watermark_offsets(tp, timeout=timeout())
+            tp.offset = max(low, high - number)
     else:
-        cons = consumer(
-            args, {"auto.offset.reset": "earliest" if args.from_beginning else "latest"}
+        query = [TopicPartition(tp.topic, tp.partition, number) for tp in parts]
+        found = cons.offsets_for_times(query, timeout=timeout())
+        for tp, hit in zip(parts, found, strict=True):
+            tp.offset = hit.offset if hit.offset >= 0 else OFFSET_END
+
+
+def _setup(args: argparse.Namespace, state: dict[str, Any]) -> Consumer:
+    """A consumer assigned to the partitions directly, or subscribed as a group member."""
+    reset = "earliest" if args.start[0] == "start" else "latest"
+    extra: dict[str, Any] = {"auto.offset.reset": reset}
+    if args.group:
+        # commit only what was written: offsets are stored by hand after each write
+        extra.update(
+            {"group.id": args.group, "enable.auto.commit": True, "enable.auto.offset.store": False}
         )
-    md = metadata(cons, args, args.topic)
-    topic_md = md.topics.get(args.topic)
-    if topic_md is None or topic_md.error is not None:
-        reason = describe_kafka_error(topic_md.error) if topic_md is not None else "not found"
+    if args.exit_on_end:
+        extra["enable.partition.eof"] = True
+    cons = consumer(args, extra)
+    try:
+        md = metadata(cons, args)
+        topics = _topics(args, md)
+        if args.group:
+
+            def on_assign(_c: Consumer, parts: list[TopicPartition]) -> None:
+                state["last"] = time.monotonic()
+
+            cons.subscribe(topics, on_assign=on_assign)
+            return cons
+        parts = []
+        for name in topics:
+            available = sorted(md.topics[name].partitions)
+            if args.partition is not None:
+                if args.partition not in available:
+                    raise CliError(f"topic {name!r} has no partition {args.partition}")
+                available = [args.partition]
+            parts += [TopicPartition(name, p) for p in available]
+        _start_offsets(cons, args, parts)
+        state["pending_eof"] = {(tp.topic, tp.partition) for tp in parts}
+        cons.assign(parts)
+    except BaseException:
         cons.close()
-        raise CliError(f"cannot consume from {args.topic!r}: {reason}")
-    partitions = sorted(topic_md.partitions)
-    if args.partition is not None:
-        if args.partition not in topic_md.partitions:
-            cons.close()
-            raise CliError(f"topic {args.topic!r} has no partition {args.partition}")
-        partitions = [args.partition]
-    if args.group:
-
-        def on_assign(_c: Consumer, _parts: list[TopicPartition]) -> None:
-            state["last"] = time.monotonic()
-
-        cons.subscribe([args.topic], on_assign=on_assign)
-    else:
-        if args.offset is not None:
-            start = args.offset
-        else:
-            start = OFFSET_BEGINNING if args.from_beginning else OFFSET_END
-        cons.assign([TopicPartition(args.topic, p, start) for p in partitions])
+        raise
     return cons
 
 
-def _interrupt(_signum: int, _frame: object) -> None:
+_stopped_by: list[int] = []
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    _stopped_by.append(signum)
     raise KeyboardInterrupt
 
 
 def run(args: argparse.Namespace, out: BinaryIO | None = None) -> int:
-    """Poll and print until --max-messages, --timeout-ms idle, or Ctrl-C."""
+    """Poll and write until done (exit 0) or stopped (130 Ctrl-C, 143 SIGTERM)."""
     _validate(args)
-    state = {"last": time.monotonic()}
+    render = _renderer(args)
+    state: dict[str, Any] = {"last": time.monotonic()}
     cons = _setup(args, state)
     sink = out if out is not None else sys.stdout.buffer
-    previous = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM: same clean exit as Ctrl-C
-    separator = args.key_separator.encode()
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     count = 0
+    code = 0
     try:
         while args.max_messages is None or count < args.max_messages:
             msg = cons.poll(0.2)
@@ -167,30 +274,38 @@ def run(args: argparse.Namespace, out: BinaryIO | None = None) -> int:
                 if args.timeout_ms is not None and (now - state["last"]) * 1000 >= args.timeout_ms:
                     break
                 continue
-            err = msg.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    continue
-                if err.fatal() or err.code() in _FATAL_CODES:
-                    raise CliError(
-                        f"cannot consume from {args.topic!r}: {describe_kafka_error(err)}"
-                    )
-                if args.verbose:
-                    print(f"warning: {describe_kafka_error(err)}", file=sys.stderr)
+            if not _usable(msg, args, state):
+                if args.exit_on_end and not state["pending_eof"]:
+                    break
                 continue
             state["last"] = now
-            if args.format == "json":
-                sink.write(message_json(msg).encode() + b"\n")
-            else:
-                sink.write(message_text(msg, args.print_key, separator))
+            sink.write(render(msg))
             sink.flush()
+            if args.group:
+                cons.store_offsets(msg)  # only now: the line is out
             count += 1
     except KeyboardInterrupt:
-        pass
+        code = EXIT_TERMINATED if _stopped_by[-1:] == [signal.SIGTERM] else EXIT_INTERRUPTED
     finally:
         with contextlib.suppress(KeyboardInterrupt):
-            cons.close()
-        signal.signal(signal.SIGTERM, previous)
+            cons.close()  # commits the stored offsets of a group member
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     if args.verbose:
         print(f"Processed a total of {count} messages", file=sys.stderr)
-    return 0
+    return code
+
+
+def _usable(msg: Message, args: argparse.Namespace, state: dict[str, Any]) -> bool:
+    """True for a message to write; handles end-of-partition events and errors."""
+    err = msg.error()
+    if err is None:
+        return True
+    if err.code() == KafkaError._PARTITION_EOF:
+        state.get("pending_eof", set()).discard((msg.topic(), msg.partition()))
+        return False
+    if err.fatal() or err.code() in _FATAL_CODES:
+        raise CliError(f"cannot consume from {msg.topic()!r}: {describe_kafka_error(err)}")
+    if args.verbose:
+        print(f"warning: {describe_kafka_error(err)}", file=sys.stderr)
+    return False

@@ -17,6 +17,19 @@ T = TypeVar("T")
 
 #: Seconds to wait for the broker before giving up (connect, metadata, admin futures).
 DEFAULT_TIMEOUT_S = 10.0
+_timeout = [DEFAULT_TIMEOUT_S]
+
+
+def set_timeout(seconds: float) -> None:
+    """The wait ``--timeout`` chose for this run (connect, metadata, admin requests)."""
+    if not seconds > 0:
+        raise CliError(f"--timeout must be a positive number of seconds, got {seconds:g}")
+    _timeout[0] = seconds
+
+
+def timeout() -> float:
+    """Seconds to wait for the broker in this run (``--timeout``, default 10)."""
+    return _timeout[0]
 
 
 class CliError(Exception):
@@ -43,14 +56,15 @@ def wait_for(
     future: concurrent.futures.Future[Any],
     what: str,
     bootstrap: str,
-    timeout: float = DEFAULT_TIMEOUT_S,
+    wait: float | None = None,
 ) -> Any:
     """The result of an AdminClient future, or a :class:`CliError` naming ``what`` failed."""
+    seconds = timeout() + 1.0 if wait is None else wait  # request_timeout + a margin
     try:
-        return future.result(timeout=timeout)
+        return future.result(timeout=seconds)
     except concurrent.futures.TimeoutError:
         raise CliError(
-            f"{what}: no answer from the broker at {bootstrap} within {timeout:g} s"
+            f"{what}: no answer from the broker at {bootstrap} within {seconds:g} s"
         ) from None
     except KafkaException as exc:
         raise CliError(f"{what}: {describe_kafka_error(exc)}") from None

@@ -8,8 +8,8 @@ from typing import Any
 from confluent_kafka.admin import AdminClient
 
 from strom.cli import group_reset
-from strom.cli.clients import add_client_options, admin_client
-from strom.cli.errors import wait_for
+from strom.cli.clients import add_client_options, admin_client, metadata
+from strom.cli.errors import timeout, wait_for
 from strom.cli.group_admin import (
     committed_offsets,
     describe_group,
@@ -17,7 +17,7 @@ from strom.cli.group_admin import (
     parse_state,
     state_name,
 )
-from strom.cli.output import print_json, print_table
+from strom.cli.output import is_terminal, print_json, print_table
 
 OFFSETS_HEADERS = (
     "GROUP",
@@ -31,7 +31,9 @@ OFFSETS_HEADERS = (
     "CLIENT-ID",
 )
 MEMBERS_HEADERS = ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS")
-STATE_HEADERS = ("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS")
+STATE_HEADERS = (
+    "GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS", "TOTAL-LAG"
+)
 
 
 def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -62,7 +64,7 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
         "delete", help="delete consumer groups (must have no members)", parents=parents
     )
     p.add_argument("groups", nargs="+", metavar="G")
-    add_client_options(p)
+    add_client_options(p, listing=True)
     p.set_defaults(func=delete)
 
 
@@ -96,6 +98,8 @@ def list_(args: argparse.Namespace) -> int:
 
 
 def _offset_rows(args: argparse.Namespace, admin: AdminClient, desc: Any) -> list[dict[str, Any]]:
+    """One row per partition of every topic the group reads (committed or assigned), those
+    without a commit too (CURRENT-OFFSET and LAG ``-``), then members without partitions."""
     committed = committed_offsets(admin, args.group, args.bootstrap_server)
     owner: dict[tuple[str, int], Any] = {}
     idle_members = []
@@ -105,7 +109,12 @@ def _offset_rows(args: argparse.Namespace, admin: AdminClient, desc: Any) -> lis
             owner[(tp.topic, tp.partition)] = member
         if not parts:
             idle_members.append(member)
-    keys = sorted(set(committed) | set(owner))
+    known = set(committed) | set(owner)
+    topics = metadata(admin, args).topics
+    for name in {t for t, _p in known}:
+        if name in topics and topics[name].error is None:
+            known |= {(name, p) for p in topics[name].partitions}
+    keys = sorted(known)
     leo = end_offsets(admin, keys, args.bootstrap_server)
     rows = []
     for key in keys:
@@ -167,6 +176,7 @@ def describe(args: argparse.Namespace) -> int:
                 "assignment_strategy": desc.partition_assignor or None,
                 "state": state_name(desc.state),
                 "members": len(desc.members),
+                "total_lag": total_lag(_offset_rows(args, admin, desc)),
             }
         ]
         headers = STATE_HEADERS
@@ -174,17 +184,30 @@ def describe(args: argparse.Namespace) -> int:
         rows = _offset_rows(args, admin, desc)
         headers = OFFSETS_HEADERS
     if args.format == "json":
-        print_json(rows[0] if args.state else rows)
-    else:
-        print_table(headers, [list(r.values()) for r in rows])
+        print_json(rows)
+        return 0
+    print_table(headers, [list(r.values()) for r in rows])
+    if not args.members and not args.state and is_terminal():
+        print(f"TOTAL-LAG {total_lag(rows)}")  # a terminal only: piped output stays one table
     return 0
+
+
+def total_lag(rows: list[dict[str, Any]]) -> int:
+    """The sum of the known lags (partitions without a commit count as none, as in rpk)."""
+    return sum(r["lag"] for r in rows if r.get("lag") is not None)
 
 
 def delete(args: argparse.Namespace) -> int:
     """Delete groups (the broker refuses groups that still have members)."""
     admin = admin_client(args)
-    futures = admin.delete_consumer_groups(args.groups, request_timeout=10.0)
+    futures = admin.delete_consumer_groups(args.groups, request_timeout=timeout())
+    rows = []
     for group in args.groups:
         wait_for(futures[group], f"cannot delete group {group!r}", args.bootstrap_server)
-        print(f"Deleted consumer group {group}.")
+        rows.append({"group": group, "deleted": True})
+    if args.format == "json":
+        print_json(rows)
+    else:
+        for row in rows:
+            print(f"Deleted consumer group {row['group']}.")
     return 0

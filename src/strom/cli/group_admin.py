@@ -7,7 +7,7 @@ from typing import Any
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from strom.cli.errors import CliError, wait_for
+from strom.cli.errors import CliError, timeout, wait_for
 
 STATE_NAMES = {
     ConsumerGroupState.STABLE: "Stable",
@@ -34,7 +34,7 @@ def parse_state(value: str) -> ConsumerGroupState:
 
 def describe_group(admin: AdminClient, group: str, bootstrap: str, must_exist: bool = True) -> Any:
     """The group's description; with ``must_exist`` a :class:`CliError` if there is none."""
-    futures = admin.describe_consumer_groups([group], request_timeout=10.0)
+    futures = admin.describe_consumer_groups([group], request_timeout=timeout())
     desc = wait_for(futures[group], f"cannot describe group {group!r}", bootstrap)
     if must_exist and desc.state == ConsumerGroupState.DEAD:
         raise CliError(f"consumer group {group!r} does not exist")
@@ -44,7 +44,7 @@ def describe_group(admin: AdminClient, group: str, bootstrap: str, must_exist: b
 def committed_offsets(admin: AdminClient, group: str, bootstrap: str) -> dict[tuple[str, int], int]:
     """(topic, partition) -> committed offset for every partition the group committed."""
     futures = admin.list_consumer_group_offsets(
-        [ConsumerGroupTopicPartitions(group)], request_timeout=10.0
+        [ConsumerGroupTopicPartitions(group)], request_timeout=timeout()
     )
     result = wait_for(futures[group], f"cannot fetch offsets of group {group!r}", bootstrap)
     return {
@@ -65,7 +65,7 @@ def end_offsets(
         return {}
     spec = spec or OffsetSpec.latest()
     futures = admin.list_offsets(
-        {TopicPartition(t, p): spec for t, p in partitions}, request_timeout=10.0
+        {TopicPartition(t, p): spec for t, p in partitions}, request_timeout=timeout()
     )
     return {
         (tp.topic, tp.partition): wait_for(

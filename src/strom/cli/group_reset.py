@@ -10,7 +10,7 @@ from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, To
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from strom.cli.clients import add_client_options, admin_client, metadata
-from strom.cli.errors import CliError, wait_for
+from strom.cli.errors import CliError, timeout, wait_for
 from strom.cli.group_admin import committed_offsets, describe_group, end_offsets, state_name
 from strom.cli.output import note, print_json, print_table
 
@@ -22,7 +22,8 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     """Register ``group reset-offsets``."""
     p = sub.add_parser(
         "reset-offsets",
-        help="move a group's committed offsets (dry run unless --execute)",
+        aliases=["seek"],
+        help="move a group's committed offsets (dry run unless --execute); alias: seek",
         parents=parents,
     )
     p.add_argument("group", metavar="G")
@@ -37,10 +38,12 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         "--all-topics", action="store_true", help="every topic the group has committed offsets for"
     )
     to = p.add_mutually_exclusive_group(required=True)
-    to.add_argument("--to-earliest", action="store_true")
-    to.add_argument("--to-latest", action="store_true")
-    to.add_argument("--to-offset", type=int, metavar="N")
-    to.add_argument("--shift-by", type=int, metavar="N")
+    to.add_argument("--to-earliest", action="store_true", help="the log start of each partition")
+    to.add_argument("--to-latest", action="store_true", help="the log end of each partition")
+    to.add_argument("--to-offset", type=int, metavar="N", help="offset N (clamped to the log)")
+    to.add_argument(
+        "--shift-by", type=int, metavar="N", help="N from the committed offset (negative: back)"
+    )
     to.add_argument(
         "--to-datetime",
         metavar="ISO8601",
@@ -64,12 +67,12 @@ def parse_topic_spec(spec: str) -> tuple[str, list[int] | None]:
         raise CliError(f"invalid --topic {spec!r}: partitions must be integers") from None
 
 
-def parse_datetime_ms(value: str) -> int:
+def parse_datetime_ms(value: str, what: str = "--to-datetime") -> int:
     """An ISO-8601 time (``Z`` accepted; no zone means UTC) to epoch milliseconds."""
     try:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
-        raise CliError(f"invalid --to-datetime {value!r}: expected ISO 8601") from None
+        raise CliError(f"invalid {what} {value!r}: expected ISO 8601") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return int(moment.timestamp() * 1000)
@@ -144,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
         request = ConsumerGroupTopicPartitions(
             args.group, [TopicPartition(t, p, off) for (t, p), off in targets.items()]
         )
-        futures = admin.alter_consumer_group_offsets([request], request_timeout=10.0)
+        futures = admin.alter_consumer_group_offsets([request], request_timeout=timeout())
         result = wait_for(
             futures[args.group],
             f"cannot reset offsets of group {args.group!r}",

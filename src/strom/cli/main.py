@@ -17,10 +17,13 @@ from typing import Any, NoReturn
 
 from confluent_kafka import KafkaException
 
-from strom.cli.errors import CliError, describe_kafka_error
+from strom import __version__
+from strom.cli.clients import add_connection_options
+from strom.cli.connection import ENV_BROKERS, resolve_bootstrap
+from strom.cli.errors import DEFAULT_TIMEOUT_S, CliError, describe_kafka_error, set_timeout
 
 PROG = "strom"
-_SUBCOMMAND_MODULES = ("topic", "produce", "consume", "group", "cluster")
+_SUBCOMMAND_MODULES = ("topic", "produce", "consume", "group", "cluster", "profile")
 
 
 class Parser(argparse.ArgumentParser):
@@ -30,17 +33,32 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (try '{self.prog} --help')\n")
 
 
-def _verbosity_parent() -> argparse.ArgumentParser:
+def _verbosity_parent(
+    help_text: str = "more output (-vv: client logs, -vvv: protocol debug)",
+) -> argparse.ArgumentParser:
     """``-v`` accepted after any subcommand too (not only before it)."""
     parent = Parser(add_help=False)
     parent.add_argument(
-        "-v",
-        "--verbose",
-        action="count",
-        default=argparse.SUPPRESS,
-        help="more output (-vv: client logs, -vvv: protocol debug)",
+        "-v", "--verbose", action="count", default=argparse.SUPPRESS, help=help_text
     )
     return parent
+
+
+def _common_parent() -> argparse.ArgumentParser:
+    """``-v``, ``-b``, ``--timeout``, ``--profile``: valid before or after any subcommand."""
+    parent = Parser(add_help=False, parents=[_verbosity_parent()])
+    add_connection_options(parent)
+    return parent
+
+
+def version_text() -> str:
+    """``strom --version``: strom's version and the client library's."""
+    import confluent_kafka
+
+    return (
+        f"{PROG} {__version__} (confluent-kafka {confluent_kafka.version()}, "
+        f"librdkafka {confluent_kafka.libversion()[0]})"
+    )
 
 
 def _add_serve(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -63,7 +81,11 @@ def _add_serve(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The full ``strom`` argument parser (``argv`` decides whether to import the broker)."""
-    parser = Parser(prog=PROG, description="strom: a Kafka-compatible event streaming platform")
+    parser = Parser(
+        prog=PROG,
+        description="strom: a Kafka-compatible event streaming platform",
+        epilog=f"Broker address: -b, ${ENV_BROKERS}, the current profile, or localhost:9092.",
+    )
     parser.add_argument(
         "-v",
         "--verbose",
@@ -71,23 +93,28 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         default=0,
         help="more output (-vv: client logs, -vvv: protocol debug)",
     )
-    parents = [_verbosity_parent()]
+    parser.add_argument(
+        "--version", action="version", version=version_text(), help="print the version and exit"
+    )
+    add_connection_options(parser)
+    parents = [_common_parent()]
     sub = parser.add_subparsers(
         dest="command", metavar="COMMAND", required=True, parser_class=Parser
     )
     if _wants_serve(argv):
-        _add_serve(sub, parents)
+        _add_serve(sub, [_verbosity_parent("DEBUG logs (as --log-level DEBUG)")])
     else:
         sub.add_parser("serve", help="run a strom broker", add_help=False)
     for name in _SUBCOMMAND_MODULES:
         importlib.import_module(f"strom.cli.{name}").add_parser(sub, parents)
+    importlib.import_module("strom.cli.completion").add_parser(sub, [_verbosity_parent()])
     return parser
 
 
 def _wants_serve(argv: Sequence[str] | None = None) -> bool:
     """Import the broker only when ``serve`` is the command (keeps client commands light)."""
     args = sys.argv[1:] if argv is None else argv
-    return any(a == "serve" for a in args if not a.startswith("-"))
+    return any(a in ("serve", "completion") for a in args if not a.startswith("-"))
 
 
 def _setup_logging(verbose: int) -> None:
@@ -105,7 +132,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.verbose = verbose
     _setup_logging(verbose)
     try:
-        return int(args.func(args) or 0)
+        if args.command not in ("serve", "profile", "completion"):
+            # every client command sees args.bootstrap_server (flag, env, profile, default)
+            args.bootstrap_server = resolve_bootstrap(args)
+        _apply_timeout(args)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # here, so a reader gone (EPIPE) is handled below, not at exit
+        return code
     except CliError as exc:
         print(f"{PROG}: error: {exc.message}", file=sys.stderr)
         return exc.exit_code
@@ -122,6 +155,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(f"{PROG}: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+
+
+def _apply_timeout(args: argparse.Namespace) -> None:
+    """``--timeout``, else the profile's timeout (when the profile gives the address), else 10."""
+    seconds = getattr(args, "timeout", None)
+    from_profile = str(getattr(args, "bootstrap_source", "")).startswith("profile")
+    if seconds is None and from_profile:
+        from strom.cli.profile import current_profile
+
+        profile = current_profile(getattr(args, "profile", None))
+        seconds = profile.timeout if profile is not None else None
+    set_timeout(DEFAULT_TIMEOUT_S if seconds is None else seconds)
 
 
 def _silence_stdout() -> None:

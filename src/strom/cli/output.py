@@ -1,4 +1,10 @@
-"""Rendering of command results: aligned text tables (kafka-*.sh style) and JSON."""
+"""Rendering of command results: aligned tables (kafka-*.sh style) and JSON.
+
+On a terminal tables are drawn by ``rich`` (bold headers, colour unless ``NO_COLOR`` is set);
+piped or redirected they are plain text, columns left-aligned and one space apart, so scripts
+can split them on whitespace. JSON output is one document per command, and always a list
+(one object per row) so a script reads every command the same way.
+"""
 
 from __future__ import annotations
 
@@ -28,9 +34,29 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
+def is_terminal() -> bool:
+    """True when stdout is an interactive terminal (rich tables), False when piped."""
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
 def print_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    """Print :func:`table` to stdout."""
-    print(table(headers, rows))
+    """A table on stdout: rich on a terminal, :func:`table` text otherwise."""
+    if not is_terminal():
+        print(table(headers, rows))
+        return
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    grid = Table(box=box.SIMPLE_HEAD, header_style="bold cyan", pad_edge=False)
+    for header in headers:
+        grid.add_column(header, no_wrap=True)
+    for row in rows:
+        grid.add_row(*(cell(v) for v in row))
+    Console().print(grid)
 
 
 def print_json(document: Any) -> None:
@@ -38,7 +64,7 @@ def print_json(document: Any) -> None:
     print(json.dumps(document, sort_keys=False, ensure_ascii=False))
 
 
-def text(data: bytes | None) -> str | None:
+def text(data: bytes | str | None) -> str | None:
     """Bytes as text (UTF-8, invalid sequences replaced); None stays None."""
     if data is None:
         return None

@@ -1,4 +1,5 @@
-"""``strom topic create|list|describe|alter-config|delete``."""
+"""``strom topic create|list|alter-config|add-partitions|delete`` (describe and trim in
+:mod:`strom.cli.topic_describe` and :mod:`strom.cli.topic_trim`)."""
 
 from __future__ import annotations
 
@@ -6,17 +7,18 @@ import argparse
 import re
 from typing import Any
 
-from confluent_kafka import TopicCollection
 from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    NewPartitions,
     NewTopic,
 )
 
+from strom.cli import topic_describe, topic_trim
 from strom.cli.clients import add_client_options, admin_client, metadata
-from strom.cli.errors import CliError, wait_for
-from strom.cli.output import print_json
+from strom.cli.errors import CliError, timeout, wait_for
+from strom.cli.output import is_terminal, print_json, print_table
 
 _LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_NAME_LENGTH = 249
@@ -25,20 +27,24 @@ MAX_NAME_LENGTH = 249
 def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     """Register ``topic`` and its subcommands."""
     topic = subparsers.add_parser(
-        "topic", help="create, list, describe, configure, delete topics", parents=parents
+        "topic", help="create, list, describe, configure, grow, trim, delete topics",
+        parents=parents,
     )
     sub = topic.add_subparsers(dest="topic_command", metavar="COMMAND", required=True)
 
     p = sub.add_parser("create", help="create a topic", parents=parents)
-    p.add_argument("name", metavar="NAME")
-    p.add_argument("--partitions", "-p", type=int, required=True, metavar="N")
+    p.add_argument("name", metavar="NAME", help="topic name")
+    p.add_argument(
+        "--partitions", "-p", type=int, default=-1, metavar="N",
+        help="number of partitions (default: the broker's num.partitions)",
+    )
     p.add_argument(
         "--replication-factor",
         "-r",
         type=int,
         default=-1,
         metavar="R",
-        help="replicas per partition (default: the broker's default)",
+        help="replicas per partition (default: the broker's default.replication.factor)",
     )
     p.add_argument(
         "--config",
@@ -48,23 +54,21 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
         metavar="K=V",
         help="topic config, repeatable",
     )
-    add_client_options(p)
+    add_client_options(p, listing=True)
     p.set_defaults(func=create)
 
-    p = sub.add_parser("list", help="list topics", parents=parents)
+    p = sub.add_parser("list", help="list topics (internal ones with -i)", parents=parents)
+    p.add_argument(
+        "--internal", "-i", action="store_true", help="include internal topics (__consumer_offsets)"
+    )
     add_client_options(p, listing=True)
     p.set_defaults(func=list_)
 
-    p = sub.add_parser(
-        "describe", help="partitions, replicas and configs of topics", parents=parents
-    )
-    p.add_argument("names", nargs="+", metavar="NAME")
-    add_client_options(p, listing=True)
-    p.set_defaults(func=describe)
+    topic_describe.add_parser(sub, parents)
 
     p = sub.add_parser("alter-config", help="set or delete topic configs", parents=parents)
-    p.add_argument("name", metavar="NAME")
-    p.add_argument("settings", nargs="*", metavar="K=V")
+    p.add_argument("name", metavar="NAME", help="topic name")
+    p.add_argument("settings", nargs="*", metavar="K=V", help="configs to set")
     p.add_argument(
         "--delete",
         "-d",
@@ -73,12 +77,22 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
         metavar="K",
         help="config to remove (back to the default), repeatable",
     )
-    add_client_options(p)
+    add_client_options(p, listing=True)
     p.set_defaults(func=alter_config)
 
+    p = sub.add_parser("add-partitions", help="add partitions to a topic", parents=parents)
+    p.add_argument("name", metavar="NAME", help="topic name")
+    grow = p.add_mutually_exclusive_group(required=True)
+    grow.add_argument("--num", "-n", type=int, metavar="N", help="partitions to add")
+    grow.add_argument("--total", type=int, metavar="T", help="partition count to grow to")
+    add_client_options(p, listing=True)
+    p.set_defaults(func=add_partitions)
+
+    topic_trim.add_parser(sub, parents)
+
     p = sub.add_parser("delete", help="delete topics", parents=parents)
-    p.add_argument("names", nargs="+", metavar="NAME")
-    add_client_options(p)
+    p.add_argument("names", nargs="+", metavar="NAME", help="topic(s) to delete")
+    add_client_options(p, listing=True)
     p.set_defaults(func=delete)
 
 
@@ -105,10 +119,20 @@ def parse_settings(items: list[str], what: str = "config") -> dict[str, str]:
     return result
 
 
+def _done(args: argparse.Namespace, rows: list[dict[str, Any]], lines: list[str]) -> int:
+    """Print a command's result: the lines as text, or the rows as a JSON list."""
+    if getattr(args, "format", "text") == "json":
+        print_json(rows)
+    else:
+        for line in lines:
+            print(line)
+    return 0
+
+
 def create(args: argparse.Namespace) -> int:
     """Create one topic."""
     validate_topic_name(args.name)
-    if args.partitions < 1:
+    if args.partitions == 0 or args.partitions < -1:
         raise CliError("--partitions must be at least 1")
     configs = parse_settings(args.config)
     admin = admin_client(args)
@@ -118,88 +142,41 @@ def create(args: argparse.Namespace) -> int:
         replication_factor=args.replication_factor,
         config=configs,
     )
-    futures = admin.create_topics([new], request_timeout=10.0)
+    futures = admin.create_topics([new], request_timeout=timeout())
     wait_for(futures[args.name], f"cannot create topic {args.name!r}", args.bootstrap_server)
-    print(f"Created topic {args.name}.")
-    return 0
+    rows = [{"name": args.name, "created": True}]
+    return _done(args, rows, [f"Created topic {args.name}."])
+
+
+def is_internal(name: str) -> bool:
+    """Kafka's internal topics (``__consumer_offsets``, ``__transaction_state``) and the
+    convention of a ``__`` prefix for other tools' internal topics."""
+    return name.startswith("__")
 
 
 def list_(args: argparse.Namespace) -> int:
-    """List topic names (text) or names with partition counts (json)."""
+    """Topic names: one a line when piped, a table on a terminal; json with partition counts."""
     admin = admin_client(args, check=False)
     topics = metadata(admin, args).topics
-    names = sorted(topics)
+    names = sorted(n for n in topics if args.internal or not is_internal(n))
+    rows = [
+        {
+            "name": n,
+            "partitions": len(topics[n].partitions),
+            "replicas": len(next(iter(topics[n].partitions.values())).replicas)
+            if topics[n].partitions else 0,
+            "internal": is_internal(n),
+        }
+        for n in names
+    ]
     if args.format == "json":
-        print_json([{"name": n, "partitions": len(topics[n].partitions)} for n in names])
+        print_json(rows)
+    elif is_terminal():
+        print_table(("NAME", "PARTITIONS", "REPLICAS"),
+                    [(r["name"], r["partitions"], r["replicas"]) for r in rows])
     else:
         for name in names:
             print(name)
-    return 0
-
-
-def _kafka_uuid(topic_id: Any) -> str:
-    """Kafka prints topic ids as URL-safe base64 without padding."""
-    if topic_id is None:
-        return "-"
-    return str(topic_id).replace("+", "-").replace("/", "_").rstrip("=")
-
-
-def _non_default_configs(admin: Any, name: str, bootstrap: str) -> dict[str, str]:
-    """The topic's configs that differ from the defaults (like kafka-topics.sh)."""
-    resource = ConfigResource(ConfigResource.Type.TOPIC, name)
-    futures = admin.describe_configs([resource], request_timeout=10.0)
-    entries = wait_for(futures[resource], f"cannot describe configs of {name!r}", bootstrap)
-    return {
-        key: entry.value
-        for key, entry in sorted(entries.items())
-        if not entry.is_default and entry.value is not None
-    }
-
-
-def describe(args: argparse.Namespace) -> int:
-    """Kafka's describe format: a header line per topic, then one line per partition."""
-    admin = admin_client(args)
-    futures = admin.describe_topics(TopicCollection(args.names), request_timeout=10.0)
-    documents = []
-    for name in args.names:
-        desc = wait_for(futures[name], f"cannot describe topic {name!r}", args.bootstrap_server)
-        configs = _non_default_configs(admin, name, args.bootstrap_server)
-        parts = sorted(desc.partitions, key=lambda p: p.id)
-        rf = len(parts[0].replicas) if parts else 0
-        documents.append(
-            {
-                "name": name,
-                "topic_id": _kafka_uuid(desc.topic_id),
-                "partition_count": len(parts),
-                "replication_factor": rf,
-                "configs": configs,
-                "partitions": [
-                    {
-                        "partition": p.id,
-                        "leader": p.leader.id if p.leader is not None else -1,
-                        "replicas": [n.id for n in p.replicas],
-                        "isr": [n.id for n in p.isr],
-                    }
-                    for p in parts
-                ],
-            }
-        )
-    if args.format == "json":
-        print_json(documents if len(documents) > 1 else documents[0])
-        return 0
-    for doc in documents:
-        cfg = ",".join(f"{k}={v}" for k, v in doc["configs"].items())
-        print(
-            f"Topic: {doc['name']}\tTopicId: {doc['topic_id']}\t"
-            f"PartitionCount: {doc['partition_count']}\t"
-            f"ReplicationFactor: {doc['replication_factor']}\tConfigs: {cfg}"
-        )
-        for p in doc["partitions"]:
-            print(
-                f"\tTopic: {doc['name']}\tPartition: {p['partition']}\tLeader: {p['leader']}\t"
-                f"Replicas: {','.join(map(str, p['replicas']))}\t"
-                f"Isr: {','.join(map(str, p['isr']))}"
-            )
     return 0
 
 
@@ -213,18 +190,38 @@ def alter_config(args: argparse.Namespace) -> int:
     ] + [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in args.delete]
     resource = ConfigResource(ConfigResource.Type.TOPIC, args.name, incremental_configs=entries)
     admin = admin_client(args)
-    futures = admin.incremental_alter_configs([resource], request_timeout=10.0)
+    futures = admin.incremental_alter_configs([resource], request_timeout=timeout())
     for future in futures.values():
         wait_for(future, f"cannot alter configs of {args.name!r}", args.bootstrap_server)
-    print(f"Completed updating config for topic {args.name}.")
-    return 0
+    rows = [{"name": args.name, "set": settings, "deleted": args.delete}]
+    return _done(args, rows, [f"Completed updating config for topic {args.name}."])
+
+
+def add_partitions(args: argparse.Namespace) -> int:
+    """Grow a topic by ``--num`` partitions or to ``--total`` (CreatePartitions)."""
+    admin = admin_client(args)
+    topic_md = metadata(admin, args, args.name).topics.get(args.name)
+    if topic_md is None or topic_md.error is not None:
+        raise CliError(f"cannot add partitions: topic {args.name!r} does not exist")
+    current = len(topic_md.partitions)
+    total = current + args.num if args.num is not None else args.total
+    if total <= current:
+        raise CliError(
+            f"topic {args.name!r} has {current} partition(s); the new count must be larger"
+        )
+    futures = admin.create_partitions([NewPartitions(args.name, total)], request_timeout=timeout())
+    wait_for(futures[args.name], f"cannot add partitions to {args.name!r}", args.bootstrap_server)
+    rows = [{"name": args.name, "previous_partitions": current, "partitions": total}]
+    return _done(args, rows, [f"Topic {args.name} now has {total} partitions (was {current})."])
 
 
 def delete(args: argparse.Namespace) -> int:
     """Delete topics."""
     admin = admin_client(args)
-    futures = admin.delete_topics(args.names, request_timeout=10.0)
+    futures = admin.delete_topics(args.names, request_timeout=timeout())
+    lines, rows = [], []
     for name in args.names:
         wait_for(futures[name], f"cannot delete topic {name!r}", args.bootstrap_server)
-        print(f"Deleted topic {name}.")
-    return 0
+        lines.append(f"Deleted topic {name}.")
+        rows.append({"name": name, "deleted": True})
+    return _done(args, rows, lines)

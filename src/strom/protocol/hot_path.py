@@ -14,12 +14,13 @@ tagged-field section, the byte 0, after every struct):
 
 - Response header: ``int32 correlation_id`` then, for flexible versions, ``[flex] tags``
   (except ApiVersions, whose response header is always v0).
-- Produce v3–9 (flexible from v9): ``responses: [name: string, partition_responses:
+- Produce v3–13 (flexible from v9): ``responses: [name: string (v≤12) | topic_id: uuid
+  (v13+), partition_responses:
   [index: int32, error_code: int16, base_offset: int64, log_append_time_ms: int64 (v2+),
   log_start_offset: int64 (v5+), record_errors: [batch_index: int32,
   batch_index_error_message: nullable string] (v8+), error_message: nullable string (v8+)]],
   throttle_time_ms: int32``.
-- Fetch v4–16 (flexible from v12): ``throttle_time_ms: int32, error_code: int16 (v7+),
+- Fetch v4–18 (flexible from v12): ``throttle_time_ms: int32, error_code: int16 (v7+),
   session_id: int32 (v7+), responses: [topic: string (v≤12) | topic_id: uuid (v13+),
   partitions: [partition_index: int32, error_code: int16, high_watermark: int64,
   last_stable_offset: int64, log_start_offset: int64 (v5+), aborted_transactions: nullable
@@ -52,8 +53,9 @@ _FETCH_V4 = struct.Struct(">ihqq")  # index, error, high watermark, last stable 
 _FETCH_V5 = struct.Struct(">ihqqq")  # + log start offset
 _FETCH_TOP_V7 = struct.Struct(">ihi")  # throttle, error, session id
 
-PRODUCE_VERSIONS = range(3, 10)
-FETCH_VERSIONS = range(4, 17)
+_NULL_UUID = bytes(16)
+PRODUCE_VERSIONS = range(3, 14)
+FETCH_VERSIONS = range(4, 19)
 _PRODUCE_FIRST_FLEXIBLE = 9
 _FETCH_FIRST_FLEXIBLE = 12
 
@@ -106,19 +108,25 @@ class ProducePartition(NamedTuple):
 
 
 class ProduceResponse(NamedTuple):
-    """``topics``: (topic name, partition results) in request order."""
+    """``topics``: (topic name, partition results[, topic id]) in request order; the id is
+    what v13+ writes (a null id as zeros)."""
 
-    topics: Sequence[tuple[str, Sequence[ProducePartition]]]
+    topics: Sequence[tuple[Any, ...]]
     throttle_time_ms: int = 0
 
 
 def encode_produce(version: int, response: ProduceResponse) -> bytearray:
-    """The Produce response body (no header) for ``version`` (3–9)."""
+    """The Produce response body (no header) for ``version`` (3–13)."""
     flexible = version >= _PRODUCE_FIRST_FLEXIBLE
     out = bytearray()
     _array_len(out, len(response.topics), flexible)
-    for name, partitions in response.topics:
-        _string(out, name, flexible)
+    for entry in response.topics:
+        name, partitions = entry[0], entry[1]
+        if version >= 13:
+            topic_id = entry[2] if len(entry) > 2 else None
+            out += topic_id.bytes if topic_id is not None else _NULL_UUID
+        else:
+            _string(out, name, flexible)
         _array_len(out, len(partitions), flexible)
         for p in partitions:
             if version >= 5:

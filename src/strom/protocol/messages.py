@@ -34,6 +34,7 @@ from kio.static.constants import EntityType
 from kio.static.primitive import i16, i32
 
 from strom.protocol.hot_path import response_header
+from strom.protocol.request_check import MalformedRequestError, check_body, check_header
 
 API_VERSIONS_KEY = 18
 _PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
@@ -45,6 +46,17 @@ T = TypeVar("T")
 
 class ProtocolError(Exception):
     """The peer sent something that is not a valid request; the connection is closed."""
+
+
+class InvalidRequestError(ProtocolError):
+    """Well-formed, but null where the schema forbids it: the request is answered with
+    INVALID_REQUEST (the connection stays open). Carries what was decoded."""
+
+    def __init__(self, header: RequestHeader, request: Any, null_fields: list[str]) -> None:
+        super().__init__(f"null in non-nullable field(s) {', '.join(null_fields[:3])}")
+        self.header = header
+        self.request = request
+        self.null_fields = null_fields
 
 
 class UnsupportedVersionError(ProtocolError):
@@ -117,25 +129,40 @@ def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
 def decode_request(frame: bytes) -> tuple[RequestHeader, Any]:
     """Decode one request (the bytes after the size prefix).
 
-    Raises :class:`UnsupportedVersionError` for a version ``kio`` has no schema for and
-    :class:`ProtocolError` for anything malformed, never anything else.
+    Raises :class:`UnsupportedVersionError` for a version ``kio`` has no schema for,
+    :class:`InvalidRequestError` for a null the schema forbids and :class:`ProtocolError` for
+    anything malformed, never anything else. Every declared length is bounded by
+    :mod:`strom.protocol.request_check` before ``kio``'s native reader sees the bytes (a
+    claimed length beyond the frame would abort the process there).
     """
     api_key, api_version, correlation_id = peek_header(frame)
     try:
         cls = request_class(api_key, api_version)
     except Exception:
         raise UnsupportedVersionError(api_key, api_version, correlation_id) from None
-    header_cls = RequestHeaderV2 if cls.__flexible__ else RequestHeaderV1
+    flexible = bool(cls.__flexible__)
     try:
-        # kio's readers are native code: faster than any hand-written Python decoder
+        null_fields = check_body(cls, frame, check_header(frame, flexible))
+    except MalformedRequestError as exc:
+        raise ProtocolError(f"malformed request (api key {api_key} v{api_version}): {exc}") from None
+    header_cls = RequestHeaderV2 if flexible else RequestHeaderV1
+    try:
         header, used = _reader(header_cls)(frame, 0)
-        request, _ = _reader(cls)(frame, used)
     except Exception as exc:  # kio raises several types for truncated or garbled input
+        raise ProtocolError(f"malformed request header (api key {api_key}): {exc}") from None
+    decoded = RequestHeader(api_key, api_version, correlation_id, header.client_id)
+    try:
+        request, _ = _reader(cls)(frame, used)
+    except Exception as exc:
+        if null_fields:  # kio refuses some nulls itself (a null non-nullable string)
+            raise InvalidRequestError(decoded, None, null_fields) from None
         raise ProtocolError(f"malformed request (api key {api_key}): {exc}") from None
     # Bytes after the body are ignored, as Kafka's own parser does: librdkafka 2.x sends
     # three extra bytes after a Metadata v12 "all topics" request, and refusing them would lock
     # confluent-kafka's list_topics() out.
-    return RequestHeader(api_key, api_version, correlation_id, header.client_id), request
+    if null_fields:
+        raise InvalidRequestError(decoded, request, null_fields)
+    return decoded, request
 
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, response: Any) -> bytes:

@@ -54,7 +54,7 @@ def _produce_cases() -> list[hp.ProduceResponse]:
             )
             for _ in range(rnd.randrange(1, 5))
         ]
-        topics.append((name, parts))
+        topics.append((name, parts, uuid.UUID(int=rnd.getrandbits(128))))
     cases.append(hp.ProduceResponse(topics=topics, throttle_time_ms=3))
     return cases
 
@@ -65,7 +65,8 @@ def _produce_entity(version: int, response: hp.ProduceResponse) -> Any:
         response_class(PRODUCE, version),
         throttle_time=response.throttle_time_ms,
         responses=tuple(
-            build(mod.TopicProduceResponse, name=name, partition_responses=tuple(
+            build(mod.TopicProduceResponse, name=t[0], topic_id=t[2] if len(t) > 2 else None,
+                  partition_responses=tuple(
                 build(mod.PartitionProduceResponse, index=p.partition_index, error_code=p.error_code,
                       base_offset=p.base_offset, log_append_time=p.log_append_time,
                       log_start_offset=p.log_start_offset, record_errors=tuple(
@@ -73,8 +74,8 @@ def _produce_entity(version: int, response: hp.ProduceResponse) -> Any:
                                 batch_index_error_message=m)
                           for i, m in p.record_errors) if version >= 8 else (),
                       error_message=p.error_message)
-                for p in parts))
-            for name, parts in response.topics
+                for p in t[1]))
+            for t in response.topics
         ),
     )  # fmt: skip
 
@@ -85,8 +86,8 @@ def test_produce_response_matches_kio(version: int, case: int) -> None:
     response = _produce_cases()[case]
     if version < 8:  # error messages exist from v8 on: kio's encoding drops them before
         response = response._replace(topics=[
-            (n, [p._replace(error_message=None, record_errors=()) for p in ps])
-            for n, ps in response.topics
+            (t[0], [p._replace(error_message=None, record_errors=()) for p in t[1]], *t[2:])
+            for t in response.topics
         ])  # fmt: skip
     entity = _produce_entity(version, response)
     corr = 0x7FFF_0000 + version

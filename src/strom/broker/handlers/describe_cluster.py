@@ -17,7 +17,7 @@ BROKERS_ENDPOINT = 1
 AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
 
 
-@dispatch.handler(API_KEY, 0, 1)
+@dispatch.handler(API_KEY, 0, 2)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     endpoint_type = int(getattr(request, "endpoint_type", BROKERS_ENDPOINT))
@@ -42,7 +42,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         controller_id=broker.node_id,
         brokers=(
             ctx.make(
-                "DescribeClusterBroker", broker_id=broker.node_id, host=host, port=port, rack=None
+                "DescribeClusterBroker", broker_id=broker.node_id, host=host, port=port, rack=None,
+                is_fenced=False,  # v2: a broker that answers is not fenced
             ),
         ),
         cluster_authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN,

@@ -52,6 +52,6 @@ def _describe(ctx: RequestContext, group_id: str) -> Any:
     )
 
 
-@dispatch.handler(API_KEY, 0, 5)
+@dispatch.handler(API_KEY, 0, 6)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     return ctx.respond(throttle_time=0, groups=tuple(_describe(ctx, g) for g in request.groups))

@@ -178,7 +178,7 @@ class _FetchPlan:
         self.regions = []
 
 
-@dispatch.handler(API_KEY, 4, 16)
+@dispatch.handler(API_KEY, 4, 18)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     plan = _FetchPlan(ctx, request)
     loop_time = ctx.broker.clock.monotonic

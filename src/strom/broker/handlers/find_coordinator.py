@@ -2,7 +2,9 @@
 
 v0–3 ask for one key; v4+ for a batch (``coordinator_keys``). Key type 0 is a group; key
 type 1 (transactional id) is answered COORDINATOR_NOT_AVAILABLE until the transaction
-coordinator exists. An empty group id is INVALID_REQUEST as in Kafka.
+coordinator exists; key type 2 (share group, v6) is INVALID_REQUEST, share groups being
+unsupported. v5 only adds TRANSACTION_ABORTABLE to the errors. An empty group id is
+INVALID_REQUEST as in Kafka.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, st
     return ErrorCode.none, None
 
 
-@dispatch.handler(API_KEY, 0, 4)
+@dispatch.handler(API_KEY, 0, 6)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     key_type = int(getattr(request, "key_type", 0))
     host, port = ctx.broker.advertised

@@ -41,7 +41,7 @@ def new_idempotent_id(ctx: RequestContext) -> Answer:
         return ErrorCode.coordinator_load_in_progress, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
 
 
-@dispatch.handler(API_KEY, 0, 4)
+@dispatch.handler(API_KEY, 0, 5)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     producer_id = int(getattr(request, "producer_id", NO_PRODUCER_ID))
     epoch = int(getattr(request, "producer_epoch", NO_PRODUCER_EPOCH))

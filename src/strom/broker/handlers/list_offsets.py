@@ -2,7 +2,10 @@
 
 Latest is the high watermark (the last stable offset under read_committed, equal to it until
 transactions exist). By timestamp: the first offset whose timestamp is at or after it, or -1
-when there is none.
+when there is none. Tiered storage does not exist here, so earliest-local (-4, v8+) is the
+log start offset and latest-tiered (-5, v9+) and earliest-pending-upload (-6, v11+) are -1
+(epoch -1), as Kafka answers for a topic without remote storage. v10 adds a timeout for
+remote reads (unused).
 
 Leader epochs (v4+): the request's ``current_leader_epoch`` is checked (FENCED_LEADER_EPOCH /
 UNKNOWN_LEADER_EPOCH, :mod:`strom.broker.leader_epochs`); the answer carries the epoch that
@@ -20,6 +23,7 @@ from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
 
 API_KEY = 2
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+EARLIEST_PENDING_UPLOAD = -6
 
 
 def _lookup(ctx: RequestContext, topic: str, partition: int, ts: int,
@@ -30,8 +34,10 @@ def _lookup(ctx: RequestContext, topic: str, partition: int, ts: int,
     if code != ErrorCode.none:
         raise KafkaError(code, f"current leader epoch {current_epoch} of {topic}-{partition} "
                                f"is not {LEADER_EPOCH}")  # fmt: skip
-    if ts in (LATEST, LATEST_TIERED):
+    if ts == LATEST:
         return -1, log_.high_watermark, LEADER_EPOCH
+    if ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
+        return -1, -1, -1  # no tiered storage: nothing is (or waits to be) in remote storage
     if ts in (EARLIEST, EARLIEST_LOCAL):
         timestamp, offset = -1, log_.log_start_offset
     elif ts == MAX_TIMESTAMP:
@@ -46,7 +52,7 @@ def _lookup(ctx: RequestContext, topic: str, partition: int, ts: int,
     return timestamp, offset, epoch
 
 
-@dispatch.handler(API_KEY, 1, 7)
+@dispatch.handler(API_KEY, 1, 11)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     topics = []
     for topic in request.topics:

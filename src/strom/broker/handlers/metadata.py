@@ -4,6 +4,7 @@ Asked for unknown topics, the broker creates them when the client allows it and
 ``auto.create.topics.enable`` is true (with ``num.partitions``); names Kafka would refuse get
 INVALID_TOPIC_EXCEPTION, and unknown ones otherwise UNKNOWN_TOPIC_OR_PARTITION. Every
 partition's leader epoch is the single node's (:mod:`strom.broker.leader_epochs`).
+v0 has no null topic list: there an empty list asks for every topic, as in Kafka.
 
 Caching (a 10,000-partition topic took ~100 ms to build and encode per request, all on the
 event loop): each topic's entry is built once per response version and reused while the
@@ -117,13 +118,20 @@ def _error_topic(ctx: RequestContext, name: str | None, topic_id: Any, code: Err
     )
 
 
-@dispatch.handler(API_KEY, 0, 12)
+@dispatch.handler(API_KEY, 0, 13)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     topics: list[Any] = []
-    if request.topics is None:
+    # "All topics" is a null list from v1 on; v0 has no null, there an empty list means all.
+    if request.topics is None or (ctx.api_version == 0 and not request.topics):
         topics = [topic_metadata(ctx, info) for info in broker.topics]
     else:
+        if ctx.api_version < 12 and any(t.name is None for t in request.topics):
+            # v10-11 have a topic id field but Kafka looks topics up by id only from v12
+            raise KafkaError(
+                ErrorCode.invalid_request,
+                f"topic name can not be null for version {ctx.api_version}",
+            )
         allow = ctx.api_version < 4 or bool(getattr(request, "allow_auto_topic_creation", True))
         allow = allow and broker.config.get_bool("auto.create.topics.enable")
         for wanted in request.topics:
@@ -175,6 +183,7 @@ def _respond(ctx: RequestContext, topics: list[Any]) -> EncodedBody:
         controller_id=broker.node_id,
         topics=tuple(topics),
         cluster_authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN,
+        error_code=0,  # v13 (KIP-1102): a top-level error, e.g. REBOOTSTRAP_REQUIRED
     )
     body = EncodedBody(encode_body(response), type(response).__flexible__)
     if all(t.error_code == ErrorCode.none for t in topics):  # error entries are built anew

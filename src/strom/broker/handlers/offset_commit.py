@@ -1,8 +1,9 @@
-"""OffsetCommit (key 8, v2–9): store a group's committed offsets in ``__consumer_offsets``.
+"""OffsetCommit (key 8, v2–10): store a group's committed offsets in ``__consumer_offsets``.
 
 Members commit with their member id and generation; generation -1 with no member id is a
 "simple" commit (allowed while the group has no members). Partitions of unknown topics get
 UNKNOWN_TOPIC_OR_PARTITION; v6+ carries the leader epoch, stored with the offset and metadata.
+v10 names topics by id: an id no topic has gets UNKNOWN_TOPIC_ID.
 """
 
 from __future__ import annotations
@@ -18,14 +19,25 @@ from strom.protocol.errors import ErrorCode, KafkaError
 API_KEY = 8
 
 
-@dispatch.handler(API_KEY, 2, 9)
+def topic_name(ctx: RequestContext, topic: Any) -> str | None:
+    """The request topic's name; v10+ names topics by id (None when no topic has it)."""
+    if not hasattr(topic, "topic_id") or hasattr(topic, "name"):
+        return str(topic.name)
+    info = ctx.broker.topics.by_id(topic.topic_id) if topic.topic_id else None
+    return info.name if info is not None else None
+
+
+@dispatch.handler(API_KEY, 2, 10)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     codes: dict[tuple[str, int], ErrorCode] = {}
     wanted: dict[tuple[str, int], OffsetEntry] = {}
-    for topic in request.topics:
-        info = ctx.broker.topics.get(topic.name)
+    names = [topic_name(ctx, topic) for topic in request.topics]
+    for topic, name in zip(request.topics, names, strict=True):
+        if name is None:
+            continue  # an unknown topic id: UNKNOWN_TOPIC_ID below
+        info = ctx.broker.topics.get(name)
         for p in topic.partitions:
-            tp = (topic.name, int(p.partition_index))
+            tp = (name, int(p.partition_index))
             if info is None or tp[1] not in info.replicas:
                 codes[tp] = ErrorCode.unknown_topic_or_partition
             else:
@@ -48,14 +60,25 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         except KafkaError as exc:
             codes.update({tp: exc.error_code for tp in wanted})
     topics = []
-    for topic in request.topics:
+    for topic, name in zip(request.topics, names, strict=True):
         parts = tuple(
             ctx.make(
                 "OffsetCommitResponsePartition",
                 partition_index=p.partition_index,
-                error_code=codes[(topic.name, int(p.partition_index))],
+                error_code=(
+                    ErrorCode.unknown_topic_id
+                    if name is None
+                    else codes[(name, int(p.partition_index))]
+                ),
             )
             for p in topic.partitions
         )
-        topics.append(ctx.make("OffsetCommitResponseTopic", name=topic.name, partitions=parts))
+        topics.append(
+            ctx.make(
+                "OffsetCommitResponseTopic",
+                name=name,
+                topic_id=getattr(topic, "topic_id", None),
+                partitions=parts,
+            )
+        )
     return ctx.respond(throttle_time=0, topics=tuple(topics))

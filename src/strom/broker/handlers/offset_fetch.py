@@ -1,8 +1,10 @@
-"""OffsetFetch (key 9, v1–9): committed offsets of a group (v8+: of several groups at once).
+"""OffsetFetch (key 9, v1–10): committed offsets of a group (v8+: of several groups at once).
 
 A partition with nothing committed answers offset -1, empty metadata, no error. ``topics`` null
 (v2+) means every partition the group has an offset for. ``require_stable`` (v7+) needs no
-waiting here: strom has no pending transactional offset commits yet.
+waiting here: strom has no pending transactional offset commits yet. v10 names topics by id:
+an id no topic has is answered per partition with UNKNOWN_TOPIC_ID, and offsets of a deleted
+topic (which has no id any more) are left out.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
 from strom.broker.group.service import coordinator_of
+from strom.broker.handlers.offset_commit import topic_name
 from strom.protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 9
@@ -21,9 +24,17 @@ API_KEY = 9
 def _group_topics(
     ctx: RequestContext, group_id: str, topics: Any, partition_cls: str, topic_cls: str
 ) -> tuple[ErrorCode, tuple[Any, ...]]:
-    wanted = None
+    by_id = ctx.api_version >= 10
+    wanted: list[tuple[str, int]] | None = None
+    unknown_ids: list[Any] = []  # v10: request topics whose id no topic has
     if topics is not None:
-        wanted = [(t.name, int(p)) for t in topics for p in t.partition_indexes]
+        wanted = []
+        for t in topics:
+            name = topic_name(ctx, t)
+            if name is None:
+                unknown_ids.append(t)
+            else:
+                wanted.extend((name, int(p)) for p in t.partition_indexes)
     try:
         found = coordinator_of(ctx.broker).fetch_offsets(group_id, wanted)
         error = ErrorCode.none
@@ -42,12 +53,32 @@ def _group_topics(
                 error_code=error if ctx.api_version < 2 else ErrorCode.none,
             )
         )
-    return error, tuple(
-        ctx.make(topic_cls, name=name, partitions=tuple(parts)) for name, parts in by_topic.items()
-    )
+    result = []
+    for name, parts in by_topic.items():
+        info = ctx.broker.topics.get(name) if by_id else None
+        if by_id and info is None:
+            continue  # a deleted topic has no id to answer with
+        result.append(
+            ctx.make(
+                topic_cls,
+                name=name,
+                topic_id=info.topic_id if info is not None else None,
+                partitions=tuple(parts),
+            )
+        )
+    for t in unknown_ids:
+        parts = [
+            ctx.make(
+                partition_cls, partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
+                metadata="", error_code=ErrorCode.unknown_topic_id,
+            )  # fmt: skip
+            for p in t.partition_indexes
+        ]
+        result.append(ctx.make(topic_cls, topic_id=t.topic_id, partitions=tuple(parts)))
+    return error, tuple(result)
 
 
-@dispatch.handler(API_KEY, 1, 9)
+@dispatch.handler(API_KEY, 1, 10)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if ctx.api_version >= 8:
         groups = []

@@ -6,8 +6,10 @@ partition's records are validated by the log as a client append (one batch, magi
 size, every record, producer sequence; :mod:`strom.storage.batch_validation`), so one bad
 partition gets its error code while the others are appended. Records refused one by one (null
 keys on compacted topics, timestamps out of range) are named in ``record_errors`` with
-``error_message`` (KIP-467). acks=0 gets
-no response at all, as Kafka's protocol says.
+``error_message`` (KIP-467). acks=0 gets no response at all, as Kafka's protocol says.
+v10–11 add only tagged response fields (leader hints, left at their defaults); v12 changes
+nothing for a broker without transactions; v13 names topics by id (UNKNOWN_TOPIC_ID when none
+has it).
 """
 
 from __future__ import annotations
@@ -78,21 +80,30 @@ def _append_one(ctx: RequestContext, topic: str, index: int, records: bytes | No
     )
 
 
-@dispatch.handler(API_KEY, 3, 9, advertise_min=0)
+def _topic_name(ctx: RequestContext, topic_data: Any) -> str | None:
+    """The topic's name; v13+ names topics by id (None when no topic has that id)."""
+    if ctx.api_version < 13:
+        return str(topic_data.name)
+    info = ctx.broker.topics.by_id(topic_data.topic_id) if topic_data.topic_id else None
+    return info.name if info is not None else None
+
+
+@dispatch.handler(API_KEY, 3, 13, advertise_min=0)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     acks = int(request.acks)
     durable: list[Future[None]] = []
     responses = []
     for topic_data in request.topic_data:
+        name = _topic_name(ctx, topic_data)
         parts = []
         for pdata in topic_data.partition_data:
             if acks not in (0, 1, -1):
                 parts.append(_partition(ctx, pdata.index, ErrorCode.invalid_required_acks))
+            elif name is None:
+                parts.append(_partition(ctx, pdata.index, ErrorCode.unknown_topic_id))
             else:
-                parts.append(
-                    _append_one(ctx, topic_data.name, pdata.index, pdata.records, acks, durable)
-                )
-        responses.append((topic_data.name, parts))
+                parts.append(_append_one(ctx, name, pdata.index, pdata.records, acks, durable))
+        responses.append((name, parts, getattr(topic_data, "topic_id", None)))
     if acks == 0:
         return None
     for fut in durable:  # the flusher thread fsyncs; the loop serves others meanwhile

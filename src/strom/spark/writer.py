@@ -1,0 +1,218 @@
+"""Batch and streaming writers of the ``strom`` data source (Spark's Kafka sink columns).
+
+Columns: ``value`` (required, binary or string), ``key`` (binary or string), ``topic`` (string;
+else the ``topic`` option), ``partition`` (int; else the partitioner decides), ``headers``
+(array<struct<key string, value binary>>). Other columns are ignored, as Spark's sink does.
+
+Each task receives Arrow batches (``DataSourceArrowWriter``) and produces with confluent-kafka,
+partitioning keys with ``murmur2_random`` (the Java client's partitioner) unless the user sets
+``kafka.partitioner``.
+
+At-least-once (the default): a task returns only when every record is acknowledged, and fails if
+any is not; a retried task or batch may write records again. ``exactlyOnce=true`` hands each
+task to :mod:`strom.spark.exactly_once`.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from confluent_kafka import KafkaError, KafkaException, Producer
+from pyspark import TaskContext
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DataType,
+    IntegerType,
+    StringType,
+    StructType,
+)
+
+from strom.spark.options import OptionError, WriteOptions
+
+log = logging.getLogger(__name__)
+
+# librdkafka's default delivery.timeout.ms is 300 s: past it every record is delivered or failed.
+FLUSH_TIMEOUT_S = 330.0
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
+
+
+def check_sink_schema(schema: StructType, options: WriteOptions) -> None:
+    """Refuse, on the driver, a DataFrame the sink cannot write (one line naming the column)."""
+    types = {f.name: f.dataType for f in schema.fields}
+    text = (StringType(), BinaryType())
+
+    def require(name: str, allowed: tuple[DataType, ...], what: str) -> None:
+        if name in types and types[name] not in allowed:
+            raise OptionError(f"column {name!r} must be {what}, not {types[name].simpleString()}")
+
+    if "value" not in types:
+        raise OptionError("the strom sink needs a 'value' column (string or binary)")
+    require("value", text, "string or binary")
+    require("key", text, "string or binary")
+    require("topic", (StringType(),), "string")
+    require("partition", (IntegerType(),), "int")
+    if "headers" in types:
+        header = types["headers"]
+        element = header.elementType if isinstance(header, ArrayType) else None
+        ok = isinstance(element, StructType)
+        if isinstance(element, StructType):
+            inner = {f.name: f.dataType for f in element.fields}
+            ok = inner.get("key") == StringType() and inner.get("value") in text
+        if not ok:
+            raise OptionError("column 'headers' must be array<struct<key: string, value: binary>>")
+    if "topic" not in types and not options.topic:
+        raise OptionError("the strom sink needs a 'topic' column or the 'topic' option")
+
+
+def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
+    index = batch.schema.get_field_index(name)
+    return batch.column(index).to_pylist() if index >= 0 else None
+
+
+class RowProducer:
+    """Produces the rows of Arrow batches; remembers the first delivery error."""
+
+    def __init__(self, producer: Producer, default_topic: str | None) -> None:
+        self.producer = producer
+        self.default_topic = default_topic
+        self.error: KafkaError | None = None
+        self.count = 0
+
+    def _delivered(self, err: KafkaError | None, _msg: Any) -> None:
+        if err is not None and self.error is None:
+            self.error = err
+
+    def produce_batch(self, batch: pa.RecordBatch) -> None:
+        values = _column(batch, "value")
+        assert values is not None
+        rows = len(values)
+        keys = _column(batch, "key") or [None] * rows
+        topics = _column(batch, "topic") or [self.default_topic] * rows
+        partitions = _column(batch, "partition") or [None] * rows
+        headers = _column(batch, "headers") or [None] * rows
+        produce = self.producer.produce
+        for value, key, topic, partition, header in zip(
+            values, keys, topics, partitions, headers, strict=True
+        ):
+            topic = topic or self.default_topic
+            if topic is None:
+                raise ValueError("a row has no topic and the 'topic' option is not set")
+            kwargs: dict[str, Any] = {"on_delivery": self._delivered}
+            if partition is not None:
+                kwargs["partition"] = partition
+            if header:
+                kwargs["headers"] = [(h["key"], h["value"]) for h in header]
+            while True:
+                try:
+                    produce(topic, value, key, **kwargs)
+                    break
+                except BufferError:
+                    self.producer.poll(0.05)  # the local queue is full: let deliveries drain
+            self.count += 1
+        self.producer.poll(0)
+        self.check()
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise KafkaException(self.error)
+
+    def flush(self, timeout: float) -> None:
+        remaining = self.producer.flush(timeout)
+        self.check()
+        if remaining:
+            raise TimeoutError(f"{remaining} records not acknowledged within {timeout:.0f}s")
+
+
+@dataclass
+class StromCommitMessage(WriterCommitMessage):
+    partition_id: int
+    records: int
+    skipped: bool = False
+
+
+def _task_partition() -> int:
+    context = TaskContext.get()
+    return context.partitionId() if context is not None else 0
+
+
+def _producer_config(options: WriteOptions) -> dict[str, Any]:
+    config: dict[str, Any] = dict(options.client)
+    config.setdefault("linger.ms", 5)
+    return config
+
+
+def write_at_least_once(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> int:
+    producer = Producer(_producer_config(options))
+    rows = RowProducer(producer, options.topic)
+    for batch in batches:
+        rows.produce_batch(batch)
+    rows.flush(timeout=FLUSH_TIMEOUT_S)
+    return rows.count
+
+
+class _WriterBase:
+    def __init__(self, options: WriteOptions, job_id: str) -> None:
+        self.options = options
+        self.job_id = job_id
+
+    def _write(self, batches: Iterator[pa.RecordBatch], query_id: str | None, batch_id: int) -> Any:
+        partition = _task_partition()
+        if not self.options.exactly_once:
+            return StromCommitMessage(partition, write_at_least_once(self.options, batches))
+        from strom.spark.exactly_once import write_exactly_once  # noqa: PLC0415
+
+        records, skipped = write_exactly_once(
+            self.options, batches, query_id or self.job_id, partition, batch_id
+        )
+        return StromCommitMessage(partition, records, skipped)
+
+
+class StromBatchWriter(_WriterBase, DataSourceArrowWriter):
+    """``df.write.format("strom")``: one transaction per task in exactlyOnce mode."""
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        return self._write(iterator, None, 0)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        total = sum(m.records for m in messages if isinstance(m, StromCommitMessage))
+        log.info("strom sink wrote %d records", total)
+
+
+class StromStreamWriter(_WriterBase, DataSourceStreamArrowWriter):
+    """``df.writeStream.format("strom")``; exactly-once per (query id, task partition, batch)."""
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        context = TaskContext.get()
+        query_id = context.getLocalProperty(QUERY_ID_PROPERTY) if context else None
+        raw_batch = context.getLocalProperty(BATCH_ID_PROPERTY) if context else None
+        if self.options.exactly_once and (query_id is None or raw_batch is None):
+            raise RuntimeError(
+                "exactlyOnce=true: the task does not know its streaming query id and batch id "
+                f"(Spark local properties {QUERY_ID_PROPERTY}, {BATCH_ID_PROPERTY})"
+            )
+        return self._write(iterator, query_id, int(raw_batch) if raw_batch else 0)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        total = sum(m.records for m in messages if isinstance(m, StromCommitMessage))
+        log.info("strom sink: batch %d wrote %d records", batchId, total)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        # Records already acknowledged stay (at-least-once); in exactlyOnce mode each task's
+        # transaction is recorded and a rerun of the batch skips the tasks that committed.
+        log.warning("strom sink: batch %d aborted", batchId)
+
+
+def new_job_id() -> str:
+    return uuid.uuid4().hex

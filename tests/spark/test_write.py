@@ -1,0 +1,135 @@
+"""Writes through format("strom"): batch and streaming, at-least-once and exactlyOnce."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from strom.testing import BrokerProcess
+
+from .helpers import consume_all, create_topic, produce
+
+
+def _name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def test_batch_write_columns_and_java_partitioning(spark: Any, spark_broker: BrokerProcess) -> None:
+    bootstrap = spark_broker.bootstrap
+    main, side = _name("out"), _name("side")
+    create_topic(bootstrap, main, 4)
+    create_topic(bootstrap, side, 2)
+    rows = [
+        (f"key-{i}", f"value-{i}", side if i % 10 == 0 else None, 1 if i % 10 == 0 else None,
+         [("n", str(i).encode())] if i % 2 else None)
+        for i in range(200)
+    ]  # fmt: skip
+    df = spark.createDataFrame(
+        rows, "key string, value string, topic string, partition int, "
+        "headers array<struct<key: string, value: binary>>",
+    )
+    df.write.format("strom").mode("append").option("kafka.bootstrap.servers", bootstrap).option(
+        "topic", main
+    ).save()
+
+    got = consume_all(bootstrap, main, [0, 1, 2, 3])
+    assert sorted(m.value() for m in got) == sorted(
+        f"value-{i}".encode() for i in range(200) if i % 10
+    )
+    # key partitioning as the Java client does it (murmur2), same as confluent's murmur2_random
+    expected = {}
+    producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random"})
+    for i in range(1, 200):
+        if i % 10:
+            producer.produce(main, value=b"probe", key=f"key-{i}".encode(),
+                             on_delivery=lambda e, m, i=i: expected.__setitem__(i, m.partition()))  # fmt: skip
+    producer.flush(30)
+    for message in got:
+        if message.value() == b"probe":
+            continue
+        i = int(message.value().split(b"-")[1])
+        assert message.partition() == expected[i]
+        assert message.key() == f"key-{i}".encode()
+        assert message.headers() == ([("n", str(i).encode())] if i % 2 else None)
+    routed = consume_all(bootstrap, side, [0, 1])
+    assert sorted(m.value() for m in routed) == sorted(f"value-{i}".encode() for i in range(0, 200, 10))
+    assert {m.partition() for m in routed} == {1}
+
+
+def test_sink_refuses_a_frame_without_value(spark: Any, spark_broker: BrokerProcess) -> None:
+    df = spark.createDataFrame([("k",)], "key string")
+    with pytest.raises(Exception, match="needs a 'value' column"):
+        df.write.format("strom").mode("append").option(
+            "kafka.bootstrap.servers", spark_broker.bootstrap
+        ).option("topic", "x").save()
+
+
+def test_topic_to_topic_streaming_at_least_once(
+    spark: Any, spark_broker: BrokerProcess, tmp_path: Path
+) -> None:
+    bootstrap = spark_broker.bootstrap
+    source, sink = _name("t2t-in"), _name("t2t-out")
+    create_topic(bootstrap, source, 2)
+    create_topic(bootstrap, sink, 2)
+    produce(bootstrap, source, [{"key": b"k%d" % (i % 7), "value": b"%d" % i} for i in range(500)])
+    query = (
+        spark.readStream.format("strom")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .load()
+        .selectExpr("key", "CAST(CAST(value AS STRING) AS INT) * 2 AS n")
+        .selectExpr("key", "CAST(n AS STRING) AS value")
+        .writeStream.format("strom")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", sink)
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(240)
+    assert query.exception() is None
+    out = consume_all(bootstrap, sink, [0, 1])
+    assert sorted(int(m.value()) for m in out) == [2 * i for i in range(500)]
+    inputs = {b"%d" % (2 * i): b"k%d" % (i % 7) for i in range(500)}
+    assert all(m.key() == inputs[m.value()] for m in out)
+
+
+def test_exactly_once_needs_broker_transactions(
+    spark: Any, spark_broker: BrokerProcess, tmp_path: Path
+) -> None:
+    """Until the broker has transactions, exactlyOnce=true fails with a clear error; once it
+    has them, the same query writes each row exactly once (read_committed)."""
+    bootstrap = spark_broker.bootstrap
+    source, sink = _name("eo-in"), _name("eo-out")
+    create_topic(bootstrap, source, 2)
+    create_topic(bootstrap, sink, 2)
+    produce(bootstrap, source, [{"value": b"%d" % i} for i in range(100)])
+    query = (
+        spark.readStream.format("strom")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .load()
+        .select("value")
+        .writeStream.format("strom")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", sink)
+        .option("exactlyOnce", "true")
+        .option("exactlyOnce.initTimeoutMs", "5000")
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        query.awaitTermination(240)
+    except Exception as exc:  # noqa: BLE001 - today's broker: no transactions
+        assert "exactlyOnce=true needs transactions" in str(exc)
+        assert consume_all(bootstrap, sink, [0, 1]) == []
+        return
+    out = consume_all(bootstrap, sink, [0, 1], **{"isolation.level": "read_committed"})
+    assert sorted(int(m.value()) for m in out) == list(range(100))
