@@ -39,6 +39,11 @@ BROKER_DEFAULTS: dict[str, str] = {
     "log.cleaner.enable": "true",
     "log.cleaner.backoff.ms": "15000",
     "transactional.id.expiration.ms": "604800000",
+    "transaction.state.log.num.partitions": "50",
+    "transaction.state.log.segment.bytes": "104857600",
+    "transaction.max.timeout.ms": "900000",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
+    "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
     "producer.id.expiration.ms": "86400000",
     "producer.id.expiration.check.interval.ms": "600000",
 }

@@ -66,7 +66,7 @@ def test_naming_another_producers_id_gets_a_new_id_and_fences_nobody(broker, top
     victim.flush(1)
 
 
-def test_malformed_init_producer_id_requests_are_invalid_request(broker) -> None:
+def test_malformed_init_producer_id_requests_are_invalid_request(broker, topic_name) -> None:
     with RawConnection(broker.bootstrap) as conn:
         for pid, epoch in ((5, -1), (-1, 0)):
             answer = init(conn, 4, pid=pid, epoch=epoch)
@@ -74,7 +74,11 @@ def test_malformed_init_producer_id_requests_are_invalid_request(broker) -> None
                 ErrorCode.invalid_request, -1, -1
             )
         assert init(conn, 4, tid="").error_code == ErrorCode.invalid_request
-        # transactional ids wait for the transaction coordinator: refused, never half-served
-        assert init(conn, 4, tid="tx").error_code == ErrorCode.transactional_id_authorization_failed
+        # a transactional id owns its producer id: the coordinator bumps its epoch each time
+        tx = init(conn, 4, tid=f"{topic_name}-tx")
+        assert tx.error_code == ErrorCode.none and tx.producer_epoch == 0
+        again = init(conn, 4, tid=f"{topic_name}-tx")
+        assert (again.error_code, again.producer_id, again.producer_epoch) == (
+            ErrorCode.none, tx.producer_id, 1)  # fmt: skip
         ok = init(conn, 4)
         assert ok.error_code == ErrorCode.none and ok.producer_id >= 0

@@ -106,6 +106,13 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
         help="separator for --print-key (default: tab)",
     )
     p.add_argument("--timeout-ms", type=int, metavar="MS", help="exit after MS without a message")
+    p.add_argument(
+        "--isolation-level",
+        choices=("read_uncommitted", "read_committed"),
+        default="read_uncommitted",
+        help="read_committed: only committed transactional messages, up to the last stable "
+        "offset (default read_uncommitted: everything)",
+    )
     add_client_options(p)
     p.set_defaults(func=run)
 
@@ -212,7 +219,7 @@ def _start_offsets(cons: Consumer, args: argparse.Namespace, parts: list[TopicPa
 def _setup(args: argparse.Namespace, state: dict[str, Any]) -> Consumer:
     """A consumer assigned to the partitions directly, or subscribed as a group member."""
     reset = "earliest" if args.start[0] == "start" else "latest"
-    extra: dict[str, Any] = {"auto.offset.reset": reset}
+    extra: dict[str, Any] = {"auto.offset.reset": reset, "isolation.level": args.isolation_level}
     if args.group:
         # commit only what was written: offsets are stored by hand after each write
         extra.update(

@@ -23,7 +23,7 @@ from strom.cli.connection import ENV_BROKERS, resolve_bootstrap
 from strom.cli.errors import DEFAULT_TIMEOUT_S, CliError, describe_kafka_error, set_timeout
 
 PROG = "strom"
-_SUBCOMMAND_MODULES = ("topic", "produce", "consume", "group", "cluster", "profile")
+_SUBCOMMAND_MODULES = ("topic", "produce", "consume", "group", "cluster", "profile", "txn")
 
 
 class Parser(argparse.ArgumentParser):

@@ -1,7 +1,8 @@
 """A partition's log: an ordered list of segments plus its checkpoints and producer state.
 
 Directory ``<data_dir>/<topic>-<partition>/`` holds ``<base:020d>.log/.index/.timeindex``
-segments (:mod:`strom.storage.segment`), ``<offset:020d>.snapshot`` producer-state snapshots
+segments (:mod:`strom.storage.segment`; ``.txnindex`` aborted transactions,
+:mod:`strom.storage.txn_index`), ``<offset:020d>.snapshot`` producer-state snapshots
 (:mod:`strom.storage.producer_state`), the leader-epoch cache ``leader-epoch-checkpoint``
 (:mod:`strom.storage.leader_epoch`), the checkpoints and the clean-shutdown marker
 (:mod:`strom.storage.checkpoint`). Opening and crash recovery: :mod:`strom.storage.log_recovery`;
@@ -9,12 +10,15 @@ swaps of compacted segments: :mod:`strom.storage.segment_swap`; timestamp lookup
 :mod:`strom.storage.log_timestamps`.
 
 Invariants: segments' offset ranges are disjoint and ascending; only the last (active) segment
-is written; ``log_start_offset <= high_watermark <= log_end_offset``; an ``append`` either
-writes all its batches or none (everything is validated before the first write).
+is written; ``log_start_offset <= last_stable_offset <= high_watermark <= log_end_offset``;
+an ``append`` either writes all its batches or none (everything is validated before the first
+write). The last stable offset is the first offset of the earliest open transaction (producer
+state), capped by the high watermark; read_committed readers stop there.
 """
 
 from __future__ import annotations
 
+import bisect
 import logging
 import shutil
 import threading
@@ -25,6 +29,7 @@ from pathlib import Path
 
 from strom.clock import Clock
 from strom.protocol import record_batch as rb
+from strom.protocol.control import Marker, parse_marker
 from strom.storage import checkpoint as ckpt
 from strom.storage import log_timestamps, read_path, segment_swap
 from strom.storage.batch_validation import (
@@ -47,8 +52,18 @@ from strom.storage.producer_state import (
 from strom.storage.read_path import SegmentSlice
 from strom.storage.retention import segments_past_retention
 from strom.storage.segment import LogSegment
+from strom.storage.txn_index import AbortedTxn
 
 logger = logging.getLogger(__name__)
+
+
+def _marker(batch: bytes | memoryview) -> Marker | None:
+    """The transaction marker of a control batch (None if it holds another control record or
+    cannot be read: validation has already accepted the batch's shape)."""
+    try:
+        return parse_marker(batch)
+    except rb.CorruptRecordError:
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +158,35 @@ class Log:
         cache.truncate_from_start(self.log_start_offset)
 
     def _rebuild_producer_state(self) -> None:
-        self.producer_state.rebuild(self._segments, self.log_start_offset, self.clock.time_ms())
+        """Rebuild producer state and the ``.txnindex`` entries of the replayed range."""
+        found: list[tuple[LogSegment, AbortedTxn]] = []
+
+        def on_control(seg: LogSegment, pos: int, header: rb.BatchHeader) -> int | None:
+            marker = _marker(seg.read_at(pos, header.size))
+            txn = self._aborted_by(header, marker)
+            if txn is not None:
+                found.append((seg, txn))
+            return None if marker is None else marker.coordinator_epoch
+
+        start = self.producer_state.rebuild(self._segments, self.log_start_offset,
+                                            self.clock.time_ms(), on_control)  # fmt: skip
+        for seg in self._segments:
+            if seg.next_offset > start or seg.txn_index.entries:
+                seg.txn_index.truncate_to(max(start, seg.base_offset))
+        for seg, txn in found:
+            seg.txn_index.append(txn)
+
+    def _aborted_by(self, header: rb.BatchHeader, marker: Marker | None) -> AbortedTxn | None:
+        """The aborted transaction a marker ends (call before producer state applies it), or
+        None for a commit, another control record, or no data in this partition."""
+        entry = self.producer_state.producers.get(header.producer_id)
+        if entry is None or entry.txn_first_offset < 0:
+            return None
+        if marker is None or marker.commit:
+            return None
+        lso = self.producer_state.first_unstable_offset(exclude=header.producer_id)
+        return AbortedTxn(header.producer_id, entry.txn_first_offset, header.base_offset,
+                          header.next_offset if lso is None else lso)  # fmt: skip
 
     # --- properties ------------------------------------------------------------------------
 
@@ -167,6 +210,23 @@ class Log:
     @high_watermark.setter
     def high_watermark(self, value: int) -> None:
         self._high_watermark = max(self.log_start_offset, min(value, self.log_end_offset))
+
+    @property
+    def last_stable_offset(self) -> int:
+        """First offset of the earliest open transaction, or the high watermark."""
+        first = self.producer_state.first_unstable_offset()
+        return self._high_watermark if first is None else min(first, self._high_watermark)
+
+    def collect_aborted(self, start: int, end: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping ``[start, end)``, by marker offset: a
+        read_committed Fetch of that range returns them. A transaction's entry lives in the
+        segment of its marker, which may follow ``end``, so every later segment is looked at
+        (entries are in memory; there are few)."""
+        i = max(0, bisect.bisect_right(self._bases, start) - 1)
+        out: list[AbortedTxn] = []
+        for seg in self._segments[i:]:
+            out.extend(seg.txn_index.collect(start, end))
+        return out
 
     @property
     def size(self) -> int:
@@ -273,8 +333,14 @@ class Log:
         count = 0
         for header, pos in zip(headers, positions, strict=True):
             self._maybe_roll(header, now)
-            self.active.append(memoryview(buf)[pos : pos + header.size], header)
-            self.producer_state.update(header, pending)
+            batch = memoryview(buf)[pos : pos + header.size]
+            marker = _marker(batch) if header.is_control else None
+            aborted = self._aborted_by(header, marker) if header.is_control else None
+            self.active.append(batch, header)
+            if aborted is not None:
+                self.active.txn_index.append(aborted)
+            self.producer_state.update(header, pending,
+                                       marker.coordinator_epoch if marker else None)  # fmt: skip
             if header.partition_leader_epoch > self.leader_epochs.latest_epoch:
                 self.leader_epochs.assign(header.partition_leader_epoch, header.base_offset)
             count += header.record_count

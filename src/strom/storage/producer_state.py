@@ -22,15 +22,17 @@ producer's last batch only (:mod:`strom.storage.producer_snapshot`). State after
 rebuilt by replaying batch headers from its offset on; an unreadable snapshot (corrupt, or
 strom's older JSON ones) is deleted and an older one, or the whole log, replayed instead.
 
-Seams for transactions (a later issue): ``txn_first_offset`` (open transaction, what the last
-stable offset and the aborted-transaction index will be computed from) and
-``coordinator_epoch`` (of the last marker) are kept per producer and in snapshots.
+Transactions: ``txn_first_offset`` (first offset of the producer's open transaction, -1 if
+none) gives the partition's first unstable offset (:meth:`first_unstable_offset`, the last
+stable offset's bound) and, when an ABORT marker arrives, the aborted range for the
+segment's ``.txnindex``; a control batch (marker) ends the transaction. ``coordinator_epoch``
+(of the last marker) is kept per producer and in snapshots.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -93,6 +95,9 @@ class ProducerEntry:
         return entry
 
 
+ControlHook = Callable[[LogSegment, int, BatchHeader], int | None]  # -> coordinator epoch
+
+
 class ProducerStateManager:
     """Tracks producers of one partition; :meth:`check` validates, :meth:`update` commits."""
 
@@ -139,8 +144,10 @@ class ProducerStateManager:
         pending[pid] = entry
         return None
 
-    def update(self, header: BatchHeader, pending: dict[int, ProducerEntry] | None = None) -> None:
-        """Record an appended batch (offsets final). Uses the staged entry when given."""
+    def update(self, header: BatchHeader, pending: dict[int, ProducerEntry] | None = None,
+               coordinator_epoch: int | None = None) -> None:  # fmt: skip
+        """Record an appended batch (offsets final). Uses the staged entry when given; a
+        marker's ``coordinator_epoch`` is kept (DescribeProducers, snapshots)."""
         pid = header.producer_id
         if pid < 0:
             return
@@ -160,9 +167,22 @@ class ProducerStateManager:
         entry.last_timestamp = max(entry.last_timestamp, header.max_timestamp)
         if header.is_control:
             entry.txn_first_offset = -1
+            if coordinator_epoch is not None:
+                entry.coordinator_epoch = coordinator_epoch
         elif header.is_transactional and entry.txn_first_offset < 0:
             entry.txn_first_offset = header.base_offset
         self.producers[pid] = entry
+
+    def first_unstable_offset(self, exclude: int = -1) -> int | None:
+        """The first offset of the earliest open transaction (of producers other than
+        ``exclude``), or None when no transaction is open."""
+        firsts = [e.txn_first_offset for pid, e in self.producers.items()
+                  if e.txn_first_offset >= 0 and pid != exclude]  # fmt: skip
+        return min(firsts) if firsts else None
+
+    def open_transactions(self) -> dict[int, ProducerEntry]:
+        """Producers with an open transaction in this partition."""
+        return {pid: e for pid, e in self.producers.items() if e.txn_first_offset >= 0}
 
     def is_expired(self, entry: ProducerEntry, now_ms: int) -> bool:
         """Idle for ``expiration_ms`` or more (as Kafka, ``>=``) and no open transaction."""
@@ -175,19 +195,29 @@ class ProducerStateManager:
             del self.producers[pid]
         return len(old)
 
-    def rebuild(self, segments: Sequence[LogSegment], log_start_offset: int, now_ms: int) -> None:
+    def rebuild(self, segments: Sequence[LogSegment], log_start_offset: int, now_ms: int,
+                on_control: ControlHook | None = None) -> int:  # fmt: skip
         """Load the newest usable snapshot, replay the batch headers after it (or after
-        ``log_start_offset`` without one), then drop producers expired at ``now_ms``."""
+        ``log_start_offset`` without one), then drop producers expired at ``now_ms``.
+
+        ``on_control(segment, position, header)`` is called for each replayed control batch
+        before it ends its transaction (the log rebuilds ``.txnindex`` entries from it); it
+        returns the marker's coordinator epoch.
+        Returns the offset the replay started from."""
         log_end = segments[-1].next_offset
         start = self.load_latest(log_end, now_ms)
         start = log_start_offset if start is None else start
         for seg in segments:
             if seg.next_offset <= start:
                 continue
-            for _pos, header in seg.iter_headers(0, BULK_CHUNK):
+            for pos, header in seg.iter_headers(0, BULK_CHUNK):
                 if header.base_offset >= start and header.has_producer_id:
-                    self.update(header)
+                    epoch = None
+                    if header.is_control and on_control is not None:
+                        epoch = on_control(seg, pos, header)
+                    self.update(header, None, epoch)
         self.remove_expired(now_ms)
+        return start
 
     # --- snapshots -------------------------------------------------------------------------
 

@@ -5,7 +5,9 @@ received except baseOffset / partitionLeaderEpoch / the LogAppendTime rewrite. N
 padding. Invariants: batches' offsets strictly increase and are ``>= base_offset``; every
 relative offset fits an int32. ``.index`` and ``.timeindex`` are described in
 :mod:`strom.storage.index` and :mod:`strom.storage.time_index`; both can be rebuilt from the
-``.log`` at any time (:meth:`LogSegment.recover`).
+``.log`` at any time (:meth:`LogSegment.recover`). ``.txnindex``, the aborted transactions
+whose markers are in this segment (:mod:`strom.storage.txn_index`), needs producer state to
+rebuild: the log re-adds entries when it replays the batches after a crash.
 
 A segment being built by the compactor carries a suffix (``.cleaned``, then ``.swap``) on all
 three file names until :class:`strom.storage.log.Log` swaps it in; a removed segment waiting
@@ -29,6 +31,7 @@ from strom.storage.index import CorruptIndexError, OffsetIndex
 from strom.storage.log_config import LogConfig
 from strom.storage.read_path import SEEK_CHUNK, find_batch, read_batches, scan_headers
 from strom.storage.time_index import TimeIndex
+from strom.storage.txn_index import TransactionIndex
 
 _INT32_MAX = 2**31 - 1
 
@@ -58,6 +61,7 @@ class LogSegment:
         self.created_ms = created_ms
         self._bytes_since_index = 0
         self._max_ts_indexed = -1
+        self.txn_index = TransactionIndex(self._ipath(".txnindex"))
         self._writes = 0  # bumped by every write; flush() records the count it made durable
         self._flushed_writes = 0
 
@@ -74,6 +78,7 @@ class LogSegment:
         seg.index.reset()
         seg.time_index = TimeIndex(seg._ipath(".timeindex"), base_offset)
         seg.time_index.reset()
+        seg.txn_index.reset()
         return seg
 
     @classmethod
@@ -149,6 +154,7 @@ class LogSegment:
         if truncated:
             os.ftruncate(self._fd, valid_end)
             self.size = valid_end
+            self.txn_index.truncate_to(self.next_offset)
         first = next(self.iter_headers(0), None)
         if first is not None:
             self.created_ms = first[1].max_timestamp
@@ -250,6 +256,7 @@ class LogSegment:
         self._writes += 1
         self.index.truncate_to_position(position)
         self.time_index.truncate_to_offset(offset)
+        self.txn_index.truncate_to(offset)
         self.recover()  # recompute summary + indexes of what remains (short: one segment)
         return removed
 
@@ -259,7 +266,7 @@ class LogSegment:
         return self._writes != self._flushed_writes
 
     def flush(self) -> None:
-        """fsync the ``.log`` and both indexes. Safe on another thread than the writer's (the
+        """fsync the ``.log`` and the indexes. Safe on another thread than the writer's (the
         flusher's): what was written before the call is durable when it returns."""
         writes = self._writes
         try:
@@ -267,6 +274,7 @@ class LogSegment:
                 os.fsync(fd)
             self.index.flush()
             self.time_index.flush()
+            self.txn_index.flush()
         except OSError:
             if self.closed:  # closed (deleted) meanwhile: nothing left to make durable
                 return
@@ -281,7 +289,8 @@ class LogSegment:
         self.time_index.close()
 
     def file_paths(self) -> list[Path]:
-        return [self.path, self._ipath(".index"), self._ipath(".timeindex")]
+        return [self.path, self._ipath(".index"), self._ipath(".timeindex"),
+                self._ipath(".txnindex")]  # fmt: skip
 
     def delete(self) -> None:
         self.close()
@@ -291,7 +300,10 @@ class LogSegment:
     def rename_suffix(self, suffix: str, *, log_first: bool = False) -> None:
         """Rename the three files to carry ``suffix``: index files first and the .log last
         (a swap's commit point), or the .log first (a deletion's)."""
-        exts = (".log", ".index", ".timeindex") if log_first else (".index", ".timeindex", ".log")
+        if log_first:
+            exts: tuple[str, ...] = (".log", ".index", ".timeindex", ".txnindex")
+        else:
+            exts = (".index", ".timeindex", ".txnindex", ".log")
         for ext in exts:
             src = segment_path(self.dir, self.base_offset, ext, self.suffix)
             dst = segment_path(self.dir, self.base_offset, ext, suffix)
@@ -301,6 +313,7 @@ class LogSegment:
         self.path = segment_path(self.dir, self.base_offset, ".log", suffix)
         self.index.path = self._ipath(".index")
         self.time_index.path = self._ipath(".timeindex")
+        self.txn_index.path = self._ipath(".txnindex")
 
     def __repr__(self) -> str:
         return f"LogSegment({self.path.name}, size={self.size}, next={self.next_offset})"

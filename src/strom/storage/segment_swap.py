@@ -32,7 +32,7 @@ CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 DELETED_SUFFIX = ".deleted"
 _STRAY_SUFFIXES = (CLEANED_SUFFIX, ".tmp", DELETED_SUFFIX)
-_EXTS = (".log", ".index", ".timeindex")
+_EXTS = (".log", ".index", ".timeindex", ".txnindex")
 
 
 def base_of(name: str) -> int | None:
@@ -68,6 +68,9 @@ def replace_segments(
         raise StorageError("the active segment cannot be replaced")
     if new.suffix != CLEANED_SUFFIX or new.base_offset != old[0].base_offset:
         raise StorageError("replacement must be a cleaned segment with the first base")
+    for seg in old:  # the aborted transactions of the replaced range stay known
+        for txn in seg.txn_index.entries:
+            new.txn_index.append(txn)
     new.on_inactive()
     if new.unflushed:  # the cleaner's worker normally fsynced it already
         new.flush()

@@ -99,6 +99,77 @@ class OffsetOps(Rebalancer):
         result.update({tp: E.none for tp in accepted})
         return result
 
+    # transactional offsets (TxnOffsetCommit) ------------------------------------------------
+    def commit_txn_offsets(
+        self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+        instance_id: str | None, generation: int, offsets: dict[TopicPartition, OffsetEntry],
+    ) -> dict[TopicPartition, ErrorCode]:  # fmt: skip
+        """Write offsets as a transactional batch of that producer; they become the group's
+        committed offsets only when the COMMIT marker reaches this partition
+        (:meth:`complete_txn`), and are dropped on ABORT."""
+        def every(code: ErrorCode) -> dict[TopicPartition, ErrorCode]:
+            return {tp: code for tp in offsets}
+
+        if self.loading:
+            return every(E.coordinator_load_in_progress)
+        group = self.groups.get(group_id)
+        if group is not None and group.state is GroupState.DEAD:
+            return every(E.coordinator_not_available)
+        if group is not None and (generation >= 0 or member_id):  # KIP-447 fencing
+            if group.is_static_member_fenced(instance_id, member_id):
+                return every(E.fenced_instance_id)
+            if member_id and member_id not in group.members:
+                return every(E.unknown_member_id)
+            if generation >= 0 and generation != group.generation:
+                return every(E.illegal_generation)
+        now = self.clock.time_ms()
+        accepted = {tp: replace(e, commit_timestamp=now) for tp, e in offsets.items()
+                    if len(e.metadata.encode("utf-8")) <= self.config.offset_metadata_max_bytes}  # fmt: skip
+        result = {tp: E.offset_metadata_too_large for tp in offsets if tp not in accepted}
+        if self.append_txn is None:
+            return every(E.coordinator_not_available)
+        try:
+            self.append_txn(self.partition_for(group_id),
+                            [_offset_record(group_id, tp, e) for tp, e in accepted.items()],
+                            producer_id, producer_epoch)  # fmt: skip
+        except Exception as exc:
+            log.warning("group %s: storing transactional offsets failed: %s", group_id, exc)
+            code = getattr(exc, "error_code", E.coordinator_not_available)
+            result.update({tp: code for tp in accepted})
+            return result
+        pending = self.pending_txn_offsets.setdefault(producer_id, {})
+        for tp, entry in accepted.items():
+            pending[(group_id, tp[0], tp[1])] = entry
+        result.update({tp: E.none for tp in accepted})
+        return result
+
+    def replay_txn_offset(self, producer_id: int, key: bytes, value: bytes | None) -> None:
+        """Loading: a record of a transactional batch waits for its producer's marker."""
+        k = rec.decode_key(key)
+        if isinstance(k, rec.OffsetKey) and value is not None:
+            v = rec.decode_offset_value(value)
+            self.pending_txn_offsets.setdefault(producer_id, {})[(k.group, k.topic, k.partition)] = (
+                OffsetEntry(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp))  # fmt: skip
+
+    def complete_txn(self, producer_id: int, commit: bool) -> None:
+        """A transaction marker reached ``__consumer_offsets``: publish or drop the
+        producer's pending offsets."""
+        pending = self.pending_txn_offsets.pop(producer_id, {})
+        if not commit:
+            return
+        for (group_id, topic, partition), entry in pending.items():
+            if self.loading:
+                self._loaded_offsets.setdefault(group_id, {})[(topic, partition)] = entry
+                continue
+            group = self.groups.get(group_id)
+            if group is None or group.state is GroupState.DEAD:
+                group = Group(group_id, state_timestamp=self.clock.time_ms())
+                self.groups[group_id] = group
+            group.offsets[(topic, partition)] = entry
+
+    def has_pending_txn_offset(self, group_id: str, tp: TopicPartition) -> bool:
+        return any((group_id, *tp) in p for p in self.pending_txn_offsets.values())
+
     def fetch_offsets(
         self, group_id: str, partitions: list[TopicPartition] | None
     ) -> dict[TopicPartition, OffsetEntry | None]:

@@ -53,6 +53,8 @@ class Timers(Protocol):
 
 
 AppendFn = Callable[[int, list[tuple[bytes, bytes | None]]], None]
+# (partition, records, producer id, producer epoch): a transactional batch (TxnOffsetCommit)
+TxnAppendFn = Callable[[int, list[tuple[bytes, bytes | None]], int, int], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +84,9 @@ class Rebalancer:
         # filled by GroupCoordinator.replay while loading, emptied by finish_loading
         self._loaded_meta: dict[str, rec.GroupValue | None] = {}
         self._loaded_offsets: dict[str, dict[tuple[str, int], OffsetEntry]] = {}
+        # TxnOffsetCommit: offsets written in a transaction, by producer id, until its marker
+        self.pending_txn_offsets: dict[int, dict[tuple[str, str, int], OffsetEntry]] = {}
+        self.append_txn: TxnAppendFn | None = None
 
     # persistence -----------------------------------------------------------------------------
     def partition_for(self, group_id: str) -> int:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from strom.broker.broker import Service, register_service
 from strom.broker.group.coordinator import CoordinatorConfig, GroupCoordinator
 from strom.protocol import record_batch as rb
+from strom.protocol.control import parse_marker
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.storage.batch_validation import AppendOrigin
 
@@ -75,6 +76,7 @@ class GroupService(Service):
             offset_metadata_max_bytes=int(cfg.get("offset.metadata.max.bytes") or 4096),
         )
         self.coordinator = GroupCoordinator(config, broker.clock, AsyncioTimers(), self._append)
+        self.coordinator.append_txn = self._append_txn
         broker.extensions[EXTENSION] = self
         self._load(info.partition_count)
         interval = max(cfg.get_int("offsets.retention.check.interval.ms"), 100) / 1000.0
@@ -111,12 +113,20 @@ class GroupService(Service):
                 for header, batch in rb.iter_batches(data):
                     if header.next_offset <= offset:
                         continue
-                    if not header.is_control:
+                    if header.is_control:
+                        marker = parse_marker(batch)
+                        if marker is not None:
+                            coord.complete_txn(header.producer_id, marker.commit)
+                    else:
                         for record in rb.decode_records(batch):
                             if record.offset < offset or record.key is None:
                                 continue
                             try:
-                                coord.replay(record.key, record.value)
+                                if header.is_transactional:
+                                    coord.replay_txn_offset(header.producer_id, record.key,
+                                                            record.value)  # fmt: skip
+                                else:
+                                    coord.replay(record.key, record.value)
                                 count += 1
                             except ValueError as exc:
                                 log.warning(
@@ -130,6 +140,14 @@ class GroupService(Service):
     def _append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
         now = self.broker.clock.time_ms()
         batch = rb.build_batch([(key, value, [], now) for key, value in records])
+        self.broker.replicas.append(OFFSETS_TOPIC, partition, batch, AppendOrigin.COORDINATOR)
+
+    def _append_txn(self, partition: int, records: list[tuple[bytes, bytes | None]],
+                    producer_id: int, producer_epoch: int) -> None:  # fmt: skip
+        now = self.broker.clock.time_ms()
+        batch = rb.build_batch([(key, value, [], now) for key, value in records],
+                               producer_id=producer_id, producer_epoch=producer_epoch,
+                               is_transactional=True)  # fmt: skip
         self.broker.replicas.append(OFFSETS_TOPIC, partition, batch, AppendOrigin.COORDINATOR)
 
 

@@ -9,6 +9,9 @@ Rules kept from Kafka (KIP-74 and the protocol guide):
 - when fewer than ``min_bytes`` are ready, the request waits in the purgatory until an append
   to one of its partitions or ``max_wait_ms``, then reads again: only the partitions that
   changed (a caught-up partition's answer is reused while its log is unchanged);
+- ``isolation_level`` 1 (read_committed, v4+): reads stop at the last stable offset instead
+  of the high watermark, and the aborted transactions overlapping the range read are listed
+  so the client drops their batches (the LSO is reported under both levels, as Kafka);
 - ``session_id`` 0 in the response: no incremental fetch session is created, so every fetch is
   a full one (clients fall back to that by design).
 Topic ids (v13+) are resolved through the topic registry. A partition's
@@ -16,8 +19,9 @@ Topic ids (v13+) are resolved through the topic registry. A partition's
 (:mod:`strom.broker.leader_epochs`).
 
 With ``strom.fetch.sendfile.enable`` (:mod:`strom.broker.zero_copy`) the records are not read:
-each partition's data becomes a file region (a duplicated fd, position, length) and its
-``records`` a placeholder, and the server sends the regions with ``sendfile``.
+each partition's data becomes a file region (a duplicated fd, position, length), which the
+response carries as its ``records`` (:mod:`strom.protocol.hot_path` writes its length and
+leaves its bytes to the server, which sends them with ``sendfile``).
 """
 
 from __future__ import annotations
@@ -40,10 +44,13 @@ _NULL_TOPIC_ID = uuid.UUID(int=0)
 
 
 def _partition(ctx: RequestContext, index: int, code: ErrorCode, *, hw: int = -1,
-               log_start: int = -1, records: Any = b"") -> FetchPartition:
+               log_start: int = -1, records: Any = b"", lso: int | None = None,
+               aborted: tuple[tuple[int, int], ...] | None = None) -> FetchPartition:  # fmt: skip
     # A plain tuple, encoded by strom.protocol.hot_path (kio's generic build and encode cost
-    # ~7 µs a partition); ``records`` is bytes or a zero-copy file region.
-    return FetchPartition(index, code, hw, hw, log_start, None, -1, records)
+    # ~7 µs a partition); ``records`` is bytes or a zero-copy file region, ``aborted`` holds
+    # (producer id, first offset) pairs.
+    return FetchPartition(index, code, hw, hw if lso is None else lso, log_start, aborted, -1,
+                          records)  # fmt: skip
 
 
 class _CaughtUp:
@@ -74,6 +81,7 @@ class _FetchPlan:
         self.request = request
         self.max_bytes = int(getattr(request, "max_bytes", 2**31 - 1))
         self.by_id = ctx.api_version >= 13
+        self.read_committed = int(getattr(request, "isolation_level", 0)) == 1
         self.zero_copy = zero_copy.enabled(ctx.broker.config)
         self.regions: list[zero_copy.FileRegion] = []  # of the latest read, in order
         self.keys: list[tuple[str, int]] = []
@@ -139,37 +147,54 @@ class _FetchPlan:
         if epoch_error != ErrorCode.none:
             return _partition(ctx, p.partition, epoch_error), 0
         hw = log_.high_watermark
+        lso = log_.last_stable_offset
+        bound = lso if self.read_committed else hw
         start = log_.log_start_offset
         offset = int(p.fetch_offset)
         if offset < start or offset > log_.log_end_offset:
             return _partition(ctx, p.partition, ErrorCode.offset_out_of_range, hw=hw, log_start=start), 0
-        if offset >= hw:
-            part = _partition(ctx, p.partition, ErrorCode.none, hw=hw, log_start=start)
+        if offset >= bound:  # caught up: valid until an append moves the HW (and the LSO)
+            part = _partition(ctx, p.partition, ErrorCode.none, hw=hw, log_start=start, lso=lso,
+                              aborted=self._aborted(log_, offset, bound))  # fmt: skip
             self.caught_up[(topic, p.partition)] = _CaughtUp(log_, hw, start, part)
             return part, 0
         budget = min(int(p.partition_max_bytes), self.max_bytes - total)
+        aborted = self._aborted(log_, offset, bound)
         if budget <= 0 and total > 0:
-            return _partition(ctx, p.partition, ErrorCode.none, hw=hw, log_start=start), 0
+            return _partition(ctx, p.partition, ErrorCode.none, hw=hw, log_start=start, lso=lso,
+                              aborted=aborted), 0  # fmt: skip
         try:
             if self.zero_copy:
-                return self._read_region(log_, p.partition, offset, budget, total, hw, start)
-            result = log_.read(offset, max(budget, 0), max_offset=hw, min_one_batch=total == 0)
+                return self._read_region(log_, p.partition, offset, budget, total, hw, start,
+                                         lso, bound, aborted)  # fmt: skip
+            result = log_.read(offset, max(budget, 0), max_offset=bound, min_one_batch=total == 0)
         except Exception as exc:
             code = error_code_of(exc)
             if code == ErrorCode.unknown_server_error:
                 log.exception("read of %s-%s at %s failed", topic, p.partition, offset)
             return _partition(ctx, p.partition, code, hw=hw, log_start=start), 0
         records = result.records
-        return _partition(ctx, p.partition, ErrorCode.none, hw=hw, log_start=start, records=records), len(records)
+        return _partition(ctx, p.partition, ErrorCode.none, hw=hw, log_start=start,
+                          records=records, lso=lso, aborted=aborted), len(records)  # fmt: skip
+
+    def _aborted(self, log_: Any, offset: int, bound: int) -> tuple[tuple[int, int], ...] | None:
+        """read_committed: the aborted transactions overlapping ``[offset, bound)``, as
+        (producer id, first offset)."""
+        if not self.read_committed:
+            return None
+        return tuple((t.producer_id, t.first_offset) for t in log_.collect_aborted(offset, bound))
 
     def _read_region(self, log_: Any, index: int, offset: int, budget: int, total: int,
-                     hw: int, start: int) -> tuple[Any, int]:  # fmt: skip
-        region = zero_copy.read_region(log_, offset, max(budget, 0), max_offset=hw,
+                     hw: int, start: int, lso: int, bound: int,
+                     aborted: tuple[Any, ...] | None) -> tuple[Any, int]:  # fmt: skip
+        region = zero_copy.read_region(log_, offset, max(budget, 0), max_offset=bound,
                                        min_one_batch=total == 0)  # fmt: skip
         if region is None:
-            return _partition(self.ctx, index, ErrorCode.none, hw=hw, log_start=start), 0
+            return _partition(self.ctx, index, ErrorCode.none, hw=hw, log_start=start, lso=lso,
+                              aborted=aborted), 0  # fmt: skip
         self.regions.append(region)
-        part = _partition(self.ctx, index, ErrorCode.none, hw=hw, log_start=start, records=region)
+        part = _partition(self.ctx, index, ErrorCode.none, hw=hw, log_start=start,
+                          records=region, lso=lso, aborted=aborted)  # fmt: skip
         return part, region.length
 
     def close_regions(self) -> None:

@@ -1,10 +1,9 @@
 """FindCoordinator (key 10): this broker coordinates every group (single node).
 
-v0–3 ask for one key; v4+ for a batch (``coordinator_keys``). Key type 0 is a group; key
-type 1 (transactional id) is answered COORDINATOR_NOT_AVAILABLE until the transaction
-coordinator exists; key type 2 (share group, v6) is INVALID_REQUEST, share groups being
-unsupported. v5 only adds TRANSACTION_ABORTABLE to the errors. An empty group id is
-INVALID_REQUEST as in Kafka.
+v0–3 ask for one key; v4+ for a batch (``coordinator_keys``). Key type 0 is a group, key
+type 1 a transactional id (the transaction coordinator); key type 2 (share group, v6) is
+INVALID_REQUEST, share groups being unsupported. v5 only adds TRANSACTION_ABORTABLE to the
+errors. An empty key is INVALID_REQUEST as in Kafka.
 """
 
 from __future__ import annotations
@@ -14,16 +13,25 @@ from typing import Any
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
 from strom.broker.group.service import EXTENSION
+from strom.broker.txn.service import EXTENSION as TXN_EXTENSION
 from strom.protocol.errors import ErrorCode
 
 API_KEY = 10
 GROUP_KEY_TYPE = 0
+TXN_KEY_TYPE = 1
 
 
 def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, str | None]:
+    if key_type == TXN_KEY_TYPE:
+        if not key:
+            return ErrorCode.invalid_request, "empty transactional id"
+        txn = ctx.broker.extensions.get(TXN_EXTENSION)
+        if txn is None or txn.coordinator is None:
+            return ErrorCode.coordinator_not_available, "transaction coordinator not started"
+        if txn.coordinator.loading:
+            return ErrorCode.coordinator_load_in_progress, None
+        return ErrorCode.none, None
     if key_type != GROUP_KEY_TYPE:
-        if key_type == 1:
-            return ErrorCode.coordinator_not_available, "no transaction coordinator yet"
         return ErrorCode.invalid_request, f"unknown key type {key_type}"
     if not key:
         return ErrorCode.invalid_request, "empty group id"

@@ -4,10 +4,11 @@ Kafka's rules (``KafkaApis.handleInitProducerIdRequest``, ``TransactionCoordinat
 naming only one of producer id and epoch (v3+) is INVALID_REQUEST; an empty transactional id is
 INVALID_REQUEST; without a transactional id the answer is a **new** producer id with epoch 0,
 whatever id the request names (see :mod:`strom.broker.producer_ids`: a named id is never bumped
-for a caller that cannot own it). Transactional ids need the transaction coordinator, which this
-broker does not have yet: :func:`init_transactional_id` is the seam it plugs into; until then
-they are refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, not half-served. PRODUCER_FENCED is
-answered INVALID_PRODUCER_EPOCH before v4, which older clients understand.
+for a caller that cannot own it). A transactional id is answered by the transaction coordinator
+(:func:`init_transactional_id`, :mod:`strom.broker.txn.coordinator`): the next epoch of the
+producer id it owns, aborting a transaction the previous instance left open, which fences that
+instance. PRODUCER_FENCED is answered INVALID_PRODUCER_EPOCH before v4, which older clients
+understand.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from typing import Any
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
 from strom.broker.producer_ids import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, ProducerIdAndEpoch
-from strom.protocol.errors import ErrorCode
+from strom.broker.txn.service import txn_coordinator_of
+from strom.protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 22
 log = logging.getLogger(__name__)
@@ -28,9 +30,12 @@ Answer = tuple[ErrorCode, int, int]  # error, producer id, epoch
 def init_transactional_id(
     ctx: RequestContext, transactional_id: str, timeout_ms: int, expected: ProducerIdAndEpoch | None
 ) -> Answer:
-    """Where the transaction coordinator will answer (``producer_ids.init_transactional`` holds
-    its epoch rule). Not there yet: refused, as before."""
-    return ErrorCode.transactional_id_authorization_failed, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+    """The transaction coordinator's answer (its epoch rule is ``producer_ids.init_transactional``)."""
+    try:
+        coord = txn_coordinator_of(ctx.broker)
+        return coord.init_producer_id(transactional_id, timeout_ms, expected)
+    except KafkaError as exc:
+        return exc.error_code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
 
 
 def new_idempotent_id(ctx: RequestContext) -> Answer:

@@ -1,7 +1,7 @@
 """ListOffsets (key 2): earliest (-2), latest (-1), max timestamp (-3), or by timestamp.
 
-Latest is the high watermark (the last stable offset under read_committed, equal to it until
-transactions exist). By timestamp: the first offset whose timestamp is at or after it, or -1
+Latest is the high watermark, the last stable offset under read_committed (isolation_level 1,
+v2+). By timestamp: the first offset whose timestamp is at or after it, or -1
 when there is none. Tiered storage does not exist here, so earliest-local (-4, v8+) is the
 log start offset and latest-tiered (-5, v9+) and earliest-pending-upload (-6, v11+) are -1
 (epoch -1), as Kafka answers for a topic without remote storage. v10 adds a timeout for
@@ -27,7 +27,7 @@ EARLIEST_PENDING_UPLOAD = -6
 
 
 def _lookup(ctx: RequestContext, topic: str, partition: int, ts: int,
-            current_epoch: int) -> tuple[int, int, int]:  # fmt: skip
+            current_epoch: int, read_committed: bool) -> tuple[int, int, int]:  # fmt: skip
     """(timestamp, offset, leader epoch) of the answer; raises KafkaError."""
     log_ = ctx.broker.replicas.get_log(topic, partition)
     code = check_current_leader_epoch(current_epoch)
@@ -35,7 +35,8 @@ def _lookup(ctx: RequestContext, topic: str, partition: int, ts: int,
         raise KafkaError(code, f"current leader epoch {current_epoch} of {topic}-{partition} "
                                f"is not {LEADER_EPOCH}")  # fmt: skip
     if ts == LATEST:
-        return -1, log_.high_watermark, LEADER_EPOCH
+        latest = log_.last_stable_offset if read_committed else log_.high_watermark
+        return -1, latest, LEADER_EPOCH
     if ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
         return -1, -1, -1  # no tiered storage: nothing is (or waits to be) in remote storage
     if ts in (EARLIEST, EARLIEST_LOCAL):
@@ -55,13 +56,14 @@ def _lookup(ctx: RequestContext, topic: str, partition: int, ts: int,
 @dispatch.handler(API_KEY, 1, 11)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     topics = []
+    read_committed = int(getattr(request, "isolation_level", 0)) == 1
     for topic in request.topics:
         parts = []
         for p in topic.partitions:
             try:
                 timestamp, offset, epoch = _lookup(
                     ctx, topic.name, p.partition_index, int(p.timestamp),
-                    int(getattr(p, "current_leader_epoch", -1)),
+                    int(getattr(p, "current_leader_epoch", -1)), read_committed,
                 )  # fmt: skip
                 code = ErrorCode.none
             except Exception as exc:

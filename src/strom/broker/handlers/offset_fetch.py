@@ -1,8 +1,10 @@
 """OffsetFetch (key 9, v1–10): committed offsets of a group (v8+: of several groups at once).
 
 A partition with nothing committed answers offset -1, empty metadata, no error. ``topics`` null
-(v2+) means every partition the group has an offset for. ``require_stable`` (v7+) needs no
-waiting here: strom has no pending transactional offset commits yet. v10 names topics by id:
+(v2+) means every partition the group has an offset for. With ``require_stable`` (v7+,
+KIP-447) a partition whose offset is pending in an open transaction (TxnOffsetCommit before the
+marker) answers UNSTABLE_OFFSET_COMMIT, which clients retry: a consumer taking over never
+starts from an offset an open transaction is about to replace. v10 names topics by id:
 an id no topic has is answered per partition with UNKNOWN_TOPIC_ID, and offsets of a deleted
 topic (which has no id any more) are left out.
 """
@@ -22,9 +24,11 @@ API_KEY = 9
 
 
 def _group_topics(
-    ctx: RequestContext, group_id: str, topics: Any, partition_cls: str, topic_cls: str
-) -> tuple[ErrorCode, tuple[Any, ...]]:
+    ctx: RequestContext, group_id: str, topics: Any, partition_cls: str, topic_cls: str,
+    require_stable: bool = False,
+) -> tuple[ErrorCode, tuple[Any, ...]]:  # fmt: skip
     by_id = ctx.api_version >= 10
+    unstable: set[tuple[str, int]] = set()
     wanted: list[tuple[str, int]] | None = None
     unknown_ids: list[Any] = []  # v10: request topics whose id no topic has
     if topics is not None:
@@ -36,13 +40,22 @@ def _group_topics(
             else:
                 wanted.extend((name, int(p)) for p in t.partition_indexes)
     try:
-        found = coordinator_of(ctx.broker).fetch_offsets(group_id, wanted)
+        coord = coordinator_of(ctx.broker)
+        found = coord.fetch_offsets(group_id, wanted)
         error = ErrorCode.none
+        if require_stable:
+            unstable = {tp for tp in found if coord.has_pending_txn_offset(group_id, tp)}
     except KafkaError as exc:
         found = dict.fromkeys(wanted or [])
         error = exc.error_code
     by_topic: dict[str, list[Any]] = defaultdict(list)
     for (topic, partition), entry in found.items():
+        if (topic, partition) in unstable:
+            by_topic[topic].append(ctx.make(
+                partition_cls, partition_index=partition, committed_offset=-1,
+                committed_leader_epoch=-1, metadata="", error_code=ErrorCode.unstable_offset_commit,
+            ))  # fmt: skip
+            continue
         by_topic[topic].append(
             ctx.make(
                 partition_cls,
@@ -89,6 +102,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 g.topics,
                 "OffsetFetchResponsePartitions",
                 "OffsetFetchResponseTopics",
+                bool(request.require_stable),
             )
             groups.append(
                 ctx.make(
@@ -102,5 +116,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         request.topics,
         "OffsetFetchResponsePartition",
         "OffsetFetchResponseTopic",
+        bool(getattr(request, "require_stable", False)),
     )
     return ctx.respond(throttle_time=0, topics=topics, error_code=error)

@@ -6,9 +6,11 @@ partition's records are validated by the log as a client append (one batch, magi
 size, every record, producer sequence; :mod:`strom.storage.batch_validation`), so one bad
 partition gets its error code while the others are appended. Records refused one by one (null
 keys on compacted topics, timestamps out of range) are named in ``record_errors`` with
-``error_message`` (KIP-467). acks=0 gets no response at all, as Kafka's protocol says.
-v10–11 add only tagged response fields (leader hints, left at their defaults); v12 changes
-nothing for a broker without transactions; v13 names topics by id (UNKNOWN_TOPIC_ID when none
+``error_message`` (KIP-467). A transactional batch must belong to its producer's ongoing
+transaction with that partition added (else INVALID_TXN_STATE, KIP-890's verification).
+acks=0 gets no response at all, as Kafka's protocol says. v10–11 add only tagged response
+fields (leader hints, left at their defaults); v12 (KIP-890 transaction version 2) changes
+nothing while strom does not finalize the ``transaction.version`` feature; v13 names topics by id (UNKNOWN_TOPIC_ID when none
 has it).
 """
 
@@ -21,6 +23,8 @@ from typing import Any
 
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
+from strom.broker.txn.service import txn_coordinator_of
+from strom.protocol import record_batch as rb
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
 from strom.protocol.hot_path import ProducePartition, ProduceResponse
 from strom.storage.errors import RecordValidationError
@@ -41,6 +45,24 @@ def _partition(ctx: RequestContext, index: int, code: ErrorCode, **values: Any) 
         values.get("error_message"),
         tuple(values.get("record_errors", ())),  # (batch index, message)
     )
+
+
+def _verify_transaction(broker: Any, log_: Any, topic: str, index: int, records: bytes) -> None:
+    """A transactional batch that would open a transaction in this partition must belong to
+    its producer's ongoing transaction, with this partition added (KIP-890's verification):
+    a late batch of an ended or aborted transaction would otherwise start a transaction no
+    coordinator knows of, and hold the last stable offset back for good."""
+    if len(records) < rb.HEADER_SIZE:
+        return
+    header = rb.parse_header(records)
+    if not header.is_transactional or header.is_control or header.producer_id < 0:
+        return
+    entry = log_.producer_state.producers.get(header.producer_id)
+    if entry is not None and entry.txn_first_offset >= 0 and entry.epoch == header.producer_epoch:
+        return  # already part of this producer's open transaction here
+    if not txn_coordinator_of(broker).is_ongoing_with(header.producer_id, header.producer_epoch,
+                                                      (topic, index)):  # fmt: skip
+        raise KafkaError(ErrorCode.invalid_txn_state, "Partition was not added to the transaction")
 
 
 def _append_one(ctx: RequestContext, topic: str, index: int, records: bytes | None, acks: int,
@@ -64,6 +86,7 @@ def _append_one(ctx: RequestContext, topic: str, index: int, records: bytes | No
                 ErrorCode.not_enough_replicas,
                 f"min.insync.replicas={log_.config.min_insync_replicas} but the ISR has 1 replica",
             )
+        _verify_transaction(broker, log_, topic, index, records)
         result = broker.replicas.append(topic, index, bytes(records))
         if result.flushed is not None:  # flush.messages reached: answer once it is on disk
             durable.append(result.flushed)

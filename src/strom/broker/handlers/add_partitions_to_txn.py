@@ -1,0 +1,57 @@
+"""AddPartitionsToTxn (key 24, v0–3): add partitions to the producer's ongoing transaction.
+
+Served by the transaction coordinator (:mod:`strom.broker.txn.coordinator`). Unknown topics or
+partitions get UNKNOWN_TOPIC_OR_PARTITION and the rest OPERATION_NOT_ATTEMPTED, as Kafka: a
+transaction never includes a partition that does not exist. Versions 4+ (broker-to-broker
+verification, KIP-890) are not served.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strom.broker import dispatch
+from strom.broker.context import RequestContext
+from strom.broker.txn.service import txn_coordinator_of
+from strom.protocol.errors import ErrorCode, KafkaError
+
+API_KEY = 24
+
+
+def fenced_code(ctx: RequestContext, code: ErrorCode) -> ErrorCode:
+    """PRODUCER_FENCED is INVALID_PRODUCER_EPOCH for clients of older versions (KIP-588)."""
+    if code == ErrorCode.producer_fenced and ctx.api_version < 2:
+        return ErrorCode.invalid_producer_epoch
+    return code
+
+
+@dispatch.handler(API_KEY, 0, 3)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    wanted = [(t.name, int(p)) for t in request.v3_and_below_topics for p in t.partitions]
+    unknown = set()
+    for topic, partition in wanted:
+        info = ctx.broker.topics.get(topic)
+        if info is None or partition not in info.replicas:
+            unknown.add((topic, partition))
+    codes: dict[tuple[str, int], ErrorCode]
+    if unknown:
+        codes = {tp: ErrorCode.unknown_topic_or_partition if tp in unknown
+                 else ErrorCode.operation_not_attempted for tp in wanted}  # fmt: skip
+    else:
+        try:
+            code = txn_coordinator_of(ctx.broker).add_partitions(
+                request.v3_and_below_transactional_id, int(request.v3_and_below_producer_id),
+                int(request.v3_and_below_producer_epoch), wanted,
+            )  # fmt: skip
+        except KafkaError as exc:
+            code = exc.error_code
+        code = fenced_code(ctx, code)
+        codes = {tp: code for tp in wanted}
+    results = tuple(
+        ctx.make("AddPartitionsToTxnTopicResult", name=t.name, results_by_partition=tuple(
+            ctx.make("AddPartitionsToTxnPartitionResult", partition_index=p,
+                     partition_error_code=codes[(t.name, int(p))])
+            for p in t.partitions))
+        for t in request.v3_and_below_topics
+    )  # fmt: skip
+    return ctx.respond(throttle_time=0, results_by_topic_v3_and_below=results)

@@ -1,0 +1,31 @@
+"""EndTxn (key 26, v0–3): commit or abort the producer's transaction.
+
+The coordinator persists PrepareCommit/PrepareAbort, writes a marker to every partition of the
+transaction (:func:`strom.broker.txn.service.write_txn_markers`), then persists the completion
+before answering, so a committed transaction is visible to read_committed consumers as soon as
+the producer hears of it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strom.broker import dispatch
+from strom.broker.context import RequestContext
+from strom.broker.handlers.add_partitions_to_txn import fenced_code
+from strom.broker.txn.service import txn_coordinator_of
+from strom.protocol.errors import KafkaError
+
+API_KEY = 26
+
+
+@dispatch.handler(API_KEY, 0, 3)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    try:
+        code = txn_coordinator_of(ctx.broker).end_txn(
+            request.transactional_id, int(request.producer_id), int(request.producer_epoch),
+            bool(request.committed),
+        )  # fmt: skip
+    except KafkaError as exc:
+        code = exc.error_code
+    return ctx.respond(throttle_time=0, error_code=fenced_code(ctx, code))

@@ -1,0 +1,1 @@
+"""The transaction coordinator: state machine, ``__transaction_state`` records, broker service."""

@@ -1,0 +1,66 @@
+"""Transactional offset commits (TxnOffsetCommit) in the group coordinator: pending until the
+producer's marker, published by COMMIT, dropped by ABORT, and rebuilt the same way from the
+log (transactional batches wait for their marker while loading)."""
+
+from __future__ import annotations
+
+from strom.broker.group.coordinator import CoordinatorConfig, GroupCoordinator
+from strom.broker.group.model import OffsetEntry
+from strom.clock import FakeClock
+from strom.protocol.errors import ErrorCode as E
+
+
+class NoTimers:
+    def call_later(self, delay_ms: int, fn: object) -> None:
+        return None
+
+
+def coordinator(clock: FakeClock, log: list[tuple[int, bytes, bytes | None]]) -> GroupCoordinator:
+    coord = GroupCoordinator(CoordinatorConfig(), clock, NoTimers(), lambda p, r: None)  # type: ignore[arg-type]
+
+    def append_txn(partition: int, records: list[tuple[bytes, bytes | None]], pid: int,
+                   epoch: int) -> None:  # fmt: skip
+        log.extend((pid, k, v) for k, v in records)
+
+    coord.append_txn = append_txn
+    coord.finish_loading()
+    return coord
+
+
+def test_offsets_visible_only_at_commit() -> None:
+    clock = FakeClock(1_700_000_000_000)
+    log: list[tuple[int, bytes, bytes | None]] = []
+    coord = coordinator(clock, log)
+    tp = ("in", 0)
+    assert coord.commit_txn_offsets("g", 7, 0, "", None, -1, {tp: OffsetEntry(10, -1, "")}) == {
+        tp: E.none}  # fmt: skip
+    assert coord.commit_txn_offsets("g", 8, 0, "", None, -1, {tp: OffsetEntry(99, -1, "")}) == {
+        tp: E.none}  # fmt: skip
+    assert coord.fetch_offsets("g", [tp]) == {tp: None}
+    assert coord.has_pending_txn_offset("g", tp)
+    coord.complete_txn(8, commit=False)
+    coord.complete_txn(7, commit=True)
+    entry = coord.fetch_offsets("g", [tp])[tp]
+    assert entry is not None and entry.offset == 10
+    assert not coord.has_pending_txn_offset("g", tp)
+
+    # loading: the same records, then the markers, give the same state
+    again = GroupCoordinator(CoordinatorConfig(), clock, NoTimers(), lambda p, r: None)  # type: ignore[arg-type]
+    for pid, key, value in log:
+        again.replay_txn_offset(pid, key, value)
+    again.complete_txn(8, commit=False)
+    again.complete_txn(7, commit=True)
+    again.finish_loading()
+    loaded = again.fetch_offsets("g", [tp])[tp]
+    assert loaded is not None and loaded.offset == 10
+
+
+def test_zombie_member_generation_is_refused() -> None:
+    clock = FakeClock(1_700_000_000_000)
+    coord = coordinator(clock, [])
+    tp = ("in", 0)
+    assert coord.commit_txn_offsets("g", 7, 0, "", None, -1, {tp: OffsetEntry(1, -1, "")}) == {
+        tp: E.none}  # fmt: skip
+    coord.complete_txn(7, commit=True)  # the group now exists (Empty, no members)
+    assert coord.commit_txn_offsets("g", 7, 0, "ghost", None, 3, {tp: OffsetEntry(2, -1, "")}) == {
+        tp: E.unknown_member_id}  # fmt: skip
