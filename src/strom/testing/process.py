@@ -11,6 +11,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 
 def free_port() -> int:
@@ -32,56 +33,33 @@ def wait_for_port(host: str, port: int, timeout: float) -> bool:
     return False
 
 
-class BrokerProcess:
-    """One ``strom serve`` child process bound to 127.0.0.1 on a free port.
+class ChildProcess:
+    """A strom command run as a child process that listens on ``self.port`` of 127.0.0.1.
 
-    The data directory survives :meth:`stop` and :meth:`kill`, so :meth:`start` again is a
-    restart on the same data (what a kill -9 test needs).
+    Subclasses say what to run (:meth:`command`) and prepare files (:meth:`prepare`); this class
+    starts it with its output in ``self.log_file``, waits until the port accepts connections,
+    and stops it by its PID (SIGTERM, then SIGKILL after a timeout; or SIGKILL at once).
     """
 
-    def __init__(
-        self,
-        data_dir: Path,
-        *,
-        port: int | None = None,
-        settings: Mapping[str, str] | None = None,
-        extra_args: Sequence[str] = (),
-        log_file: Path | None = None,
-    ) -> None:
-        self.data_dir = Path(data_dir)
-        self.port = port or free_port()
-        self.settings = dict(settings or {})
-        self.extra_args = list(extra_args)
-        self.log_file = log_file or self.data_dir.parent / f"broker-{self.port}.log"
-        self._proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+    name = "strom"
+    port: int
+    log_file: Path
+    _proc: subprocess.Popen[bytes] | None = None
 
     @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
 
     def command(self) -> list[str]:
-        cmd = [
-            sys.executable,
-            "-m",
-            "strom",
-            "serve",
-            "--data-dir",
-            str(self.data_dir),
-            "--listen",
-            self.bootstrap,
-        ]
-        for key, value in self.settings.items():
-            cmd += ["--set", f"{key}={value}"]
-        return cmd + self.extra_args
+        raise NotImplementedError
 
-    def start(self, timeout: float = 30.0) -> BrokerProcess:
+    def prepare(self) -> None:
+        """Create what the command needs before it starts (directories, property files)."""
+
+    def start(self, timeout: float = 30.0) -> Self:
         if self._proc is not None and self._proc.poll() is None:
-            raise RuntimeError("broker already running")
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+            raise RuntimeError(f"{self.name} already running")
+        self.prepare()
         log = open(self.log_file, "ab")  # noqa: SIM115 - the child owns it until it exits
         try:
             self._proc = subprocess.Popen(
@@ -93,12 +71,12 @@ class BrokerProcess:
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
                 raise RuntimeError(
-                    f"strom serve exited with {self._proc.returncode}:\n{self.log_tail()}"
+                    f"{self.name} exited with {self._proc.returncode}:\n{self.log_tail()}"
                 )
             if wait_for_port("127.0.0.1", self.port, 0.2):
                 return self
         self.kill()
-        raise RuntimeError(f"strom serve did not listen within {timeout}s:\n{self.log_tail()}")
+        raise RuntimeError(f"{self.name} did not listen within {timeout}s:\n{self.log_tail()}")
 
     def log_tail(self, lines: int = 40) -> str:
         try:
@@ -140,7 +118,7 @@ class BrokerProcess:
         self._proc = None
         return proc.returncode
 
-    def __enter__(self) -> BrokerProcess:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(
@@ -150,3 +128,49 @@ class BrokerProcess:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+class BrokerProcess(ChildProcess):
+    """One ``strom serve`` child process bound to 127.0.0.1 on a free port.
+
+    The data directory survives :meth:`stop` and :meth:`kill`, so :meth:`start` again is a
+    restart on the same data (what a kill -9 test needs).
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        port: int | None = None,
+        settings: Mapping[str, str] | None = None,
+        extra_args: Sequence[str] = (),
+        log_file: Path | None = None,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.port = port or free_port()
+        self.settings = dict(settings or {})
+        self.extra_args = list(extra_args)
+        self.log_file = log_file or self.data_dir.parent / f"broker-{self.port}.log"
+        self._proc = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        cmd = [
+            sys.executable,
+            "-m",
+            "strom",
+            "serve",
+            "--data-dir",
+            str(self.data_dir),
+            "--listen",
+            self.bootstrap,
+        ]
+        for key, value in self.settings.items():
+            cmd += ["--set", f"{key}={value}"]
+        return cmd + self.extra_args
+
+    def prepare(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
