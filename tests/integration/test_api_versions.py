@@ -98,7 +98,7 @@ def test_kafka_python_infers_the_newest_release_strom_can_serve(broker, topic_na
         consumer_timeout_ms=10_000, group_id=None,
     )  # fmt: skip
     try:
-        assert consumer.config["api_version"] == (4, 2)  # 4.3 needs DescribeLogDirs v5
+        assert consumer.config["api_version"] == NEWEST_KAFKA  # 4.3 needed DescribeLogDirs v5
         got = [m.value for m in consumer]
     finally:
         consumer.close()

@@ -162,7 +162,7 @@ def test_version_help_on_every_option_and_completion(tmp_path: Path) -> None:
 
 
 def test_topic_default_partitions_add_partitions_trim_and_describe(
-    cli: Cli, topic_name: str
+    cli: Cli, broker: BrokerProcess, topic_name: str
 ) -> None:
     assert json.loads(cli.ok("topic", "create", topic_name, "--format", "json")) == [
         {"name": topic_name, "created": True}
@@ -183,10 +183,14 @@ def test_topic_default_partitions_add_partitions_trim_and_describe(
     rows = json.loads(cli.ok("topic", "describe", topic_name, "-p", "--format", "json"))
     assert [(r["partition"], r["log_start_offset"], r["log_end_offset"], r["messages"])
             for r in rows] == [(0, 3, 5, 2), (1, 0, 0, 0), (2, 0, 0, 0), (3, 0, 0, 0)]
+    on_disk = [sum(f.stat().st_size for f in (broker.data_dir / f"{topic_name}-{p}").glob("*.log"))
+               for p in range(4)]  # fmt: skip
+    assert on_disk[0] > 5 * 2 and on_disk[1:] == [0, 0, 0]  # trim deletes no segment here
+    assert [r["size"] for r in rows] == on_disk
     assert cli.lines("consume", topic_name, "-p", "0", "-o", "start", "-e") == ["m3", "m4"]
     text = parse_table(cli.ok("topic", "describe", topic_name, "-p"))
-    assert (text[0]["PARTITION"], text[0]["LOG-START-OFFSET"], text[0]["LOG-END-OFFSET"]) == (
-        "0", "3", "5")
+    assert (text[0]["PARTITION"], text[0]["LOG-START-OFFSET"], text[0]["LOG-END-OFFSET"],
+            text[0]["MESSAGES"], text[0]["SIZE"]) == ("0", "3", "5", "2", str(on_disk[0]))
 
     cli.ok("topic", "alter-config", topic_name, "retention.ms=123456")
     configs = {c["key"]: c for c in json.loads(
