@@ -42,12 +42,15 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=find_hanging)
     p = sub.add_parser("abort", help="abort a hanging transaction in one partition",
                        parents=parents)  # fmt: skip
-    p.add_argument("--topic", required=True, metavar="T")
-    p.add_argument("--partition", required=True, type=int, metavar="N")
+    p.add_argument("--topic", required=True, metavar="T", help="the partition's topic")
+    p.add_argument("--partition", required=True, type=int, metavar="N",
+                   help="the partition holding the hanging transaction")  # fmt: skip
     p.add_argument("--start-offset", type=int, metavar="N",
                    help="the first offset of the transaction (see find-hanging)")  # fmt: skip
-    p.add_argument("--producer-id", type=int, metavar="ID")
-    p.add_argument("--producer-epoch", type=int, metavar="E")
+    p.add_argument("--producer-id", type=int, metavar="ID",
+                   help="the transaction's producer id (instead of --start-offset)")
+    p.add_argument("--producer-epoch", type=int, metavar="E",
+                   help="that producer's epoch (with --producer-id)")
     add_client_options(p)
     p.set_defaults(func=abort)
 
