@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-FAILING_BATCHES = 3  # batch ids below this fail once per task partition
+FAILING_BATCHES = 2  # batch ids below this fail once per task partition
 
 
 def _fail_once_then_times_ten(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -65,7 +65,7 @@ def main() -> None:
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", source)
         .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", "60")
+        .option("maxOffsetsPerTrigger", "40")
         .load()
         .select("value")
         .mapInArrow(_fail_once_then_times_ten, "value binary")
