@@ -19,6 +19,7 @@ from typing import Any
 
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
+from strom.cli import wire
 from strom.cli.clients import add_client_options, admin_client, metadata
 from strom.cli.errors import CliError, wait_for
 from strom.cli.output import print_json, print_table
@@ -111,14 +112,7 @@ def _source_name(source: Any) -> str:
 
 
 def _raw_call(args: argparse.Namespace, api_key: int, version: int, **fields: Any) -> Any:
-    from strom.testing.raw import RawConnection
-
-    bootstrap = args.bootstrap_server.split(",")[0].strip()
-    try:
-        with RawConnection(bootstrap, timeout=10.0) as conn:
-            return conn.request(api_key, version, **fields)
-    except OSError as exc:
-        raise CliError(f"cannot reach the broker at {bootstrap}: {exc}") from None
+    return wire.request(args.bootstrap_server, api_key, version, **fields)
 
 
 def _check(code: int, message: str | None, what: str) -> None:

@@ -23,7 +23,9 @@ from strom.cli.connection import ENV_BROKERS, resolve_bootstrap
 from strom.cli.errors import DEFAULT_TIMEOUT_S, CliError, describe_kafka_error, set_timeout
 
 PROG = "strom"
-_SUBCOMMAND_MODULES = ("topic", "produce", "consume", "group", "cluster", "profile", "txn")
+_SUBCOMMAND_MODULES = (
+    "topic", "produce", "consume", "group", "cluster", "profile", "txn", "connect", "connector",
+)
 
 
 class Parser(argparse.ArgumentParser):
@@ -132,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.verbose = verbose
     _setup_logging(verbose)
     try:
-        if args.command not in ("serve", "profile", "completion"):
+        if args.command not in ("serve", "profile", "completion", "connect", "connector"):
             # every client command sees args.bootstrap_server (flag, env, profile, default)
             args.bootstrap_server = resolve_bootstrap(args)
         _apply_timeout(args)

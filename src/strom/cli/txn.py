@@ -16,7 +16,7 @@ from typing import Any
 from strom.cli.clients import add_client_options, admin_client, metadata
 from strom.cli.errors import CliError
 from strom.cli.output import print_json, print_table
-from strom.cli.txn_wire import check, part, request
+from strom.cli.wire import check, part, request
 
 LIST, DESCRIBE, PRODUCERS, MARKERS = 66, 65, 61, 27
 

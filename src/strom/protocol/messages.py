@@ -18,10 +18,10 @@ import datetime
 import io
 import struct
 from collections.abc import Callable
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, fields
 from functools import cache
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from kio.index import load_payload_module, load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
@@ -33,6 +33,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 from kio.static.primitive import i16, i32
 
+from strom.protocol.hot_path import response_header
 from strom.protocol.request_check import MalformedRequestError, check_body, check_header
 
 API_VERSIONS_KEY = 18
@@ -68,9 +69,8 @@ class UnsupportedVersionError(ProtocolError):
         self.correlation_id = correlation_id
 
 
-@dataclass(frozen=True, slots=True)
-class RequestHeader:
-    """What every request carries, whatever its header version."""
+class RequestHeader(NamedTuple):
+    """What every request carries, whatever its header version (a tuple: made per request)."""
 
     api_key: int
     api_version: int
@@ -170,14 +170,19 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, respons
     buf = io.BytesIO()
     buf.write(b"\0\0\0\0")
     flexible = bool(type(response).__flexible__)
-    if flexible and api_key != API_VERSIONS_KEY:
-        _writer(ResponseHeaderV1)(buf, ResponseHeaderV1(correlation_id=i32(correlation_id)))
-    else:
-        _writer(ResponseHeaderV0)(buf, ResponseHeaderV0(correlation_id=i32(correlation_id)))
+    # The header is hand-written (hot_path): kio's generic writer costs more than the int32.
+    buf.write(response_header(correlation_id, flexible and api_key != API_VERSIONS_KEY))
     _writer(type(response))(buf, response)
     data = buf.getbuffer()
     _SIZE.pack_into(data, 0, len(data) - 4)
     del data
+    return buf.getvalue()
+
+
+def encode_body(response: Any) -> bytes:
+    """A response body without header or size (to cache: see ``hot_path.EncodedBody``)."""
+    buf = io.BytesIO()
+    _writer(type(response))(buf, response)
     return buf.getvalue()
 
 

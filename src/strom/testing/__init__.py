@@ -6,8 +6,11 @@ context manager::
 
     with BrokerProcess(tmp_path / "data") as broker:
         producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap})
+
+:class:`ConnectWorkerProcess` does the same for a ``strom connect standalone`` worker.
 """
 
+from strom.testing.connect import ConnectWorkerProcess
 from strom.testing.process import BrokerProcess, free_port, wait_for_port
 
-__all__ = ["BrokerProcess", "free_port", "wait_for_port"]
+__all__ = ["BrokerProcess", "ConnectWorkerProcess", "free_port", "wait_for_port"]

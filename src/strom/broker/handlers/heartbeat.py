@@ -1,4 +1,8 @@
-"""Heartbeat (key 12, v0–4): keeps a member's session; REBALANCE_IN_PROGRESS asks it to rejoin."""
+"""Heartbeat (key 12, v0–4): keeps a member's session; REBALANCE_IN_PROGRESS asks it to rejoin.
+
+Each member heartbeats every few seconds, and the answer is one of a handful of bodies (per
+version and error code): they are encoded once by ``kio`` and reused.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,9 @@ from typing import Any
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
 from strom.broker.group.service import coordinator_of
-from strom.protocol.errors import KafkaError
+from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.hot_path import EncodedBody
+from strom.protocol.messages import encode_body
 
 API_KEY = 12
 
@@ -23,4 +29,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
     except KafkaError as exc:
         code = exc.error_code
-    return ctx.respond(throttle_time=0, error_code=code)
+    return _body(ctx, code)
+
+
+_BODIES: dict[tuple[int, ErrorCode], EncodedBody] = {}
+
+
+def _body(ctx: RequestContext, code: ErrorCode) -> EncodedBody:
+    key = (ctx.api_version, code)
+    body = _BODIES.get(key)
+    if body is None:
+        response = ctx.respond(throttle_time=0, error_code=code)
+        body = _BODIES[key] = EncodedBody(encode_body(response), type(response).__flexible__)
+    return body

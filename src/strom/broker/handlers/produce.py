@@ -26,26 +26,24 @@ from strom.broker.context import RequestContext
 from strom.broker.txn.service import txn_coordinator_of
 from strom.protocol import record_batch as rb
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
+from strom.protocol.hot_path import ProducePartition, ProduceResponse
 from strom.storage.errors import RecordValidationError
 
 API_KEY = 0
 log = logging.getLogger(__name__)
 
 
-def _partition(ctx: RequestContext, index: int, code: ErrorCode, **values: Any) -> Any:
-    return ctx.make(
-        "PartitionProduceResponse",
-        index=index,
-        error_code=code,
-        base_offset=values.get("base_offset", -1),
-        log_append_time=values.get("log_append_time", -1),
-        log_start_offset=values.get("log_start_offset", -1),
-        record_errors=tuple(
-            ctx.make("BatchIndexAndErrorMessage", batch_index=index,
-                     batch_index_error_message=message)
-            for index, message in values.get("record_errors", ())
-        ),  # fmt: skip
-        error_message=values.get("error_message"),
+def _partition(ctx: RequestContext, index: int, code: ErrorCode, **values: Any) -> ProducePartition:
+    # A plain tuple, encoded by strom.protocol.hot_path: kio's generic build + encode of this
+    # response cost more than appending the records it acknowledges.
+    return ProducePartition(
+        index,
+        code,
+        values.get("base_offset", -1),
+        values.get("log_append_time", -1),
+        values.get("log_start_offset", -1),
+        values.get("error_message"),
+        tuple(values.get("record_errors", ())),  # (batch index, message)
     )
 
 
@@ -68,7 +66,7 @@ def _verify_transaction(broker: Any, log_: Any, topic: str, index: int, records:
 
 
 def _append_one(ctx: RequestContext, topic: str, index: int, records: bytes | None, acks: int,
-                durable: list[Future[None]]) -> Any:  # fmt: skip
+                durable: list[Future[None]]) -> ProducePartition:  # fmt: skip
     broker = ctx.broker
     info = broker.topics.get(topic)
     if info is None or index not in info.replicas:
@@ -100,13 +98,8 @@ def _append_one(ctx: RequestContext, topic: str, index: int, records: bytes | No
         if code == ErrorCode.unknown_server_error:
             log.exception("append to %s-%s failed", topic, index)
         return _partition(ctx, index, code, error_message=str(exc)[:500])
-    return _partition(
-        ctx,
-        index,
-        ErrorCode.none,
-        base_offset=result.base_offset,
-        log_append_time=result.log_append_time,
-        log_start_offset=result.log_start_offset,
+    return ProducePartition(
+        index, 0, result.base_offset, result.log_append_time, result.log_start_offset
     )
 
 
@@ -133,16 +126,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 parts.append(_partition(ctx, pdata.index, ErrorCode.unknown_topic_id))
             else:
                 parts.append(_append_one(ctx, name, pdata.index, pdata.records, acks, durable))
-        responses.append(
-            ctx.make(
-                "TopicProduceResponse",
-                name=name,
-                topic_id=getattr(topic_data, "topic_id", None),
-                partition_responses=tuple(parts),
-            )
-        )
+        responses.append((name, parts, getattr(topic_data, "topic_id", None)))
     if acks == 0:
         return None
     for fut in durable:  # the flusher thread fsyncs; the loop serves others meanwhile
         await asyncio.wrap_future(fut)
-    return ctx.respond(responses=tuple(responses), throttle_time=0)
+    return ProduceResponse(responses)

@@ -1,0 +1,41 @@
+"""``strom connect standalone WORKER.properties [CONNECTOR.properties|.json ...]``.
+
+Runs a Connect worker in this process (see :mod:`strom.connect.standalone`). The runtime and
+its web stack are imported only when the command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import Any
+
+from strom.cli.errors import CliError
+
+
+def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser("connect", help="run a Connect worker", parents=parents)
+    sub = p.add_subparsers(dest="mode", metavar="MODE", required=True)
+    s = sub.add_parser("standalone", help="a standalone worker (offsets in a local file)",
+                       parents=parents)
+    s.add_argument("worker", type=Path, help="worker .properties file")
+    s.add_argument("connectors", type=Path, nargs="*",
+                   help="connector configurations (.properties or .json)")
+    s.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        from strom.connect.standalone import WorkerConfigError, run_standalone
+    except ImportError as exc:
+        raise CliError(f"strom Connect needs the 'connect' extra (pip install "
+                       f"'strom[connect]'): {exc}") from None
+    logging.getLogger("strom.connect").setLevel(logging.INFO)
+    for path in [args.worker, *args.connectors]:
+        if not path.is_file():
+            raise CliError(f"no such file: {path}")
+    try:
+        return run_standalone(args.worker, list(args.connectors))
+    except (WorkerConfigError, ValueError, OSError) as exc:
+        raise CliError(" ".join(str(exc).split("\n"))) from None

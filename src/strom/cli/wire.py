@@ -1,0 +1,90 @@
+"""Admin requests confluent-kafka does not offer, sent over strom's own codec.
+
+Used for the transaction tools (KIP-664: ListTransactions, DescribeTransactions,
+DescribeProducers; WriteTxnMarkers for an operator's abort) and for the cluster-wide default
+broker config (librdkafka cannot name the "" resource). One request per connection to the first
+bootstrap server, which on a single node is the coordinator and every partition's leader.
+Not a Kafka client: no metadata, no retries, no routing; data always goes through confluent-kafka.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from typing import Any, Self
+
+from kio.index import load_payload_module
+from kio.static.constants import EntityType
+
+from strom.cli.errors import DEFAULT_TIMEOUT_S, CliError
+from strom.protocol.errors import ErrorCode
+from strom.protocol.messages import (
+    RequestHeader,
+    build,
+    decode_response,
+    encode_request,
+    request_class,
+)
+
+
+class WireConnection:
+    """A blocking connection that sends one built request at a time and decodes its answer."""
+
+    def __init__(self, bootstrap: str, timeout: float = 10.0) -> None:
+        host, _, port = bootstrap.rpartition(":")
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self._correlation = 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def recv_frame(self) -> bytes:
+        """One response frame without its size prefix; ConnectionError if the broker closed."""
+        size = struct.unpack(">i", self._recv_exact(4))[0]
+        return self._recv_exact(size)
+
+    def _recv_exact(self, n: int) -> bytes:
+        chunks = bytearray()
+        while len(chunks) < n:
+            chunk = self.sock.recv(n - len(chunks))
+            if not chunk:
+                raise ConnectionError("connection closed by the broker")
+            chunks += chunk
+        return bytes(chunks)
+
+    def request(self, api_key: int, version: int, **fields: Any) -> Any:
+        self._correlation += 1
+        req = build(request_class(api_key, version), **fields)
+        header = RequestHeader(api_key, version, self._correlation, "strom-cli")
+        self.sock.sendall(encode_request(header, req))
+        correlation, response = decode_response(api_key, version, self.recv_frame())
+        if correlation != self._correlation:
+            raise ConnectionError(f"answer to request {correlation}, expected {self._correlation}")
+        return response
+
+
+def request(bootstrap: str, api_key: int, version: int, **fields: Any) -> Any:
+    """Send one request and return the decoded response; an unreachable broker is a CliError."""
+    server = bootstrap.split(",")[0].strip()
+    try:
+        with WireConnection(server, timeout=DEFAULT_TIMEOUT_S) as conn:
+            return conn.request(api_key, version, **fields)
+    except (OSError, ConnectionError) as exc:
+        raise CliError(f"cannot reach the broker at {server}: {exc}") from None
+
+
+def part(api_key: int, version: int, class_name: str, **fields: Any) -> Any:
+    """A nested request entity of that API version, by class name."""
+    return build(getattr(load_payload_module(api_key, version, EntityType.request), class_name),
+                 **fields)  # fmt: skip
+
+
+def check(code: Any, what: str) -> None:
+    if int(code) != 0:
+        raise CliError(f"{what}: {ErrorCode(int(code)).name.upper()}")

@@ -1,0 +1,370 @@
+"""The standalone herder: runs connectors and their tasks in this worker, answers the REST API.
+
+Every public method is one REST operation, serialised by a lock, and raises
+:class:`RestError` (HTTP status + Kafka Connect's message) for the API to render as
+``{"error_code": status, "message": ...}``. Configs go through a
+:class:`~strom.connect.backing.ConfigBackingStore`, source offsets through an
+:class:`~strom.connect.backing.OffsetBackingStore` (distributed mode swaps both).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+from strom.connect import offsets as offsets_api
+from strom.connect.api import Connector, ConnectorContext, SinkConnector
+from strom.connect.backing import ConfigBackingStore, OffsetBackingStore
+from strom.connect.config import ConfigDef, ConfigKey, at_least, non_empty_string
+from strom.connect.converters import Converter
+from strom.connect.plugins import PluginNotFound, class_name, find_connector, find_converter
+from strom.connect.tasks import WorkerSinkTask, WorkerSourceTask, WorkerTask
+
+LOG = logging.getLogger("strom.connect.herder")
+
+COMMON_DEF = ConfigDef([
+    ConfigKey("name", "STRING", importance="HIGH", group="Common",
+              documentation="Globally unique name to use for this connector.",
+              validator=non_empty_string),
+    ConfigKey("connector.class", "STRING", importance="HIGH", group="Common",
+              documentation="Name or alias of the class for this connector."),
+    ConfigKey("tasks.max", "INT", 1, "HIGH", "Maximum number of tasks to use for this "
+              "connector.", group="Common", validator=at_least(1)),
+    ConfigKey("key.converter", "CLASS", None, "LOW", "Key converter (worker's by default).",
+              group="Common"),
+    ConfigKey("value.converter", "CLASS", None, "LOW", "Value converter (worker's by "
+              "default).", group="Common"),
+])
+SINK_DEF = ConfigDef([
+    ConfigKey("topics", "LIST", "", "HIGH", "List of topics to consume.", group="Common"),
+    ConfigKey("topics.regex", "STRING", "", "HIGH", "Regular expression of topics to consume.",
+              group="Common"),
+])
+
+
+class RestError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass
+class ConnectorRuntime:
+    name: str
+    config: dict[str, str]
+    instance: Connector | None = None
+    state: str = "UNASSIGNED"
+    trace: str | None = None
+    task_configs: list[dict[str, str]] = field(default_factory=list)
+    tasks: list[WorkerTask] = field(default_factory=list)
+
+    @property
+    def type(self) -> str:
+        return self.instance.connector_type if self.instance else "unknown"
+
+
+class StandaloneHerder:
+    def __init__(self, worker_id: str, worker_config: dict[str, str],
+                 offsets: OffsetBackingStore, configs: ConfigBackingStore) -> None:
+        self.worker_id = worker_id
+        self.worker_config = worker_config
+        self.offsets = offsets
+        self.configs = configs
+        self.runtimes: dict[str, ConnectorRuntime] = {}
+        self.lock = threading.RLock()
+        interval = int(worker_config.get("offset.flush.interval.ms", "60000"))
+        self.flush_interval_s = interval / 1000.0
+
+    # -- validation ---------------------------------------------------------------------
+    def validate(self, config: dict[str, str]) -> dict[str, Any]:
+        """The body of ``/config/validate`` (Kafka's ConfigInfos)."""
+        name = config.get("connector.class")
+        if not name:
+            raise RestError(400, "Connector config " + str(config) + " contains no connector "
+                                 "type")
+        try:
+            cls = find_connector(name)
+        except PluginNotFound as exc:
+            raise RestError(400, str(exc)) from None
+        definition = COMMON_DEF
+        if issubclass(cls, SinkConnector):
+            definition = definition.merged(SINK_DEF)
+        definition = definition.merged(cls.config_def())
+        values = definition.validate(config)
+        by_name = {v.name: v for v in values}
+        if issubclass(cls, SinkConnector):
+            has_topics = bool(config.get("topics", "").strip())
+            has_regex = bool(config.get("topics.regex", "").strip())
+            if has_topics == has_regex:
+                msg = ("Must configure one of topics or topics.regex" if not has_topics else
+                       "topics and topics.regex are mutually exclusive options, but both are "
+                       "set.")
+                by_name["topics"].errors.append(msg)
+                by_name["topics.regex"].errors.append(msg)
+        for key in ("key.converter", "value.converter"):
+            if config.get(key):
+                try:
+                    find_converter(config[key])
+                except PluginNotFound as exc:
+                    by_name[key].errors.append(str(exc))
+        try:
+            extra = cls().validate(dict(config))
+        except Exception as exc:  # noqa: BLE001 - a connector's bug is a validation error
+            extra = {"connector.class": [f"validate() failed: {exc}"]}
+        for key, errors in extra.items():
+            if key in by_name:
+                by_name[key].errors.extend(errors)
+        groups = []
+        for k in definition.keys.values():
+            if k.group and k.group not in groups:
+                groups.append(k.group)
+        return {
+            "name": class_name(cls),
+            "error_count": sum(len(v.errors) for v in values),
+            "groups": groups,
+            "configs": [{"definition": definition.keys[v.name].definition(),
+                         "value": v.as_json()} for v in values],
+        }
+
+    def _check(self, config: dict[str, str]) -> None:
+        result = self.validate(config)
+        if result["error_count"]:
+            lines = [f"{c['value']['name']}: {'; '.join(c['value']['errors'])}"
+                     for c in result["configs"] if c["value"]["errors"]]
+            raise RestError(400, (
+                f"Connector configuration is invalid and contains the following "
+                f"{result['error_count']} error(s):\n" + "\n".join(lines) + "\nYou can also "
+                "find the above list of errors at the endpoint "
+                "`/connector-plugins/{connectorType}/config/validate`"))
+
+    # -- reads --------------------------------------------------------------------------
+    def names(self) -> list[str]:
+        with self.lock:
+            return sorted(self.runtimes)
+
+    def _get(self, name: str) -> ConnectorRuntime:
+        runtime = self.runtimes.get(name)
+        if runtime is None:
+            raise RestError(404, f"Connector {name} not found")
+        return runtime
+
+    def info(self, name: str) -> dict[str, Any]:
+        with self.lock:
+            rt = self._get(name)
+            return {"name": name, "config": dict(rt.config),
+                    "tasks": [{"connector": name, "task": i}
+                              for i in range(len(rt.task_configs))],
+                    "type": rt.type}
+
+    def config(self, name: str) -> dict[str, str]:
+        with self.lock:
+            return dict(self._get(name).config)
+
+    def status(self, name: str) -> dict[str, Any]:
+        with self.lock:
+            rt = self._get(name)
+            connector: dict[str, Any] = {"state": rt.state, "worker_id": self.worker_id}
+            if rt.trace:
+                connector["trace"] = rt.trace
+            return {"name": name, "connector": connector,
+                    "tasks": [self._task_status(t, i) for i, t in enumerate(rt.tasks)],
+                    "type": rt.type}
+
+    def _task_status(self, task: WorkerTask, index: int) -> dict[str, Any]:
+        doc: dict[str, Any] = {"id": index, "state": task.state, "worker_id": self.worker_id}
+        if task.trace:
+            doc["trace"] = task.trace
+        return doc
+
+    def task_status(self, name: str, task_id: int) -> dict[str, Any]:
+        with self.lock:
+            rt = self._get(name)
+            if not 0 <= task_id < len(rt.tasks):
+                raise RestError(404, f"No status found for task {name}-{task_id}")
+            return self._task_status(rt.tasks[task_id], task_id)
+
+    def tasks(self, name: str) -> list[dict[str, Any]]:
+        with self.lock:
+            rt = self._get(name)
+            return [{"id": {"connector": name, "task": i}, "config": dict(c)}
+                    for i, c in enumerate(rt.task_configs)]
+
+    # -- writes -------------------------------------------------------------------------
+    def put_config(self, name: str, config: dict[str, str], *, allow_replace: bool
+                   ) -> tuple[bool, dict[str, Any]]:
+        """Create (or with ``allow_replace`` update) a connector; (created, info)."""
+        config = {str(k): str(v) for k, v in config.items()}
+        if config.get("name", name) != name:
+            raise RestError(400, f"Connector name configuration ({config['name']}) doesn't "
+                                 f"match connector name in the URL ({name})")
+        config["name"] = name
+        self._check(config)
+        with self.lock:
+            exists = name in self.runtimes
+            if exists and not allow_replace:
+                raise RestError(409, f"Connector {name} already exists")
+            if exists:
+                self._stop_runtime(self.runtimes[name])
+            self.configs.put(name, config)
+            rt = ConnectorRuntime(name, config)
+            self.runtimes[name] = rt
+            self._start_runtime(rt)
+            LOG.info("connector %s %s", name, "reconfigured" if exists else "created")
+            return not exists, self.info(name)
+
+    def delete(self, name: str) -> None:
+        with self.lock:
+            rt = self._get(name)
+            self._stop_runtime(rt)
+            del self.runtimes[name]
+            self.configs.remove(name)
+            LOG.info("connector %s deleted", name)
+
+    def pause(self, name: str) -> None:
+        self._set_target(name, "PAUSED")
+
+    def resume(self, name: str) -> None:
+        self._set_target(name, "STARTED")
+
+    def stop(self, name: str) -> None:
+        self._set_target(name, "STOPPED")
+
+    def _set_target(self, name: str, target: str) -> None:
+        with self.lock:
+            rt = self._get(name)
+            previous = self.configs.target_state(name)
+            self.configs.set_target_state(name, target)
+            if target == "STOPPED" or previous == "STOPPED":
+                self._stop_runtime(rt)
+                self._start_runtime(rt)
+                return
+            paused = target == "PAUSED"
+            for task in rt.tasks:
+                task.set_paused(paused)
+            if rt.state in ("RUNNING", "PAUSED"):
+                rt.state = "PAUSED" if paused else "RUNNING"
+
+    def restart(self, name: str, include_tasks: bool, only_failed: bool) -> None:
+        """Kafka's semantics: the Connector instance, plus its tasks with ``include_tasks``;
+        with ``only_failed`` only instances that are FAILED."""
+        with self.lock:
+            rt = self._get(name)
+            if not only_failed or rt.state == "FAILED":
+                self._stop_runtime(rt, tasks=False)
+                self._start_runtime(rt, with_tasks=not rt.tasks)
+            if include_tasks:
+                for i, task in enumerate(list(rt.tasks)):
+                    if not only_failed or task.state == "FAILED":
+                        self._restart_task(rt, i)
+
+    def restart_task(self, name: str, task_id: int) -> None:
+        with self.lock:
+            rt = self._get(name)
+            if not 0 <= task_id < len(rt.tasks):
+                raise RestError(404, f"Task {name}-{task_id} not found")
+            self._restart_task(rt, task_id)
+
+    def connector_offsets(self, name: str, method: str, body: Any = None) -> dict[str, Any]:
+        """KIP-875's offsets endpoints: GET any time, PATCH/DELETE only when STOPPED."""
+        bootstrap = self.worker_config.get("bootstrap.servers", "localhost:9092")
+        with self.lock:
+            rt = self._get(name)
+            kind = rt.type
+            if method != "GET" and self.configs.target_state(name) != "STOPPED":
+                raise RestError(400, offsets_api.NOT_STOPPED)
+            try:
+                if method == "GET":
+                    return offsets_api.read(kind, name, self.offsets, bootstrap)
+                if method == "PATCH":
+                    offsets_api.alter(kind, name, body, self.offsets, bootstrap)
+                    return {"message": "The offsets for this connector have been altered "
+                                       "successfully"}
+                offsets_api.reset(kind, name, self.offsets, bootstrap)
+                return {"message": "The offsets for this connector have been reset "
+                                   "successfully"}
+            except offsets_api.OffsetsError as exc:
+                raise RestError(exc.status, exc.message) from None
+
+    def shutdown(self) -> None:
+        with self.lock:
+            for rt in self.runtimes.values():
+                self._stop_runtime(rt)
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def _start_runtime(self, rt: ConnectorRuntime, with_tasks: bool = True) -> None:
+        target = self.configs.target_state(rt.name)
+        rt.trace = None
+        try:
+            cls = find_connector(rt.config["connector.class"])
+            rt.instance = cls()
+            rt.instance.initialize(ConnectorContext(rt.name))
+            if target == "STOPPED":
+                rt.state, rt.task_configs, rt.tasks = "STOPPED", [], []
+                return
+            rt.instance.start(dict(rt.config))
+            max_tasks = int(rt.config.get("tasks.max", "1"))
+            configs = rt.instance.task_configs(max_tasks)[:max_tasks]
+        except Exception as exc:  # noqa: BLE001 - reported as the connector's FAILED status
+            rt.state, rt.trace = "FAILED", "".join(traceback.format_exception(exc))
+            LOG.error("connector %s failed: %s", rt.name, exc)
+            return
+        rt.state = "PAUSED" if target == "PAUSED" else "RUNNING"
+        if with_tasks:
+            rt.task_configs = [{**c, "task.class": class_name(rt.instance.task_class())}
+                               for c in configs]
+            rt.tasks = [self._make_task(rt, i) for i in range(len(rt.task_configs))]
+            for task in rt.tasks:
+                task.set_paused(target == "PAUSED")
+                task.start()
+
+    def _stop_runtime(self, rt: ConnectorRuntime, tasks: bool = True) -> None:
+        for task in rt.tasks if tasks else ():
+            task.stop()
+        if rt.instance is not None and rt.state in ("RUNNING", "PAUSED"):
+            try:
+                rt.instance.stop()
+            except Exception:  # noqa: BLE001
+                LOG.exception("connector %s stop failed", rt.name)
+        rt.state = "UNASSIGNED"
+
+    def _restart_task(self, rt: ConnectorRuntime, index: int) -> None:
+        rt.tasks[index].stop()
+        rt.tasks[index] = self._make_task(rt, index)
+        rt.tasks[index].set_paused(self.configs.target_state(rt.name) == "PAUSED")
+        rt.tasks[index].start()
+
+    def _converter(self, rt: ConnectorRuntime, which: str) -> Converter:
+        """The connector's ``key.converter``/``value.converter`` or else the worker's."""
+        source = rt.config if rt.config.get(which) else self.worker_config
+        name = source.get(which) or "org.apache.kafka.connect.json.JsonConverter"
+        prefix = which + "."
+        settings = {k[len(prefix):]: v for k, v in source.items() if k.startswith(prefix)}
+        converter = find_converter(name)()
+        converter.configure(settings, is_key=which == "key.converter")
+        return converter
+
+    def _make_task(self, rt: ConnectorRuntime, index: int) -> WorkerTask:
+        assert rt.instance is not None
+        task = rt.instance.task_class()()
+        common = dict(connector=rt.name, task_id=index, task=task,
+                      config=rt.task_configs[index],
+                      key_converter=self._converter(rt, "key.converter"),
+                      value_converter=self._converter(rt, "value.converter"),
+                      flush_interval_s=self.flush_interval_s)
+        base = {"bootstrap.servers": self.worker_config.get("bootstrap.servers",
+                                                            "localhost:9092"),
+                "client.id": f"connector-{rt.name}-{index}"}
+        if rt.type == "sink":
+            consumer = {k[9:]: v for k, v in self.worker_config.items()
+                        if k.startswith("consumer.")}
+            topics = [t.strip() for t in rt.config.get("topics", "").split(",") if t.strip()]
+            return WorkerSinkTask(**common, client_config={**base, **consumer}, topics=topics,
+                                  topics_regex=rt.config.get("topics.regex") or None)
+        producer = {k[9:]: v for k, v in self.worker_config.items()
+                    if k.startswith("producer.")}
+        return WorkerSourceTask(**common, client_config={**base, **producer},
+                                offsets=self.offsets)

@@ -1,0 +1,165 @@
+"""``strom connect standalone``: one worker process, connectors from files and the REST API.
+
+Worker properties are Kafka Connect's: ``bootstrap.servers``, ``offset.storage.file.filename``
+(required, as Kafka's), ``offset.flush.interval.ms`` (60000), ``key.converter`` /
+``value.converter`` (+ their ``.schemas.enable`` etc.), ``listeners``
+(``http://127.0.0.1:8083`` by default) or the older ``rest.host.name`` / ``rest.port``,
+``producer.*`` / ``consumer.*`` client overrides. ``plugin.path`` is accepted and ignored with
+a log line (Python connectors come from entry points). Connector files are Java properties or
+JSON (either ``{"name", "config"}`` or a flat config object), as Kafka 3.7+ accepts.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import socket
+import threading
+from pathlib import Path
+from urllib.parse import urlparse
+
+from strom.connect.backing import FileOffsetBackingStore, MemoryConfigBackingStore
+from strom.connect.herder import RestError, StandaloneHerder
+
+LOG = logging.getLogger("strom.connect.worker")
+DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8083
+
+
+class WorkerConfigError(ValueError):
+    pass
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java ``.properties``: ``k=v`` / ``k: v`` / ``k v``, ``#``/``!`` comments, ``\\``
+    continuation lines, ``\\`` escapes."""
+    props: dict[str, str] = {}
+    logical: list[str] = []
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.lstrip() if not pending else raw.lstrip()
+        if not pending and (not line or line[0] in "#!"):
+            continue
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2 == 1:
+            pending += line[:-1]
+            continue
+        logical.append(pending + line)
+        pending = ""
+    if pending:
+        logical.append(pending)
+    for line in logical:
+        key_chars: list[str] = []
+        i = 0
+        while i < len(line) and line[i] not in "=: \t":
+            if line[i] == "\\" and i + 1 < len(line):
+                i += 1
+            key_chars.append(line[i])
+            i += 1
+        rest = line[i:].lstrip(" \t")
+        if rest[:1] in ("=", ":"):
+            rest = rest[1:].lstrip(" \t")
+        value = rest.replace("\\n", "\n").replace("\\t", "\t").replace("\\\\", "\\")
+        props["".join(key_chars)] = value
+    return props
+
+
+def load_connector_file(path: Path) -> tuple[str, dict[str, str]]:
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".json" or text.lstrip().startswith("{"):
+        doc = json.loads(text)
+        config = doc.get("config", doc) if isinstance(doc, dict) else None
+        if not isinstance(config, dict):
+            raise WorkerConfigError(f"{path}: expected a JSON object")
+        name = doc.get("name") or config.get("name")
+    else:
+        config = parse_properties(text)
+        name = config.get("name")
+    if not name:
+        raise WorkerConfigError(f"{path}: connector configuration has no 'name'")
+    return str(name), {str(k): str(v) for k, v in config.items()}
+
+
+def rest_address(worker: dict[str, str]) -> tuple[str, int]:
+    """Host and port from ``listeners`` (first http one) or ``rest.host.name``/``rest.port``."""
+    listeners = worker.get("listeners", "").strip()
+    if listeners:
+        first = listeners.split(",")[0].strip()
+        url = urlparse(first)
+        if url.scheme not in ("http", ""):
+            raise WorkerConfigError(f"listeners: only http is supported, got {first}")
+        return url.hostname or DEFAULT_HOST, url.port or DEFAULT_PORT
+    host = worker.get("rest.host.name", "").strip() or DEFAULT_HOST
+    return host, int(worker.get("rest.port", DEFAULT_PORT))
+
+
+def _check_listen(host: str, port: int) -> None:
+    """Fail with one clear line before any connector starts if the REST port is taken."""
+    try:
+        with socket.create_server((host, port)):
+            pass
+    except OSError as exc:
+        raise WorkerConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+
+
+class ClusterId:
+    """The Kafka cluster id for ``GET /``, looked up once in the background."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.value: str | None = None
+        self.bootstrap = bootstrap
+        threading.Thread(target=self._lookup, daemon=True).start()
+
+    def _lookup(self) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        try:
+            admin = AdminClient({"bootstrap.servers": self.bootstrap})
+            self.value = admin.list_topics(timeout=10).cluster_id
+        except Exception as exc:  # noqa: BLE001 - stays null, as a worker without a cluster
+            LOG.warning("cluster id lookup failed: %s", exc)
+
+    def __call__(self) -> str | None:
+        return self.value
+
+
+def run_standalone(worker_file: Path, connector_files: list[Path]) -> int:
+    import uvicorn
+
+    from strom.connect.rest import build_app
+
+    worker = parse_properties(worker_file.read_text(encoding="utf-8"))
+    offsets_path = worker.get("offset.storage.file.filename", "").strip()
+    if not offsets_path:
+        raise WorkerConfigError("Missing required configuration "
+                                "\"offset.storage.file.filename\" which has no default value.")
+    if worker.get("plugin.path"):
+        LOG.warning("plugin.path is ignored: strom finds Python connectors through the "
+                    "'strom.connectors' entry points")
+    connectors = [load_connector_file(p) for p in connector_files]
+    host, port = rest_address(worker)
+    _check_listen(host, port)
+    worker.setdefault("bootstrap.servers", "localhost:9092")
+    herder = StandaloneHerder(f"{host}:{port}", worker, FileOffsetBackingStore(offsets_path),
+                              MemoryConfigBackingStore())
+    for name, config in connectors:
+        try:
+            herder.put_config(name, config, allow_replace=False)
+        except RestError as exc:
+            herder.shutdown()
+            raise WorkerConfigError(f"connector {name}: {exc.message}") from None
+    app = build_app(herder, ClusterId(worker["bootstrap.servers"]))
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
+                                           access_log=False, lifespan="off"))
+    LOG.info("worker %s:%d started with %d connector(s)", host, port, len(connectors))
+    # uvicorn re-raises the signal that stopped it once it is done serving; with these
+    # handlers in place that re-raise is a no-op, so the tasks still stop cleanly below
+    # (source offsets stored, sink offsets committed) and the worker exits 0.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
+    try:
+        server.run()
+    finally:
+        herder.shutdown()
+        LOG.info("worker stopped")
+    return 0 if server.started else 1

@@ -1,0 +1,257 @@
+"""Worker tasks: the thread that runs one source or sink task and moves its data.
+
+Source: ``poll`` -> convert -> produce (confluent-kafka, ``acks=all``, murmur2_random). The
+source offsets of a batch become committable only once every record of the batch was
+acknowledged by the broker; they are stored every ``offset.flush.interval.ms`` and when the
+task stops (at-least-once: a crash replays what was produced after the last stored offsets).
+Sink: consume (group ``connect-<name>``, no auto commit, earliest) -> convert -> ``put``; every
+``offset.flush.interval.ms`` the task's ``pre_commit`` (flush) runs first and only then are the
+offsets it returns committed. A paused task stays in its group but moves no data.
+
+States are Kafka's: RUNNING, PAUSED, FAILED (with ``trace``), UNASSIGNED.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import traceback
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from strom.connect.api import (
+    RetriableError,
+    SinkRecord,
+    SinkTask,
+    SourceTask,
+    SourceTaskContext,
+    Task,
+)
+from strom.connect.backing import OffsetBackingStore
+from strom.connect.converters import Converter
+
+LOG = logging.getLogger("strom.connect.task")
+
+
+class WorkerTask(threading.Thread):
+    """Common lifecycle: start the task, loop until stopped, record state and failure."""
+
+    def __init__(self, connector: str, task_id: int, task: Task, config: dict[str, str],
+                 key_converter: Converter, value_converter: Converter,
+                 client_config: dict[str, Any], flush_interval_s: float) -> None:
+        super().__init__(name=f"{connector}-{task_id}", daemon=True)
+        self.connector = connector
+        self.task_id = task_id
+        self.task = task
+        self.config = config
+        self.key_converter = key_converter
+        self.value_converter = value_converter
+        self.client_config = client_config
+        self.flush_interval_s = flush_interval_s
+        self.state = "UNASSIGNED"
+        self.trace: str | None = None
+        self.stopping = threading.Event()
+        self.paused = threading.Event()
+
+    def run(self) -> None:
+        try:
+            self.task.start(self.config)
+            self.state = "PAUSED" if self.paused.is_set() else "RUNNING"
+            LOG.info("task %s-%d started", self.connector, self.task_id)
+            self.execute()
+        except BaseException as exc:  # noqa: BLE001 - any task failure is its FAILED status
+            self.trace = "".join(traceback.format_exception(exc))
+            self.state = "FAILED"
+            LOG.error("task %s-%d failed: %s", self.connector, self.task_id, exc)
+        finally:
+            try:
+                self.task.stop()
+            except Exception:  # noqa: BLE001
+                LOG.exception("task %s-%d stop failed", self.connector, self.task_id)
+            if self.state != "FAILED":
+                self.state = "UNASSIGNED"
+
+    def execute(self) -> None:
+        raise NotImplementedError
+
+    def set_paused(self, paused: bool) -> None:
+        if paused:
+            self.paused.set()
+        else:
+            self.paused.clear()
+        if self.state in ("RUNNING", "PAUSED"):
+            self.state = "PAUSED" if paused else "RUNNING"
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.stopping.set()
+        if self.is_alive() and threading.current_thread() is not self:
+            self.join(timeout)
+
+
+class WorkerSourceTask(WorkerTask):
+    def __init__(self, *args: Any, offsets: OffsetBackingStore, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.offsets = offsets
+        assert isinstance(self.task, SourceTask)
+        self.task.initialize(SourceTaskContext(lambda p: offsets.get(self.connector, p)))
+        self.pending: dict[str, dict[str, Any]] = {}  # acknowledged, not yet stored
+
+    def execute(self) -> None:
+        task = self.task
+        assert isinstance(task, SourceTask)
+        conf = {"acks": "all", "partitioner": "murmur2_random", "linger.ms": 5,
+                **self.client_config}
+        producer = Producer(conf)
+        last_flush = time.monotonic()
+        try:
+            while not self.stopping.is_set():
+                if self.paused.is_set():
+                    self.stopping.wait(0.1)
+                    continue
+                records = task.poll() or []
+                if records:
+                    self._send(producer, records)
+                if time.monotonic() - last_flush >= self.flush_interval_s:
+                    self._commit_offsets()
+                    last_flush = time.monotonic()
+        finally:
+            producer.flush(10)
+            self._commit_offsets()
+
+    def _send(self, producer: Producer, records: list[Any]) -> None:
+        failures: list[KafkaError] = []
+
+        def delivered(err: KafkaError | None, _msg: Any) -> None:
+            if err is not None:
+                failures.append(err)
+
+        for r in records:
+            key = self.key_converter.from_connect_data(r.topic, r.key_schema, r.key)
+            value = self.value_converter.from_connect_data(r.topic, r.value_schema, r.value)
+            kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": delivered}
+            if r.partition is not None:
+                kwargs["partition"] = r.partition
+            if r.timestamp is not None:
+                kwargs["timestamp"] = r.timestamp
+            if r.headers:
+                kwargs["headers"] = r.headers
+            while True:
+                try:
+                    producer.produce(r.topic, **kwargs)
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+        # At-least-once: the batch's offsets count only once the broker acknowledged it all.
+        remaining = producer.flush(60)
+        if remaining or failures:
+            reason = failures[0] if failures else f"{remaining} records not acknowledged"
+            raise RuntimeError(f"producing to Kafka failed: {reason}")
+        for r in records:
+            self.pending[json.dumps(r.source_partition, sort_keys=True)] = r.source_offset
+
+    def _commit_offsets(self) -> None:
+        if not self.pending:
+            return
+        self.offsets.put_all(self.connector, self.pending)
+        self.pending = {}
+        assert isinstance(self.task, SourceTask)
+        self.task.commit()
+
+
+class WorkerSinkTask(WorkerTask):
+    def __init__(self, *args: Any, topics: list[str], topics_regex: str | None,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.topics = topics
+        self.topics_regex = topics_regex
+        self.consumed: dict[tuple[str, int], int] = {}
+
+    def execute(self) -> None:
+        task = self.task
+        assert isinstance(task, SinkTask)
+        conf = {"group.id": f"connect-{self.connector}", "enable.auto.commit": False,
+                "auto.offset.reset": "earliest", **self.client_config}
+        consumer = Consumer(conf)
+        subscription = [f"^{self.topics_regex}"] if self.topics_regex else self.topics
+
+        def on_assign(c: Consumer, partitions: list[TopicPartition]) -> None:
+            if self.paused.is_set():
+                c.pause(partitions)  # before the first fetch: a paused task moves nothing
+
+        def on_revoke(c: Consumer, partitions: list[TopicPartition]) -> None:
+            # Flush and commit what was put before the partitions move to another task.
+            self._commit(task, c)
+            lost = {(tp.topic, tp.partition) for tp in partitions}
+            self.consumed = {k: v for k, v in self.consumed.items() if k not in lost}
+
+        consumer.subscribe(subscription, on_assign=on_assign, on_revoke=on_revoke)
+        last_commit = time.monotonic()
+        paused = False
+        try:
+            while not self.stopping.is_set():
+                if self.paused.is_set() != paused:
+                    paused = self.paused.is_set()
+                    assigned = consumer.assignment()
+                    if assigned:
+                        (consumer.pause if paused else consumer.resume)(assigned)
+                messages = consumer.consume(500, 0.2)
+                if self.paused.is_set():
+                    # Paused while this consume was in flight: give the records back.
+                    self._rewind(consumer, messages)
+                    continue
+                batch = [self._record(m) for m in messages if m.error() is None]
+                if batch:
+                    self._put(task, batch)
+                if time.monotonic() - last_commit >= self.flush_interval_s:
+                    self._commit(task, consumer)
+                    last_commit = time.monotonic()
+            self._commit(task, consumer)
+        finally:
+            consumer.close()
+
+    @staticmethod
+    def _rewind(consumer: Consumer, messages: list[Any]) -> None:
+        first: dict[tuple[str, int], int] = {}
+        for m in messages:
+            if m.error() is None:
+                first.setdefault((m.topic(), m.partition()), m.offset())
+        for (topic, partition), offset in first.items():
+            consumer.seek(TopicPartition(topic, partition, offset))
+
+    def _record(self, msg: Any) -> SinkRecord:
+        topic = msg.topic()
+        key_schema, key = self.key_converter.to_connect_data(topic, msg.key())
+        value_schema, value = self.value_converter.to_connect_data(topic, msg.value())
+        self.consumed[(topic, msg.partition())] = msg.offset() + 1
+        return SinkRecord(topic=topic, partition=msg.partition(), key=key, value=value,
+                          key_schema=key_schema, value_schema=value_schema,
+                          timestamp=msg.timestamp()[1], headers=list(msg.headers() or []),
+                          kafka_offset=msg.offset())
+
+    def _put(self, task: SinkTask, batch: list[SinkRecord]) -> None:
+        while not self.stopping.is_set():
+            try:
+                task.put(batch)
+                return
+            except RetriableError as exc:
+                LOG.warning("task %s-%d put retried: %s", self.connector, self.task_id, exc)
+                self.stopping.wait(0.5)
+
+    def _commit(self, task: SinkTask, consumer: Consumer) -> None:
+        if not self.consumed:
+            return
+        safe = task.pre_commit(dict(self.consumed))  # flushes first: at-least-once
+        if not safe:
+            return
+        try:
+            consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in safe.items()],
+                            asynchronous=False)
+        except KafkaException as exc:
+            # As Kafka's WorkerSinkTask: log and go on; the records are replayed, not lost.
+            LOG.warning("task %s-%d offset commit failed: %s", self.connector, self.task_id,
+                        exc)
+
+
