@@ -27,6 +27,7 @@ BROKER_DEFAULTS: dict[str, str] = {
     "queued.max.requests": "500",
     "log.retention.check.interval.ms": "300000",
     "log.flush.scheduler.interval.ms": "1000",
+    "log.flush.offset.checkpoint.interval.ms": "60000",
     "offsets.topic.num.partitions": "50",
     "offsets.topic.replication.factor": "1",
     "offsets.topic.segment.bytes": "104857600",

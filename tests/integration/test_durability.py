@@ -8,6 +8,7 @@ import signal
 
 from confluent_kafka.admin import AdminClient, ConfigResource
 
+from strom.testing import BrokerProcess
 from tests.integration.clients import consume_all, create_topic, produce
 
 
@@ -46,6 +47,12 @@ def test_torn_tail_after_kill_is_truncated_to_last_valid_batch(fresh_broker, top
     assert more[0].offset() == 100
 
 
+def _loaded_lines(broker: BrokerProcess) -> list[str]:
+    """The log manager's start-up summaries: 'loaded N logs in Xs (R recovered, C clean; …)'."""
+    return [line for line in broker.log_tail(2000).splitlines()
+            if "strom.storage.log_manager: loaded" in line]  # fmt: skip
+
+
 def test_sigterm_shuts_down_cleanly_and_restarts_without_recovery(fresh_broker, topic_name) -> None:
     create_topic(fresh_broker.bootstrap, topic_name)
     produce(fresh_broker.bootstrap, topic_name, [{"value": f"m{i}".encode()} for i in range(50)])
@@ -54,7 +61,19 @@ def test_sigterm_shuts_down_cleanly_and_restarts_without_recovery(fresh_broker, 
     os.kill(pid, signal.SIGTERM)
     assert fresh_broker.wait(15) == 0, fresh_broker.log_tail()
     assert "Traceback" not in fresh_broker.log_tail(200)
-    assert (fresh_broker.data_dir / f"{topic_name}-0" / ".clean-shutdown").exists()
+    assert (fresh_broker.data_dir / ".kafka_cleanshutdown").exists()
     fresh_broker.start()
+    # every log was loaded as clean: none re-validated (recovery skipped) ...
+    loaded = _loaded_lines(fresh_broker)
+    assert loaded and "(0 recovered, " in loaded[-1], loaded
+    assert "last shutdown clean" in loaded[-1], loaded
+    assert not (fresh_broker.data_dir / ".kafka_cleanshutdown").exists()
+    got = consume_all(fresh_broker.bootstrap, topic_name, [0], expected=50)
+    assert [m.value() for m in got] == [f"m{i}".encode() for i in range(50)]
+    # ... while after a kill -9 the log written since the last flush is re-validated
+    fresh_broker.kill()
+    fresh_broker.start()
+    loaded = _loaded_lines(fresh_broker)
+    assert "last shutdown not clean" in loaded[-1] and "(0 recovered" not in loaded[-1], loaded
     got = consume_all(fresh_broker.bootstrap, topic_name, [0], expected=50)
     assert [m.value() for m in got] == [f"m{i}".encode() for i in range(50)]

@@ -1,9 +1,13 @@
 """The broker process: wires storage, metadata and the network server, and runs them.
 
 Start-up order: data directory and ``meta.properties`` (cluster id, node id), metadata store,
-topic registry, log manager (recovery of every partition), then the listener. Shutdown in
+topic registry, log manager (recovery of every partition; directories of partitions the
+registry does not know are removed in the background), then the listener. Shutdown in
 reverse: stop accepting, close connections, stop services, flush and close every log (which
 marks a clean shutdown so the next start skips recovery).
+
+Topics are created, grown and deleted through :mod:`strom.broker.topic_lifecycle` (file work
+on a worker thread, registration on the loop, all or nothing).
 """
 
 from __future__ import annotations
@@ -21,10 +25,12 @@ from strom.broker import dispatch, dynamic_config
 from strom.broker.producer_ids import ProducerIdManager
 from strom.broker.replica_manager import ReplicaManager
 from strom.broker.server import start_server
+from strom.broker.topic_lifecycle import TopicLifecycle
 from strom.clock import Clock, SystemClock
 from strom.config import BrokerConfig, ConfigError, parse_properties
 from strom.metadata.embedded import EmbeddedStore
 from strom.metadata.topics import TopicInfo, TopicRegistry
+from strom.storage import file_handles
 from strom.storage.flusher import Flusher
 from strom.storage.log_manager import LogManager
 
@@ -69,14 +75,23 @@ class Broker:
     async def start(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.cluster_id = self._load_meta_properties()
+        file_handles.configure(file_handles.default_capacity())
+        log.info("segment files kept open: at most %d", file_handles.HANDLES.capacity)
         self.store = EmbeddedStore(self.data_dir)
         self.topics = TopicRegistry(self.store)
         dynamic_config.load(self)  # before the logs open: they take its defaults
         self.logs = LogManager(self.data_dir, self.clock, self.config.values, Flusher())
-        self.logs.load(self._topic_overrides)
+        doomed = self.logs.load(self._topic_overrides, self._hosted)
         self.replicas = ReplicaManager(self.logs, self.node_id)
-        for topic in self.topics:  # logs lost or never created (crash mid-create) come back
-            self.replicas.create_partitions(topic, topic.replicas)
+        self.lifecycle = TopicLifecycle(self)
+        self.lifecycle.remove_in_background(doomed)
+        for topic in self.topics:  # logs lost (a crash mid-deletion) come back empty
+            missing = [p for p, r in topic.replicas.items()
+                       if self.node_id in r and self.logs.get(topic.name, p) is None]  # fmt: skip
+            if missing:
+                log.warning("creating %d missing logs of topic %s", len(missing), topic.name)
+                made = self.logs.create_logs(topic.name, missing, topic.configs)
+                self.logs.add(topic.name, made, topic.configs)
         self.producer_ids = ProducerIdManager(self.store)
         dispatch.load_handlers()
         for module in _BUILTIN_SERVICE_MODULES:  # services no handler module imports
@@ -88,6 +103,8 @@ class Broker:
         host, port = self.listen
         self._server = await start_server(self, host, port)
         self._every(self._maintenance_interval(), self._maintenance)
+        checkpoint_ms = self.config.get_int("log.flush.offset.checkpoint.interval.ms")
+        self._every(max(checkpoint_ms, 100) / 1000.0, self._checkpoint_recovery_points)
         log.info(
             "strom broker %s listening on %s:%s (advertised %s:%s), data in %s, cluster %s",
             self.node_id, host, port, *self.advertised, self.data_dir, self.cluster_id,
@@ -105,6 +122,8 @@ class Broker:
                 await service.stop()
             except Exception:
                 log.exception("error stopping %s", type(service).__name__)
+        if hasattr(self, "lifecycle"):
+            await self.lifecycle.close()
         if hasattr(self, "logs"):
             self.logs.close_all()
         if hasattr(self, "store"):
@@ -118,19 +137,20 @@ class Broker:
         self._stopping.set()
 
     # helpers for handlers --------------------------------------------------------------------
-    def create_topic(
+    async def create_topic(
         self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]
     ) -> TopicInfo:
-        """Register a topic and create its logs (validation is the caller's)."""
-        replicas = {p: [self.node_id] for p in range(partitions)}
-        info = self.topics.create(name, replicas, configs)
-        self.replicas.create_partitions(info, info.replicas)
-        log.info("created topic %s with %d partitions", name, partitions)
-        return info
+        """Create a topic and its logs, all or nothing (validation is the caller's); raises
+        :class:`KafkaError` (TOPIC_ALREADY_EXISTS, KAFKA_STORAGE_ERROR …)."""
+        return await self.lifecycle.create(name, partitions, configs)
 
     def _topic_overrides(self, topic: str) -> dict[str, str]:
         info = self.topics.get(topic)
         return dict(info.configs) if info else {}
+
+    def _hosted(self, topic: str, partition: int) -> bool:
+        info = self.topics.get(topic)
+        return info is not None and self.node_id in info.replicas.get(partition, ())
 
     def _maintenance_interval(self) -> float:
         ms = min(
@@ -141,6 +161,11 @@ class Broker:
 
     def _maintenance(self) -> None:
         self.logs.maintenance()
+
+    async def _checkpoint_recovery_points(self) -> None:
+        """Kafka's recovery-point checkpoint of the data directory, written by the flusher
+        thread (after the fsyncs queued before it; never concurrently with shutdown's)."""
+        await asyncio.wrap_future(self.logs.checkpoint_recovery_points_async())
 
     def _every(self, seconds: float, fn: Callable[[], None | Awaitable[None]]) -> None:
         async def loop() -> None:

@@ -98,7 +98,7 @@ class LogCleaner(Service):
             return
         if self.broker.logs.get(*tp) is not p.log or not cleaner.commit(p.log, result):
             for group in result.groups:
-                if group.new.fd >= 0 and group.new.suffix:
+                if not group.new.closed and group.new.suffix:
                     group.new.delete()
             log.info("log %s-%d changed while it was cleaned; will retry", *tp)
             return

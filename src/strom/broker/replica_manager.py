@@ -2,18 +2,17 @@
 
 On a single node every partition's only replica is local and the leader, so the high
 watermark is the log end offset after each append; replication (a later issue) moves it with
-follower fetches instead. Appends wake long-polling fetchers through the purgatory.
+follower fetches instead. Appends wake long-polling fetchers through the purgatory. Logs are
+created and removed by :mod:`strom.broker.topic_lifecycle`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from strom.broker.leader_epochs import LEADER_EPOCH
 from strom.broker.purgatory import DataPurgatory
-from strom.metadata.topics import TopicInfo
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.storage.batch_validation import AppendOrigin
 
@@ -29,18 +28,6 @@ class ReplicaManager:
         self.logs = logs
         self.node_id = node_id
         self.purgatory = DataPurgatory()
-
-    def create_partitions(self, topic: TopicInfo, partitions: Mapping[int, list[int]]) -> None:
-        """Create the local logs of ``partitions`` (those with a replica on this node)."""
-        for partition, replicas in partitions.items():
-            if self.node_id in replicas and self.logs.get(topic.name, partition) is None:
-                self.logs.create(topic.name, partition, topic.configs)
-
-    def delete_topic(self, topic: TopicInfo) -> None:
-        for partition in topic.replicas:
-            if self.logs.get(topic.name, partition) is not None:
-                self.logs.delete(topic.name, partition)
-            self.purgatory.notify((topic.name, partition))
 
     def get_log(self, topic: str, partition: int) -> Log:
         log_ = self.logs.get(topic, partition)

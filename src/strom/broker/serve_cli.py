@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import json
 import logging
+import resource
 import signal
 import socket
 import sys
@@ -148,6 +149,12 @@ def run(args: argparse.Namespace) -> int:
         return 2
     for key, value in sorted(config.explicit.items()):
         log.debug("property %s=%s", key, value)
+    from strom.storage.file_handles import raise_nofile_limit
+
+    before = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    nofile = raise_nofile_limit()  # segment files and sockets: as many as the OS lets us
+    if nofile != before:
+        log.info("raised the open-file limit from %d to %d", before, nofile)
     try:
         import uvloop
 

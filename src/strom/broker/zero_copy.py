@@ -37,6 +37,9 @@ if TYPE_CHECKING:
 CONFIG_KEY = "strom.fetch.sendfile.enable"
 DEFAULT = "true"
 SENDFILE_PLATFORM = sys.platform == "linux" and hasattr(os, "sendfile")
+# Each region holds a duplicated descriptor until its response is sent: a Fetch of thousands
+# of partitions would hold thousands. Past this many in one response, partitions are copied.
+MAX_REGIONS = 64
 
 
 class RegionReadError(OSError):

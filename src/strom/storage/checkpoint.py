@@ -22,12 +22,14 @@ RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
 
 
-def write_offset(path: Path, value: int) -> None:
+def write_offset(path: Path, value: int, *, fsync: bool = True) -> None:
+    """Atomic replace; ``fsync=False`` when the caller syncs the whole file system after."""
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w") as f:
         f.write(f"0\n{value}\n")
         f.flush()
-        os.fsync(f.fileno())
+        if fsync:
+            os.fsync(f.fileno())
     os.replace(tmp, path)
 
 

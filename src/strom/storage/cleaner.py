@@ -93,7 +93,7 @@ def commit(log: Log, result: CleanResult) -> bool:
 
 
 def _still_there(current: list[LogSegment], old: list[LogSegment]) -> bool:
-    if any(s.fd < 0 for s in old):
+    if any(s.closed for s in old):
         return False
     try:
         idx = [next(i for i, c in enumerate(current) if c is s) for s in old]

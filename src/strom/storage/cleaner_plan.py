@@ -100,5 +100,5 @@ def plan(log: Log, first_dirty: int | None, now: int) -> CleanPlan | None:
 def open_plan(p: CleanPlan) -> None:
     """Duplicate the segments' descriptors (on the log's thread) so that :func:`clean` can read
     them even if the log deletes those segments meanwhile."""
-    p.fds = [os.dup(s.fd) for s in p.segments]
+    p.fds = [s.dup_fd() for s in p.segments]
     p.sizes = [s.size for s in p.segments]

@@ -7,13 +7,18 @@ On-disk format: a flat array of 8-byte big-endian entries, no header::
 
 An entry is added at most every ``index.interval.bytes`` of log. Invariants: relative offsets
 and positions strictly increase; every position is the start of a batch in the log file.
-The entries are also held in memory (two ``array('q')``), so lookups are a bisect, and the file
-is append-only (written with ``os.pwrite``; ``truncate`` rewrites the tail).
+The entries are held in memory (two ``array('q')``), so lookups are a bisect. The index holds
+no file descriptor: new entries are written to the file at :meth:`flush` / :meth:`close`
+(open, ``pwrite`` of the unwritten tail, optional fsync, close), truncations at once. A crash
+may so lose the tail of an index, never make it wrong: an index is only trusted for segments
+below the recovery point (which a flush of the index precedes) or after a clean shutdown, and
+is rebuilt from the log otherwise.
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 import struct
 from array import array
@@ -27,6 +32,34 @@ class CorruptIndexError(Exception):
     """The index file does not satisfy its invariants; the caller rebuilds it."""
 
 
+def read_index_file(path: Path, entry_size: int) -> bytes:
+    """The whole file; :class:`CorruptIndexError` if missing or not whole entries."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise CorruptIndexError(f"{path}: missing") from None
+    if len(data) % entry_size:
+        raise CorruptIndexError(f"{path}: size {len(data)} is not a multiple of {entry_size}")
+    return data
+
+
+def write_index_tail(path: Path, data: bytes, position: int, fsync: bool) -> None:
+    """Write ``data`` at ``position`` of ``path`` (created if needed); fsync if asked."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        if data:
+            os.pwrite(fd, data, position)
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def truncate_index_file(path: Path, size: int) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.truncate(path, size)
+
+
 class OffsetIndex:
     """Maps offsets to file positions for one segment."""
 
@@ -36,26 +69,21 @@ class OffsetIndex:
         self.max_entries = max(1, max_bytes // ENTRY_SIZE)
         self._offsets: array[int] = array("q")
         self._positions: array[int] = array("q")
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._written = 0  # entries already in the file
 
     @classmethod
     def load(cls, path: Path, base_offset: int, max_bytes: int, log_size: int) -> OffsetIndex:
-        """Open and sanity-check an existing file; raises :class:`CorruptIndexError`."""
+        """Read and sanity-check an existing file; raises :class:`CorruptIndexError`."""
         index = cls(path, base_offset, max_bytes)
-        try:
-            data = os.pread(index._fd, os.fstat(index._fd).st_size, 0)
-            if len(data) % ENTRY_SIZE:
-                raise CorruptIndexError(f"{path}: size {len(data)} is not a multiple of 8")
-            last_rel, last_pos = -1, -1
-            for rel, pos in _ENTRY.iter_unpack(data):
-                if rel <= last_rel or pos <= last_pos or pos >= log_size:
-                    raise CorruptIndexError(f"{path}: entries out of order or past the log")
-                index._offsets.append(base_offset + rel)
-                index._positions.append(pos)
-                last_rel, last_pos = rel, pos
-        except CorruptIndexError:
-            index.close()
-            raise
+        data = read_index_file(path, ENTRY_SIZE)
+        last_rel, last_pos = -1, -1
+        for rel, pos in _ENTRY.iter_unpack(data):
+            if rel <= last_rel or pos <= last_pos or pos >= log_size:
+                raise CorruptIndexError(f"{path}: entries out of order or past the log")
+            index._offsets.append(base_offset + rel)
+            index._positions.append(pos)
+            last_rel, last_pos = rel, pos
+        index._written = len(index._offsets)
         return index
 
     def __len__(self) -> int:
@@ -76,9 +104,6 @@ class OffsetIndex:
         """Add an entry; ignored unless both offset and position advance."""
         if self._offsets and (offset <= self._offsets[-1] or position <= self._positions[-1]):
             return
-        os.pwrite(
-            self._fd, _ENTRY.pack(offset - self.base_offset, position), len(self) * ENTRY_SIZE
-        )
         self._offsets.append(offset)
         self._positions.append(position)
 
@@ -100,15 +125,33 @@ class OffsetIndex:
         keep = bisect.bisect_left(self._positions, position)
         del self._offsets[keep:]
         del self._positions[keep:]
-        os.ftruncate(self._fd, keep * ENTRY_SIZE)
+        if keep < self._written:
+            self._written = keep
+            truncate_index_file(self.path, keep * ENTRY_SIZE)
 
     def reset(self) -> None:
-        self.truncate_to_position(0)
+        """Forget every entry and empty the file (if one exists)."""
+        del self._offsets[:]
+        del self._positions[:]
+        self._written = 0
+        truncate_index_file(self.path, 0)
+
+    def _write(self, fsync: bool) -> None:
+        end = len(self._offsets)  # entries appended concurrently wait for the next write
+        start = self._written
+        base = self.base_offset
+        data = b"".join(
+            _ENTRY.pack(self._offsets[i] - base, self._positions[i]) for i in range(start, end)
+        )
+        if data or fsync:
+            write_index_tail(self.path, data, start * ENTRY_SIZE, fsync)
+        self._written = max(self._written, end)
 
     def flush(self) -> None:
-        os.fsync(self._fd)
+        """Write the entries not yet in the file, and fsync it."""
+        self._write(fsync=True)
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        """Write the entries not yet in the file (no fsync: :meth:`flush` is for durability)."""
+        if self._written < len(self._offsets):
+            self._write(fsync=False)

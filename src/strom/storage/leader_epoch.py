@@ -11,8 +11,14 @@ File ``leader-epoch-checkpoint`` in the partition directory, Kafka's
 An entry is added when a batch with a newer partitionLeaderEpoch is appended (the leader
 stamps its epoch on every batch; a follower copies the leader's); entries above a truncation
 point are removed, and entries below the log start offset collapse into the first one. The
-file is rewritten (temp file, fsync, rename) on every change; changes are rare (leader
-changes, truncation, log start moves across an epoch boundary).
+file is rewritten (temp file, fsync, rename) on every truncation (from the end at once; from
+the start, for retention and DeleteRecords, by the log's flusher thread); a new epoch
+(:meth:`assign`, on the append path) is only written by the next :meth:`flush` (the log's
+flush or roll, queued on the flusher before the recovery point moves past it; or close), as Kafka does since KAFKA-15046: an fsync per partition on its first
+append stalled the event loop for seconds with thousands of partitions. A crash before that
+flush loses the entry from the file, never from the log: recovery re-assigns the epochs of
+the batches it re-validates (:meth:`strom.storage.log.Log.open`), and a missing file is
+rebuilt from the batches.
 
 This is the seam replication uses: a follower asks its leader :meth:`end_offset_for` its own
 latest epoch (OffsetForLeaderEpoch) to find where their logs diverge. Consumers ask it after a
@@ -40,6 +46,7 @@ class LeaderEpochCache:
         self.path = dir / FILE_NAME
         self._epochs: list[int] = []
         self._starts: list[int] = []
+        self._dirty = False  # entries not yet in the file (nor queued for it)
         self._write_lock = threading.Lock()
         self._version = 0  # of the entries, bumped by every change written
         self._written_version = 0
@@ -63,26 +70,40 @@ class LeaderEpochCache:
             self._append(epoch, start)
         return True
 
-    def _write(self, submit: Submit | None = None) -> None:
+    def _write(self, submit: Submit | None = None, *, sync: bool = True) -> None:
         """Rewrite the file now, or (``submit``, e.g. the log's flusher) the current entries
-        later, off the caller's thread, in submission order."""
+        later, off the caller's thread, in submission order. ``sync=False``: no fsync (the
+        caller syncs the file system itself, e.g. a clean shutdown's one ``syncfs``)."""
         body = "".join(f"{e} {s}\n" for e, s in self.entries())
         text = f"0\n{len(self._epochs)}\n{body}"
         self._version += 1
+        self._dirty = False
         version = self._version
         if submit is None:
-            self._write_version(version, text)
+            self._write_version(version, text, sync)
         else:
-            submit(lambda: self._write_version(version, text))
+            submit(lambda: self._write_version(version, text, sync))
 
-    def _write_version(self, version: int, text: str) -> None:
+    def _write_version(self, version: int, text: str, sync: bool = True) -> None:
         """Write ``text`` unless a newer version is already in the file (a synchronous write
         may overtake a queued one)."""
         with self._write_lock:
             if version <= self._written_version:
                 return
-            _write_file(self.path, text)
+            _write_file(self.path, text, sync)
             self._written_version = version
+
+    def flush(self, submit: Submit | None = None, *, sync: bool = True) -> None:
+        """Write entries :meth:`assign` / :meth:`rebuild` added since the last write: now, or
+        queued through ``submit`` (the log's flusher, before the recovery point that covers
+        them moves); fsynced unless ``sync=False``."""
+        if self._dirty:
+            self._write(submit, sync=sync)
+
+    @property
+    def dirty(self) -> bool:
+        """Entries exist that the file does not hold (nor has queued) yet."""
+        return self._dirty
 
     def rebuild(self, batches: Iterable[tuple[int, int]]) -> None:
         """Recreate from ``(partitionLeaderEpoch, base offset)`` of the log's batches."""
@@ -90,7 +111,7 @@ class LeaderEpochCache:
         for epoch, base in batches:
             if epoch >= 0 and (not self._epochs or epoch > self._epochs[-1]):
                 self._append(epoch, base)
-        self._write()
+        self._dirty = True  # written at the next flush, like a new epoch
 
     # --- queries ----------------------------------------------------------------------------
 
@@ -140,13 +161,13 @@ class LeaderEpochCache:
 
     def assign(self, epoch: int, start_offset: int) -> None:
         """Record that ``epoch`` starts at ``start_offset`` (no-op unless newer than the
-        latest epoch); persisted before returning."""
+        latest epoch); written to the file at the next :meth:`flush`."""
         if epoch < 0 or (self._epochs and epoch <= self._epochs[-1]):
             return
         if self._starts and start_offset < self._starts[-1]:
             self.truncate_from_end(start_offset)
         self._append(epoch, start_offset)
-        self._write()
+        self._dirty = True
 
     def truncate_from_end(self, end_offset: int) -> None:
         """Forget epochs starting at or after ``end_offset`` (the log was truncated there)."""
@@ -168,11 +189,12 @@ class LeaderEpochCache:
         self._write(submit)
 
 
-def _write_file(path: Path, text: str) -> None:
-    """Temp file, fsync, rename."""
+def _write_file(path: Path, text: str, sync: bool = True) -> None:
+    """Temp file, fsync (unless ``sync=False``), rename."""
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w") as f:
         f.write(text)
         f.flush()
-        os.fsync(f.fileno())
+        if sync:
+            os.fsync(f.fileno())
     os.replace(tmp, path)

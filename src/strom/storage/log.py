@@ -55,6 +55,7 @@ from strom.storage.segment import LogSegment
 from strom.storage.txn_index import AbortedTxn
 
 logger = logging.getLogger(__name__)
+_SNAPSHOT_MIN_BYTES = 1 << 20
 
 
 def _marker(batch: bytes | memoryview) -> Marker | None:
@@ -107,6 +108,9 @@ class Log:
         self._last_flush = clock.monotonic()
         self._closed = False
         self._deleter = DeferredDeleter(clock)
+        self.recovered = 0  # segments re-validated at open
+        self._opened_end = 0  # log end / start offsets at open: close skips an unchanged log
+        self._opened_start = 0
         self._flusher = flusher
         # checkpoint files are written by the flusher thread and (rarely) by the log's own
         # thread; the lock orders them and guards recovery_point / _truncations
@@ -120,27 +124,45 @@ class Log:
 
     @classmethod
     def open(cls, dir: Path, config: LogConfig, clock: Clock, *,
-             producer_id_expiration_ms: int = DEFAULT_EXPIRATION_MS,
-             flusher: Flusher = INLINE) -> Log:  # fmt: skip
+             producer_id_expiration_ms: int = DEFAULT_EXPIRATION_MS, clean: bool = False,
+             recovery_point: int = 0, flusher: Flusher = INLINE) -> Log:  # fmt: skip
         """Open (creating if needed) and recover the log in ``dir``.
 
-        ``producer_id_expiration_ms`` is the broker's ``producer.id.expiration.ms``;
+        ``producer_id_expiration_ms`` is the broker's ``producer.id.expiration.ms``; ``clean``
+        and ``recovery_point`` what the data directory's marker and checkpoint say;
         ``flusher`` runs the log's fsyncs and checkpoint writes (the broker's is a background
-        thread; the default runs them inline).
+        thread; the default runs them inline). Opening writes nothing but the removal of the
+        clean-shutdown marker (see :mod:`strom.storage.log_recovery`); :attr:`recovered` tells
+        how many segments had to be re-validated. After a crash the recovery point stays where
+        the checkpoints put it (as Kafka): re-validated segments are fsynced by the next
+        flush or roll, and until then a crash re-validates them again.
         """
         dir.mkdir(parents=True, exist_ok=True)
         log = cls(dir, config, clock, producer_id_expiration_ms, flusher)
-        loaded = load_log_dir(dir, config, clock.time_ms())
+        loaded = load_log_dir(dir, config, clock.time_ms(), clean=clean,
+                              recovery_point=recovery_point)  # fmt: skip
         log._set_segments(loaded.segments)
         log.log_start_offset = loaded.log_start_offset
         log._high_watermark = log.log_end_offset
-        log._rebuild_producer_state()
+        log._rebuild_producer_state(no_snapshots=not loaded.has_snapshots)
+        log.recovery_point = loaded.recovery_point
+        log.recovered = loaded.recovered
         log._load_leader_epochs()
-        if not loaded.clean:  # recovered segments: fsync them, then checkpoint (flusher)
-            log.flush_async()
-        else:
-            log.recovery_point = log.log_end_offset
-        (dir / ckpt.CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
+        log._opened_end, log._opened_start = log.log_end_offset, log.log_start_offset
+        if loaded.clean:
+            (dir / ckpt.CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
+        return log
+
+    @classmethod
+    def create(cls, dir: Path, config: LogConfig, clock: Clock, *,
+               producer_id_expiration_ms: int = DEFAULT_EXPIRATION_MS,
+               flusher: Flusher = INLINE) -> Log:  # fmt: skip
+        """A new, empty log in the new directory ``dir`` (FileExistsError if it exists): one
+        directory and one empty ``.log`` file, nothing fsynced (the caller fsyncs the parent
+        directory once for a whole batch of partitions)."""
+        dir.mkdir()
+        log = cls(dir, config, clock, producer_id_expiration_ms, flusher)
+        log._set_segments([LogSegment.create(dir, 0, config, clock.time_ms())])
         return log
 
     def _set_segments(self, segments: list[LogSegment]) -> None:
@@ -154,11 +176,16 @@ class Log:
         if not cache.load() and self.log_end_offset > self.log_start_offset:
             cache.rebuild((h.partition_leader_epoch, h.base_offset)
                           for seg in self._segments for _pos, h in seg.iter_headers(0))  # fmt: skip
+        elif self.recovered:  # epochs of re-validated batches may be missing from the file
+            for seg in self._segments[-self.recovered :]:
+                for _pos, h in seg.iter_headers(0):
+                    cache.assign(h.partition_leader_epoch, h.base_offset)
         cache.truncate_from_end(self.log_end_offset)
         cache.truncate_from_start(self.log_start_offset)
 
-    def _rebuild_producer_state(self) -> None:
-        """Rebuild producer state and the ``.txnindex`` entries of the replayed range."""
+    def _rebuild_producer_state(self, *, no_snapshots: bool = False) -> None:
+        """Rebuild producer state and the ``.txnindex`` entries of the replayed range
+        (``no_snapshots``: opening listed the directory and saw no snapshot file)."""
         found: list[tuple[LogSegment, AbortedTxn]] = []
 
         def on_control(seg: LogSegment, pos: int, header: rb.BatchHeader) -> int | None:
@@ -169,7 +196,8 @@ class Log:
             return None if marker is None else marker.coordinator_epoch
 
         start = self.producer_state.rebuild(self._segments, self.log_start_offset,
-                                            self.clock.time_ms(), on_control)  # fmt: skip
+                                            self.clock.time_ms(), on_control,
+                                            no_snapshots=no_snapshots)  # fmt: skip
         for seg in self._segments:
             if seg.next_offset > start or seg.txn_index.entries:
                 seg.txn_index.truncate_to(max(start, seg.base_offset))
@@ -382,6 +410,8 @@ class Log:
         entries = self.producer_state.snapshot_entries()
         point, truncations = old.next_offset, self._truncations
         rolled = [s for s in self._segments[:-1] if s.unflushed]
+        # queued before the recovery point passes the epochs it covers (KAFKA-15046)
+        self.leader_epochs.flush(self._flusher.submit)
 
         def flush_rolled() -> None:
             if self._closed:
@@ -586,6 +616,7 @@ class Log:
         point, truncations = self.log_end_offset, self._truncations
         self._unflushed_messages = 0
         self._last_flush = self.clock.monotonic()
+        self.leader_epochs.flush(self._flusher.submit)  # queued before the point moves
 
         def flush_job() -> None:
             if self._closed:
@@ -598,11 +629,12 @@ class Log:
         return self._flusher.submit(flush_job)
 
     def flush(self) -> None:
-        """fsync every unflushed segment and move the recovery point to the log end offset,
-        on the calling thread (opening after a crash, closing, tools)."""
+        """fsync every unflushed segment, write the leader epochs, and move the recovery point
+        to the log end offset, on the calling thread (closing, tools)."""
         for seg in self._segments:
             if seg.unflushed:
                 seg.flush()
+        self.leader_epochs.flush()
         with self._ckpt_lock:
             self.recovery_point = self.log_end_offset
             ckpt.write_offset(self.dir / ckpt.RECOVERY_POINT_FILE, self.recovery_point)
@@ -610,27 +642,66 @@ class Log:
         self._unflushed_messages = 0
         self._last_flush = self.clock.monotonic()
 
-    def close(self) -> None:
+    def close(self, *, sync: bool = True) -> None:
         """Wait for queued flusher work, flush, snapshot producer state, close files and mark
-        the shutdown clean."""
+        the shutdown clean.
+
+        A log that did not change since it was opened writes nothing but the marker. With
+        ``sync=False`` nothing is fsynced and no marker written: the caller (closing many logs
+        at once) syncs the file system once, writes the recovery points to the data
+        directory's checkpoint, then the data directory's marker
+        (:meth:`strom.storage.log_manager.LogManager.close_all`).
+        """
         if self._closed:
             return
         self._flusher.drain()
-        self.active.on_inactive()
-        self.flush()
-        self.producer_state.take_snapshot(self.log_end_offset)
+        end = self.log_end_offset
+        changed = (
+            end != self._opened_end
+            or self.log_start_offset != self._opened_start
+            or self.recovery_point != end
+            or self.recovered > 0
+        )
+        if changed:
+            self.active.on_inactive()
+            if sync:
+                self.flush()
+            else:  # the recovery point goes into the data directory's checkpoint
+                with self._ckpt_lock:
+                    self.recovery_point = end
+                if self.log_start_offset != self._opened_start:
+                    ckpt.write_offset(self.dir / ckpt.LOG_START_OFFSET_FILE,
+                                      self.log_start_offset, fsync=False)  # fmt: skip
+                # a small log's epochs are rebuilt from its batches at open more cheaply
+                # than a file per partition is written here
+                if self.size > _SNAPSHOT_MIN_BYTES or self.leader_epochs.path.exists():
+                    self.leader_epochs.flush(sync=False)
+        # A snapshot saves replaying the headers at the next open; for a small log without
+        # producers that replay is cheaper than writing the file.
+        if self.producer_state.producers or (changed and self.size > _SNAPSHOT_MIN_BYTES):
+            self.producer_state.take_snapshot(end, sync=sync)
         for seg in self._segments:
-            seg.close()
+            seg.close()  # writes the indexes' unwritten entries
         self._deleter.delete_all()
-        (self.dir / ckpt.CLEAN_SHUTDOWN_FILE).touch()
         self._closed = True
+        if sync:
+            self.mark_clean()
+
+    def mark_clean(self) -> None:
+        """Write the clean-shutdown marker (after everything the log wrote is durable)."""
+        (self.dir / ckpt.CLEAN_SHUTDOWN_FILE).touch()
 
     def delete(self) -> None:
-        """Close the files and remove the whole directory (queued flusher work for this log
-        is skipped from now on)."""
+        """Close the files and remove the whole directory."""
+        self.close_files()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def close_files(self) -> None:
+        """Close every file without flushing or marking a clean shutdown (the log is being
+        deleted, or was never registered); queued flusher work for this log is skipped from
+        now on."""
         self._closed = True
         for seg in self._segments:
             seg.close()
         self._deleter.delete_all()
         self._closed = True
-        shutil.rmtree(self.dir, ignore_errors=True)

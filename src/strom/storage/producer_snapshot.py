@@ -85,17 +85,20 @@ def decode(data: bytes) -> list[SnapshotEntry]:
             for i in range(count)]  # fmt: skip
 
 
-def write(path: Path, entries: list[SnapshotEntry]) -> None:
-    """Write ``path`` crash-safely (temp file, fsync, rename, fsync the directory)."""
+def write(path: Path, entries: list[SnapshotEntry], *, sync: bool = True) -> None:
+    """Write ``path`` crash-safely (temp file, fsync, rename, fsync the directory); with
+    ``sync=False`` the caller syncs the whole file system afterwards (a shutdown)."""
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         os.write(fd, encode(entries))
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    if sync:
+        fsync_dir(path.parent)
 
 
 def read(path: Path) -> list[SnapshotEntry]:

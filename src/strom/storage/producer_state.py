@@ -196,16 +196,18 @@ class ProducerStateManager:
         return len(old)
 
     def rebuild(self, segments: Sequence[LogSegment], log_start_offset: int, now_ms: int,
-                on_control: ControlHook | None = None) -> int:  # fmt: skip
+                on_control: ControlHook | None = None, *,
+                no_snapshots: bool = False) -> int:  # fmt: skip
         """Load the newest usable snapshot, replay the batch headers after it (or after
         ``log_start_offset`` without one), then drop producers expired at ``now_ms``.
 
         ``on_control(segment, position, header)`` is called for each replayed control batch
         before it ends its transaction (the log rebuilds ``.txnindex`` entries from it); it
-        returns the marker's coordinator epoch.
+        returns the marker's coordinator epoch. ``no_snapshots``: the caller listed the
+        directory and saw none (saves a glob).
         Returns the offset the replay started from."""
         log_end = segments[-1].next_offset
-        start = self.load_latest(log_end, now_ms)
+        start = None if no_snapshots else self.load_latest(log_end, now_ms)
         start = log_start_offset if start is None else start
         for seg in segments:
             if seg.next_offset <= start:
@@ -233,20 +235,21 @@ class ProducerStateManager:
     def _path(self, offset: int) -> Path:
         return self.dir / f"{offset:020d}{SNAPSHOT_SUFFIX}"
 
-    def take_snapshot(self, offset: int, keep: int = 2) -> None:
+    def take_snapshot(self, offset: int, keep: int = 2, *, sync: bool = True) -> None:
         """Write the state as of log end offset ``offset`` (crash-safe, Kafka's format); keep
-        the newest ``keep`` files."""
-        self.write_snapshot(offset, self.snapshot_entries(), keep)
+        the newest ``keep`` files. ``sync=False``: the caller syncs the file system after."""
+        self.write_snapshot(offset, self.snapshot_entries(), keep, sync=sync)
 
     def snapshot_entries(self) -> list[SnapshotEntry]:
         """The state now, as snapshot entries: a copy taken on the log's thread, written later
         by :meth:`write_snapshot` (on the flusher thread at a roll)."""
         return [e.to_snapshot(pid) for pid, e in self.producers.items()]
 
-    def write_snapshot(self, offset: int, entries: list[SnapshotEntry], keep: int = 2) -> None:
-        """Write ``entries`` as the snapshot at ``offset`` (crash-safe, Kafka's format); keep
-        the newest ``keep`` files."""
-        producer_snapshot.write(self._path(offset), entries)
+    def write_snapshot(self, offset: int, entries: list[SnapshotEntry], keep: int = 2, *,
+                       sync: bool = True) -> None:  # fmt: skip
+        """Write ``entries`` as the snapshot at ``offset`` (crash-safe, Kafka's format; no
+        fsync with ``sync=False``); keep the newest ``keep`` files."""
+        producer_snapshot.write(self._path(offset), entries, sync=sync)
         for old in self.snapshot_offsets()[:-keep]:
             self._path(old).unlink(missing_ok=True)
 

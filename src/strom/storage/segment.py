@@ -12,6 +12,12 @@ rebuild: the log re-adds entries when it replays the batches after a crash.
 A segment being built by the compactor carries a suffix (``.cleaned``, then ``.swap``) on all
 three file names until :class:`strom.storage.log.Log` swaps it in; a removed segment waiting
 for ``file.delete.delay.ms`` carries ``.deleted`` (:mod:`strom.storage.deferred_delete`).
+
+Descriptors: a segment holds at most one, its ``.log``'s, and only while it is in the
+process-wide cache :data:`strom.storage.file_handles.HANDLES` (opened on demand, closed when
+least recently used). Every use of it goes through :meth:`LogSegment.open_fd` (or
+:meth:`LogSegment.dup_fd` for a descriptor that outlives the call), which pins it so that no
+other thread's eviction closes it meanwhile. The indexes hold none (:mod:`strom.storage.index`).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from strom.protocol.record_batch import (
     BatchHeader,
     verify_crc,
 )
+from strom.storage.file_handles import HANDLES
 from strom.storage.index import CorruptIndexError, OffsetIndex
 from strom.storage.log_config import LogConfig
 from strom.storage.read_path import SEEK_CHUNK, find_batch, read_batches, scan_headers
@@ -49,8 +56,8 @@ class LogSegment:
         self.base_offset = base_offset
         self.suffix = suffix
         self.path = segment_path(dir, base_offset, ".log", suffix)
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        self.size = os.fstat(self._fd).st_size
+        self._file = HANDLES.create(self.path)
+        self.size = HANDLES.size_of(self._file)
         self.index_interval_bytes = config.index_interval_bytes
         self._index_bytes = config.segment_index_bytes
         self.index: OffsetIndex
@@ -72,7 +79,9 @@ class LogSegment:
                suffix: str = "") -> LogSegment:  # fmt: skip
         """A new empty segment (any old files of that name are emptied)."""
         seg = cls(dir, base_offset, config, now_ms, suffix)
-        os.ftruncate(seg._fd, 0)
+        if seg.size:
+            with seg.open_fd() as fd:
+                os.ftruncate(fd, 0)
         seg.size = 0
         seg.index = OffsetIndex(seg._ipath(".index"), base_offset, seg._index_bytes)
         seg.index.reset()
@@ -83,15 +92,22 @@ class LogSegment:
 
     @classmethod
     def open(cls, dir: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
-        """Open an existing segment trusting its log; indexes are rebuilt if missing/corrupt."""
+        """Open an existing segment trusting its log; indexes are rebuilt if missing/corrupt.
+
+        A missing index is an empty one when the log is too short to have needed an entry
+        (indexes are only written once they have entries, see :mod:`strom.storage.index`)."""
         seg = cls(dir, base_offset, config, now_ms)
         try:
-            if not seg._ipath(".index").exists() or not seg._ipath(".timeindex").exists():
-                raise CorruptIndexError("missing index")
-            seg.index = OffsetIndex.load(
-                seg._ipath(".index"), base_offset, seg._index_bytes, max(seg.size, 1)
-            )
-            seg.time_index = TimeIndex.load(seg._ipath(".timeindex"), base_offset)
+            ipath, tpath = seg._ipath(".index"), seg._ipath(".timeindex")
+            if seg.size <= seg.index_interval_bytes and not ipath.exists():
+                seg.index = OffsetIndex(ipath, base_offset, seg._index_bytes)
+            else:
+                seg.index = OffsetIndex.load(ipath, base_offset, seg._index_bytes,
+                                             max(seg.size, 1))  # fmt: skip
+            if seg.size <= seg.index_interval_bytes and not tpath.exists():
+                seg.time_index = TimeIndex(tpath, base_offset)  # the scan below fills it in
+            else:
+                seg.time_index = TimeIndex.load(tpath, base_offset)
             seg._load_summary()
         except CorruptIndexError:
             seg.recover()
@@ -122,12 +138,8 @@ class LogSegment:
         Returns the number of bytes truncated. A batch is bad when it is truncated, has a wrong
         magic / length / CRC, or its offsets do not increase.
         """
-        for attr, kind in (("index", OffsetIndex), ("time_index", TimeIndex)):
-            old = getattr(self, attr, None)
-            if old is not None:
-                old.close()
-            path = self._ipath(".index" if kind is OffsetIndex else ".timeindex")
-            path.unlink(missing_ok=True)
+        for ext in (".index", ".timeindex"):  # rebuilt in memory, written at the next flush
+            self._ipath(ext).unlink(missing_ok=True)
         self.index = OffsetIndex(self._ipath(".index"), self.base_offset, self._index_bytes)
         self.time_index = TimeIndex(self._ipath(".timeindex"), self.base_offset)
         self.next_offset = self.base_offset
@@ -138,21 +150,23 @@ class LogSegment:
         self._writes += 1  # indexes rewritten, and the data's durability is unknown
         valid_end = 0
         size = self.size
-        for pos, header, data in read_batches(self._fd, 0, size):
-            if (
-                header.magic != MAGIC
-                or header.base_offset < self.next_offset
-                or header.last_offset_delta < 0
-                or header.last_offset - self.base_offset > _INT32_MAX
-                or not verify_crc(data)
-            ):
-                break
-            self._index_batch(header, pos)
-            self.next_offset = header.next_offset
-            valid_end = pos + header.size
-        truncated = size - valid_end
+        with self.open_fd() as fd:
+            for pos, header, data in read_batches(fd, 0, size):
+                if (
+                    header.magic != MAGIC
+                    or header.base_offset < self.next_offset
+                    or header.last_offset_delta < 0
+                    or header.last_offset - self.base_offset > _INT32_MAX
+                    or not verify_crc(data)
+                ):
+                    break
+                self._index_batch(header, pos)
+                self.next_offset = header.next_offset
+                valid_end = pos + header.size
+            truncated = size - valid_end
+            if truncated:
+                os.ftruncate(fd, valid_end)
         if truncated:
-            os.ftruncate(self._fd, valid_end)
             self.size = valid_end
             self.txn_index.truncate_to(self.next_offset)
         first = next(self.iter_headers(0), None)
@@ -179,7 +193,8 @@ class LogSegment:
 
     def append(self, batch: bytes | bytearray | memoryview, header: BatchHeader) -> None:
         """Write one whole batch (already offset-assigned) at the end of the log file."""
-        written = os.pwrite(self._fd, batch, self.size)
+        with self.open_fd() as fd:
+            written = os.pwrite(fd, batch, self.size)
         if written != len(batch):
             raise OSError(f"short write to {self.path}: {written} of {len(batch)} bytes")
         self._index_batch(header, self.size)
@@ -220,27 +235,36 @@ class LogSegment:
         with self.open_fd() as fd:
             return os.pread(fd, length, position)
 
+    # --- the .log descriptor -----------------------------------------------------------------
+
     @contextmanager
     def open_fd(self) -> Iterator[int]:
-        """The .log's descriptor for the ``with`` block (every reader goes through this or
-        :meth:`dup_fd`, so how descriptors are held can change in one place)."""
-        yield self._fd
+        """The .log's descriptor, open (and pinned in the cache) for the ``with`` block."""
+        f = self._file
+        fd = HANDLES.acquire(f)
+        try:
+            yield fd
+        finally:
+            HANDLES.release(f)
+
+    def dup_fd(self) -> int:
+        """A descriptor of the .log of the caller's own (it closes it): it stays valid whatever
+        happens to the segment (retention, a compaction swap) or to the cache."""
+        return HANDLES.dup(self._file)
 
     @property
     def closed(self) -> bool:
         """True once :meth:`close` (or :meth:`delete`) ran."""
-        return self._fd < 0
-
-    def dup_fd(self) -> int:
-        """A descriptor of the .log of the caller's own (it closes it): it stays valid whatever
-        happens to the segment (retention, a compaction swap)."""
-        with self.open_fd() as fd:
-            return os.dup(fd)
+        return self._file.closed
 
     @property
     def fd(self) -> int:
-        """The open .log file descriptor (for a future sendfile path)."""
-        return self._fd
+        """The .log's descriptor now (-1 once closed). Only valid until the next descriptor is
+        opened, on any thread: prefer :meth:`open_fd` or :meth:`dup_fd`."""
+        if self._file.closed:
+            return -1
+        with self.open_fd() as fd:
+            return fd
 
     # --- truncation, lifecycle --------------------------------------------------------------
 
@@ -251,7 +275,8 @@ class LogSegment:
             return 0
         position, _ = found
         removed = self.size - position
-        os.ftruncate(self._fd, position)
+        with self.open_fd() as fd:
+            os.ftruncate(fd, position)
         self.size = position
         self._writes += 1
         self.index.truncate_to_position(position)
@@ -266,8 +291,9 @@ class LogSegment:
         return self._writes != self._flushed_writes
 
     def flush(self) -> None:
-        """fsync the ``.log`` and the indexes. Safe on another thread than the writer's (the
-        flusher's): what was written before the call is durable when it returns."""
+        """fsync the ``.log`` and write + fsync the indexes' entries. Safe on another thread
+        than the writer's (the flusher's): what was written before the call is durable when it
+        returns."""
         writes = self._writes
         try:
             with self.open_fd() as fd:
@@ -275,16 +301,19 @@ class LogSegment:
             self.index.flush()
             self.time_index.flush()
             self.txn_index.flush()
-        except OSError:
+        except (OSError, ValueError):  # ValueError: the descriptor cache's "closed"
             if self.closed:  # closed (deleted) meanwhile: nothing left to make durable
                 return
             raise
         self._flushed_writes = writes
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        """Close the .log (for good) and write the indexes' unwritten entries."""
+        if self._file.closed:
+            return
+        HANDLES.close(self._file)
+        if self.size <= self.index_interval_bytes and not self._ipath(".timeindex").exists():
+            return  # a small segment's indexes are rebuilt by the short scan at open
         self.index.close()
         self.time_index.close()
 
@@ -293,7 +322,8 @@ class LogSegment:
                 self._ipath(".txnindex")]  # fmt: skip
 
     def delete(self) -> None:
-        self.close()
+        if not self._file.closed:
+            HANDLES.close(self._file)  # the indexes' unwritten entries are not worth writing
         for path in self.file_paths():
             path.unlink(missing_ok=True)
 
@@ -307,7 +337,9 @@ class LogSegment:
         for ext in exts:
             src = segment_path(self.dir, self.base_offset, ext, self.suffix)
             dst = segment_path(self.dir, self.base_offset, ext, suffix)
-            if src.exists():
+            if ext == ".log":
+                HANDLES.rename(self._file, dst)
+            elif src.exists():
                 os.replace(src, dst)
         self.suffix = suffix
         self.path = segment_path(self.dir, self.base_offset, ".log", suffix)

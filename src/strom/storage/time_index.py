@@ -9,18 +9,23 @@ Invariant used by :meth:`TimeIndex.lookup`: for an entry ``(T, o)`` every record
 segment before the next entry's offset has timestamp ``<= T`` (T is a running maximum).
 Timestamps and offsets strictly increase. Entries are written alongside offset index entries
 (when the maximum moved) and once more when the segment becomes inactive (roll / close), so
-the last entry carries the segment's max timestamp and where it is.
+the last entry carries the segment's max timestamp and where it is. Like the offset index it
+holds no file descriptor: entries reach the file at flush / close (see :mod:`.index`).
 """
 
 from __future__ import annotations
 
 import bisect
-import os
 import struct
 from array import array
 from pathlib import Path
 
-from strom.storage.index import CorruptIndexError
+from strom.storage.index import (
+    CorruptIndexError,
+    read_index_file,
+    truncate_index_file,
+    write_index_tail,
+)
 
 _ENTRY = struct.Struct(">qi")
 ENTRY_SIZE = _ENTRY.size
@@ -34,26 +39,21 @@ class TimeIndex:
         self.base_offset = base_offset
         self._timestamps: array[int] = array("q")
         self._offsets: array[int] = array("q")
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._written = 0  # entries already in the file
 
     @classmethod
     def load(cls, path: Path, base_offset: int) -> TimeIndex:
-        """Open and sanity-check an existing file; raises :class:`CorruptIndexError`."""
+        """Read and sanity-check an existing file; raises :class:`CorruptIndexError`."""
         index = cls(path, base_offset)
-        try:
-            data = os.pread(index._fd, os.fstat(index._fd).st_size, 0)
-            if len(data) % ENTRY_SIZE:
-                raise CorruptIndexError(f"{path}: size {len(data)} is not a multiple of 12")
-            for ts, rel in _ENTRY.iter_unpack(data):
-                if index._timestamps and (
-                    ts <= index._timestamps[-1] or base_offset + rel <= index._offsets[-1]
-                ):
-                    raise CorruptIndexError(f"{path}: entries out of order")
-                index._timestamps.append(ts)
-                index._offsets.append(base_offset + rel)
-        except CorruptIndexError:
-            index.close()
-            raise
+        data = read_index_file(path, ENTRY_SIZE)
+        for ts, rel in _ENTRY.iter_unpack(data):
+            if index._timestamps and (
+                ts <= index._timestamps[-1] or base_offset + rel <= index._offsets[-1]
+            ):
+                raise CorruptIndexError(f"{path}: entries out of order")
+            index._timestamps.append(ts)
+            index._offsets.append(base_offset + rel)
+        index._written = len(index._offsets)
         return index
 
     def __len__(self) -> int:
@@ -70,11 +70,6 @@ class TimeIndex:
         """Add ``(timestamp, offset)`` when both advance past the last entry."""
         if self._timestamps and (timestamp <= self._timestamps[-1] or offset <= self._offsets[-1]):
             return
-        os.pwrite(
-            self._fd,
-            _ENTRY.pack(timestamp, offset - self.base_offset),
-            len(self) * ENTRY_SIZE,
-        )
         self._timestamps.append(timestamp)
         self._offsets.append(offset)
 
@@ -89,15 +84,33 @@ class TimeIndex:
         keep = bisect.bisect_left(self._offsets, offset)
         del self._timestamps[keep:]
         del self._offsets[keep:]
-        os.ftruncate(self._fd, keep * ENTRY_SIZE)
+        if keep < self._written:
+            self._written = keep
+            truncate_index_file(self.path, keep * ENTRY_SIZE)
 
     def reset(self) -> None:
-        self.truncate_to_offset(-(2**62))
+        """Forget every entry and empty the file (if one exists)."""
+        del self._timestamps[:]
+        del self._offsets[:]
+        self._written = 0
+        truncate_index_file(self.path, 0)
+
+    def _write(self, fsync: bool) -> None:
+        end = len(self._timestamps)
+        start = self._written
+        base = self.base_offset
+        data = b"".join(
+            _ENTRY.pack(self._timestamps[i], self._offsets[i] - base) for i in range(start, end)
+        )
+        if data or fsync:
+            write_index_tail(self.path, data, start * ENTRY_SIZE, fsync)
+        self._written = max(self._written, end)
 
     def flush(self) -> None:
-        os.fsync(self._fd)
+        """Write the entries not yet in the file, and fsync it."""
+        self._write(fsync=True)
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        """Write the entries not yet in the file (no fsync)."""
+        if self._written < len(self._timestamps):
+            self._write(fsync=False)

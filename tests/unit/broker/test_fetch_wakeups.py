@@ -58,7 +58,7 @@ def test_wakeup_rereads_only_the_changed_partition(tmp_path: Path, monkeypatch: 
         try:
             assert broker._server is not None
             port = broker._server.sockets[0].getsockname()[1]
-            broker.create_topic("w", PARTITIONS, 1, {})
+            await broker.create_topic("w", PARTITIONS, 1, {})
             broker.replicas.append("w", 3, build_batch([(b"k", b"old", [], 1)]))
             offsets = {p: (1 if p == 3 else 0) for p in range(PARTITIONS)}  # all caught up
 

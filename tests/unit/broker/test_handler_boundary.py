@@ -22,9 +22,19 @@ class _Config:
         return 100 * 1024 * 1024
 
 
+class _Store:
+    """The metadata store's durability counter: these handlers write nothing to it."""
+
+    seq = 0
+
+    async def durable(self, seq: int) -> None:
+        raise AssertionError("no handler here writes the metadata store")
+
+
 class _Broker:
     config = _Config()
     connections: set[Any] = set()
+    store = _Store()
 
 
 def _answer(monkeypatch, api_key: int, fn, data: bytes) -> bytes | None:

@@ -202,7 +202,8 @@ def test_drain_waits_only_while_work_is_pending(flusher: Flusher) -> None:
 
 def test_leader_epoch_write_queued_behind_a_newer_one_is_dropped(tmp_path: Path) -> None:
     """Retention's leader-epoch write goes through the flusher; a synchronous write made after
-    it (a new epoch) must not be overwritten by it when it finally runs."""
+    it (a new epoch, written by a synchronous flush) must not be overwritten by it when it
+    finally runs."""
     from strom.storage.leader_epoch import LeaderEpochCache
 
     cache = LeaderEpochCache(tmp_path)
@@ -210,9 +211,56 @@ def test_leader_epoch_write_queued_behind_a_newer_one_is_dropped(tmp_path: Path)
     cache.assign(1, 10)
     queued: list[object] = []
     cache.truncate_from_start(12, queued.append)  # held back, as by a busy flusher
-    cache.assign(2, 20)  # written at once
+    cache.assign(2, 20)  # not written yet (KAFKA-15046: at the log's next flush)
+    assert cache.dirty
+    cache.flush()  # written at once
     for job in queued:
         job()  # type: ignore[operator]
     again = LeaderEpochCache(tmp_path)
     assert again.load()
     assert list(again.entries()) == [(1, 12), (2, 20)]
+
+
+def test_a_new_epoch_reaches_its_file_at_the_roll_before_the_recovery_point_moves(
+    tmp_path: Path, clock: FakeClock, flusher: Flusher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first leader epoch is not written on the append path (KAFKA-15046); the roll queues
+    its write on the flusher ahead of the fsync that moves the recovery point past it."""
+    from strom.storage.leader_epoch import LeaderEpochCache
+
+    log = _open(tmp_path, clock, flusher, segment_bytes=300)
+    disk = SlowDisk(monkeypatch)
+    log.append(batch(clock, b"x" * 60), leader_epoch=3)
+    assert log.leader_epochs.dirty and not log.leader_epochs.path.exists()
+    while len(log.segments) < 2:
+        log.append(batch(clock, b"x" * 60), leader_epoch=3)
+    assert disk.started.wait(5)  # the rolled segment's fsync is stuck
+    on_disk = LeaderEpochCache(log.dir)
+    assert on_disk.load() and on_disk.entries() == [(3, 0)]
+    assert log.recovery_point == 0
+    disk.release()
+    log.durable().result(10)
+    assert log.recovery_point == log.segments[-2].next_offset > 0
+
+
+def test_data_dir_recovery_points_are_checkpointed_by_the_flusher(tmp_path: Path,
+                                                                  clock: FakeClock) -> None:  # fmt: skip
+    """The data directory's checkpoint holds each log's recovery point as the flusher moved it
+    (after its fsync), and shutdown's holds the log end offsets."""
+    from strom.storage import log_dir
+    from strom.storage.log_manager import LogManager
+
+    manager = LogManager(tmp_path, clock, {"log.segment.bytes": "300"}, Flusher())
+    log = manager.create("t", 0, {})
+    manager.create("u", 0, {})
+    for _ in range(8):
+        log.append(batch(clock, b"x" * 60))
+    assert len(log.segments) >= 2
+    log.durable().result(10)
+    manager.checkpoint_recovery_points_async().result(10)
+    path = tmp_path / log_dir.RECOVERY_POINT_FILE
+    rolled_at = log.segments[-1].base_offset
+    assert log_dir.read_offsets(path) == {("t", 0): rolled_at, ("u", 0): 0}
+    manager.close_all()
+    assert log_dir.read_offsets(path) == {("t", 0): 8, ("u", 0): 0}
+    assert (tmp_path / log_dir.CLEAN_SHUTDOWN_FILE).exists()

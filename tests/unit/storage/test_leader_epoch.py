@@ -33,7 +33,9 @@ def test_end_offset_for_follows_kafka(tmp_path: Path) -> None:
     assert cache.end_offset_for(0, 250) == (0, 0)  # below every epoch: the first start
     assert cache.end_offset_for(7, 250) == (-1, -1)  # above every epoch
     assert [cache.epoch_for_offset(o) for o in (0, 99, 100, 199, 200, 999)] == [1, 1, 3, 3, 6, 6]
-    # persisted in Kafka's text format
+    # persisted in Kafka's text format, at the log's next flush (no fsync on the append path)
+    assert not (tmp_path / FILE_NAME).exists()
+    cache.flush()
     assert (tmp_path / FILE_NAME).read_text() == "0\n3\n1 0\n3 100\n6 200\n"
     again = LeaderEpochCache(tmp_path)
     assert again.load() and again.entries() == cache.entries()
@@ -85,4 +87,5 @@ def test_cache_rebuilt_from_batches_when_missing(open_log: OpenLog, clock: FakeC
     (log.dir / FILE_NAME).unlink()
     again = Log.open(log.dir, log.config, clock)
     assert again.leader_epochs.entries() == [(0, 0), (2, 1)]
-    assert (log.dir / FILE_NAME).exists()
+    again.flush()  # the rebuilt cache reaches the file at the next flush, not at open
+    assert (log.dir / FILE_NAME).read_text() == "0\n2\n0 0\n2 1\n"

@@ -57,7 +57,7 @@ class GroupService(Service):
         cfg = broker.config
         info = broker.topics.get(OFFSETS_TOPIC)
         if info is None:
-            info = broker.create_topic(
+            info = await broker.create_topic(
                 OFFSETS_TOPIC,
                 cfg.get_int("offsets.topic.num.partitions"),
                 1,

@@ -4,10 +4,16 @@ Only increases: a count equal to or below the current one is INVALID_PARTITIONS 
 message. Explicit ``assignments`` must name one replica list per new partition, on live
 brokers, with the topic's replication factor (else INVALID_REPLICA_ASSIGNMENT). With
 ``validate_only`` nothing changes. A topic named twice is INVALID_REQUEST.
+
+The new partitions are made all or nothing, their files on a worker thread
+(:mod:`strom.broker.topic_lifecycle`); a resource failure answers KAFKA_STORAGE_ERROR and
+changes nothing. The answer comes within ``timeout_ms`` (REQUEST_TIMED_OUT, the growth
+goes on), as CreateTopics.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import Counter
 from typing import Any
@@ -20,7 +26,7 @@ API_KEY = 37
 log = logging.getLogger(__name__)
 
 
-def _grow(ctx: RequestContext, topic: Any, validate_only: bool) -> None:
+async def _grow(ctx: RequestContext, topic: Any, validate_only: bool) -> None:
     broker = ctx.broker
     info = broker.topics.get(topic.name)
     if info is None:
@@ -70,9 +76,20 @@ def _grow(ctx: RequestContext, topic: Any, validate_only: bool) -> None:
         new = {p: [broker.node_id] for p in range(current, count)}
     if validate_only:
         return
-    info = broker.topics.add_partitions(info.name, new)
-    broker.replicas.create_partitions(info, new)
+    await broker.lifecycle.add_partitions(info.name, new)
     log.info("topic %s grew from %d to %d partitions", info.name, current, count)
+
+
+def _timeout_s(request: Any) -> float:
+    timeout = request.timeout
+    if hasattr(timeout, "total_seconds"):
+        return float(timeout.total_seconds())
+    return int(timeout) / 1000.0
+
+
+def _log_outcome(task: asyncio.Future[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("adding partitions (after the request timed out) failed: %s", task.exception())
 
 
 @dispatch.handler(API_KEY, 0, 3)
@@ -88,7 +105,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             code, message = ErrorCode.invalid_request, "Duplicate topic in request."
         else:
             try:
-                _grow(ctx, topic, bool(request.validate_only))
+                task = asyncio.ensure_future(_grow(ctx, topic, bool(request.validate_only)))
+                timeout = _timeout_s(request)  # <= 0: wait (NONE means they exist)
+                await asyncio.wait({task}, timeout=timeout if timeout > 0 else None)
+                if not task.done():
+                    task.add_done_callback(_log_outcome)
+                    raise KafkaError(
+                        ErrorCode.request_timed_out,
+                        f"Partitions of '{topic.name}' not created within {timeout:g}s; "
+                        "their creation goes on.",
+                    )
+                task.result()
                 code, message = ErrorCode.none, None
             except Exception as exc:
                 code, message = error_code_of(exc), str(exc)

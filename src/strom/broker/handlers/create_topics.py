@@ -7,10 +7,20 @@ TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION, INVALID_PARTITIONS, INVALID_REPLI
 (more replicas than live brokers), INVALID_REPLICA_ASSIGNMENT, INVALID_CONFIG, INVALID_REQUEST
 (a topic named twice). ``validate_only`` checks everything and creates nothing. v5+ answers
 the partition count, replication factor and every effective config of the topic.
+
+The topics of one request are created concurrently, each all or nothing
+(:mod:`strom.broker.topic_lifecycle`), and the answer comes within the request's
+``timeout_ms``: a topic not finished by then is answered REQUEST_TIMED_OUT and its creation
+goes on (as Kafka). NONE always means the topic exists: with ``timeout_ms`` <= 0
+(librdkafka's default operation timeout) the answer waits for the creation to finish, since
+Kafka registers a topic before answering even then and clients use it right away.
 """
 
 from __future__ import annotations
 
+import asyncio
+import datetime
+import functools
 import logging
 import uuid
 from collections import Counter
@@ -54,7 +64,7 @@ def _plan(ctx: RequestContext, topic: Any) -> _Plan:
     broker = ctx.broker
     name = topic.name
     validate_topic_name(name)
-    if broker.topics.get(name) is not None:
+    if broker.topics.get(name) is not None or broker.lifecycle.busy(name):
         raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
     other = _collides(ctx, name)
     if other is not None:
@@ -163,11 +173,28 @@ def _config_results(ctx: RequestContext, overrides: dict[str, str]) -> tuple[Any
     )
 
 
+def _timeout_s(request: Any) -> float:
+    timeout = request.timeout
+    if isinstance(timeout, datetime.timedelta):
+        return timeout.total_seconds()
+    return int(timeout) / 1000.0
+
+
+def _log_outcome(name: str, task: asyncio.Task[Any]) -> None:
+    """For creations the response stopped waiting for: their failure is only logged."""
+    if task.cancelled():
+        return
+    exc = task.exception()
+    if exc is not None:
+        log.error("creating topic %s (after its request timed out) failed: %s", name, exc)
+
+
 @dispatch.handler(API_KEY, 2, 7)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     validate_only = bool(request.validate_only)
     counts = Counter(t.name for t in request.topics)
-    results = []
+    results: list[Any] = []
+    creating: list[tuple[int, _Plan, asyncio.Task[Any]]] = []
     done: set[str] = set()
     for topic in request.topics:
         name = topic.name
@@ -185,28 +212,51 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             continue
         try:
             plan = _plan(ctx, topic)
-            topic_id = uuid.UUID(int=0)
-            if not validate_only:
-                info = ctx.broker.create_topic(
-                    plan.name, plan.partitions, plan.replication_factor, plan.configs
-                )
-                topic_id = info.topic_id
         except Exception as exc:
-            code = error_code_of(exc)
-            if code == ErrorCode.unknown_server_error:
-                log.exception("creating topic %s failed", name)
-            results.append(_result(ctx, name, code, str(exc)))
+            results.append(_failed(ctx, name, exc))
             continue
-        results.append(
-            _result(
-                ctx,
-                name,
-                ErrorCode.none,
-                None,
-                topic_id=topic_id,
-                num_partitions=plan.partitions,
-                replication_factor=plan.replication_factor,
-                configs=_config_results(ctx, plan.configs) if ctx.api_version >= 5 else (),
-            )
-        )
+        if validate_only:
+            results.append(_created(ctx, plan, uuid.UUID(int=0)))
+            continue
+        task = asyncio.ensure_future(ctx.broker.create_topic(
+            plan.name, plan.partitions, plan.replication_factor, plan.configs
+        ))  # fmt: skip
+        creating.append((len(results), plan, task))
+        results.append(None)
+    if creating:
+        timeout = _timeout_s(request)
+        tasks = {task for _i, _p, task in creating}
+        await asyncio.wait(tasks, timeout=timeout if timeout > 0 else None)
+        for i, plan, task in creating:
+            if not task.done():
+                task.add_done_callback(functools.partial(_log_outcome, plan.name))
+                results[i] = _result(
+                    ctx, plan.name, ErrorCode.request_timed_out,
+                    f"Topic '{plan.name}' was not created within {timeout:g}s; "
+                    "its creation goes on.",
+                )  # fmt: skip
+            elif task.exception() is not None:
+                results[i] = _failed(ctx, plan.name, task.exception())
+            else:
+                results[i] = _created(ctx, plan, task.result().topic_id)
     return ctx.respond(throttle_time=0, topics=tuple(results))
+
+
+def _failed(ctx: RequestContext, name: str, exc: BaseException | None) -> Any:
+    code = error_code_of(exc) if exc is not None else ErrorCode.unknown_server_error
+    if code == ErrorCode.unknown_server_error:
+        log.error("creating topic %s failed", name, exc_info=exc)
+    return _result(ctx, name, code, str(exc))
+
+
+def _created(ctx: RequestContext, plan: _Plan, topic_id: uuid.UUID) -> Any:
+    return _result(
+        ctx,
+        plan.name,
+        ErrorCode.none,
+        None,
+        topic_id=topic_id,
+        num_partitions=plan.partitions,
+        replication_factor=plan.replication_factor,
+        configs=_config_results(ctx, plan.configs) if ctx.api_version >= 5 else (),
+    )

@@ -4,7 +4,8 @@ Unknown names get UNKNOWN_TOPIC_OR_PARTITION, unknown ids UNKNOWN_TOPIC_ID; inte
 (``__consumer_offsets``, ``__transaction_state``) are refused with INVALID_REQUEST, and every
 topic with TOPIC_DELETION_DISABLED when ``delete.topic.enable`` is false. The logs go first,
 then the registry entry: a crash in between leaves an empty topic, never old data under a
-recreated name.
+recreated name. File work (closing, renaming, and in the background ``rmtree``) runs off the
+event loop (:mod:`strom.broker.topic_lifecycle`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ ZERO_UUID = uuid.UUID(int=0)
 log = logging.getLogger(__name__)
 
 
-def _delete(
+async def _delete(
     ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None
 ) -> tuple[str | None, uuid.UUID]:
     broker = ctx.broker
@@ -43,8 +44,7 @@ def _delete(
             ErrorCode.invalid_request,
             f"Topic {info.name} is an internal topic and cannot be deleted.",
         )
-    broker.replicas.delete_topic(info)
-    broker.topics.delete(info.name)
+    await broker.lifecycle.delete(info)
     log.info("deleted topic %s (%s)", info.name, info.topic_id)
     return info.name, info.topic_id
 
@@ -58,7 +58,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     results = []
     for name, topic_id in wanted:
         try:
-            found_name, found_id = _delete(ctx, name, topic_id)
+            found_name, found_id = await _delete(ctx, name, topic_id)
             code, message = ErrorCode.none, None
         except Exception as exc:
             code, message = error_code_of(exc), str(exc)

@@ -164,7 +164,7 @@ class _FetchPlan:
             return _partition(ctx, p.partition, ErrorCode.none, hw=hw, log_start=start, lso=lso,
                               aborted=aborted), 0  # fmt: skip
         try:
-            if self.zero_copy:
+            if self.zero_copy and len(self.regions) < zero_copy.MAX_REGIONS:
                 return self._read_region(log_, p.partition, offset, budget, total, hw, start,
                                          lso, bound, aborted)  # fmt: skip
             result = log_.read(offset, max(budget, 0), max_offset=bound, min_one_batch=total == 0)

@@ -34,10 +34,11 @@ AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
 log = logging.getLogger(__name__)
 
 
-def auto_create(ctx: RequestContext, name: str) -> TopicInfo:
-    """Create ``name`` with the broker's defaults (Metadata / FindCoordinator auto-creation)."""
+async def auto_create(ctx: RequestContext, name: str) -> TopicInfo:
+    """Create ``name`` with the broker's defaults (Metadata / FindCoordinator auto-creation);
+    the file work runs off the event loop (:mod:`strom.broker.topic_lifecycle`)."""
     config = ctx.broker.config
-    return ctx.broker.create_topic(
+    return await ctx.broker.create_topic(
         name,
         config.get_int("num.partitions"),
         config.get_int("default.replication.factor"),
@@ -157,8 +158,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                         _error_topic(ctx, name, None, ErrorCode.unknown_topic_or_partition)
                     )
                     continue
+                if broker.lifecycle.busy(str(name)):  # another request is creating it
+                    topics.append(_error_topic(ctx, name, None, ErrorCode.leader_not_available))
+                    continue
                 try:
-                    info = auto_create(ctx, str(name))
+                    info = await auto_create(ctx, str(name))
                 except KafkaError as exc:
                     topics.append(_error_topic(ctx, name, None, exc.error_code))
                     continue

@@ -71,7 +71,7 @@ class TxnService(Service):
         cfg = broker.config
         info = broker.topics.get(TXN_TOPIC)
         if info is None:
-            info = broker.create_topic(
+            info = await broker.create_topic(
                 TXN_TOPIC,
                 cfg.get_int("transaction.state.log.num.partitions"),
                 1,
