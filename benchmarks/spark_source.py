@@ -9,8 +9,10 @@ broker started here (stopped by PID):
   Trigger.AvailableNow);
 - ``source_tuples``: the same read with a reader that yields one tuple per record (what the
   Arrow path is measured against);
-- ``topic_to_topic``: strom topic -> ``format("strom")`` sink (at-least-once) -> strom topic.
-  (Exactly-once needs broker transactions: measured once the broker has them.)
+- ``topic_to_topic``: strom topic -> ``format("strom")`` sink (at-least-once) -> strom topic;
+- ``topic_to_topic_eo``: the same query with ``exactlyOnce=true`` (one transaction per task and
+  batch, the batch id recorded by a transactional offset commit); quoted as a ratio to
+  ``topic_to_topic`` measured in the same run.
 
 Rates are rows / summed ``triggerExecution`` time of the query's progress reports (batch read
 for the tuples/arrow pair: rows / wall time of the job). Quote ratios, e.g. ``source_arrow /
@@ -129,6 +131,11 @@ def main() -> None:
             strom_stream("strom", checkpointLocation=str(work / "ck2"), topic="bench-out",
                          **{"kafka.bootstrap.servers": bs})  # fmt: skip
         )
+        log("strom -> strom (exactly-once)")
+        result["topic_to_topic_eo"] = round(
+            strom_stream("strom", checkpointLocation=str(work / "ck3"), topic="bench-out-eo",
+                         exactlyOnce="true", **{"kafka.bootstrap.servers": bs})  # fmt: skip
+        )
         for fmt, key in (("strom_tuples", "batch_tuples"), ("strom", "batch_arrow")):
             log(f"batch read {fmt} -> noop")
             start = time.perf_counter()
@@ -140,6 +147,9 @@ def main() -> None:
         result["ratios"] = {
             "source_arrow/rate": round(result["source_arrow"] / result["rate"], 3),
             "topic_to_topic/rate": round(result["topic_to_topic"] / result["rate"], 3),
+            "topic_to_topic_eo/topic_to_topic": round(
+                result["topic_to_topic_eo"] / result["topic_to_topic"], 3
+            ),
             "arrow/tuples": round(result["batch_arrow"] / result["batch_tuples"], 3),
         }
         result["env"] = {

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from strom.testing import BrokerProcess
 
@@ -99,16 +99,16 @@ def test_topic_to_topic_streaming_at_least_once(
     assert all(m.key() == inputs[m.value()] for m in out)
 
 
-def test_exactly_once_needs_broker_transactions(
+def test_topic_to_topic_streaming_exactly_once(
     spark: Any, spark_broker: BrokerProcess, tmp_path: Path
 ) -> None:
-    """Until the broker has transactions, exactlyOnce=true fails with a clear error; once it
-    has them, the same query writes each row exactly once (read_committed)."""
+    """exactlyOnce=true writes through one transaction per task (read_committed sees each row
+    once), and records each task's batch id in the sink-owned group inside that transaction."""
     bootstrap = spark_broker.bootstrap
     source, sink = _name("eo-in"), _name("eo-out")
     create_topic(bootstrap, source, 2)
     create_topic(bootstrap, sink, 2)
-    produce(bootstrap, source, [{"value": b"%d" % i} for i in range(100)])
+    produce(bootstrap, source, [{"value": b"%d" % i, "partition": i % 2} for i in range(100)])
     query = (
         spark.readStream.format("strom")
         .option("kafka.bootstrap.servers", bootstrap)
@@ -120,16 +120,23 @@ def test_exactly_once_needs_broker_transactions(
         .option("kafka.bootstrap.servers", bootstrap)
         .option("topic", sink)
         .option("exactlyOnce", "true")
-        .option("exactlyOnce.initTimeoutMs", "5000")
+        .option("transactionalIdPrefix", "eo-write")
         .option("checkpointLocation", str(tmp_path / "ck"))
         .trigger(availableNow=True)
         .start()
     )
-    try:
-        query.awaitTermination(240)
-    except Exception as exc:  # noqa: BLE001 - today's broker: no transactions
-        assert "exactlyOnce=true needs transactions" in str(exc)
-        assert consume_all(bootstrap, sink, [0, 1]) == []
-        return
+    assert query.awaitTermination(240)
+    assert query.exception() is None
     out = consume_all(bootstrap, sink, [0, 1], **{"isolation.level": "read_committed"})
     assert sorted(int(m.value()) for m in out) == list(range(100))
+    # the records are transactional: followed by a commit marker (a gap at the end offset)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": _name("probe")})
+    ends = [consumer.get_watermark_offsets(TopicPartition(sink, p), 10)[1] for p in (0, 1)]
+    assert sum(ends) > len(out)
+    # each task partition recorded batch id + 1 in its own group, on partition 0 of the topic
+    for task in (0, 1):
+        group = Consumer({"bootstrap.servers": bootstrap, "group.id": f"eo-write-{query.id}-{task}"})
+        [recorded] = group.committed([TopicPartition(sink, 0)], timeout=10)
+        assert recorded.offset == 1 and recorded.metadata == "strom-spark batch 0"
+        group.close()
+    consumer.close()
