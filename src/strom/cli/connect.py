@@ -7,6 +7,7 @@ its web stack are imported only when the command runs.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,12 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The web stack is imported late, inside the worker: look for it first so a plain
+    # `pip install strom` gets this line instead of an import error half-way through start-up.
+    missing = [name for name in ("starlette", "uvicorn") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise CliError(f"strom Connect needs the 'connect' extra (pip install "
+                       f"'strom[connect]'): {', '.join(missing)} not installed")
     try:
         from strom.connect.standalone import WorkerConfigError, run_standalone
     except ImportError as exc:
