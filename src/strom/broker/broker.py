@@ -144,6 +144,15 @@ class Broker:
         :class:`KafkaError` (TOPIC_ALREADY_EXISTS, KAFKA_STORAGE_ERROR …)."""
         return await self.lifecycle.create(name, partitions, configs)
 
+    async def ensure_internal_topic(self, name: str, partitions: int, segment_bytes: int) -> TopicInfo:
+        """An internal compacted topic (``__consumer_offsets``, ``__transaction_state``), created
+        with ``partitions`` on first start; an existing one is kept as it is."""
+        info = self.topics.get(name)
+        if info is not None:
+            return info
+        configs = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)}
+        return await self.create_topic(name, partitions, 1, configs)
+
     def _topic_overrides(self, topic: str) -> dict[str, str]:
         info = self.topics.get(topic)
         return dict(info.configs) if info else {}

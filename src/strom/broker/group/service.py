@@ -55,17 +55,9 @@ class GroupService(Service):
     async def start(self) -> None:
         broker = self.broker
         cfg = broker.config
-        info = broker.topics.get(OFFSETS_TOPIC)
-        if info is None:
-            info = await broker.create_topic(
-                OFFSETS_TOPIC,
-                cfg.get_int("offsets.topic.num.partitions"),
-                1,
-                {
-                    "cleanup.policy": "compact",
-                    "segment.bytes": str(cfg.get_int("offsets.topic.segment.bytes")),
-                },
-            )
+        info = await broker.ensure_internal_topic(
+            OFFSETS_TOPIC, cfg.get_int("offsets.topic.num.partitions"), cfg.get_int("offsets.topic.segment.bytes")
+        )
         config = CoordinatorConfig(
             offsets_partitions=info.partition_count,
             initial_rebalance_delay_ms=cfg.get_int("group.initial.rebalance.delay.ms"),

@@ -69,17 +69,9 @@ class TxnService(Service):
     async def start(self) -> None:
         broker = self.broker
         cfg = broker.config
-        info = broker.topics.get(TXN_TOPIC)
-        if info is None:
-            info = await broker.create_topic(
-                TXN_TOPIC,
-                cfg.get_int("transaction.state.log.num.partitions"),
-                1,
-                {
-                    "cleanup.policy": "compact",
-                    "segment.bytes": str(cfg.get_int("transaction.state.log.segment.bytes")),
-                },
-            )
+        info = await broker.ensure_internal_topic(
+            TXN_TOPIC, cfg.get_int("transaction.state.log.num.partitions"), cfg.get_int("transaction.state.log.segment.bytes")
+        )
         config = TxnConfig(
             partitions=info.partition_count,
             max_timeout_ms=cfg.get_int("transaction.max.timeout.ms"),
