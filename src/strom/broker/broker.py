@@ -79,8 +79,9 @@ class Broker:
         log.info("segment files kept open: at most %d", file_handles.HANDLES.capacity)
         self.store = EmbeddedStore(self.data_dir)
         await self.store.start()
-        self.topics = TopicRegistry(self.store.sync)
-        dynamic_config.load(self)  # before the logs open: they take its defaults
+        self.topics = TopicRegistry(self.store)
+        await self.topics.start()
+        await dynamic_config.load(self)  # before the logs open: they take its defaults
         self.logs = LogManager(self.data_dir, self.clock, self.config.values, Flusher())
         doomed = self.logs.load(self._topic_overrides, self._hosted)
         self.replicas = ReplicaManager(self.logs, self.node_id)
@@ -93,7 +94,7 @@ class Broker:
                 log.warning("creating %d missing logs of topic %s", len(missing), topic.name)
                 made = self.logs.create_logs(topic.name, missing, topic.configs)
                 self.logs.add(topic.name, made, topic.configs)
-        self.producer_ids = ProducerIdManager(self.store.sync)
+        self.producer_ids = ProducerIdManager(self.store, self.node_id)
         dispatch.load_handlers()
         for module in _BUILTIN_SERVICE_MODULES:  # services no handler module imports
             importlib.import_module(module)
@@ -127,6 +128,10 @@ class Broker:
             await self.lifecycle.close()
         if hasattr(self, "logs"):
             self.logs.close_all()
+        if hasattr(self, "producer_ids"):
+            await self.producer_ids.close()
+        if hasattr(self, "topics"):
+            await self.topics.close()
         if hasattr(self, "store"):
             await self.store.close()
         log.info("strom broker %s stopped", self.node_id)

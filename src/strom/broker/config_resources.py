@@ -14,7 +14,7 @@ hands them to the live logs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -173,9 +173,11 @@ def validate_overrides(broker: Broker, overrides: Mapping[str, str | None]) -> d
     return checked
 
 
-def apply_topic_overrides(broker: Broker, topic: str, overrides: Mapping[str, str]) -> None:
+async def apply_topic_overrides(
+    broker: Broker, topic: str, overrides: Mapping[str, str]
+) -> None:
     """Persist ``overrides`` as the topic's whole override set and reconfigure its logs."""
-    broker.topics.set_configs(topic, dict(overrides))
+    await broker.topics.set_configs(topic, dict(overrides))
     broker.logs.update_topic_config(topic, dict(overrides))
 
 
@@ -194,7 +196,7 @@ def incremental(
     return apply_ops(current, ops, spec_type, base, "topic")
 
 
-def incremental_broker(
+async def incremental_broker(
     broker: Broker, entity: str, ops: Iterable[tuple[str, int, str | None]]
 ) -> dict[str, str]:
     """A broker entity's dynamic config set after IncrementalAlterConfigs' ops."""
@@ -206,7 +208,7 @@ def incremental_broker(
     def base(name: str) -> str:
         return broker.config.values.get(name) or defs.BROKER_CONFIGS[name].default or ""
 
-    return apply_ops(dc.current(broker, entity), ops, spec_type, base, "broker")
+    return apply_ops(await dc.current(broker, entity), ops, spec_type, base, "broker")
 
 
 def apply_ops(
@@ -256,15 +258,15 @@ def apply_ops(
     return result
 
 
-def alter_each_resource(
-    ctx: RequestContext, request: Any, alter: Callable[[RequestContext, Any, bool], None]
+async def alter_each_resource(
+    ctx: RequestContext, request: Any, alter: Callable[[RequestContext, Any, bool], Awaitable[None]]
 ) -> Any:
     """The AlterConfigs / IncrementalAlterConfigs response: ``alter`` runs per resource, and
     whatever it raises becomes that resource's error code and message."""
     responses = []
     for resource in request.resources:
         try:
-            alter(ctx, resource, bool(request.validate_only))
+            await alter(ctx, resource, bool(request.validate_only))
             code, message = ErrorCode.none, None
         except Exception as exc:
             code, message = error_code_of(exc), str(exc)
@@ -295,11 +297,11 @@ def resource_to_alter(ctx: RequestContext, resource: Any) -> TopicInfo | str:
     return info
 
 
-def alter_broker(
+async def alter_broker(
     ctx: RequestContext, entity: str, configs: Mapping[str, str], validate_only: bool
 ) -> None:
     """Make ``configs`` the broker entity's dynamic set (or only check it)."""
     if validate_only:
         dc.validate(ctx.broker, entity, configs)
     else:
-        dc.apply(ctx.broker, entity, configs)
+        await dc.apply(ctx.broker, entity, configs)

@@ -16,13 +16,22 @@ so a new ``log.retention.ms`` reaches every topic without its own ``retention.ms
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from strom.broker import broker_config_defs as defs
-from strom.metadata.store import NoNodeError, SyncMetadataStore
+from strom.metadata.store import (
+    MetadataStore,
+    NodeExistsError,
+    NoNodeError,
+    SessionState,
+    StoreError,
+    WatchCallback,
+    WatchEvent,
+)
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.storage.errors import InvalidConfigError
 from strom.storage.log_config import LogConfig, validate_topic_config
@@ -39,31 +48,90 @@ DYNAMIC_BROKER, DYNAMIC_DEFAULT, STATIC, DEFAULT = 2, 3, 4, 5
 Synonym = tuple[str, str | None, int]
 
 
-def read(store: SyncMetadataStore, entity: str) -> dict[str, str]:
+async def read(store: MetadataStore, entity: str, watch: WatchCallback | None = None) -> dict[str, str]:
     try:
-        data, _version = store.get(f"{PATH}/{entity}")
+        data, _stat = await store.get(f"{PATH}/{entity}", watch=watch)
     except NoNodeError:
         return {}
     return {str(k): str(v) for k, v in json.loads(data).get("config", {}).items()}
 
 
-def write(store: SyncMetadataStore, entity: str, configs: Mapping[str, str]) -> None:
+async def write(store: MetadataStore, entity: str, configs: Mapping[str, str]) -> None:
     data = json.dumps({"version": 1, "config": dict(configs)}, sort_keys=True).encode()
     path = f"{PATH}/{entity}"
-    if store.exists(path) is None:
-        store.create(path, data)
-    else:
-        store.set(path, data)
+    try:
+        await store.set(path, data)
+    except NoNodeError:
+        try:
+            await store.create(path, data)
+        except NodeExistsError:
+            await store.set(path, data)
 
 
-def load(broker: Broker) -> None:
-    """Read both entities into the broker's config (at start-up, before the logs open)."""
-    own = read(broker.store.sync, str(broker.node_id))
-    default = read(broker.store.sync, DEFAULT_ENTITY)
+async def load(broker: Broker) -> None:
+    """Read both entities into the broker's config (at start-up, before the logs open), and
+    watch them: a change written through any broker of the cluster applies on this one."""
+    watcher = _Watcher(broker)
+    broker.store.add_session_listener(watcher.on_session)
+    own = await read(broker.store, str(broker.node_id), watcher.on_change)
+    default = await read(broker.store, DEFAULT_ENTITY, watcher.on_change)
     broker.config.set_dynamic(default, own, defs.synonyms)
     if own or default:
         log.info("dynamic broker configs: %d cluster-wide, %d for this broker", len(default),
                  len(own))  # fmt: skip
+
+
+class _Watcher:
+    """Re-reads an entity when its node changes (and both after a lost session), applying
+    what changed; the watch callbacks run on the loop."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.lost = False
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    def on_change(self, event: WatchEvent) -> None:
+        self._spawn(event.path.rsplit("/", 1)[1])
+
+    def on_session(self, state: SessionState) -> None:
+        if state is SessionState.LOST:
+            self.lost = True
+        elif state is SessionState.CONNECTED and self.lost:
+            self.lost = False
+            self._spawn(str(self.broker.node_id))
+            self._spawn(DEFAULT_ENTITY)
+
+    def _spawn(self, entity: str) -> None:
+        task = asyncio.get_running_loop().create_task(self._reload(entity))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _reload(self, entity: str) -> None:
+        try:
+            configs = await read(self.broker.store, entity, self.on_change)
+        except StoreError as exc:  # the session is gone: re-read when it is back
+            log.warning("dynamic broker config %s could not be re-read: %s", entity, exc)
+            return
+        _use(self.broker, entity, configs)
+
+
+def _use(broker: Broker, entity: str, configs: Mapping[str, str]) -> None:
+    """Make ``configs`` the entity's dynamic set in this broker's config (if it is ours and
+    changed) and reconfigure the logs."""
+    cfg = broker.config
+    if entity == DEFAULT_ENTITY:
+        if dict(configs) == cfg.dynamic_default:
+            return
+        cfg.set_dynamic(configs, cfg.dynamic_broker, defs.synonyms)
+    elif entity == str(broker.node_id):
+        if dict(configs) == cfg.dynamic_broker:
+            return
+        cfg.set_dynamic(cfg.dynamic_default, configs, defs.synonyms)
+    else:
+        return  # another broker's: it watches its own
+    if hasattr(broker, "logs"):
+        broker.logs.update_broker_configs(cfg.values)
+    log.info("dynamic broker config %s is now %s", entity, dict(configs))
 
 
 def entity_of(resource_name: str | None) -> str:
@@ -78,12 +146,12 @@ def entity_of(resource_name: str | None) -> str:
         ) from None
 
 
-def current(broker: Broker, entity: str) -> dict[str, str]:
+async def current(broker: Broker, entity: str) -> dict[str, str]:
     if entity == DEFAULT_ENTITY:
         return dict(broker.config.dynamic_default)
     if entity == str(broker.node_id):
         return dict(broker.config.dynamic_broker)
-    return read(broker.store.sync, entity)
+    return await read(broker.store, entity)
 
 
 def validate(broker: Broker, entity: str, configs: Mapping[str, str]) -> None:
@@ -117,19 +185,12 @@ def validate(broker: Broker, entity: str, configs: Mapping[str, str]) -> None:
         LogConfig.from_configs(topic.configs, values)
 
 
-def apply(broker: Broker, entity: str, configs: Mapping[str, str]) -> None:
-    """Validate, persist, then apply ``configs`` as ``entity``'s whole dynamic set."""
+async def apply(broker: Broker, entity: str, configs: Mapping[str, str]) -> None:
+    """Validate, persist, then apply ``configs`` as ``entity``'s whole dynamic set (the other
+    brokers apply it when their watch fires)."""
     validate(broker, entity, configs)
-    write(broker.store.sync, entity, configs)
-    cfg = broker.config
-    if entity == DEFAULT_ENTITY:
-        cfg.set_dynamic(configs, cfg.dynamic_broker, defs.synonyms)
-    elif entity == str(broker.node_id):
-        cfg.set_dynamic(cfg.dynamic_default, configs, defs.synonyms)
-    else:
-        return  # another broker's: it reads the store when it starts
-    broker.logs.update_broker_configs(cfg.values)
-    log.info("dynamic broker config %s is now %s", entity, dict(configs))
+    await write(broker.store, entity, configs)
+    _use(broker, entity, configs)
 
 
 # describing ----------------------------------------------------------------------------------

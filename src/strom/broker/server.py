@@ -258,17 +258,10 @@ class KafkaConnection(asyncio.Protocol):
         except ProtocolError as exc:
             raise _CloseConnection(str(exc)) from None
         ctx = RequestContext(header, self.broker, self.peer[0], self.peer[1], self.id)
-        store = self.broker.store
-        seq = store.seq
         try:
+            # What a response acknowledges is durable: every metadata-store write is a
+            # coroutine that returns once its change is fsynced / committed by ZooKeeper.
             response = await spec.fn(ctx, request)
-            if store.seq != seq:  # what the response acknowledges must be on disk first
-                try:
-                    await store.durable(store.seq)
-                except BaseException:
-                    if isinstance(response, zero_copy.SplicedResponse):
-                        response.close()  # its duplicated descriptors
-                    raise
             if response is None:
                 return None
             # Produce and Fetch answer with plain tuples that strom.protocol.hot_path encodes.

@@ -99,7 +99,7 @@ class TopicLifecycle:
             made = await self._make_logs(name, list(range(partitions)), configs)
             try:
                 replicas = {p: [broker.node_id] for p in range(partitions)}
-                info = broker.topics.create(name, replicas, configs)
+                info = await broker.topics.create(name, replicas, configs)
             except BaseException:
                 await self._discard(made)
                 raise
@@ -121,7 +121,7 @@ class TopicLifecycle:
             local = [p for p, replicas in new.items() if broker.node_id in replicas]
             made = await self._make_logs(name, local, info.configs)
             try:
-                info = broker.topics.add_partitions(name, new)
+                info = await broker.topics.add_partitions(name, new)
             except BaseException:
                 await self._discard(made)
                 raise
@@ -142,7 +142,7 @@ class TopicLifecycle:
                     detached.append(found)
                 broker.replicas.purgatory.notify((info.name, partition))
             doomed = await self._run(lambda: [_close_and_rename(x) for x in detached])
-            broker.topics.delete(info.name)
+            await broker.topics.delete(info.name)
         finally:
             self._busy.discard(info.name)
         self.remove_in_background([d for d in doomed if d is not None])

@@ -368,11 +368,6 @@ class EmbeddedStore:
             except StoreError as exc:
                 raise MultiError(index, exc) from None
 
-    @property
-    def sync(self) -> SyncView:
-        """The old synchronous calls, for callers not yet moved to the async ones (issue 9)."""
-        return SyncView(self)
-
     # --- watches ---------------------------------------------------------------------------
 
     @staticmethod
@@ -384,54 +379,3 @@ class EmbeddedStore:
         for loop, callback in table.pop(path, ()):
             loop.call_soon(callback, WatchEvent(kind, path))
 
-
-class SyncView:
-    """The store's original synchronous interface (``SyncMetadataStore``), kept while its last
-    callers move to the coroutines: writes return before they are durable (the server awaits
-    :meth:`EmbeddedStore.durable` before answering), and ``watch`` is gone."""
-
-    def __init__(self, store: EmbeddedStore) -> None:
-        self._s = store
-
-    def create(
-        self, path: str, data: bytes = b"", *, ephemeral: bool = False, make_parents: bool = True
-    ) -> None:
-        if make_parents:
-            self._s._make_parents(path)
-        self._s._create(path, data, ephemeral)
-
-    def get(self, path: str) -> tuple[bytes, int]:
-        node = self._s._nodes.get(path)
-        if node is None:
-            raise NoNodeError(path)
-        return node.data, node.version
-
-    def exists(self, path: str) -> int | None:
-        node = self._s._nodes.get(path)
-        return None if node is None else node.version
-
-    def set(self, path: str, data: bytes, version: int = -1) -> int:
-        return self._s._set(path, data, version).version
-
-    def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:
-        s = self._s
-        node = s._nodes.get(path)
-        if node is None:
-            raise NoNodeError(path)
-        if version >= 0 and version != node.version:
-            raise BadVersionError(f"{path} is at version {node.version}, not {version}")
-        if s._kids.get(path) and not recursive:
-            raise NotEmptyError(path)
-        for below in s._subtree(path):
-            s._delete(below)
-
-    def children(self, path: str) -> list[str]:
-        if path not in self._s._nodes:
-            raise NoNodeError(path)
-        return sorted(self._s._kids.get(path, ()))
-
-    def watch(self, path: str, callback: object) -> None:
-        raise NotImplementedError("use the async get/exists/children with watch=")
-
-    def close(self) -> None:
-        raise NotImplementedError("close the EmbeddedStore (async)")

@@ -5,17 +5,12 @@ at 0); a write with ``version >= 0`` succeeds only if the node is still at that 
 compare-and-set that controller epochs and leader fencing are built on). Ephemeral nodes vanish
 with the session that created them. Watches fire once per change, after it is applied.
 
-Two interfaces live here while the broker moves from one to the other (issue 9):
-
-* :class:`MetadataStore`, the **asynchronous** interface every new caller uses. Calls are
-  coroutines awaited on the broker's event loop; watch and session callbacks are always invoked
-  on that loop (the ZooKeeper implementation receives them on kazoo's threads and hands them
-  over with ``loop.call_soon_threadsafe``). A write returns once it is durable (ZooKeeper: once
-  the ensemble committed it; embedded: once its journal line is fsynced). Reads may be served
-  from a local cache only where the implementation guarantees read-your-writes on this session.
-* :class:`SyncMetadataStore`, the original synchronous interface of the embedded store
-  (``EmbeddedStore.sync``), kept until its last callers (topic registry, dynamic configs,
-  producer ids) are migrated.
+Every call is a coroutine awaited on the broker's event loop; watch and session callbacks are
+always invoked on that loop (the ZooKeeper implementation receives them on kazoo's threads and
+hands them over with ``loop.call_soon_threadsafe``). A write returns once it is durable
+(ZooKeeper: once the ensemble committed it; embedded: once its journal line is fsynced). Reads
+may be served from a local cache only where the implementation guarantees read-your-writes on
+this session.
 
 Implementations: :mod:`strom.metadata.embedded` (single node, default, no extra process) and
 :mod:`strom.metadata.zookeeper` through kazoo (cluster mode). The paths and JSON documents are
@@ -48,42 +43,6 @@ class BadVersionError(StoreError):
 
 class NotEmptyError(StoreError):
     pass
-
-
-Watcher = Callable[[str], None]
-
-
-class SyncMetadataStore(Protocol):
-    def create(
-        self, path: str, data: bytes = b"", *, ephemeral: bool = False, make_parents: bool = True
-    ) -> None: ...
-
-    def get(self, path: str) -> tuple[bytes, int]:
-        """(data, version); NoNodeError if absent."""
-        ...
-
-    def exists(self, path: str) -> int | None:
-        """The node's version, or None."""
-        ...
-
-    def set(self, path: str, data: bytes, version: int = -1) -> int:
-        """Write and return the new version; BadVersionError if ``version`` is stale."""
-        ...
-
-    def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None: ...
-
-    def children(self, path: str) -> list[str]:
-        """Names (not paths) of the node's children, sorted; NoNodeError if absent."""
-        ...
-
-    def watch(self, path: str, callback: Watcher) -> None:
-        """Call ``callback(path)`` once, at the next change of the node or its children."""
-        ...
-
-    def close(self) -> None: ...
-
-
-# --- the asynchronous interface (issue 9) -----------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,31 +1,55 @@
 """Topics as the cluster knows them: id, partition assignment, config overrides.
 
-Stored in the metadata store under Kafka's classic ZooKeeper paths:
+Stored in the metadata store under Kafka's ZooKeeper paths, in Kafka's documents:
 
-- ``/brokers/topics/<name>``: ``{"id": "<uuid>", "partitions": {"0": [1], ...}}`` (replicas
-  per partition, the first being the preferred leader);
-- ``/config/topics/<name>``: ``{"config": {"retention.ms": "1000", ...}}`` (overrides only).
+- ``/brokers/topics/<name>``: ``{"version": 3, "partitions": {"0": [1, 2], ...}, "topic_id":
+  "<22-char base64url uuid, Kafka's Uuid.toString>", "adding_replicas": {}, "removing_replicas":
+  {}}`` (replicas per partition, the first the preferred leader). strom's older
+  ``{"id": "<uuid>", "partitions": …}`` is still read; a document with no id (Kafka's version 1)
+  gets one, written back as version 3, as Kafka's controller does.
+- ``/config/topics/<name>``: ``{"version": 1, "config": {"retention.ms": "1000", ...}}``
+  (overrides only; written before the topic node, so a topic never exists without them).
 
-:class:`TopicRegistry` validates names and keeps an in-memory view; it does not touch logs.
+:class:`TopicRegistry` validates names and keeps an in-memory view, read at :meth:`start` and
+kept current by watches (the children of ``/brokers/topics``, each topic node, each config
+node), so every broker of a cluster sees every topic, whoever created it. Its own writes update
+the view when they return (read-your-writes); a watch re-read of a name with a local write in
+flight is left to that write, so the view never shows a topic before its creator registered the
+logs. After a lost store session everything is read again. It does not touch logs: listeners
+(:meth:`add_listener`) hear of every topic that appears, changes or goes.
 """
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import contextlib
 import json
+import logging
 import re
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from strom.metadata.store import NoNodeError, SyncMetadataStore
+from strom.metadata.store import (
+    BadVersionError,
+    MetadataStore,
+    NodeExistsError,
+    NoNodeError,
+    SessionState,
+    StoreError,
+    WatchEvent,
+)
+from strom.metadata.zk_model import TOPIC_CONFIGS_PATH, TOPICS_PATH
 from strom.protocol.errors import ErrorCode, KafkaError
 
-TOPICS_PATH = "/brokers/topics"
-CONFIGS_PATH = "/config/topics"
+CONFIGS_PATH = TOPIC_CONFIGS_PATH
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+log = logging.getLogger(__name__)
+TopicListener = Callable[[str, "TopicInfo | None"], None]
 
 
 def validate_topic_name(name: str | None) -> str:
@@ -47,12 +71,25 @@ def validate_topic_name(name: str | None) -> str:
     return name
 
 
+def uuid_to_kafka(topic_id: uuid.UUID) -> str:
+    """Kafka's ``Uuid.toString``: base64url of the 16 bytes, no padding."""
+    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+
+
+def uuid_from_kafka(text: str) -> uuid.UUID:
+    """Kafka's base64url form, or the hex form strom wrote before."""
+    if len(text) == 22:
+        return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=="))
+    return uuid.UUID(text)
+
+
 @dataclass
 class TopicInfo:
     name: str
     topic_id: uuid.UUID
     replicas: dict[int, list[int]]
     configs: dict[str, str] = field(default_factory=dict)
+    version: int = -1  # the topic node's version when read (-1: not read)
 
     @property
     def partition_count(self) -> int:
@@ -63,37 +100,60 @@ class TopicInfo:
         return self.name in INTERNAL_TOPICS
 
 
-class TopicRegistry:
-    """Create, alter, delete and look up topics in a :class:`SyncMetadataStore`."""
+def topic_document(info: TopicInfo) -> bytes:
+    """``/brokers/topics/<name>`` in Kafka's version 3."""
+    return json.dumps({
+        "version": 3,
+        "partitions": {str(p): r for p, r in sorted(info.replicas.items())},
+        "topic_id": uuid_to_kafka(info.topic_id),
+        "adding_replicas": {},
+        "removing_replicas": {},
+    }).encode()  # fmt: skip
 
-    def __init__(self, store: SyncMetadataStore) -> None:
+
+def parse_topic_document(name: str, data: bytes) -> tuple[uuid.UUID | None, dict[int, list[int]]]:
+    doc: dict[str, Any] = json.loads(data)
+    raw_id = doc.get("topic_id", doc.get("id"))
+    replicas = {int(p): [int(b) for b in r] for p, r in doc.get("partitions", {}).items()}
+    return (uuid_from_kafka(raw_id) if raw_id else None), replicas
+
+
+def config_document(configs: Mapping[str, str]) -> bytes:
+    return json.dumps({"version": 1, "config": dict(configs)}, sort_keys=True).encode()
+
+
+class TopicRegistry:
+    """Create, alter, delete and look up topics in a :class:`MetadataStore` (module doc)."""
+
+    def __init__(self, store: MetadataStore) -> None:
         self._store = store
         self._topics: dict[str, TopicInfo] = {}
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
-        self.reload()
+        self._local: set[str] = set()  # names with a write of this registry in flight
+        self._watched: set[str] = set()  # names whose topic node has a watch armed
+        self._cfg_watched: set[str] = set()  # names whose config node has a watch armed
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._listeners: list[TopicListener] = []
+        self._lost = False
+        self._closed = False
 
-    def reload(self) -> None:
-        self._topics.clear()
-        self._by_id.clear()
-        try:
-            names = self._store.children(TOPICS_PATH)
-        except NoNodeError:
-            names = []
-        for name in names:
-            data, _ = self._store.get(f"{TOPICS_PATH}/{name}")
-            doc = json.loads(data)
-            try:
-                cfg = json.loads(self._store.get(f"{CONFIGS_PATH}/{name}")[0])["config"]
-            except NoNodeError:
-                cfg = {}
-            info = TopicInfo(
-                name,
-                uuid.UUID(doc["id"]),
-                {int(p): list(r) for p, r in doc["partitions"].items()},
-                dict(cfg),
-            )
-            self._topics[name] = info
-            self._by_id[info.topic_id] = info
+    async def start(self) -> None:
+        """Read every topic and set the watches."""
+        self._store.add_session_listener(self._on_session)
+        await self._read_all()
+
+    async def close(self) -> None:
+        self._closed = True
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def add_listener(self, listener: TopicListener) -> None:
+        """``listener(name, info)`` at every topic change seen; ``info`` None once it is gone."""
+        self._listeners.append(listener)
+
+    # --- the view --------------------------------------------------------------------------
 
     def get(self, name: str) -> TopicInfo | None:
         return self._topics.get(name)
@@ -107,40 +167,101 @@ class TopicRegistry:
     def __contains__(self, name: object) -> bool:
         return name in self._topics
 
-    def create(
+    def _install(self, info: TopicInfo) -> None:
+        old = self._topics.get(info.name)
+        if old is not None and old.topic_id != info.topic_id:
+            self._by_id.pop(old.topic_id, None)
+        self._topics[info.name] = info
+        self._by_id[info.topic_id] = info
+        self._tell(info.name, info)
+
+    def _remove(self, name: str) -> TopicInfo | None:
+        info = self._topics.pop(name, None)
+        if info is not None:
+            self._by_id.pop(info.topic_id, None)
+            self._tell(name, None)
+        return info
+
+    def _tell(self, name: str, info: TopicInfo | None) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(name, info)
+            except Exception:
+                log.exception("topic listener failed for %s", name)
+
+    # --- writes ----------------------------------------------------------------------------
+
+    async def create(
         self, name: str, replicas: Mapping[int, list[int]], configs: Mapping[str, str]
     ) -> TopicInfo:
         validate_topic_name(name)
         if name in self._topics:
             raise KafkaError(ErrorCode.topic_already_exists, f"topic {name!r} already exists")
         info = TopicInfo(name, uuid.uuid4(), {p: list(r) for p, r in replicas.items()}, dict(configs))
-        # Configs first: a crash between the two writes leaves an orphan config, never a topic
-        # created with the wrong settings.
-        self._write_configs(name, info.configs)
-        self._store.create(f"{TOPICS_PATH}/{name}", self._topic_doc(info))
-        self._topics[name] = info
-        self._by_id[info.topic_id] = info
+        self._local.add(name)
+        try:
+            # Configs first: a crash between the two writes leaves an orphan config, never a
+            # topic created with the wrong settings.
+            await self._write_configs(name, info.configs)
+            try:
+                stat = await self._store.create(f"{TOPICS_PATH}/{name}", topic_document(info))
+            except NodeExistsError:
+                raise KafkaError(ErrorCode.topic_already_exists,
+                                 f"topic {name!r} already exists") from None  # fmt: skip
+            info.version = stat.version
+            self._install(info)
+        finally:
+            self._local.discard(name)
+        self._spawn(self._read_topic(name))  # arm its watches
         return info
 
-    def add_partitions(self, name: str, replicas: Mapping[int, list[int]]) -> TopicInfo:
-        info = self._require(name)
-        info.replicas.update({p: list(r) for p, r in replicas.items()})
-        self._store.set(f"{TOPICS_PATH}/{name}", self._topic_doc(info))
-        return info
+    async def add_partitions(self, name: str, replicas: Mapping[int, list[int]]) -> TopicInfo:
+        """Add partitions; the write is conditional on the version read, so a concurrent change
+        by another broker is never overwritten (INVALID_PARTITIONS if it added the same ids)."""
+        self._require(name)
+        self._local.add(name)
+        try:
+            for _attempt in range(5):
+                info = self._require(name)
+                clash = sorted(p for p in replicas if p in info.replicas)
+                if clash:
+                    raise KafkaError(ErrorCode.invalid_partitions,
+                                     f"Topic '{name}' already has partitions {clash}.")  # fmt: skip
+                grown = TopicInfo(name, info.topic_id, dict(info.replicas), info.configs)
+                grown.replicas.update({p: list(r) for p, r in replicas.items()})
+                try:
+                    stat = await self._store.set(
+                        f"{TOPICS_PATH}/{name}", topic_document(grown), info.version
+                    )
+                except BadVersionError:
+                    await self._read_topic(name, watch=False)
+                    continue
+                grown.version = stat.version
+                self._install(grown)
+                return grown
+            raise KafkaError(ErrorCode.reassignment_in_progress,
+                             f"Topic '{name}' keeps changing; try again.")  # fmt: skip
+        finally:
+            self._local.discard(name)
 
-    def set_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo:
+    async def set_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo:
         info = self._require(name)
+        await self._write_configs(name, configs)
         info.configs = dict(configs)
-        self._write_configs(name, info.configs)
+        self._tell(name, info)
         return info
 
-    def delete(self, name: str) -> TopicInfo:
+    async def delete(self, name: str) -> TopicInfo:
         info = self._require(name)
-        self._store.delete(f"{TOPICS_PATH}/{name}")
-        with contextlib.suppress(NoNodeError):
-            self._store.delete(f"{CONFIGS_PATH}/{name}")
-        del self._topics[name]
-        self._by_id.pop(info.topic_id, None)
+        self._local.add(name)
+        try:
+            with contextlib.suppress(NoNodeError):
+                await self._store.delete(f"{TOPICS_PATH}/{name}", recursive=True)
+            with contextlib.suppress(NoNodeError):
+                await self._store.delete(f"{CONFIGS_PATH}/{name}")
+            self._remove(name)
+        finally:
+            self._local.discard(name)
         return info
 
     def _require(self, name: str) -> TopicInfo:
@@ -149,18 +270,113 @@ class TopicRegistry:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
         return info
 
-    def _write_configs(self, name: str, configs: Mapping[str, str]) -> None:
+    async def _write_configs(self, name: str, configs: Mapping[str, str]) -> None:
         path = f"{CONFIGS_PATH}/{name}"
-        data = json.dumps({"config": dict(configs)}, sort_keys=True).encode()
-        if self._store.exists(path) is None:
-            self._store.create(path, data)
-        else:
-            self._store.set(path, data)
+        data = config_document(configs)
+        try:
+            await self._store.set(path, data)
+        except NoNodeError:
+            try:
+                await self._store.create(path, data)
+            except NodeExistsError:
+                await self._store.set(path, data)
 
-    @staticmethod
-    def _topic_doc(info: TopicInfo) -> bytes:
-        doc = {
-            "id": str(info.topic_id),
-            "partitions": {str(p): r for p, r in sorted(info.replicas.items())},
-        }
-        return json.dumps(doc).encode()
+    # --- reads and watches -----------------------------------------------------------------
+
+    def _spawn(self, coro: Any) -> None:
+        if self._closed:
+            coro.close()
+            return
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("topic registry: re-reading failed: %s", task.exception())
+
+    async def _read_all(self) -> None:
+        try:
+            names = set(await self._store.children(TOPICS_PATH, watch=self._on_names))
+        except NoNodeError:
+            await self._store.exists(TOPICS_PATH, watch=self._on_names)
+            names = set()
+        for gone in set(self._topics) - names - self._local:
+            self._remove(gone)
+        # a watched topic is kept current by its own watch: read only the others
+        fresh = [n for n in names if n not in self._local and n not in self._watched]
+        await asyncio.gather(*(self._read_topic(n) for n in fresh))
+
+    async def _read_topic(self, name: str, watch: bool = True) -> None:
+        """Read ``name`` (and its configs) into the view, arming a watch on each node that has
+        none (one watch per node at a time: re-reads do not pile them up)."""
+        path = f"{TOPICS_PATH}/{name}"
+        arm = watch and name not in self._watched
+        if arm:
+            self._watched.add(name)
+        try:
+            data, stat = await self._store.get(path, watch=self._on_topic if arm else None)
+        except NoNodeError:  # the watch stays armed: it fires if the topic is made again
+            if name not in self._local:
+                self._remove(name)
+            return
+        except BaseException:
+            if arm:
+                self._watched.discard(name)
+            raise
+        arm = watch and name not in self._cfg_watched
+        if arm:
+            self._cfg_watched.add(name)
+        try:
+            cfg_data, _ = await self._store.get(
+                f"{CONFIGS_PATH}/{name}", watch=self._on_config if arm else None
+            )
+            configs = {str(k): str(v) for k, v in json.loads(cfg_data).get("config", {}).items()}
+        except NoNodeError:
+            configs = {}
+        except BaseException:
+            if arm:
+                self._cfg_watched.discard(name)
+            raise
+        try:
+            topic_id, replicas = parse_topic_document(name, data)
+        except (ValueError, KeyError, TypeError) as exc:
+            log.error("topic %s: unreadable document %r: %s", name, data[:200], exc)
+            return
+        if topic_id is None:  # Kafka's version 1: the controller gives it an id
+            topic_id = uuid.uuid4()
+            info = TopicInfo(name, topic_id, replicas, configs)
+            try:
+                stat = await self._store.set(path, topic_document(info), stat.version)
+            except (BadVersionError, NoNodeError):
+                return  # changed meanwhile: its watch re-reads it
+        if name in self._local and watch:
+            return  # this registry's own write installs it
+        self._install(TopicInfo(name, topic_id, replicas, configs, stat.version))
+
+    def _on_names(self, event: WatchEvent) -> None:
+        self._spawn(self._read_all())
+
+    def _on_topic(self, event: WatchEvent) -> None:
+        name = event.path.rsplit("/", 1)[1]
+        self._watched.discard(name)
+        self._spawn(self._read_topic(name))
+
+    def _on_config(self, event: WatchEvent) -> None:
+        name = event.path.rsplit("/", 1)[1]
+        self._cfg_watched.discard(name)
+        if name in self._topics:
+            self._spawn(self._read_topic(name))
+
+    def _on_session(self, state: SessionState) -> None:
+        if state is SessionState.LOST:  # every watch is gone with the session
+            self._lost = True
+            self._watched.clear()
+            self._cfg_watched.clear()
+        elif state is SessionState.CONNECTED and self._lost:
+            self._lost = False
+            self._spawn(self._read_all())
+
+
+__all__ = ["StoreError", "TopicInfo", "TopicRegistry", "validate_topic_name"]

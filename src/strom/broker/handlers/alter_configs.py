@@ -19,7 +19,7 @@ from strom.protocol.errors import ErrorCode, KafkaError
 API_KEY = 33
 
 
-def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
+async def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
     target = cr.resource_to_alter(ctx, resource)
     wanted: dict[str, str | None] = {}
     for config in resource.configs:
@@ -30,13 +30,13 @@ def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
         wanted[config.name] = config.value
     if isinstance(target, str):  # a broker entity; a null value leaves the config unset
         configs = {k: v for k, v in wanted.items() if v is not None}
-        return cr.alter_broker(ctx, target, configs, validate_only)
+        return await cr.alter_broker(ctx, target, configs, validate_only)
     overrides = cr.validate_overrides(ctx.broker, wanted)
     if not validate_only:
-        cr.apply_topic_overrides(ctx.broker, target.name, overrides)
+        await cr.apply_topic_overrides(ctx.broker, target.name, overrides)
     return None
 
 
 @dispatch.handler(API_KEY, 0, 2)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    return cr.alter_each_resource(ctx, request, _alter)
+    return await cr.alter_each_resource(ctx, request, _alter)

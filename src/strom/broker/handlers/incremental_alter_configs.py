@@ -18,18 +18,18 @@ from strom.broker.context import RequestContext
 API_KEY = 44
 
 
-def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
+async def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
     target = cr.resource_to_alter(ctx, resource)
     ops = [(c.name, int(c.config_operation), c.value) for c in resource.configs]
     if isinstance(target, str):
-        configs = cr.incremental_broker(ctx.broker, target, ops)
-        return cr.alter_broker(ctx, target, configs, validate_only)
+        configs = await cr.incremental_broker(ctx.broker, target, ops)
+        return await cr.alter_broker(ctx, target, configs, validate_only)
     overrides = cr.validate_overrides(ctx.broker, cr.incremental(ctx.broker, target.configs, ops))
     if not validate_only:
-        cr.apply_topic_overrides(ctx.broker, target.name, overrides)
+        await cr.apply_topic_overrides(ctx.broker, target.name, overrides)
     return None
 
 
 @dispatch.handler(API_KEY, 0, 1)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    return cr.alter_each_resource(ctx, request, _alter)
+    return await cr.alter_each_resource(ctx, request, _alter)

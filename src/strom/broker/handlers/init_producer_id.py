@@ -27,10 +27,15 @@ log = logging.getLogger(__name__)
 Answer = tuple[ErrorCode, int, int]  # error, producer id, epoch
 
 
-def init_transactional_id(
+async def init_transactional_id(
     ctx: RequestContext, transactional_id: str, timeout_ms: int, expected: ProducerIdAndEpoch | None
 ) -> Answer:
     """The transaction coordinator's answer (its epoch rule is ``producer_ids.init_transactional``)."""
+    try:
+        await ctx.broker.producer_ids.ensure_available()  # the coordinator may take a new id
+    except Exception as exc:
+        log.warning("producer id block could not be reserved: %s", exc)
+        return ErrorCode.coordinator_load_in_progress, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
     try:
         coord = txn_coordinator_of(ctx.broker)
         return coord.init_producer_id(transactional_id, timeout_ms, expected)
@@ -38,8 +43,9 @@ def init_transactional_id(
         return exc.error_code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
 
 
-def new_idempotent_id(ctx: RequestContext) -> Answer:
+async def new_idempotent_id(ctx: RequestContext) -> Answer:
     try:
+        await ctx.broker.producer_ids.ensure_available()
         return ErrorCode.none, ctx.broker.producer_ids.next_id(), 0
     except Exception as exc:  # the metadata store could not reserve a block: retriable
         log.warning("producer id block could not be reserved: %s", exc)
@@ -55,14 +61,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if (producer_id == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH):
         answer = ErrorCode.invalid_request, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
     elif transactional_id is None:
-        answer = new_idempotent_id(ctx)
+        answer = await new_idempotent_id(ctx)
     elif transactional_id == "":
         answer = ErrorCode.invalid_request, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
     else:
         expected = None if producer_id == NO_PRODUCER_ID else ProducerIdAndEpoch(producer_id, epoch)
         timeout = request.transaction_timeout  # a kio timedelta
         timeout_ms = round(timeout.total_seconds() * 1000)
-        answer = init_transactional_id(ctx, transactional_id, timeout_ms, expected)
+        answer = await init_transactional_id(ctx, transactional_id, timeout_ms, expected)
     error, pid, new_epoch = answer
     if error is ErrorCode.producer_fenced and ctx.api_version < 4:
         error = ErrorCode.invalid_producer_epoch
