@@ -18,6 +18,7 @@ from pathlib import Path
 
 BROKER_DEFAULTS: dict[str, str] = {
     "node.id": "1",
+    "zookeeper.session.timeout.ms": "18000",
     "num.partitions": "1",
     "default.replication.factor": "1",
     "auto.create.topics.enable": "true",
@@ -54,6 +55,9 @@ BROKER_DEFAULTS: dict[str, str] = {
 #: broker properties (``log.retention.ms`` ... from :mod:`strom.storage.log_config`).
 EXTRA_KNOWN_KEYS: set[str] = {
     "broker.id",
+    "broker.rack",
+    "zookeeper.connect",  # set: a cluster member on ZooKeeper; unset: the embedded store
+    "zookeeper.connection.timeout.ms",  # unset: zookeeper.session.timeout.ms
     "strom.fetch.sendfile.enable",
     "offset.metadata.max.bytes",
 }

@@ -13,10 +13,8 @@ on a worker thread, registration on the loop, all or nothing).
 from __future__ import annotations
 
 import asyncio
-import base64
 import importlib
 import logging
-import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,8 +26,11 @@ from strom.broker.server import start_server
 from strom.broker.topic_lifecycle import TopicLifecycle
 from strom.clock import Clock, SystemClock
 from strom.config import BrokerConfig, ConfigError, parse_properties
+from strom.metadata.brokers import BrokerMembership, ensure_cluster_id
 from strom.metadata.embedded import EmbeddedStore
+from strom.metadata.store import MetadataStore
 from strom.metadata.topics import TopicInfo, TopicRegistry
+from strom.metadata.zk_model import BrokerRegistration, Endpoint
 from strom.storage import file_handles
 from strom.storage.flusher import Flusher
 from strom.storage.log_manager import LogManager
@@ -74,11 +75,14 @@ class Broker:
     # lifecycle -------------------------------------------------------------------------------
     async def start(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.cluster_id = self._load_meta_properties()
+        local_cluster_id = self._read_meta_properties()
         file_handles.configure(file_handles.default_capacity())
         log.info("segment files kept open: at most %d", file_handles.HANDLES.capacity)
-        self.store = EmbeddedStore(self.data_dir)
+        self.store = self._make_store()
         await self.store.start()
+        self.cluster_id = await ensure_cluster_id(self.store, local_cluster_id)
+        if local_cluster_id is None:
+            self._write_meta_properties(self.cluster_id)
         self.topics = TopicRegistry(self.store)
         await self.topics.start()
         await dynamic_config.load(self)  # before the logs open: they take its defaults
@@ -104,6 +108,9 @@ class Broker:
             await service.start()
         host, port = self.listen
         self._server = await start_server(self, host, port)
+        self.membership = BrokerMembership(self.store, self._registration(),
+                                           self._session_timeout_ms())  # fmt: skip
+        await self.membership.register()
         self._every(self._maintenance_interval(), self._maintenance)
         checkpoint_ms = self.config.get_int("log.flush.offset.checkpoint.interval.ms")
         self._every(max(checkpoint_ms, 100) / 1000.0, self._checkpoint_recovery_points)
@@ -128,6 +135,8 @@ class Broker:
             await self.lifecycle.close()
         if hasattr(self, "logs"):
             self.logs.close_all()
+        if hasattr(self, "membership"):
+            await self.membership.close()
         if hasattr(self, "producer_ids"):
             await self.producer_ids.close()
         if hasattr(self, "topics"):
@@ -199,20 +208,51 @@ class Broker:
         """Run ``fn`` every ``seconds`` until the broker stops (for services)."""
         self._every(seconds, fn)
 
-    def _load_meta_properties(self) -> str:
-        """Kafka's ``meta.properties``: the cluster id survives restarts; the node id must match."""
+    def _make_store(self) -> MetadataStore:
+        """ZooKeeper when ``zookeeper.connect`` is set (a cluster), else the embedded store."""
+        connect = self.config.get("zookeeper.connect")
+        if not connect:
+            return EmbeddedStore(self.data_dir)
+        from strom.metadata.zookeeper import ZooKeeperStore
+
+        timeout = self.config.get("zookeeper.connection.timeout.ms")
+        return ZooKeeperStore(
+            connect,
+            session_timeout_ms=self._session_timeout_ms(),
+            connection_timeout_ms=int(timeout) if timeout else None,
+        )
+
+    def _session_timeout_ms(self) -> int:
+        return self.config.get_int("zookeeper.session.timeout.ms")
+
+    def _registration(self) -> BrokerRegistration:
+        host, port = self.advertised
+        rack = self.config.get("broker.rack") or None
+        return BrokerRegistration(self.node_id, (Endpoint("PLAINTEXT", host, port),), rack)
+
+    @property
+    def broker_epoch(self) -> int:
+        """The ``Stat.created`` of this broker's registration (-1 before it registered)."""
+        membership = getattr(self, "membership", None)
+        return membership.broker_epoch if membership is not None else -1
+
+    def _read_meta_properties(self) -> str | None:
+        """Kafka's ``meta.properties``: the cluster id (None in a new data dir) survives
+        restarts; the node id must match."""
         path = self.data_dir / "meta.properties"
-        if path.exists():
-            props = parse_properties(path.read_text(), str(path))
-            stored = props.get("node.id")
-            if stored is not None and int(stored) != self.node_id:
-                raise ConfigError(
-                    f"{path} belongs to node.id={stored}, but this broker is node.id={self.node_id}"
-                )
-            return props["cluster.id"]
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not path.exists():
+            return None
+        props = parse_properties(path.read_text(), str(path))
+        stored = props.get("node.id", props.get("broker.id"))
+        if stored is not None and int(stored) != self.node_id:
+            raise ConfigError(
+                f"{path} belongs to node.id={stored}, but this broker is node.id={self.node_id}"
+            )
+        return props["cluster.id"]
+
+    def _write_meta_properties(self, cluster_id: str) -> None:
+        path = self.data_dir / "meta.properties"
         path.write_text(f"version=1\ncluster.id={cluster_id}\nnode.id={self.node_id}\n")
-        return cluster_id
 
 
 ServiceFactory = Callable[[Broker], Service]

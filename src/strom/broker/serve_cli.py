@@ -57,6 +57,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="HOST:PORT clients are told to connect to (default: --listen)",
     )
     parser.add_argument(
+        "--zookeeper",
+        metavar="HOST:PORT[,HOST:PORT...][/CHROOT]",
+        help="join a cluster coordinated by this ZooKeeper (sets zookeeper.connect)",
+    )
+    parser.add_argument(
+        "--broker-id", type=int, metavar="N", help="this broker's id in the cluster (broker.id)"
+    )
+    parser.add_argument(
         "--config", type=Path, help="a properties file with Kafka broker property names"
     )
     parser.add_argument(
@@ -78,6 +86,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="LEVEL",
         help="DEBUG, INFO (default), WARNING or ERROR; -v is DEBUG",
     )
+
+
+def _flag_settings(args: argparse.Namespace) -> list[str]:
+    """``--zookeeper`` and ``--broker-id`` as the properties they stand for."""
+    sets = []
+    if getattr(args, "zookeeper", None):
+        sets.append(f"zookeeper.connect={args.zookeeper}")
+    if getattr(args, "broker_id", None) is not None:
+        sets.append(f"broker.id={args.broker_id}")
+    return sets
 
 
 def _setup_logging(args: argparse.Namespace) -> None:
@@ -134,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
     _setup_logging(args)
     data_dir = Path(args.data_dir)
     try:
-        config = BrokerConfig.load(args.config, args.set)
+        config = BrokerConfig.load(args.config, [*args.set, *_flag_settings(args)])
         _check_unknown(config, args.strict)
         listen = parse_host_port(args.listen, "--listen")
         advertised = (

@@ -7,10 +7,20 @@ context manager::
     with BrokerProcess(tmp_path / "data") as broker:
         producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap})
 
-:class:`ConnectWorkerProcess` does the same for a ``strom connect standalone`` worker.
+:class:`ConnectWorkerProcess` does the same for a ``strom connect standalone`` worker, and
+:class:`ZooKeeperProcess` for a ZooKeeper server from Debian's ``zookeeper`` package (cluster
+mode: ``BrokerProcess(..., extra_args=["--zookeeper", zk.connect_string, "--broker-id", "1"])``).
 """
 
 from strom.testing.connect import ConnectWorkerProcess
 from strom.testing.process import BrokerProcess, free_port, wait_for_port
+from strom.testing.zookeeper import ZooKeeperProcess, zookeeper_available
 
-__all__ = ["BrokerProcess", "ConnectWorkerProcess", "free_port", "wait_for_port"]
+__all__ = [
+    "BrokerProcess",
+    "ConnectWorkerProcess",
+    "ZooKeeperProcess",
+    "free_port",
+    "wait_for_port",
+    "zookeeper_available",
+]

@@ -95,7 +95,9 @@ class GroupService(Service):
         assert coord is not None
         count = 0
         for partition in range(partitions):
-            log_ = self.broker.replicas.get_log(OFFSETS_TOPIC, partition)
+            log_ = self.broker.logs.get(OFFSETS_TOPIC, partition)
+            if log_ is None:  # another broker's partition (cluster mode)
+                continue
             offset = log_.log_start_offset
             end = log_.log_end_offset
             while offset < end:

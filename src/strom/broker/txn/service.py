@@ -101,7 +101,9 @@ class TxnService(Service):
         assert coord is not None
         count = 0
         for partition in range(partitions):
-            log_ = self.broker.replicas.get_log(TXN_TOPIC, partition)
+            log_ = self.broker.logs.get(TXN_TOPIC, partition)
+            if log_ is None:  # another broker's partition (cluster mode)
+                continue
             offset = log_.log_start_offset
             while offset < log_.log_end_offset:
                 data = log_.read(offset, 1 << 20).records
