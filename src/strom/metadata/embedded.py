@@ -280,8 +280,6 @@ class EmbeddedStore:
             self._record(None, None)  # the counter moved: a restart must not give it again
         else:
             self._record(path, node)
-        if not parent.owner and parent_path != "/":
-            self._record(parent_path, parent)
         self._fire(self._data_watches, path, EventType.CREATED)
         self._fire(self._child_watches, parent_path, EventType.CHILD)
         return node
@@ -310,9 +308,7 @@ class EmbeddedStore:
         parent.cversion += 1
         self._zxid += 1
         if not gone.owner:
-            self._record(path, None)
-        if parent_path != "/":
-            self._record(parent_path, parent)
+            self._record(path, None)  # replay bumps the parent's cversion
         self._fire(self._data_watches, path, EventType.DELETED)
         self._fire(self._child_watches, path, EventType.DELETED)
         self._fire(self._child_watches, parent_path, EventType.CHILD)

@@ -11,7 +11,8 @@ On-disk format, in ``<data_dir>``:
   ``{"p": "/path", "d": "<base64>", "v": 3, "c": 12, "cv": 0, "z": 57}`` (the node's state
   after the change), ``{"p": "/path", "x": 1, "z": 58}`` (the node is gone) or ``{"z": 59}``
   (only the store-wide counter moved: an ephemeral node was created). Each line states a result,
-  not an operation, so replaying a line twice is harmless.
+  not an operation, so replaying a line twice is harmless (but for a parent's ``cversion``, which
+  replay derives: each node that appears or goes bumps its parent's).
 
 ``zxid`` is the store-wide change counter (ZooKeeper's zxid) and ``created`` the counter's value
 when the node was made (``Stat.created``, a broker's epoch): it never goes back, across restarts
@@ -37,6 +38,7 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
 from strom.metadata.store import StoreError
@@ -58,20 +60,43 @@ class Image:
         zxid = rec.get("z")
         path = rec.get("p")
         if path is not None:
+            nodes = self.nodes
             if rec.get("x"):
-                self.nodes.pop(path, None)
+                if nodes.pop(path, None) is not None:
+                    self._bump_parent(path)
             else:
+                old = nodes.get(path)
                 created = rec.get("c")
                 if created is None:  # an old line: keep the node's number, or give the next
-                    old = self.nodes.get(path)
                     if old is not None:
                         created = old[2]
                     else:
                         self.zxid += 1
                         created = self.zxid
-                self.nodes[path] = (rec["d"], rec["v"], created, rec.get("cv", 0))
+                cversion = rec.get("cv", old[3] if old is not None else 0)
+                nodes[path] = (rec["d"], rec["v"], created, cversion)
+                if old is None:
+                    self._bump_parent(path)
         if zxid is not None:
             self.zxid = max(self.zxid, zxid)
+
+    def _bump_parent(self, path: str) -> None:
+        """A child came or went: its parent's children version moves (not journaled itself)."""
+        parent = path.rsplit("/", 1)[0]
+        node = self.nodes.get(parent)
+        if node is not None:
+            self.nodes[parent] = (node[0], node[1], node[2], node[3] + 1)
+
+
+def _line(rec: dict[str, Any]) -> str:
+    """``rec`` as one compact JSON line (by hand: ``json.dumps`` is most of a write's cost)."""
+    if "p" not in rec:
+        return f'{{"z":{rec["z"]}}}\n'
+    path = encode_basestring_ascii(rec["p"])
+    if "x" in rec:
+        return f'{{"p":{path},"x":1,"z":{rec["z"]}}}\n'
+    return (f'{{"p":{path},"d":"{rec["d"]}","v":{rec["v"]},"c":{rec["c"]},"cv":{rec["cv"]},'
+            f'"z":{rec["z"]}}}\n')  # fmt: skip
 
 
 def _fsync_dir(path: Path) -> None:
@@ -136,10 +161,11 @@ class Writer:
         self.thread.start()
 
     def submit(self, seq: int, record: dict[str, Any]) -> None:
-        line = json.dumps(record, separators=(",", ":")) + "\n"
+        line = _line(record)
         with self.cond:
             self.queue.append((seq, line, record))
-            self.cond.notify()
+            if len(self.queue) == 1:  # the writer waits only on an empty queue
+                self.cond.notify()
 
     def _run(self) -> None:
         while True:
@@ -195,9 +221,12 @@ class Writer:
         self._journal_bytes = 0
 
     def _wake(self, seq: int) -> None:
+        due: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        keep: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         with self.cond:
-            due = [w for w in self.waiters if w[0] <= seq or self.error is not None]
-            self.waiters = [w for w in self.waiters if w not in due]
+            for w in self.waiters:
+                (due if w[0] <= seq or self.error is not None else keep).append(w)
+            self.waiters = keep
         for _seq, loop, fut in due:
             loop.call_soon_threadsafe(_resolve, fut, self.error)
 
