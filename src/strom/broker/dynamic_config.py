@@ -12,6 +12,10 @@ otherwise), then persisted, then applied: :class:`~strom.config.BrokerConfig` va
 place (``message.max.bytes`` and every other reader sees them at the next request) and every
 log gets its config again (:meth:`~strom.storage.log_manager.LogManager.update_broker_configs`),
 so a new ``log.retention.ms`` reaches every topic without its own ``retention.ms``.
+
+Every broker watches its own entity and the default (re-armed at each change, re-read after a
+lost store session), so a change written through any broker of a cluster applies on the broker
+it names; the broker that wrote it applies it at once as well.
 """
 
 from __future__ import annotations
