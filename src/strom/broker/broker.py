@@ -31,6 +31,7 @@ from strom.metadata.embedded import EmbeddedStore
 from strom.metadata.store import MetadataStore
 from strom.metadata.topics import TopicInfo, TopicRegistry
 from strom.metadata.zk_model import BrokerRegistration, Endpoint
+from strom.protocol.errors import ErrorCode, KafkaError
 from strom.storage import file_handles
 from strom.storage.flusher import Flusher
 from strom.storage.log_manager import LogManager
@@ -166,7 +167,13 @@ class Broker:
         if info is not None:
             return info
         configs = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)}
-        return await self.create_topic(name, partitions, 1, configs)
+        try:
+            return await self.create_topic(name, partitions, 1, configs)
+        except KafkaError as exc:  # another broker of the cluster made it meanwhile
+            info = self.topics.get(name)
+            if exc.error_code is not ErrorCode.topic_already_exists or info is None:
+                raise
+            return info
 
     def _topic_overrides(self, topic: str) -> dict[str, str]:
         info = self.topics.get(topic)

@@ -37,8 +37,8 @@ import logging
 import os
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
+from pathlib import Path
 from typing import Any
 
 from strom.metadata.store import StoreError

@@ -168,8 +168,16 @@ class TopicRegistry:
         return name in self._topics
 
     def _install(self, info: TopicInfo) -> None:
+        """Put ``info`` in the view; the same topic (same id) keeps its TopicInfo object, updated
+        in place, so whoever holds it sees the change."""
         old = self._topics.get(info.name)
-        if old is not None and old.topic_id != info.topic_id:
+        if old is not None and old.topic_id == info.topic_id:
+            if (old.replicas, old.configs, old.version) == (info.replicas, info.configs,
+                                                            info.version):  # fmt: skip
+                return
+            old.replicas, old.configs, old.version = info.replicas, info.configs, info.version
+            info = old
+        elif old is not None:
             self._by_id.pop(old.topic_id, None)
         self._topics[info.name] = info
         self._by_id[info.topic_id] = info
@@ -204,15 +212,20 @@ class TopicRegistry:
             # topic created with the wrong settings.
             await self._write_configs(name, info.configs)
             try:
-                stat = await self._store.create(f"{TOPICS_PATH}/{name}", topic_document(info))
+                made = await self._store.create(f"{TOPICS_PATH}/{name}", topic_document(info))
             except NodeExistsError:
-                raise KafkaError(ErrorCode.topic_already_exists,
-                                 f"topic {name!r} already exists") from None  # fmt: skip
-            info.version = stat.version
-            self._install(info)
+                lost = True  # another broker was first
+            else:
+                lost = False
+                info.version = made.version
+                self._install(info)
         finally:
             self._local.discard(name)
-        self._spawn(self._read_topic(name))  # arm its watches
+        if lost:
+            await self._read_topic(name)  # the winner's topic, in the view before we answer
+            raise KafkaError(ErrorCode.topic_already_exists, f"topic {name!r} already exists")
+        # Arm its watches later: the caller registers the logs in this step of the loop.
+        self._spawn(self._read_topic(name))
         return info
 
     async def add_partitions(self, name: str, replicas: Mapping[int, list[int]]) -> TopicInfo:
@@ -238,7 +251,7 @@ class TopicRegistry:
                     continue
                 grown.version = stat.version
                 self._install(grown)
-                return grown
+                return self._topics[name]
             raise KafkaError(ErrorCode.reassignment_in_progress,
                              f"Topic '{name}' keeps changing; try again.")  # fmt: skip
         finally:
