@@ -13,6 +13,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -86,9 +87,12 @@ def registered(zk: KazooClient) -> dict[int, tuple[BrokerRegistration, int]]:
 def test_brokers_register_see_each_other_and_a_killed_one_goes(
     tmp_path: Path, zookeeper: ZooKeeperProcess, chroot: str, zk_client: KazooClient
 ) -> None:
-    one = member(tmp_path, zookeeper, chroot, 1).start()
-    two = member(tmp_path, zookeeper, chroot, 2).start()
+    one, two = member(tmp_path, zookeeper, chroot, 1), member(tmp_path, zookeeper, chroot, 2)
+    with ThreadPoolExecutor(2) as pool:  # at once: both race to create the internal topics
+        started = [pool.submit(one.start), pool.submit(two.start)]
     try:
+        for fut in started:
+            fut.result()
         brokers = wait_until(lambda: len(registered(zk_client)) == 2 and registered(zk_client),
                              30, "two registrations")  # fmt: skip
         for broker_id, proc in ((1, one), (2, two)):
