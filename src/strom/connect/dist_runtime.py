@@ -97,7 +97,7 @@ class DistributedRuntime(StandaloneHerder):
         elif event.kind == "tasks":
             for tid in [t for t in self.local_tasks if t[0] == name]:
                 self.stop_task(tid)
-                self.running.tasks.remove(tid)
+            self.running.tasks = [t for t in self.running.tasks if t[0] != name]
             self.need_rejoin.set()
         elif event.kind == "target":
             self._apply_target(name, str(event.detail))

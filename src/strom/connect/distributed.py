@@ -62,6 +62,7 @@ class DistributedHerder(DistributedRuntime):
         self.assignor = IncrementalCooperativeAssignor(max_delay_ms,
                                                        lambda: time.monotonic() * 1000)
         self.rebalancing = True
+        self.in_join = False
         self.protocol_version = -1
         self.last_completed_generation = -1
         self.leader_id: str | None = None
@@ -122,7 +123,9 @@ class DistributedHerder(DistributedRuntime):
 
     def _heartbeats(self) -> None:
         while not self.stopping.wait(self.heartbeat_s):
-            if self.rebalancing or self.generation < 0:
+            # Also while tasks start or stop after a rebalance (that can outlast a session),
+            # never during the JoinGroup/SyncGroup round itself.
+            if self.in_join or self.generation < 0:
                 continue
             generation = self.generation
             try:
@@ -149,7 +152,12 @@ class DistributedHerder(DistributedRuntime):
                                  self.configs.offset, ConnectorsAndTasks(
                                      list(self.running.connectors), list(self.running.tasks)))
         state = MemberState(self.url, self.configs.offset, current)
-        join = self.member.join(join_protocols(self.mode, state))
+        self.in_join = True
+        try:
+            join = self.member.join(join_protocols(self.mode, state))
+        except MembershipError:
+            self.in_join = False
+            raise
         version = NAME_VERSIONS.get(join.protocol, 0)
         if version == 0 and not self.running.is_empty():
             with self.lock:
@@ -159,7 +167,10 @@ class DistributedHerder(DistributedRuntime):
         if join.is_leader:
             assignments = {m: encode_assignment(a) for m, a in self._assign(join.leader,
                            join.members, version, join.generation).items()}
-        assignment = decode_assignment(self.member.sync(assignments))
+        try:
+            assignment = decode_assignment(self.member.sync(assignments))
+        finally:
+            self.in_join = False
         self._apply(assignment, version, join.generation)
 
     def _assign(self, leader: str, raw: dict[str, bytes], version: int, generation: int

@@ -224,9 +224,10 @@ class GroupMember:
         if not self.member_id:
             return
         try:
-            self._call("beat", LEAVE_GROUP, group_id=self.group_id, members=(
-                _part(LEAVE_GROUP, "MemberIdentity", member_id=self.member_id,
-                      group_instance_id=None),))
+            with self._lock:
+                self._call("beat", LEAVE_GROUP, group_id=self.group_id, members=(
+                    _part(LEAVE_GROUP, "MemberIdentity", member_id=self.member_id,
+                          group_instance_id=None),))
         except MembershipError as exc:
             LOG.warning("LeaveGroup failed: %s", exc)
         self.member_id = ""

@@ -34,7 +34,9 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, replication: int,
                  timeout: float = 30.0) -> int:
     """Create ``topic`` compacted if it does not exist; its partition count."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    meta = admin.list_topics(topic, timeout=timeout).topics.get(topic)
+    # All topics, not just this one: a Metadata request naming it could auto-create it with
+    # the broker's defaults (one partition, not compacted).
+    meta = admin.list_topics(timeout=timeout).topics.get(topic)
     if meta is not None and meta.error is None and meta.partitions:
         return len(meta.partitions)
     new = NewTopic(topic, num_partitions=partitions, replication_factor=replication,
@@ -49,7 +51,7 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, replication: int,
             raise TopicLogError(f"cannot create topic {topic}: {reason}") from None
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        meta = admin.list_topics(topic, timeout=timeout).topics.get(topic)
+        meta = admin.list_topics(timeout=timeout).topics.get(topic)
         if meta is not None and meta.error is None and meta.partitions:
             return len(meta.partitions)
         time.sleep(0.1)
