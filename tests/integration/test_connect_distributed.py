@@ -261,3 +261,99 @@ def test_distributed_failover_and_cooperative_join(cluster_broker: BrokerProcess
     finally:
         for w in workers:
             w.stop()
+
+
+def connector_state(worker: ConnectWorkerProcess, name: str) -> tuple[str, list[str]] | None:
+    status, doc = worker.request("GET", f"/connectors/{name}/status")
+    if status != 200 or not isinstance(doc, dict):
+        return None
+    return doc["connector"]["state"], [t["state"] for t in doc["tasks"]]
+
+
+def test_distributed_lifecycle_through_the_follower_eager(cluster_broker: BrokerProcess,
+                                                          tmp_path: Path) -> None:
+    """Eager protocol; every operation asked of the non-leader (forwarded where Kafka does)."""
+    bootstrap = cluster_broker.bootstrap
+    settings = {"connect.protocol": "eager"}
+    workers = [ConnectWorkerProcess(tmp_path / f"w{i}", bootstrap, distributed=True,
+                                    settings=settings) for i in range(2)]
+    source = tmp_path / "in.txt"
+    source.write_text("".join(f"line {i}\n" for i in range(10)))
+    try:
+        for w in workers:
+            w.start(60)
+        for w in workers:
+            request_until(w, "GET", "/connectors")
+        leader = leader_of(workers)
+        f = workers[1] if leader is workers[0] else workers[0]
+        status, _ = request_until(f, "POST", "/connectors", {"name": "src", "config": {
+            "connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector",
+            "file": str(source), "topic": "lines"}})
+        assert status == 201
+        wait_for("RUNNING", lambda: connector_state(f, "src") == ("RUNNING", ["RUNNING"]))
+        assert sorted(topic_lines(bootstrap, "lines", 10)) == sorted(
+            f"line {i}" for i in range(10))
+
+        assert request_until(f, "PUT", "/connectors/src/pause")[0] == 202
+        wait_for("PAUSED", lambda: connector_state(leader, "src") == ("PAUSED", ["PAUSED"]))
+        assert dict(read_topic(bootstrap, "connect-configs"))["target-state-src"] == {
+            "state": "PAUSED", "state.v2": "PAUSED"}
+        assert request_until(f, "PUT", "/connectors/src/resume")[0] == 202
+        wait_for("RUNNING", lambda: connector_state(f, "src") == ("RUNNING", ["RUNNING"]))
+        status, doc = request_until(f, "PATCH", "/connectors/src/offsets", {"offsets": []})
+        assert status == 400 and "STOPPED" in doc["message"]  # type: ignore[index]
+
+        assert request_until(f, "PUT", "/connectors/src/stop")[0] == 204
+        wait_for("STOPPED", lambda: connector_state(f, "src") == ("STOPPED", []))
+        assert request_until(f, "GET", "/connectors/src/tasks") == (200, [])
+        assert dict(read_topic(bootstrap, "connect-configs"))["target-state-src"] == {
+            "state": "PAUSED", "state.v2": "STOPPED"}
+        end = len(source.read_bytes())
+        partition = {"filename": str(source)}
+        assert request_until(f, "GET", "/connectors/src/offsets") == (200, {"offsets": [
+            {"partition": partition, "offset": {"position": end}}]})
+        status, doc = request_until(f, "PATCH", "/connectors/src/offsets", {
+            "offsets": [{"partition": partition, "offset": {"position": 0}}]})
+        assert status == 200, doc
+        assert request_until(leader, "GET", "/connectors/src/offsets") == (200, {"offsets": [
+            {"partition": partition, "offset": {"position": 0}}]})
+        keys = {k for p in range(5) for k, _ in read_partition(bootstrap, "connect-offsets", p)}
+        assert json.dumps(["src", partition], separators=(",", ":")) in keys
+
+        # Resumed from the rewound offset: every line a second time.
+        assert request_until(f, "PUT", "/connectors/src/resume")[0] == 202
+        wait_for("RUNNING", lambda: connector_state(f, "src") == ("RUNNING", ["RUNNING"]))
+        got = wait_for("every line twice", lambda: len(
+            x := topic_lines(bootstrap, "lines", 10, timeout=2)) >= 20 and x)
+        assert Counter(got) == Counter({f"line {i}": 2 for i in range(10)})
+
+        status, doc = request_until(f, "POST", "/connectors/src/restart?includeTasks=true")
+        assert status == 202 and doc["name"] == "src"  # type: ignore[index]
+        assert request_until(f, "DELETE", "/connectors/src")[0] == 204
+        wait_for("deleted everywhere", lambda: all(
+            w.request("GET", "/connectors/src")[0] == 404 for w in workers))
+        assert request_until(f, "GET", "/connectors/src/status")[1] == {
+            "error_code": 404, "message": "No status found for connector src"}
+    finally:
+        for w in workers:
+            w.stop()
+
+
+def read_partition(bootstrap: str, topic: str, partition: int) -> list[tuple[str, object]]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{topic}",
+                         "enable.auto.commit": False})
+    consumer.list_topics(topic, timeout=10)
+    end = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
+    consumer.assign([TopicPartition(topic, partition, 0)])
+    out: list[tuple[str, object]] = []
+    position = 0
+    deadline = time.monotonic() + 20
+    try:
+        while position < end and time.monotonic() < deadline:
+            for m in consumer.consume(1000, 0.5):
+                if not m.error():
+                    position = m.offset() + 1
+                    out.append((m.key().decode(), m.value()))
+    finally:
+        consumer.close()
+    return out

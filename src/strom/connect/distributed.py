@@ -334,8 +334,12 @@ class DistributedHerder(DistributedRuntime):
     def stop(self, name: str) -> None:
         self._config_of(name)
         self._leader_only("Only the leader can transition connectors to the STOPPED state.")
-        self.configs.put_task_configs(name, [])  # no tasks first, as Kafka
+        # Kafka writes the empty task list first, from the tick thread that also runs its
+        # rebalances; here rebalances run on their own thread, and a connector restarted by
+        # one between the two records would publish its tasks again. STOPPED first instead:
+        # its tasks run on until the empty task list lands a moment later.
         self.configs.set_target_state(name, "STOPPED")
+        self.configs.put_task_configs(name, [])
 
     def restart(self, name: str, include_tasks: bool, only_failed: bool) -> None:
         self._config_of(name)
