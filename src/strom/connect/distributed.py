@@ -117,6 +117,8 @@ class DistributedHerder(DistributedRuntime):
                 continue
             except Exception:  # noqa: BLE001 - the worker keeps going; the next tick retries
                 LOG.exception("herder tick failed")
+                if self.rebalancing:
+                    self.need_rejoin.set()
                 self.stopping.wait(1.0)
             self.wake.wait(0.2)
             self.wake.clear()
@@ -155,19 +157,15 @@ class DistributedHerder(DistributedRuntime):
         self.in_join = True
         try:
             join = self.member.join(join_protocols(self.mode, state))
-        except MembershipError:
-            self.in_join = False
-            raise
-        version = NAME_VERSIONS.get(join.protocol, 0)
-        if version == 0 and not self.running.is_empty():
-            with self.lock:
-                self.stop_everything()
-        self.protocol_version = version
-        assignments: dict[str, bytes] = {}
-        if join.is_leader:
-            assignments = {m: encode_assignment(a) for m, a in self._assign(join.leader,
-                           join.members, version, join.generation).items()}
-        try:
+            version = NAME_VERSIONS.get(join.protocol, 0)
+            if version == 0 and not self.running.is_empty():
+                with self.lock:
+                    self.stop_everything()
+            self.protocol_version = version
+            assignments: dict[str, bytes] = {}
+            if join.is_leader:
+                assignments = {m: encode_assignment(a) for m, a in self._assign(
+                    join.leader, join.members, version, join.generation).items()}
             assignment = decode_assignment(self.member.sync(assignments))
         finally:
             self.in_join = False
