@@ -270,6 +270,7 @@ def connector_state(worker: ConnectWorkerProcess, name: str) -> tuple[str, list[
     return doc["connector"]["state"], [t["state"] for t in doc["tasks"]]
 
 
+@pytest.mark.slow
 def test_distributed_lifecycle_through_the_follower_eager(cluster_broker: BrokerProcess,
                                                           tmp_path: Path) -> None:
     """Eager protocol; every operation asked of the non-leader (forwarded where Kafka does)."""
