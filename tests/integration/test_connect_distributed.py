@@ -294,6 +294,16 @@ def test_distributed_lifecycle_through_the_follower_eager(cluster_broker: Broker
         wait_for("RUNNING", lambda: connector_state(f, "src") == ("RUNNING", ["RUNNING"]))
         assert sorted(topic_lines(bootstrap, "lines", 10)) == sorted(
             f"line {i}" for i in range(10))
+        # A sink with two tasks, placed by the same assignment, writes the lines back out.
+        out = tmp_path / "out.txt"
+        status, _ = request_until(f, "POST", "/connectors", {"name": "sink", "config": {
+            "connector.class": "FileStreamSink", "tasks.max": "2", "topics": "lines",
+            "file": str(out)}})
+        assert status == 201
+        wait_for("sink tasks", lambda: connector_state(leader, "sink") == (
+            "RUNNING", ["RUNNING", "RUNNING"]))
+        wait_for("lines written by the sink", lambda: out.exists() and set(
+            out.read_text().splitlines()) == {f"line {i}" for i in range(10)})
 
         assert request_until(f, "PUT", "/connectors/src/pause")[0] == 202
         wait_for("PAUSED", lambda: connector_state(leader, "src") == ("PAUSED", ["PAUSED"]))
