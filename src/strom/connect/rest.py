@@ -95,10 +95,15 @@ def build_app(herder: StandaloneHerder, cluster_id: Callable[[], str | None]) ->
         out: dict[str, Any] = {}
         for n in names:
             entry: dict[str, Any] = {}
-            if "status" in expand:
-                entry["status"] = h.status(n)
-            if "info" in expand:
-                entry["info"] = h.info(n)
+            try:
+                if "status" in expand:
+                    entry["status"] = h.status(n)
+                if "info" in expand:
+                    entry["info"] = h.info(n)
+            except RestError as exc:
+                if exc.status != 404:
+                    raise
+                continue  # deleted meanwhile, or no status yet: left out, as Kafka does
             out[n] = entry
         return JSONResponse(out)
 
