@@ -12,7 +12,7 @@ protection, see :mod:`strom.connect.forward`) and its answer returned.
 
 from __future__ import annotations
 
-import asyncio
+import inspect
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -52,7 +52,7 @@ Endpoint = Callable[[Request], Any]
 
 def _forwarding(endpoint: Endpoint) -> Callable[[Request], Awaitable[Response]]:
     """Run ``endpoint`` (in the thread pool if sync); forward it if the herder says so."""
-    is_async = asyncio.iscoroutinefunction(endpoint)
+    is_async = inspect.iscoroutinefunction(endpoint)
 
     async def wrapper(request: Request) -> Response:
         body = await request.body()  # cached on the request for the endpoint too
