@@ -84,6 +84,7 @@ class DistributedHerder(DistributedRuntime):
     def shutdown(self) -> None:
         self.stopping.set()
         self.wake.set()
+        self.member.abort_join()  # a rebalance may hold the herder thread for a while
         for thread in self.threads:
             thread.join(30)
         with self.lock:

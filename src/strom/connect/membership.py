@@ -11,6 +11,7 @@ one request at a time per connection and a JoinGroup may wait a whole rebalance.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 import struct
@@ -231,6 +232,13 @@ class GroupMember:
         except MembershipError as exc:
             LOG.warning("LeaveGroup failed: %s", exc)
         self.member_id = ""
+
+    def abort_join(self) -> None:
+        """Make a JoinGroup/SyncGroup blocked on another thread fail now (at shutdown)."""
+        conn = self._main
+        if conn is not None:
+            with contextlib.suppress(OSError):
+                conn.sock.shutdown(socket.SHUT_RDWR)
 
     def close(self) -> None:
         self._drop("main")
