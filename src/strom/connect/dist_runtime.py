@@ -59,6 +59,8 @@ class DistributedRuntime(StandaloneHerder):
         self.wake = threading.Event()
         self.stopping = threading.Event()
         self.generation = -1
+        self.assigned_offset = -1  # config offset the last applied assignment was made at
+        self.task_started_at: dict[TaskId, int] = {}  # config offset read when started
         self.is_leader = False
         self.leader_url: str | None = None
 
@@ -79,6 +81,9 @@ class DistributedRuntime(StandaloneHerder):
 
     def _apply_event(self, event: ConfigEvent) -> None:
         name = event.connector
+        # A record the leader had read when it made the current assignment is accounted for
+        # in it: no rebalance for that one (Kafka would rejoin anyway; this spares a round).
+        stale = event.offset < self.assigned_offset
         if event.kind == "connector":
             if event.detail:  # removed
                 self.seen.discard(name)
@@ -86,19 +91,26 @@ class DistributedRuntime(StandaloneHerder):
                     self.stop_connector(name, deleted=True)
                 for tid in [t for t in self.local_tasks if t[0] == name]:
                     self.stop_task(tid, deleted=True)
-                self.need_rejoin.set()
+                if not stale:
+                    self.need_rejoin.set()
             elif name not in self.seen:
                 self.seen.add(name)
-                self.need_rejoin.set()
+                if not stale:
+                    self.need_rejoin.set()
             elif name in self.local_connectors:
                 LOG.info("connector %s reconfigured: restarting it", name)
                 self.stop_connector(name)
                 self.start_connector(name)
         elif event.kind == "tasks":
-            for tid in [t for t in self.local_tasks if t[0] == name]:
+            # Tasks started before these configs were read run old configs: stop them, and
+            # the rebalance hands them out again with the new ones.
+            old = [t for t in self.local_tasks if t[0] == name and
+                   self.task_started_at.get(t, -1) <= event.offset]
+            for tid in old:
                 self.stop_task(tid)
-            self.running.tasks = [t for t in self.running.tasks if t[0] != name]
-            self.need_rejoin.set()
+            self.running.tasks = [t for t in self.running.tasks if t not in old]
+            if old or not stale:
+                self.need_rejoin.set()
         elif event.kind == "target":
             self._apply_target(name, str(event.detail))
         elif event.kind == "restart":
@@ -197,6 +209,7 @@ class DistributedRuntime(StandaloneHerder):
     # -- tasks --------------------------------------------------------------------------
     def start_task(self, tid: TaskId) -> None:
         name, index = tid
+        read_up_to = self.configs.offset  # before the configs: never newer than they are
         config = self.configs.get(name)
         task_configs = self.configs.tasks_of(name)
         if config is None or index >= len(task_configs):
@@ -212,6 +225,7 @@ class DistributedRuntime(StandaloneHerder):
         task.set_paused(self.configs.target_state(name) == "PAUSED")
         task.start()
         self.local_tasks[tid] = task
+        self.task_started_at[tid] = read_up_to
 
     def stop_task(self, tid: TaskId, deleted: bool = False) -> None:
         task = self.local_tasks.pop(tid, None)

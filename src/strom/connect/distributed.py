@@ -199,6 +199,7 @@ class DistributedHerder(DistributedRuntime):
             self.leader_id, self.leader_url = a.leader, a.leader_url
             self.is_leader = a.leader == self.member.member_id
             self.generation = generation
+            self.assigned_offset = a.config_offset
             for name in a.revoked.connectors:
                 self.stop_connector(name)
             for tid in a.revoked.tasks:

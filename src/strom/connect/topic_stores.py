@@ -47,6 +47,7 @@ class ConfigEvent:
     kind: str  # connector | tasks | target | restart
     connector: str
     detail: Any = None
+    offset: int = -1  # of the record in the config topic
 
 
 class ConfigTopicStore(ConfigBackingStore):
@@ -111,6 +112,7 @@ class ConfigTopicStore(ConfigBackingStore):
                                     (bool(value.get("include-tasks")),
                                      bool(value.get("only-failed"))))
         if event is not None:
+            event.offset = offset
             self.listener(event)
 
     # -- reads --------------------------------------------------------------------------
