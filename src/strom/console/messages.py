@@ -222,7 +222,7 @@ def _read(cluster: Cluster, q: Query, pending: set[int], position: dict[int, int
                 return
             for msg in consumer.consume(num_messages=500, timeout=0.5):
                 p = msg.partition()
-                if p not in pending:
+                if p is None or p not in pending:
                     continue
                 err = msg.error()
                 if err is not None:
@@ -231,11 +231,14 @@ def _read(cluster: Cluster, q: Query, pending: set[int], position: dict[int, int
                         pending.discard(p)
                         continue
                     raise CliError(f"cannot read {q.topic}-{p}: {describe_kafka_error(err)}")
-                if msg.offset() >= high[p]:
-                    pending.discard(p)  # written after the page was asked for: next page
+                offset = msg.offset() or 0
+                if offset >= high[p]:
+                    # written after the page was asked for: the next page's
+                    position[p] = max(position[p], high[p])
+                    pending.discard(p)
                     continue
                 page.scanned += 1
-                position[p] = msg.offset() + 1
+                position[p] = offset + 1
                 doc = _document(msg, q.view)
                 if q.key in doc["_key_raw"] and q.value in doc["_value_raw"]:
                     page.messages.append(doc)

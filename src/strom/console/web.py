@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
-from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.templating import Jinja2Templates
@@ -72,10 +71,11 @@ def templates() -> Jinja2Templates:
     return t
 
 
-async def form(request: Request) -> FormData:
-    """The urlencoded body of a POST (the console's forms; no multipart needed)."""
+async def form(request: Request) -> dict[str, str]:
+    """The urlencoded body of a POST (the console's forms; no multipart parser needed).
+    The console's forms send each field once; a repeated one keeps its last value."""
     body = (await request.body()).decode("utf-8", errors="replace")
-    return FormData(parse_qsl(body, keep_blank_values=True))
+    return dict(parse_qsl(body, keep_blank_values=True))
 
 
 def optional_int(value: str | None, what: str) -> int | None:
