@@ -5,6 +5,8 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
 from starlette.datastructures import QueryParams
@@ -15,6 +17,7 @@ from strom.console.routes_groups import parse_plan
 from strom.console.server import parse_listen
 from strom.console.throughput import ThroughputSampler, sparkline_points
 from strom.testing import free_port
+from tests.console.helpers import ConsoleProcess, eventually
 
 
 def test_render_kinds() -> None:
@@ -66,6 +69,7 @@ def test_sampler_rates_and_sparkline() -> None:
     points = sparkline_points([0.0, 5.0, 10.0], width=100, height=40)
     assert points == "0.0,38.0 50.0,20.0 100.0,2.0"
     assert sparkline_points([]) == ""
+    assert sparkline_points([3.0], width=100, height=40) == "0.0,2.0 100.0,2.0"
 
 
 def test_parse_listen() -> None:
@@ -110,3 +114,18 @@ def test_console_refuses_bad_addresses_in_one_line() -> None:
     assert bad.returncode == 1
     assert bad.stderr == ("strom: error: invalid --listen '127.0.0.1:notaport': "
                           "expected HOST:PORT\n")
+
+
+def test_open_starts_the_browser_on_the_console(broker: Any, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    opener = tmp_path / "opener.py"
+    opened = tmp_path / "opened.txt"
+    opener.write_text("import pathlib, sys\npathlib.Path(sys.argv[1]).write_text(sys.argv[2])\n")
+    monkeypatch.setenv("BROWSER", f"{sys.executable} {opener} {opened} %s")
+    with ConsoleProcess(tmp_path, broker.bootstrap, ["--open"]) as proc:
+        url = eventually(lambda: opened.exists() and opened.read_text(), "the browser opened")
+        assert url == f"{proc.url}/"
+        status, body = proc.request("GET", "/")
+        assert status == 200 and broker.bootstrap in body
+        assert proc.stop() == 0  # SIGTERM: a clean exit
+    assert proc.log_tail() == f"strom console on {proc.url}/ (brokers {broker.bootstrap})"

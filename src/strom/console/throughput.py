@@ -72,6 +72,8 @@ def sparkline_points(rates: list[float], width: int = WIDTH, height: int = HEIGH
     """SVG polyline points for ``rates`` scaled to the box (the highest rate at the top)."""
     if not rates:
         return ""
+    if len(rates) == 1:
+        rates = rates * 2  # one rate known: a level line, not an invisible point
     top = max(max(rates), 1e-9)
     step = width / max(len(rates) - 1, 1)
     return " ".join(f"{i * step:.1f},{height - 2 - (r / top) * (height - 4):.1f}"
