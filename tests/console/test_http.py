@@ -10,6 +10,7 @@ import csv
 import io
 import json
 import re
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +19,7 @@ from confluent_kafka.admin import ConfigResource
 from starlette.testclient import TestClient
 
 from strom.cli.errors import set_timeout, timeout
+from strom.console import messages
 from strom.console.app import build_app
 from strom.console.cluster import Cluster
 from strom.testing import free_port
@@ -137,6 +139,33 @@ def test_produce_then_find_by_key_and_export(client: TestClient, broker: Any,
     assert sorted(r["value"] for r in lines) == sorted(f"v{i}" for i in range(30)
                                                        if "v1" in f"v{i}")
     assert all(r["topic"] == topic_name and r["key"] == "k" + r["value"][1:] for r in lines)
+    listed = [r for r in rows(client.get("/topics").text, "topics") if r[0] == topic_name]
+    assert listed[0][4] == "31"
+    if hasattr(broker, "data_dir"):  # the size is the segments' bytes on disk
+        on_disk = sum(f.stat().st_size for f in broker.data_dir.glob(f"{topic_name}-*/*.log"))
+        assert on_disk > 0 and listed[0][3] == f"{on_disk} B"
+
+
+def test_transactional_topic_ends_at_its_marker(client: TestClient, broker: Any,
+                                                topic_name: str) -> None:
+    """The last offset is a COMMIT marker, which no consumer sees: the page still ends."""
+    from confluent_kafka import Producer
+
+    create_topic(broker.bootstrap, topic_name)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": topic_name})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce(topic_name, key=b"t", value=f"in-txn-{i}".encode())
+    p.commit_transaction(30)
+    started = time.monotonic()
+    resp = client.get(f"/topics/{topic_name}/messages", params={"mode": "earliest"})
+    assert time.monotonic() - started < messages.READ_DEADLINE_S
+    assert [r[4].split(" text,")[0] for r in rows(resp.text, "messages")] == [
+        "in-txn-0", "in-txn-1", "in-txn-2"]
+    assert "End of the log reached" in resp.text and "Stopped early" not in resp.text
+    nxt = re.search(r"cursor=0%3A(\d+)", resp.text)
+    assert nxt and nxt.group(1) == "4"  # past the marker at offset 3
 
 
 def test_pages_cover_the_log_once(client: TestClient, broker: Any, topic_name: str) -> None:

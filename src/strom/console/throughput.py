@@ -42,6 +42,9 @@ class ThroughputSampler:
         except CliError as exc:
             LOG.warning("throughput sample failed: %s", exc.message)
             return
+        except Exception as exc:  # noqa: BLE001 - the sampler must outlive a client error
+            LOG.warning("throughput sample failed: %s: %s", type(exc).__name__, exc)
+            return
         with self._lock:
             self._samples.append((self._clock(), value))
 
