@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from strom.broker import broker_config_defs as defs
-from strom.metadata.store import MetadataStore, NoNodeError
+from strom.metadata.store import NoNodeError, SyncMetadataStore
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.storage.errors import InvalidConfigError
 from strom.storage.log_config import LogConfig, validate_topic_config
@@ -39,7 +39,7 @@ DYNAMIC_BROKER, DYNAMIC_DEFAULT, STATIC, DEFAULT = 2, 3, 4, 5
 Synonym = tuple[str, str | None, int]
 
 
-def read(store: MetadataStore, entity: str) -> dict[str, str]:
+def read(store: SyncMetadataStore, entity: str) -> dict[str, str]:
     try:
         data, _version = store.get(f"{PATH}/{entity}")
     except NoNodeError:
@@ -47,7 +47,7 @@ def read(store: MetadataStore, entity: str) -> dict[str, str]:
     return {str(k): str(v) for k, v in json.loads(data).get("config", {}).items()}
 
 
-def write(store: MetadataStore, entity: str, configs: Mapping[str, str]) -> None:
+def write(store: SyncMetadataStore, entity: str, configs: Mapping[str, str]) -> None:
     data = json.dumps({"version": 1, "config": dict(configs)}, sort_keys=True).encode()
     path = f"{PATH}/{entity}"
     if store.exists(path) is None:
