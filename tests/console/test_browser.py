@@ -61,6 +61,7 @@ def browser() -> Iterator[WebDriver]:
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(60)
+    driver.implicitly_wait(10)  # after a click, look-ups wait for the next page's elements
     try:
         yield driver
     finally:
@@ -105,11 +106,13 @@ def test_overview_shows_the_broker(browser: WebDriver, console: ConsoleProcess, 
     assert text(browser, "#offline") == "0" and text(browser, "#under-replicated") == "0"
     produce(broker.bootstrap, topic_name, [(None, b"y")] * 50)
     # the sparkline refreshes itself (1 s samples): wait for a measured rate on the page
-    eventually(lambda: "msg/s now" in text(browser, "#throughput")
-               and int(browser.find_element(By.CSS_SELECTOR, "#throughput .samples").text) >= 3,
-               "three throughput rates", 30)
-    line = browser.find_element(By.CSS_SELECTOR, "#throughput polyline")
-    assert len(line.get_attribute("points").split()) >= 3
+    # the page's script replaces the box every second: read it in one step, never a stale node
+    read = ("const box = document.getElementById('throughput');"
+            "const n = box.querySelector('.samples'); const line = box.querySelector('polyline');"
+            "return [n ? Number(n.textContent) : 0, line ? line.getAttribute('points') : ''];")
+    rates, points = eventually(lambda: (lambda r: r if r[0] >= 3 else None)(
+        browser.execute_script(read)), "three throughput rates", 30)
+    assert len(points.split()) == rates
     shot(browser, artifacts, "01-overview")
 
 
@@ -200,6 +203,7 @@ def test_read_only_hides_every_write_action(browser: WebDriver, broker: Any, art
     produce(broker.bootstrap, topic_name, [(b"k", b'{"v": 1}')])
     group = f"{topic_name}-g"
     commit(broker.bootstrap, group, {(topic_name, 0): 0})
+    browser.implicitly_wait(0)  # most look-ups below expect nothing: do not wait for it
     with ConsoleProcess(tmp_path, broker.bootstrap, ["--read-only"]) as ro:
         pages = [("/", "ro-overview"), ("/topics", "ro-topics"),
                  (f"/topics/{topic_name}", "ro-topic"),
