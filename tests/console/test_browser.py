@@ -135,6 +135,10 @@ def test_create_a_topic(browser: WebDriver, console: ConsoleProcess, broker: Any
     browser.get(console.url + "/topics")
     assert topic_name in [r[0] for r in cells(browser, "topics")]
     shot(browser, artifacts, "04-topics")
+    browser.get(console.url + f"/topics/{topic_name}-missing")
+    assert text(browser, "#error") == (f"cannot describe topic '{topic_name}-missing': Broker: "
+                                       "Unknown topic or partition (UNKNOWN_TOPIC_OR_PART)")
+    shot(browser, artifacts, "04b-error")
 
 
 def test_produce_and_find_by_key(browser: WebDriver, console: ConsoleProcess, broker: Any,
