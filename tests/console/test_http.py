@@ -174,6 +174,7 @@ def test_pages_cover_the_log_once(client: TestClient, broker: Any, topic_name: s
     produced = {f"m{i:03d}" for i in range(47)}
     produce(broker.bootstrap, topic_name, [(v, v) for v in sorted(produced)])
     seen: list[str] = []
+    in_partition: dict[int, list[str]] = {}
     params = "mode=earliest&limit=10&view=text"
     for _ in range(10):
         resp = client.get(f"/topics/{topic_name}/messages?{params}")
@@ -182,12 +183,33 @@ def test_pages_cover_the_log_once(client: TestClient, broker: Any, topic_name: s
         if page and page[0][0] != "No messages here.":
             assert len(page) <= 10
             seen += [r[4].split(" text,")[0] for r in page]
+            for r in page:
+                in_partition.setdefault(int(r[0]), []).append(r[4].split(" text,")[0])
         nxt = re.search(r'href="/topics/[^"?]+/messages\?([^"]+)" id="next-page"', resp.text)
         assert nxt
         params = nxt.group(1).replace("&amp;", "&")
         if "End of the log reached" in resp.text and len(seen) == len(produced):
             break
     assert sorted(seen) == sorted(produced)
+    one = client.get(f"/topics/{topic_name}/messages?partition=1&mode=earliest&limit=500"
+                     "&view=text")
+    only = rows(one.text, "messages")
+    assert only and [int(r[1]) for r in only] == list(range(len(only)))
+    assert [r[4].split(" text,")[0] for r in only] == in_partition[1]
+
+
+def test_produce_to_a_partition_and_a_tombstone(client: TestClient, broker: Any,
+                                                topic_name: str) -> None:
+    create_topic(broker.bootstrap, topic_name, 2)
+    resp = client.post(f"/topics/{topic_name}/produce",
+                       data={"partition": "1", "key": "gone", "tombstone": "1", "value": "x"})
+    assert notice(resp.text) == "Produced to partition 1 at offset 0."
+    page = rows(client.get(f"/topics/{topic_name}/messages").text, "messages")
+    assert [r[:2] + r[3:5] for r in page] == [["1", "0", "gone", "null (tombstone)"]]
+    bad = client.post(f"/topics/{topic_name}/produce", data={"partition": "5", "value": "x"})
+    assert bad.status_code == 400 and "cannot produce to" in error(bad.text)
+    headers = client.post(f"/topics/{topic_name}/produce", data={"value": "x", "headers": "h"})
+    assert headers.status_code == 400 and "expected NAME=VALUE" in error(headers.text)
 
 
 def test_start_positions_and_views(client: TestClient, broker: Any, topic_name: str) -> None:
@@ -285,6 +307,14 @@ def test_group_lag_reset_and_delete(client: TestClient, broker: Any, topic_name:
     to_offset = client.post("/group/reset", params={"name": group},
                             data={"topic": "", "strategy": "offset", "value": "6"})
     assert [r[3] for r in rows(to_offset.text, "plan")] == ["6", "4"]  # clamped to the log
+    for strategy, value in (("latest", ""), ("datetime", "2999-01-01T00:00:00Z")):
+        plan = client.post("/group/reset", params={"name": group},
+                           data={"strategy": strategy, "value": value})
+        assert [r[3] for r in rows(plan.text, "plan")] == ["10", "4"], strategy
+    past = client.post("/group/reset", params={"name": group},
+                       data={"strategy": "datetime", "value": "2000-01-01T00:00:00"})
+    assert [r[3] for r in rows(past.text, "plan")] == ["0", "0"]
+    assert committed(broker.bootstrap, group) == {(topic_name, 0): 0, (topic_name, 1): 0}
     bad = client.post("/group/reset", params={"name": group},
                       data={"strategy": "offset", "value": "six"})
     assert bad.status_code == 400 and "expected an integer" in error(bad.text)
