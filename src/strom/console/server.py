@@ -56,8 +56,9 @@ def _open_when_started(server: uvicorn.Server, url: str) -> None:
     deadline = time.monotonic() + 30
     while not server.started and time.monotonic() < deadline and not server.should_exit:
         time.sleep(0.05)
-    if server.started:
-        webbrowser.open(url)
+    if server.started and not webbrowser.open(url):
+        print(f"strom console: no web browser found; open {url} yourself", file=sys.stderr,
+              flush=True)
 
 
 def serve(args: argparse.Namespace) -> int:
