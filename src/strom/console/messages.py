@@ -165,7 +165,7 @@ def _starts(cluster: Cluster, q: Query, parts: list[int], low: dict[int, int],
             high: dict[int, int]) -> dict[int, int]:
     if q.cursor:
         given = dict(q.cursor)
-        return {p: given.get(p, high[p]) for p in parts}
+        return {p: max(low[p], min(given.get(p, high[p]), high[p])) for p in parts}
     if q.mode == "earliest":
         return dict(low)
     if q.mode == "offset":
