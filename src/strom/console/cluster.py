@@ -201,10 +201,15 @@ class Cluster:
 
     def groups(self) -> list[dict[str, Any]]:
         """Every group with its state, member count and total lag (committed partitions)."""
+        listings = self.group_listings()
+        if not listings:
+            return []
+        names = [g["group"] for g in listings]
+        futures = self.admin.describe_consumer_groups(names, request_timeout=timeout())
         rows = []
-        for listing in self.group_listings():
+        for listing in listings:
             name = listing["group"]
-            desc = describe_group(self.admin, name, self.bootstrap, must_exist=False)
+            desc = wait_for(futures[name], f"cannot describe group {name!r}", self.bootstrap)
             committed = committed_offsets(self.admin, name, self.bootstrap)
             end = end_offsets(self.admin, sorted(committed), self.bootstrap)
             rows.append({
