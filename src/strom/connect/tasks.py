@@ -32,6 +32,9 @@ from strom.connect.api import (
 )
 from strom.connect.backing import OffsetBackingStore
 from strom.connect.converters import Converter
+from strom.connect.errors import ErrorHandler, Original, Tolerated
+from strom.connect.plugins import class_name
+from strom.connect.transforms.chain import TransformationChain
 
 LOG = logging.getLogger("strom.connect.task")
 
@@ -41,7 +44,9 @@ class WorkerTask(threading.Thread):
 
     def __init__(self, connector: str, task_id: int, task: Task, config: dict[str, str],
                  key_converter: Converter, value_converter: Converter,
-                 client_config: dict[str, Any], flush_interval_s: float) -> None:
+                 client_config: dict[str, Any], flush_interval_s: float,
+                 transforms: TransformationChain | None = None,
+                 errors: ErrorHandler | None = None) -> None:
         super().__init__(name=f"{connector}-{task_id}", daemon=True)
         self.connector = connector
         self.task_id = task_id
@@ -55,6 +60,10 @@ class WorkerTask(threading.Thread):
         self.trace: str | None = None
         self.stopping = threading.Event()
         self.paused = threading.Event()
+        self.transforms = transforms or TransformationChain([])
+        self.errors = errors or ErrorHandler(connector, task_id, {}, sink=False)
+        self.errors.stopping = self.stopping  # retries end when the task stops
+        self.errors.sleep = self.stopping.wait
 
     def run(self) -> None:
         try:
@@ -71,6 +80,8 @@ class WorkerTask(threading.Thread):
                 self.task.stop()
             except Exception:  # noqa: BLE001
                 LOG.exception("task %s-%d stop failed", self.connector, self.task_id)
+            self.transforms.close()
+            self.errors.close()
             if self.state != "FAILED":
                 self.state = "UNASSIGNED"
 
@@ -128,9 +139,19 @@ class WorkerSourceTask(WorkerTask):
             if err is not None:
                 failures.append(err)
 
-        for r in records:
-            key = self.key_converter.from_connect_data(r.topic, r.key_schema, r.key)
-            value = self.value_converter.from_connect_data(r.topic, r.value_schema, r.value)
+        errors = self.errors
+        for original in records:
+            # Transforms then converters, each step through the error handler (Kafka's order);
+            # a record dropped or tolerated still counts for its source offset below.
+            errors.begin(Original(original.topic, original.partition, None, original.key,
+                                  original.value, original.headers, original.timestamp))
+            try:
+                r = self.transforms.apply(original, errors.run)
+                if r is None:
+                    continue
+                key, value = self._convert(r)
+            except Tolerated:
+                continue
             kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": delivered}
             if r.partition is not None:
                 kwargs["partition"] = r.partition
@@ -151,6 +172,16 @@ class WorkerSourceTask(WorkerTask):
             raise RuntimeError(f"producing to Kafka failed: {reason}")
         for r in records:
             self.pending[json.dumps(r.source_partition, sort_keys=True)] = r.source_offset
+
+    def _convert(self, r: Any) -> tuple[bytes | None, bytes | None]:
+        errors = self.errors
+        key = errors.run("KEY_CONVERTER", class_name(type(self.key_converter)),
+                         lambda: self.key_converter.from_connect_data(r.topic, r.key_schema,
+                                                                      r.key))
+        value = errors.run("VALUE_CONVERTER", class_name(type(self.value_converter)),
+                           lambda: self.value_converter.from_connect_data(
+                               r.topic, r.value_schema, r.value))
+        return key, value
 
     def _commit_offsets(self) -> None:
         if not self.pending:
@@ -202,7 +233,8 @@ class WorkerSinkTask(WorkerTask):
                     # Paused while this consume was in flight: give the records back.
                     self._rewind(consumer, messages)
                     continue
-                batch = [self._record(m) for m in messages if m.error() is None]
+                converted = [self._record(m) for m in messages if m.error() is None]
+                batch = [r for r in converted if r is not None]
                 if batch:
                     self._put(task, batch)
                 if time.monotonic() - last_commit >= self.flush_interval_s:
@@ -221,15 +253,29 @@ class WorkerSinkTask(WorkerTask):
         for (topic, partition), offset in first.items():
             consumer.seek(TopicPartition(topic, partition, offset))
 
-    def _record(self, msg: Any) -> SinkRecord:
+    def _record(self, msg: Any) -> SinkRecord | None:
+        """Convert then transform (each step through the error handler); None: skipped."""
         topic = msg.topic()
-        key_schema, key = self.key_converter.to_connect_data(topic, msg.key())
-        value_schema, value = self.value_converter.to_connect_data(topic, msg.value())
-        self.consumed[(topic, msg.partition())] = msg.offset() + 1
-        return SinkRecord(topic=topic, partition=msg.partition(), key=key, value=value,
-                          key_schema=key_schema, value_schema=value_schema,
-                          timestamp=msg.timestamp()[1], headers=list(msg.headers() or []),
-                          kafka_offset=msg.offset())
+        self.consumed[(topic, msg.partition())] = msg.offset() + 1  # skipped ones count too
+        errors = self.errors
+        timestamp = msg.timestamp()[1]
+        headers = list(msg.headers() or [])
+        errors.begin(Original(topic, msg.partition(), msg.offset(), msg.key(), msg.value(),
+                              headers, timestamp))
+        try:
+            key_schema, key = errors.run(
+                "KEY_CONVERTER", class_name(type(self.key_converter)),
+                lambda: self.key_converter.to_connect_data(topic, msg.key()))
+            value_schema, value = errors.run(
+                "VALUE_CONVERTER", class_name(type(self.value_converter)),
+                lambda: self.value_converter.to_connect_data(topic, msg.value()))
+            record = SinkRecord(topic=topic, partition=msg.partition(), key=key, value=value,
+                                key_schema=key_schema, value_schema=value_schema,
+                                timestamp=timestamp, headers=headers,
+                                kafka_offset=msg.offset())
+            return self.transforms.apply(record, errors.run)
+        except Tolerated:
+            return None
 
     def _put(self, task: SinkTask, batch: list[SinkRecord]) -> None:
         while not self.stopping.is_set():
