@@ -21,6 +21,7 @@ from strom.connect.converters import (
     StringConverter,
 )
 from strom.connect.file import FileStreamSinkConnector, FileStreamSourceConnector
+from strom.connect.jdbc import JdbcSinkConnector, JdbcSourceConnector
 
 CONNECTOR_GROUP = "strom.connectors"
 CONVERTER_GROUP = "strom.converters"
@@ -29,6 +30,8 @@ CONVERTER_GROUP = "strom.converters"
 BUILTIN_CONNECTORS: dict[str, type[Connector]] = {
     "org.apache.kafka.connect.file.FileStreamSourceConnector": FileStreamSourceConnector,
     "org.apache.kafka.connect.file.FileStreamSinkConnector": FileStreamSinkConnector,
+    "io.confluent.connect.jdbc.JdbcSourceConnector": JdbcSourceConnector,
+    "io.confluent.connect.jdbc.JdbcSinkConnector": JdbcSinkConnector,
 }
 BUILTIN_CONVERTERS: dict[str, type[Converter]] = {
     "org.apache.kafka.connect.json.JsonConverter": JsonConverter,
