@@ -22,6 +22,7 @@ from strom.connect.converters import (
 )
 from strom.connect.file import FileStreamSinkConnector, FileStreamSourceConnector
 from strom.connect.jdbc import JdbcSinkConnector, JdbcSourceConnector
+from strom.connect.parquet import ParquetSinkConnector
 
 CONNECTOR_GROUP = "strom.connectors"
 CONVERTER_GROUP = "strom.converters"
@@ -32,6 +33,7 @@ BUILTIN_CONNECTORS: dict[str, type[Connector]] = {
     "org.apache.kafka.connect.file.FileStreamSinkConnector": FileStreamSinkConnector,
     "io.confluent.connect.jdbc.JdbcSourceConnector": JdbcSourceConnector,
     "io.confluent.connect.jdbc.JdbcSinkConnector": JdbcSinkConnector,
+    "strom.connect.parquet.ParquetSinkConnector": ParquetSinkConnector,
 }
 BUILTIN_CONVERTERS: dict[str, type[Converter]] = {
     "org.apache.kafka.connect.json.JsonConverter": JsonConverter,

@@ -125,6 +125,7 @@ def test_cast_fields_and_whole_value() -> None:
     out = c.apply(rec(dict(ROW), PERSON))
     assert out.value == {"id": "42", "name": "Ada", "ssn": False, "age": 36.0}
     assert dict(out.value_schema.fields)["id"] == Schema("string")
+    assert dict(out.value_schema.fields)["age"] == Schema("double")  # JsonConverter's name
     assert chain(type="Cast$Value", spec="int8").apply(rec(300)).value == 44  # Java wraps
     assert chain(type="Cast$Value", spec="int32").apply(rec(-3.9)).value == -3
     assert chain(type="Cast$Value", spec="a:int64").apply(rec({"a": "12"})).value == {"a": 12}

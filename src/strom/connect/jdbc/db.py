@@ -9,7 +9,7 @@ time zone set to UTC, so naive timestamps are UTC on both sides. ``connection.at
 remains is a :class:`~strom.connect.api.ConnectError` naming the database and the cause.
 
 Column types map to Connect schemas (and back, for ``auto.create``/``auto.evolve``):
-integers by width (SQLite's INTEGER is 64-bit), floats and NUMERIC/DECIMAL to float64 (what
+integers by width (SQLite's INTEGER is 64-bit), floats and NUMERIC/DECIMAL to double (what
 Confluent's ``numeric.mapping=best_fit`` gives for most columns; the Decimal logical type is
 not produced), text to string, binary to bytes, TIMESTAMP/DATE/TIME to Kafka's logical types
 (milliseconds / days / milliseconds of the day).
@@ -99,7 +99,7 @@ def column_schema(column_type: Any, nullable: bool, dialect: str) -> Schema:
     elif isinstance(t, sa.Integer):
         kind = "int64" if dialect == "sqlite" else "int32"
     elif isinstance(t, sa.Float | sa.Numeric):
-        kind = "float64"
+        kind = "double"
     elif isinstance(t, sa.DateTime):
         kind, name = "int64", TIMESTAMP
     elif isinstance(t, sa.Date):
@@ -159,7 +159,7 @@ def sql_type(schema: Schema | None, sample: Any = None) -> Any:
     if schema.name == TIME:
         return sa.Time()
     return {"int8": sa.SmallInteger(), "int16": sa.SmallInteger(), "int32": sa.Integer(),
-            "int64": sa.BigInteger(), "float32": sa.Float(), "float64": sa.Double(),
+            "int64": sa.BigInteger(), "float": sa.Float(), "double": sa.Double(),
             "boolean": sa.Boolean(), "bytes": sa.LargeBinary()}.get(schema.type, sa.Text())
 
 

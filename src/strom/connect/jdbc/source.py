@@ -189,7 +189,7 @@ def _schema_of(value: dict[str, Any], row: Any) -> Schema:
         elif isinstance(v, int):
             sub = Schema("int64", optional=True)
         elif isinstance(v, float):
-            sub = Schema("float64", optional=True)
+            sub = Schema("double", optional=True)
         elif isinstance(v, bytes):
             sub = Schema("bytes", optional=True)
         else:

@@ -134,7 +134,7 @@ def infer_schema(value: Any) -> Schema:
     if isinstance(value, int):
         return Schema("int64", optional=True)
     if isinstance(value, float):
-        return Schema("float64", optional=True)
+        return Schema("double", optional=True)
     if isinstance(value, bytes):
         return Schema("bytes", optional=True)
     return Schema("string", optional=True)

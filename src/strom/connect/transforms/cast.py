@@ -29,6 +29,8 @@ from strom.connect.transforms.base import (
 
 CAST_TYPES = ("int8", "int16", "int32", "int64", "float32", "float64", "boolean", "string")
 _WIDTH = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
+#: spec type -> the schema type (JsonConverter's names for the two float types)
+SCHEMA_TYPE = {"float32": "float", "float64": "double"}
 DAY_MS = 86_400_000
 
 
@@ -110,7 +112,7 @@ class Cast(KeyOrValue):
             out = cast_value(value, self.whole)
             if schema is None:
                 return None, out
-            return Schema(self.whole, optional=schema.optional), out
+            return Schema(SCHEMA_TYPE.get(self.whole, self.whole), schema.optional), out
         if value is None:
             return schema, None
         if schema is None:
@@ -120,8 +122,8 @@ class Cast(KeyOrValue):
                     src[name] = cast_value(src[name], kind)
             return None, src
         require_struct(schema, value, "cast types")
-        fields = [(n, Schema(self.fields[n], optional=s.optional) if n in self.fields else s)
-                  for n, s in schema.fields]
+        fields = [(n, Schema(SCHEMA_TYPE.get(self.fields[n], self.fields[n]), s.optional)
+                   if n in self.fields else s) for n, s in schema.fields]
         out = {n: cast_value(value.get(n), self.fields[n]) if n in self.fields else
                value.get(n) for n, _ in schema.fields}
         return struct_schema(fields, like=schema), out

@@ -189,7 +189,7 @@ def _masked(field_type: str | None, value: Any, replacement: str | None) -> Any:
         try:
             if kind in ("int8", "int16", "int32", "int64"):
                 return int(replacement)
-            if kind in ("float32", "float64"):
+            if kind in ("float", "double"):
                 return float(replacement)
             if kind == "decimal":
                 return Decimal(replacement)
@@ -198,7 +198,7 @@ def _masked(field_type: str | None, value: Any, replacement: str | None) -> Any:
         except ValueError:
             raise DataError(f"Unable to convert {replacement} to {kind}") from None
         raise DataError(f"Cannot mask value of type {kind} with custom replacement.")
-    return {"int8": 0, "int16": 0, "int32": 0, "int64": 0, "float32": 0.0, "float64": 0.0,
+    return {"int8": 0, "int16": 0, "int32": 0, "int64": 0, "float": 0.0, "double": 0.0,
             "boolean": False, "string": "", "bytes": b"", "array": [], "map": {},
             "decimal": Decimal(0)}.get(kind)
 
@@ -209,7 +209,7 @@ def _kind_of(value: Any) -> str:
     if isinstance(value, int):
         return "int64"
     if isinstance(value, float):
-        return "float64"
+        return "double"
     if isinstance(value, Decimal):
         return "decimal"
     if isinstance(value, str):
