@@ -228,13 +228,15 @@ def _fields(schema: Schema | None, value: Any, only: list[str] | None, primitive
     """(column, schema, value) of a struct/map, or of a primitive named ``primitive_name``."""
     if isinstance(value, dict):
         subs = dict(schema.fields) if schema is not None and schema.type == "struct" else {}
-        names = only or list(value)
-        missing = [n for n in names if n not in value]
+        if only is None:
+            return [(n, subs.get(n), v) for n, v in value.items()]
+        missing = [n for n in only if n not in value]
         if missing:
             raise ConnectError(f"fields {missing} are not in the record")
-        return [(n, subs.get(n), value[n]) for n in names]
+        return [(n, subs.get(n), value[n]) for n in only]
     if primitive_name is None:
         raise ConnectError(f"the JDBC sink needs a struct or map value, got "
                            f"{type(value).__name__}")
     name = only[0] if only else primitive_name
     return [(name, schema, value)]
+
