@@ -33,7 +33,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import env_info, log, ratio, remove, workdir  # noqa: E402
-from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402
 
 from strom.testing import BrokerProcess  # noqa: E402
 from strom.testing.connect import ConnectWorkerProcess  # noqa: E402
@@ -51,30 +51,40 @@ def wait_until(check: Callable[[], bool], timeout: float) -> None:
     while not check():
         if time.monotonic() > deadline:
             raise TimeoutError("pipeline did not finish in time")
-        time.sleep(0.05)
+        time.sleep(0.1)
 
 
-def end_offset(bootstrap: str, topic: str) -> int:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-watermark"})
-    try:
-        return int(c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1])
-    finally:
-        c.close()
+class EndOffset:
+    """The end offset of partition 0 of a topic, through one long-lived consumer."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-end"})
+
+    def __call__(self, topic: str) -> int:
+        try:
+            tp = TopicPartition(topic, 0)
+            return int(self.consumer.get_watermark_offsets(tp, timeout=10)[1])
+        except KafkaException:  # the topic is not created yet
+            return 0
+
+    def close(self) -> None:
+        self.consumer.close()
 
 
-def file_to_topic_connect(bootstrap: str, worker: ConnectWorkerProcess, path: Path,
+def file_to_topic_connect(end_offset: EndOffset, worker: ConnectWorkerProcess, path: Path,
                           topic: str, n: int) -> float:
     start = time.perf_counter()
     status, body = worker.request("POST", "/connectors", {"name": "bench-file", "config": {
         "connector.class": "FileStreamSource", "file": str(path), "topic": topic}})
     assert status == 201, body
-    wait_until(lambda: end_offset(bootstrap, topic) >= n, 600)
+    wait_until(lambda: end_offset(topic) >= n, 600)
     elapsed = time.perf_counter() - start
     worker.request("DELETE", "/connectors/bench-file")
     return n / elapsed
 
 
-def file_to_topic_hand(bootstrap: str, path: Path, topic: str, n: int) -> float:
+def file_to_topic_hand(bootstrap: str, end_offset: EndOffset, path: Path, topic: str,
+                       n: int) -> float:
     start = time.perf_counter()
     producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER})
     with open(path, "rb") as f:
@@ -86,7 +96,7 @@ def file_to_topic_hand(bootstrap: str, path: Path, topic: str, n: int) -> float:
                 except BufferError:
                     producer.poll(0.05)
     producer.flush(120)
-    wait_until(lambda: end_offset(bootstrap, topic) >= n, 600)
+    wait_until(lambda: end_offset(topic) >= n, 600)
     return n / (time.perf_counter() - start)
 
 
@@ -95,6 +105,7 @@ class Database:
 
     def __init__(self, root: Path) -> None:
         self.pg: PostgresProcess | None = None
+        self._counter: Any = None
         if postgres_binaries() is not None:
             self.pg = PostgresProcess().start()
             self.kind, self.url = "postgresql", self.pg.url
@@ -111,17 +122,20 @@ class Database:
         return sqlite3.connect(self.path)
 
     def count(self, table: str) -> int:
-        conn = self.connect()
+        if self._counter is None:
+            self._counter = self.connect()
         try:
-            cur = conn.cursor()
+            cur = self._counter.cursor()
             cur.execute(f"SELECT count(*) FROM {table}")
-            return int(cur.fetchone()[0])
+            result = int(cur.fetchone()[0])
         except Exception:  # noqa: BLE001 - not created yet
-            return 0
-        finally:
-            conn.close()
+            result = 0
+        self._counter.rollback()  # the next count sees newer commits
+        return result
 
     def close(self) -> None:
+        if self._counter is not None:
+            self._counter.close()
         if self.pg is not None:
             self.pg.cleanup()
 
@@ -192,8 +206,12 @@ def main() -> None:
         lines = root / "lines.txt"
         lines.write_text("".join(f"line {i:08d} {'x' * 60}\n" for i in range(n)))
         log(f"file -> topic, {n} lines")
-        connect_file = file_to_topic_connect(broker.bootstrap, worker, lines, "file-connect", n)
-        hand_file = file_to_topic_hand(broker.bootstrap, lines, "file-hand", n)
+        end_offset = EndOffset(broker.bootstrap)
+        try:
+            connect_file = file_to_topic_connect(end_offset, worker, lines, "file-connect", n)
+            hand_file = file_to_topic_hand(broker.bootstrap, end_offset, lines, "file-hand", n)
+        finally:
+            end_offset.close()
         log("producing the JSON records for topic -> database")
         producer = Producer({"bootstrap.servers": broker.bootstrap, **PRODUCER})
         for i in range(n):

@@ -148,6 +148,17 @@ def test_bad_transform_config_is_400_and_in_validate(worker: ConnectWorkerProces
     assert "Transforms: r" in result["groups"] and "Error Handling" in result["groups"]
 
 
+def test_plugins_list_transforms_and_predicates(worker: ConnectWorkerProcess) -> None:
+    status, plugins = worker.request("GET", "/connector-plugins?connectorsOnly=false")
+    assert status == 200
+    kinds = {p["class"]: p["type"] for p in plugins}
+    assert kinds["org.apache.kafka.connect.transforms.InsertField$Value"] == "transformation"
+    assert kinds["org.apache.kafka.connect.transforms.predicates.RecordIsTombstone"] == \
+        "predicate"
+    assert kinds["io.confluent.connect.jdbc.JdbcSinkConnector"] == "sink"
+    assert kinds["strom.connect.parquet.ParquetSinkConnector"] == "sink"
+
+
 def test_source_transforms_shape_what_is_produced(worker: ConnectWorkerProcess, broker: Any,
                                                   tmp_path: Path, topic_name: str) -> None:
     (tmp_path / "in.txt").write_text("alpha\nbeta\n")

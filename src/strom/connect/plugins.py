@@ -130,6 +130,12 @@ def plugin_list(connectors_only: bool = True) -> list[dict[str, str]]:
         out.append({"class": class_name(cls), "type": cls.connector_type,
                     "version": cls.version()})
     if not connectors_only:
+        from strom.connect.predicates import PREDICATES
+        from strom.connect.transforms import TRANSFORMS
+
         for full in BUILTIN_CONVERTERS:
             out.append({"class": full, "type": "converter", "version": "0.1.0"})
+        out += [{"class": full, "type": "transformation", "version": "0.1.0"}
+                for full in TRANSFORMS]
+        out += [{"class": full, "type": "predicate", "version": "0.1.0"} for full in PREDICATES]
     return out
