@@ -86,3 +86,35 @@ def test_dlq_may_not_be_a_consumed_topic() -> None:
     values = {v.name: v.errors for v in d.validate({"errors.tolerance": "some"})}
     assert values["errors.tolerance"] == ["Invalid value some for configuration "
                                           "errors.tolerance: String must be one of: none, all"]
+
+
+def test_source_offsets_released_only_for_the_acknowledged_prefix() -> None:
+    from strom.connect.api import SourceTask
+    from strom.connect.backing import MemoryOffsetBackingStore
+    from strom.connect.converters import StringConverter
+    from strom.connect.tasks import WorkerSourceTask, _SubmittedBatch
+
+    class Idle(SourceTask):
+        def start(self, config: dict[str, str]) -> None: ...
+        def stop(self) -> None: ...
+        def poll(self) -> None:
+            return None
+
+    task = WorkerSourceTask("c", 0, Idle(), {}, StringConverter(), StringConverter(), {}, 1.0,
+                            offsets=MemoryOffsetBackingStore())
+    first, second = _SubmittedBatch(outstanding=2), _SubmittedBatch(outstanding=1)
+    first.offsets, second.offsets = {"p": {"pos": 1}}, {"p": {"pos": 2}}
+    task.in_flight.extend([first, second])
+    second.delivered(None, None)
+    task._collect()
+    assert task.pending == {}  # the earlier batch is still in flight
+    first.delivered(None, None)
+    first.delivered(None, None)
+    task._collect()
+    assert task.pending == {"p": {"pos": 2}} and not task.in_flight
+    failed = _SubmittedBatch(outstanding=1, offsets={"p": {"pos": 3}})
+    task.in_flight.append(failed)
+    failed.delivered("boom", None)  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError, match="producing to Kafka failed: boom"):
+        task._collect()
+    assert task.pending == {"p": {"pos": 2}}
