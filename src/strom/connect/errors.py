@@ -110,7 +110,7 @@ class ErrorHandler:
         self.stopping = stopping or threading.Event()
         self.sleep = sleep or self.stopping.wait
         self.clock = clock
-        self.original: Original | None = None
+        self._original: Callable[[], Original] | None = None
         self.failures = 0
         self.dlq: DeadLetterQueueReporter | None = None
         topic = parsed.get("errors.deadletterqueue.topic.name") or ""
@@ -120,8 +120,13 @@ class ErrorHandler:
                 parsed["errors.deadletterqueue.context.headers.enable"], connector, task_id,
                 client_config or {})
 
-    def begin(self, original: Original) -> None:
-        self.original = original
+    def begin(self, original: Callable[[], Original]) -> None:
+        """Name the record about to go through the stages (built only when one fails)."""
+        self._original = original
+
+    @property
+    def original(self) -> Original | None:
+        return self._original() if self._original is not None else None
 
     def run(self, stage: str, class_name: str, operation: Callable[[], Any]) -> Any:
         """``operation()`` with retries; on a remaining failure report, then fail or skip."""
@@ -149,8 +154,9 @@ class ErrorHandler:
             LOG.error("Error encountered in task %s-%d. Executing stage '%s' with class '%s'%s: "
                       "%s: %s", self.connector, self.task_id, stage, class_name,
                       self._describe(), type(exc).__name__, exc)
-        if self.dlq is not None and self.original is not None:
-            self.dlq.report(self.original, stage, class_name, exc)
+        original = self.original
+        if self.dlq is not None and original is not None:
+            self.dlq.report(original, stage, class_name, exc)
         if not self.tolerance_all:
             raise ConnectError("Tolerance exceeded in error handler") from exc
         raise Tolerated(str(exc)) from exc

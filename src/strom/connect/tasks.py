@@ -175,8 +175,7 @@ class WorkerSourceTask(WorkerTask):
         for original in records:
             # Transforms then converters, each step through the error handler (Kafka's order);
             # a record dropped or tolerated still counts for its source offset below.
-            errors.begin(Original(original.topic, original.partition, None, original.key,
-                                  original.value, original.headers, original.timestamp))
+            errors.begin(_source_context(original))
             try:
                 r = self.transforms.apply(original, errors.run)
                 if r is None:
@@ -200,8 +199,13 @@ class WorkerSourceTask(WorkerTask):
                 except BufferError:
                     producer.poll(0.1)
         # At-least-once: these offsets count once this batch and all before it are acknowledged.
+        last: Any = None
+        partition_key = ""
         for r in records:
-            batch.offsets[json.dumps(r.source_partition, sort_keys=True)] = r.source_offset
+            if r.source_partition != last:  # a dict compare is cheaper than a dumps per record
+                last = r.source_partition
+                partition_key = json.dumps(last, sort_keys=True)
+            batch.offsets[partition_key] = r.source_offset
 
     def _convert(self, r: Any) -> tuple[bytes | None, bytes | None]:
         errors = self.errors
@@ -290,8 +294,8 @@ class WorkerSinkTask(WorkerTask):
         errors = self.errors
         timestamp = msg.timestamp()[1]
         headers = list(msg.headers() or [])
-        errors.begin(Original(topic, msg.partition(), msg.offset(), msg.key(), msg.value(),
-                              headers, timestamp))
+        errors.begin(lambda: Original(topic, msg.partition(), msg.offset(), msg.key(),
+                                      msg.value(), headers, timestamp))
         try:
             key_schema, key = errors.run(
                 "KEY_CONVERTER", self.key_converter_class,
@@ -331,3 +335,8 @@ class WorkerSinkTask(WorkerTask):
                         exc)
 
 
+
+
+def _source_context(r: Any) -> Any:
+    """What the error handler reports for a source record (built only if it fails)."""
+    return lambda: Original(r.topic, r.partition, None, r.key, r.value, r.headers, r.timestamp)

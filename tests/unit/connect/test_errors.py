@@ -24,7 +24,7 @@ class FakeClock:
 def handler(clock: FakeClock, **config: str) -> ErrorHandler:
     h = ErrorHandler("c", 0, {k.replace("_", "."): v for k, v in config.items()}, sink=True,
                      sleep=clock.sleep, clock=clock)
-    h.begin(Original("t", 0, 5, b"k", b"v", []))
+    h.begin(lambda: Original("t", 0, 5, b"k", b"v", []))
     return h
 
 
