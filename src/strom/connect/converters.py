@@ -169,20 +169,56 @@ _ENVELOPE_ERROR = (
 
 
 class JsonConverter(Converter):
-    """UTF-8 JSON without ASCII escapes, compact separators: the bytes Kafka's (Jackson) writes."""
+    """UTF-8 JSON without ASCII escapes, compact separators: the bytes Kafka's (Jackson) writes.
+
+    Schemas are cached both ways (Kafka's ``schemas.cache.size``, 1000): records of a topic
+    share a few schemas, and parsing or rendering one per record was most of the cost.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._parsed: dict[str, Schema] = {}  # repr of the schema's JSON -> Schema
+        self._rendered: dict[Schema, str] = {}  # Schema -> its JSON text
 
     @property
     def schemas_enable(self) -> bool:
         return str(self.config.get("schemas.enable", "true")).lower() == "true"
 
+    def _cache_size(self) -> int:
+        try:
+            return max(int(self.config.get("schemas.cache.size", 1000)), 0)
+        except ValueError:
+            return 1000
+
+    def _schema_json(self, schema: Schema) -> str:
+        text = self._rendered.get(schema)
+        if text is None:
+            text = json.dumps(schema.as_json(), separators=(",", ":"), ensure_ascii=False)
+            if len(self._rendered) >= self._cache_size():
+                self._rendered.clear()
+            self._rendered[schema] = text
+        return text
+
+    def _schema_from(self, doc: Any) -> Schema:
+        key = repr(doc)  # JSON-decoded values: equal reprs are equal documents
+        schema = self._parsed.get(key)
+        if schema is None:
+            schema = Schema.from_json(doc)
+            if len(self._parsed) >= self._cache_size():
+                self._parsed.clear()
+            self._parsed[key] = schema
+        return schema
+
     def from_connect_data(self, topic: str, schema: Schema | None, value: Any) -> bytes | None:
         if value is None and not self.schemas_enable:
             return None
-        payload = _to_json_value(schema, value)
+        payload = json.dumps(_to_json_value(schema, value), separators=(",", ":"),
+                             ensure_ascii=False)
         if self.schemas_enable:
-            doc = {"schema": schema.as_json() if schema else None, "payload": payload}
-            return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
-        return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+            # The bytes json.dumps would give for {"schema": ..., "payload": ...}.
+            schema_text = self._schema_json(schema) if schema else "null"
+            return f'{{"schema":{schema_text},"payload":{payload}}}'.encode()
+        return payload.encode()
 
     def to_connect_data(self, topic: str, data: bytes | None) -> tuple[Schema | None, Any]:
         if data is None:
@@ -198,5 +234,5 @@ class JsonConverter(Converter):
             raise DataError(_ENVELOPE_ERROR)
         if doc["schema"] is None:
             return None, doc["payload"]
-        schema = Schema.from_json(doc["schema"])
+        schema = self._schema_from(doc["schema"])
         return schema, _from_json_value(schema, doc["payload"])

@@ -15,6 +15,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
+from strom.connect import errors as errors_api
 from strom.connect import offsets as offsets_api
 from strom.connect.api import Connector, ConnectorContext, SinkConnector
 from strom.connect.backing import ConfigBackingStore, OffsetBackingStore
@@ -22,6 +23,7 @@ from strom.connect.config import ConfigDef, ConfigKey, at_least, non_empty_strin
 from strom.connect.converters import Converter
 from strom.connect.plugins import PluginNotFound, class_name, find_connector, find_converter
 from strom.connect.tasks import WorkerSinkTask, WorkerSourceTask, WorkerTask
+from strom.connect.transforms import chain as transform_chain
 
 LOG = logging.getLogger("strom.connect.herder")
 
@@ -94,8 +96,14 @@ class StandaloneHerder:
         if issubclass(cls, SinkConnector):
             definition = definition.merged(SINK_DEF)
         definition = definition.merged(cls.config_def())
+        # transforms.*, predicates.* and errors.*: Kafka's ConnectorConfig.enrich
+        chain_def, cross = transform_chain.definitions(config)
+        errors_def, errors_cross = errors_api.definitions(config, issubclass(cls, SinkConnector))
+        definition = definition.merged(chain_def).merged(errors_def)
         values = definition.validate(config)
         by_name = {v.name: v for v in values}
+        for key, problems in [*cross.items(), *errors_cross.items()]:
+            by_name[key].errors.extend(problems)
         if issubclass(cls, SinkConnector):
             has_topics = bool(config.get("topics", "").strip())
             has_regex = bool(config.get("topics.regex", "").strip())
@@ -358,6 +366,9 @@ class StandaloneHerder:
         base = {"bootstrap.servers": self.worker_config.get("bootstrap.servers",
                                                             "localhost:9092"),
                 "client.id": f"connector-{rt.name}-{index}"}
+        common["transforms"] = transform_chain.build_chain(rt.config)
+        common["errors"] = errors_api.ErrorHandler(rt.name, index, rt.config,
+                                                   sink=rt.type == "sink", client_config=base)
         if rt.type == "sink":
             consumer = {k[9:]: v for k, v in self.worker_config.items()
                         if k.startswith("consumer.")}

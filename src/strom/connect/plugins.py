@@ -21,6 +21,8 @@ from strom.connect.converters import (
     StringConverter,
 )
 from strom.connect.file import FileStreamSinkConnector, FileStreamSourceConnector
+from strom.connect.jdbc import JdbcSinkConnector, JdbcSourceConnector
+from strom.connect.parquet import ParquetSinkConnector
 
 CONNECTOR_GROUP = "strom.connectors"
 CONVERTER_GROUP = "strom.converters"
@@ -29,6 +31,9 @@ CONVERTER_GROUP = "strom.converters"
 BUILTIN_CONNECTORS: dict[str, type[Connector]] = {
     "org.apache.kafka.connect.file.FileStreamSourceConnector": FileStreamSourceConnector,
     "org.apache.kafka.connect.file.FileStreamSinkConnector": FileStreamSinkConnector,
+    "io.confluent.connect.jdbc.JdbcSourceConnector": JdbcSourceConnector,
+    "io.confluent.connect.jdbc.JdbcSinkConnector": JdbcSinkConnector,
+    "strom.connect.parquet.ParquetSinkConnector": ParquetSinkConnector,
 }
 BUILTIN_CONVERTERS: dict[str, type[Converter]] = {
     "org.apache.kafka.connect.json.JsonConverter": JsonConverter,
@@ -125,6 +130,12 @@ def plugin_list(connectors_only: bool = True) -> list[dict[str, str]]:
         out.append({"class": class_name(cls), "type": cls.connector_type,
                     "version": cls.version()})
     if not connectors_only:
+        from strom.connect.predicates import PREDICATES
+        from strom.connect.transforms import TRANSFORMS
+
         for full in BUILTIN_CONVERTERS:
             out.append({"class": full, "type": "converter", "version": "0.1.0"})
+        out += [{"class": full, "type": "transformation", "version": "0.1.0"}
+                for full in TRANSFORMS]
+        out += [{"class": full, "type": "predicate", "version": "0.1.0"} for full in PREDICATES]
     return out

@@ -1,8 +1,10 @@
 """Worker tasks: the thread that runs one source or sink task and moves its data.
 
-Source: ``poll`` -> convert -> produce (confluent-kafka, ``acks=all``, murmur2_random). The
-source offsets of a batch become committable only once every record of the batch was
-acknowledged by the broker; they are stored every ``offset.flush.interval.ms`` and when the
+Source: ``poll`` -> transform -> convert -> produce (confluent-kafka, ``acks=all``,
+murmur2_random). Polled batches are produced without waiting; their acknowledgements arrive
+through the producer's callbacks while the task keeps polling. The source offsets of a batch
+become committable only once every record of it and of every earlier batch was acknowledged
+(Kafka's SubmittedRecords); they are stored every ``offset.flush.interval.ms`` and when the
 task stops (at-least-once: a crash replays what was produced after the last stored offsets).
 Sink: consume (group ``connect-<name>``, no auto commit, earliest) -> convert -> ``put``; every
 ``offset.flush.interval.ms`` the task's ``pre_commit`` (flush) runs first and only then are the
@@ -13,11 +15,14 @@ States are Kafka's: RUNNING, PAUSED, FAILED (with ``trace``), UNASSIGNED.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
 import time
 import traceback
+from collections import deque
+from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -32,6 +37,9 @@ from strom.connect.api import (
 )
 from strom.connect.backing import OffsetBackingStore
 from strom.connect.converters import Converter
+from strom.connect.errors import ErrorHandler, Original, Tolerated
+from strom.connect.plugins import class_name
+from strom.connect.transforms.chain import TransformationChain
 
 LOG = logging.getLogger("strom.connect.task")
 
@@ -41,7 +49,9 @@ class WorkerTask(threading.Thread):
 
     def __init__(self, connector: str, task_id: int, task: Task, config: dict[str, str],
                  key_converter: Converter, value_converter: Converter,
-                 client_config: dict[str, Any], flush_interval_s: float) -> None:
+                 client_config: dict[str, Any], flush_interval_s: float,
+                 transforms: TransformationChain | None = None,
+                 errors: ErrorHandler | None = None) -> None:
         super().__init__(name=f"{connector}-{task_id}", daemon=True)
         self.connector = connector
         self.task_id = task_id
@@ -55,6 +65,12 @@ class WorkerTask(threading.Thread):
         self.trace: str | None = None
         self.stopping = threading.Event()
         self.paused = threading.Event()
+        self.transforms = transforms or TransformationChain([])
+        self.errors = errors or ErrorHandler(connector, task_id, {}, sink=False)
+        self.errors.stopping = self.stopping  # retries end when the task stops
+        self.errors.sleep = self.stopping.wait
+        self.key_converter_class = class_name(type(key_converter))
+        self.value_converter_class = class_name(type(value_converter))
 
     def run(self) -> None:
         try:
@@ -71,6 +87,8 @@ class WorkerTask(threading.Thread):
                 self.task.stop()
             except Exception:  # noqa: BLE001
                 LOG.exception("task %s-%d stop failed", self.connector, self.task_id)
+            self.transforms.close()
+            self.errors.close()
             if self.state != "FAILED":
                 self.state = "UNASSIGNED"
 
@@ -91,6 +109,20 @@ class WorkerTask(threading.Thread):
             self.join(timeout)
 
 
+@dataclass
+class _SubmittedBatch:
+    """One polled batch in flight: its source offsets, records not yet acknowledged."""
+
+    offsets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    outstanding: int = 0
+    error: KafkaError | None = None
+
+    def delivered(self, err: KafkaError | None, _msg: Any) -> None:
+        self.outstanding -= 1
+        if err is not None and self.error is None:
+            self.error = err
+
+
 class WorkerSourceTask(WorkerTask):
     def __init__(self, *args: Any, offsets: OffsetBackingStore, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -98,6 +130,7 @@ class WorkerSourceTask(WorkerTask):
         assert isinstance(self.task, SourceTask)
         self.task.initialize(SourceTaskContext(lambda p: offsets.get(self.connector, p)))
         self.pending: dict[str, dict[str, Any]] = {}  # acknowledged, not yet stored
+        self.in_flight: deque[_SubmittedBatch] = deque()  # produced, in poll order
 
     def execute(self) -> None:
         task = self.task
@@ -114,24 +147,44 @@ class WorkerSourceTask(WorkerTask):
                 records = task.poll() or []
                 if records:
                     self._send(producer, records)
+                producer.poll(0)  # serve delivery callbacks
+                self._collect()
                 if time.monotonic() - last_flush >= self.flush_interval_s:
                     self._commit_offsets()
                     last_flush = time.monotonic()
         finally:
             producer.flush(10)
+            # Offsets up to a failed batch are collected; that batch's error fails the task.
+            with contextlib.suppress(RuntimeError):
+                self._collect()
             self._commit_offsets()
 
+    def _collect(self) -> None:
+        """Move the offsets of the acknowledged prefix of batches to ``pending``."""
+        while self.in_flight and self.in_flight[0].outstanding == 0:
+            batch = self.in_flight[0]
+            if batch.error is not None:
+                raise RuntimeError(f"producing to Kafka failed: {batch.error}")
+            self.in_flight.popleft()
+            self.pending.update(batch.offsets)
+
     def _send(self, producer: Producer, records: list[Any]) -> None:
-        failures: list[KafkaError] = []
-
-        def delivered(err: KafkaError | None, _msg: Any) -> None:
-            if err is not None:
-                failures.append(err)
-
-        for r in records:
-            key = self.key_converter.from_connect_data(r.topic, r.key_schema, r.key)
-            value = self.value_converter.from_connect_data(r.topic, r.value_schema, r.value)
-            kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": delivered}
+        batch = _SubmittedBatch()
+        self.in_flight.append(batch)
+        errors = self.errors
+        for original in records:
+            # Transforms then converters, each step through the error handler (Kafka's order);
+            # a record dropped or tolerated still counts for its source offset below.
+            errors.begin(_source_context(original))
+            try:
+                r = self.transforms.apply(original, errors.run)
+                if r is None:
+                    continue
+                key, value = self._convert(r)
+            except Tolerated:
+                continue
+            kwargs: dict[str, Any] = {"key": key, "value": value,
+                                      "on_delivery": batch.delivered}
             if r.partition is not None:
                 kwargs["partition"] = r.partition
             if r.timestamp is not None:
@@ -141,16 +194,28 @@ class WorkerSourceTask(WorkerTask):
             while True:
                 try:
                     producer.produce(r.topic, **kwargs)
+                    batch.outstanding += 1
                     break
                 except BufferError:
                     producer.poll(0.1)
-        # At-least-once: the batch's offsets count only once the broker acknowledged it all.
-        remaining = producer.flush(60)
-        if remaining or failures:
-            reason = failures[0] if failures else f"{remaining} records not acknowledged"
-            raise RuntimeError(f"producing to Kafka failed: {reason}")
+        # At-least-once: these offsets count once this batch and all before it are acknowledged.
+        last: Any = None
+        partition_key = ""
         for r in records:
-            self.pending[json.dumps(r.source_partition, sort_keys=True)] = r.source_offset
+            if r.source_partition != last:  # a dict compare is cheaper than a dumps per record
+                last = r.source_partition
+                partition_key = json.dumps(last, sort_keys=True)
+            batch.offsets[partition_key] = r.source_offset
+
+    def _convert(self, r: Any) -> tuple[bytes | None, bytes | None]:
+        errors = self.errors
+        key = errors.run("KEY_CONVERTER", self.key_converter_class,
+                         lambda: self.key_converter.from_connect_data(r.topic, r.key_schema,
+                                                                      r.key))
+        value = errors.run("VALUE_CONVERTER", self.value_converter_class,
+                           lambda: self.value_converter.from_connect_data(
+                               r.topic, r.value_schema, r.value))
+        return key, value
 
     def _commit_offsets(self) -> None:
         if not self.pending:
@@ -202,7 +267,8 @@ class WorkerSinkTask(WorkerTask):
                     # Paused while this consume was in flight: give the records back.
                     self._rewind(consumer, messages)
                     continue
-                batch = [self._record(m) for m in messages if m.error() is None]
+                converted = [self._record(m) for m in messages if m.error() is None]
+                batch = [r for r in converted if r is not None]
                 if batch:
                     self._put(task, batch)
                 if time.monotonic() - last_commit >= self.flush_interval_s:
@@ -221,15 +287,29 @@ class WorkerSinkTask(WorkerTask):
         for (topic, partition), offset in first.items():
             consumer.seek(TopicPartition(topic, partition, offset))
 
-    def _record(self, msg: Any) -> SinkRecord:
+    def _record(self, msg: Any) -> SinkRecord | None:
+        """Convert then transform (each step through the error handler); None: skipped."""
         topic = msg.topic()
-        key_schema, key = self.key_converter.to_connect_data(topic, msg.key())
-        value_schema, value = self.value_converter.to_connect_data(topic, msg.value())
-        self.consumed[(topic, msg.partition())] = msg.offset() + 1
-        return SinkRecord(topic=topic, partition=msg.partition(), key=key, value=value,
-                          key_schema=key_schema, value_schema=value_schema,
-                          timestamp=msg.timestamp()[1], headers=list(msg.headers() or []),
-                          kafka_offset=msg.offset())
+        self.consumed[(topic, msg.partition())] = msg.offset() + 1  # skipped ones count too
+        errors = self.errors
+        timestamp = msg.timestamp()[1]
+        headers = list(msg.headers() or [])
+        errors.begin(lambda: Original(topic, msg.partition(), msg.offset(), msg.key(),
+                                      msg.value(), headers, timestamp))
+        try:
+            key_schema, key = errors.run(
+                "KEY_CONVERTER", self.key_converter_class,
+                lambda: self.key_converter.to_connect_data(topic, msg.key()))
+            value_schema, value = errors.run(
+                "VALUE_CONVERTER", self.value_converter_class,
+                lambda: self.value_converter.to_connect_data(topic, msg.value()))
+            record = SinkRecord(topic=topic, partition=msg.partition(), key=key, value=value,
+                                key_schema=key_schema, value_schema=value_schema,
+                                timestamp=timestamp, headers=headers,
+                                kafka_offset=msg.offset())
+            return self.transforms.apply(record, errors.run)
+        except Tolerated:
+            return None
 
     def _put(self, task: SinkTask, batch: list[SinkRecord]) -> None:
         while not self.stopping.is_set():
@@ -255,3 +335,8 @@ class WorkerSinkTask(WorkerTask):
                         exc)
 
 
+
+
+def _source_context(r: Any) -> Any:
+    """What the error handler reports for a source record (built only if it fails)."""
+    return lambda: Original(r.topic, r.partition, None, r.key, r.value, r.headers, r.timestamp)

@@ -67,3 +67,25 @@ def test_string_and_bytearray() -> None:
     assert b.to_connect_data("t", b"\x02")[1] == b"\x02"
     with pytest.raises(DataError, match="not compatible"):
         b.from_connect_data("t", None, "text")
+
+
+def test_json_converter_caches_schemas_both_ways() -> None:
+    from strom.connect.converters import JsonConverter, Schema
+
+    conv = JsonConverter()
+    conv.configure({"schemas.cache.size": "2"}, is_key=False)
+    schema = Schema("struct", name="p", fields=(("a", Schema("int32")),
+                                                ("b", Schema("double", optional=True))))
+    first = conv.from_connect_data("t", schema, {"a": 1, "b": None})
+    assert first == b'{"schema":{"type":"struct","optional":false,"name":"p","fields":[' \
+        b'{"type":"int32","optional":false,"field":"a"},{"type":"double","optional":true,' \
+        b'"field":"b"}]},"payload":{"a":1,"b":null}}'
+    assert conv.from_connect_data("t", schema, {"a": 2, "b": 0.5}) == \
+        first.replace(b'"a":1,"b":null', b'"a":2,"b":0.5')
+    s1, v1 = conv.to_connect_data("t", first)
+    s2, _ = conv.to_connect_data("t", first)
+    assert s1 == schema and s1 is s2 and v1 == {"a": 1, "b": None}  # parsed once
+    for n in range(3):  # the cache is bounded by schemas.cache.size
+        other = Schema("struct", name=f"o{n}", fields=(("a", Schema("int32")),))
+        conv.to_connect_data("t", conv.from_connect_data("t", other, {"a": n}) or b"")
+    assert len(conv._parsed) <= 2 and len(conv._rendered) <= 2

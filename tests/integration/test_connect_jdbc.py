@@ -1,0 +1,186 @@
+"""JDBC connectors on a real worker: PostgreSQL (a cluster made with initdb) and SQLite."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from strom.testing.connect import ConnectWorkerProcess
+from strom.testing.postgres import PostgresProcess, postgres_binaries
+from strom.testing.process import free_port
+
+sa = pytest.importorskip("sqlalchemy", reason="the jdbc extra (sqlalchemy) is not installed")
+pytest.importorskip("psycopg", reason="the jdbc extra (psycopg) is not installed")
+needs_pg = pytest.mark.skipif(postgres_binaries() is None,
+                              reason="PostgreSQL binaries absent (Debian package 'postgresql')")
+JSON = {"value.converter": "org.apache.kafka.connect.json.JsonConverter",
+        "value.converter.schemas.enable": "true"}
+
+
+@pytest.fixture(scope="module")
+def pg() -> Iterator[PostgresProcess]:
+    if postgres_binaries() is None:
+        pytest.skip("PostgreSQL binaries absent (Debian package 'postgresql')")
+    with PostgresProcess() as proc:
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def worker(broker: Any, tmp_path_factory: pytest.TempPathFactory
+           ) -> Iterator[ConnectWorkerProcess]:
+    proc = ConnectWorkerProcess(tmp_path_factory.mktemp("worker"), broker.bootstrap)
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def wait_for(check: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+
+def sql(url: str, statement: str, **params: Any) -> list[tuple[Any, ...]]:
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            result = conn.execute(sa.text(statement), params)
+            return [tuple(r) for r in result] if result.returns_rows else []
+    finally:
+        engine.dispose()
+
+
+class TopicReader:
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{topic}",
+                                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        self.consumer.assign([TopicPartition(topic, 0, 0)])
+        self.messages: list[Any] = []
+
+    def read(self, count: int, timeout: float = 30.0) -> list[Any]:
+        deadline = time.monotonic() + timeout
+        while len(self.messages) < count and time.monotonic() < deadline:
+            self.messages += [m for m in self.consumer.consume(100, 0.3) if m.error() is None]
+        return self.messages
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def create(worker: ConnectWorkerProcess, name: str, config: dict[str, str]) -> None:
+    status, body = worker.request("POST", "/connectors", {"name": name, "config": config})
+    assert status == 201, body
+
+
+@needs_pg
+def test_postgres_incremental_source_and_upsert_sink(
+        worker: ConnectWorkerProcess, broker: Any, pg: PostgresProcess, topic_name: str) -> None:
+    sql(pg.url, "CREATE TABLE orders (id SERIAL PRIMARY KEY, customer TEXT NOT NULL, "
+                "amount INTEGER NOT NULL)")
+    for customer, amount in [("ann", 10), ("bob", 20), ("ann", 30)]:
+        sql(pg.url, "INSERT INTO orders (customer, amount) VALUES (:c, :a)", c=customer, a=amount)
+    prefix = f"{topic_name}-"
+    create(worker, "pg-source", {
+        "connector.class": "io.confluent.connect.jdbc.JdbcSourceConnector",
+        "connection.url": pg.jdbc_url, "mode": "incrementing",
+        "incrementing.column.name": "id", "table.whitelist": "orders",
+        "topic.prefix": prefix, "poll.interval.ms": "200", **JSON,
+        "transforms": "key,extract", "transforms.key.type": "ValueToKey",
+        "transforms.key.fields": "customer", "transforms.extract.type":
+        "org.apache.kafka.connect.transforms.ExtractField$Key",
+        "transforms.extract.field": "customer"})
+    create(worker, "pg-sink", {
+        "connector.class": "JdbcSink", "connection.url": pg.url, "topics": prefix + "orders",
+        "insert.mode": "upsert", "pk.mode": "record_key", "pk.fields": "customer",
+        "auto.create": "true", "table.name.format": "latest_order", **JSON})
+    reader = TopicReader(broker.bootstrap, prefix + "orders")
+    try:
+        assert len(reader.read(3)) == 3
+        # Inserted while the connector runs: picked up by the next poll.
+        sql(pg.url, "INSERT INTO orders (customer, amount) VALUES ('bob', 40), ('cy', 50)")
+        messages = reader.read(5)
+        assert [(m.key(), json.loads(m.value())["payload"]) for m in messages] == [
+            (b"ann", {"id": 1, "customer": "ann", "amount": 10}),
+            (b"bob", {"id": 2, "customer": "bob", "amount": 20}),
+            (b"ann", {"id": 3, "customer": "ann", "amount": 30}),
+            (b"bob", {"id": 4, "customer": "bob", "amount": 40}),
+            (b"cy", {"id": 5, "customer": "cy", "amount": 50})]
+        schema = json.loads(messages[0].value())["schema"]
+        assert schema["name"] == "orders" and [f["type"] for f in schema["fields"]] == \
+            ["int32", "string", "int32"]
+        expected = [("ann", 3, 30), ("bob", 4, 40), ("cy", 5, 50)]
+
+        def latest() -> list[tuple[Any, ...]]:
+            try:
+                return sql(pg.url, "SELECT customer, id, amount FROM latest_order "
+                                   "ORDER BY customer")
+            except sa.exc.ProgrammingError:  # not created by the sink yet
+                return []
+
+        assert wait_for(lambda: latest() == expected, "upserted rows")
+    finally:
+        reader.close()
+        worker.request("DELETE", "/connectors/pg-source")
+        worker.request("DELETE", "/connectors/pg-sink")
+
+
+def test_sqlite_timestamp_incrementing_source(worker: ConnectWorkerProcess, broker: Any,
+                                              tmp_path: Path, topic_name: str) -> None:
+    url = f"sqlite:///{tmp_path / 'shop.db'}"
+    sql(url, "CREATE TABLE events (id INTEGER PRIMARY KEY, kind TEXT, at DATETIME NOT NULL)")
+    sql(url, "INSERT INTO events VALUES (1, 'a', '2026-01-01 00:00:00.000000'), "
+             "(2, 'b', '2026-01-01 00:00:00.000000')")
+    create(worker, "lite-source", {
+        "connector.class": "JdbcSource", "connection.url": f"jdbc:sqlite:{tmp_path / 'shop.db'}",
+        "mode": "timestamp+incrementing", "timestamp.column.name": "at",
+        "incrementing.column.name": "id", "topic.prefix": topic_name + "-",
+        "poll.interval.ms": "200", **JSON, "value.converter.schemas.enable": "false"})
+    reader = TopicReader(broker.bootstrap, topic_name + "-events")
+    try:
+        assert len(reader.read(2)) == 2
+        sql(url, "INSERT INTO events VALUES (3, 'c', '2026-01-02 00:00:00.000000')")
+        values = [json.loads(m.value()) for m in reader.read(3)]
+    finally:
+        reader.close()
+        worker.request("DELETE", "/connectors/lite-source")
+    assert values == [{"id": 1, "kind": "a", "at": 1767225600000},
+                      {"id": 2, "kind": "b", "at": 1767225600000},
+                      {"id": 3, "kind": "c", "at": 1767312000000}]
+
+
+@needs_pg
+def test_unreachable_database_fails_then_restarts(worker: ConnectWorkerProcess,
+                                                  topic_name: str) -> None:
+    port = free_port()
+    create(worker, "later", {
+        "connector.class": "JdbcSourceConnector", "mode": "bulk", "topic.prefix": topic_name,
+        "connection.url": f"jdbc:postgresql://127.0.0.1:{port}/postgres?user=postgres",
+        "connection.attempts": "1", "poll.interval.ms": "60000"})
+    try:
+        status = worker.request("GET", "/connectors/later/status")[1]
+        assert status["connector"]["state"] == "FAILED" and status["tasks"] == []
+        assert f"Could not connect to postgresql+psycopg://postgres@127.0.0.1:{port}/postgres" \
+               in status["connector"]["trace"]
+        with PostgresProcess(port=port) as late_pg:
+            sql(late_pg.url, "CREATE TABLE t (id INTEGER)")  # bulk: one task per table
+            code, body = worker.request("POST", "/connectors/later/restart?includeTasks=true")
+            assert code == 202, body
+            status = worker.request("GET", "/connectors/later/status")[1]
+            assert status["connector"]["state"] == "RUNNING"
+            wait_for(lambda: [t["state"] for t in worker.request(
+                "GET", "/connectors/later/status")[1]["tasks"]] == ["RUNNING"], "task RUNNING")
+    finally:
+        worker.request("DELETE", "/connectors/later")
