@@ -168,8 +168,7 @@ class ConfigTopicStore(ConfigBackingStore):
 
     def remove(self, name: str) -> None:
         self.log.send([(f"connector-{name}".encode(), None),
-                       (f"target-state-{name}".encode(), None),
-                       (f"task-count-record-{name}".encode(), None)])
+                       (f"target-state-{name}".encode(), None)])
         self.log.read_to_end()
 
     def put_task_configs(self, name: str, configs: list[dict[str, str]]) -> None:
