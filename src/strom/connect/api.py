@@ -4,7 +4,9 @@ A *connector* validates its configuration and splits the work into task configur
 *task* moves the data. Source tasks return :class:`SourceRecord` s from :meth:`SourceTask.poll`,
 each carrying a *source partition* and *source offset* (small JSON-able dicts) that the runtime
 stores only after the broker acknowledged the record, and hands back through
-:meth:`SourceTaskContext.offset` after a restart. Sink tasks receive :class:`SinkRecord` s in
+:meth:`SourceTaskContext.offset` after a restart. With exactly-once source support (KIP-618)
+the records and their source offsets are written in one Kafka transaction instead; a task may
+draw the transaction boundaries itself through :class:`TransactionContext`. Sink tasks receive :class:`SinkRecord` s in
 :meth:`SinkTask.put`; the runtime commits the consumer offsets returned by
 :meth:`SinkTask.pre_commit` only after :meth:`SinkTask.flush` returned (at-least-once).
 
@@ -75,11 +77,58 @@ class ConnectorContext:
         self.failure = exc
 
 
+class ExactlyOnceSupport:
+    """What :meth:`SourceConnector.exactly_once_support` answers (Kafka's enum)."""
+
+    SUPPORTED = "SUPPORTED"
+    UNSUPPORTED = "UNSUPPORTED"
+
+
+class ConnectorTransactionBoundaries:
+    """What :meth:`SourceConnector.can_define_transaction_boundaries` answers."""
+
+    SUPPORTED = "SUPPORTED"
+    UNSUPPORTED = "UNSUPPORTED"
+
+
+class TransactionContext:
+    """Lets a task define its transaction boundaries (``transaction.boundary=connector``).
+
+    As Kafka's: :meth:`commit_transaction` / :meth:`abort_transaction` without a record apply
+    after the batch the current (or next) ``poll`` returns; with a record, right after that
+    record was sent. An aborted transaction's records are dropped and their source offsets not
+    stored. Requests are made from the task's own thread (inside ``poll``).
+    """
+
+    def __init__(self) -> None:
+        self.batch_request: str | None = None  # "commit" | "abort" after the next batch
+        self.record_requests: dict[int, str] = {}  # id(record) -> "commit" | "abort"
+
+    def commit_transaction(self, record: SourceRecord | None = None) -> None:
+        self._request("commit", record)
+
+    def abort_transaction(self, record: SourceRecord | None = None) -> None:
+        self._request("abort", record)
+
+    def _request(self, what: str, record: SourceRecord | None) -> None:
+        if record is None:
+            self.batch_request = what
+        else:
+            self.record_requests[id(record)] = what
+
+
 class SourceTaskContext:
     """Gives a source task the offsets stored for its source partitions."""
 
-    def __init__(self, reader: Any) -> None:
+    def __init__(self, reader: Any,
+                 transaction_context: TransactionContext | None = None) -> None:
         self._reader = reader
+        self._transaction_context = transaction_context
+
+    def transaction_context(self) -> TransactionContext | None:
+        """The task's transaction context: only with exactly-once support enabled and
+        ``transaction.boundary=connector`` (None otherwise, as Kafka's)."""
+        return self._transaction_context
 
     def offset(self, partition: Mapping[str, Any]) -> SourceMap | None:
         """The last acknowledged offset of ``partition``, or None if nothing was stored."""
@@ -130,6 +179,17 @@ class Connector(ABC):
 
 class SourceConnector(Connector):
     connector_type = "source"
+
+    def exactly_once_support(self, config: dict[str, str]) -> str | None:
+        """:attr:`ExactlyOnceSupport.SUPPORTED` if the connector can give exactly-once
+        delivery with ``config`` (KIP-618); None (the default) when it does not say, which
+        ``exactly.once.support=required`` refuses."""
+        return None
+
+    def can_define_transaction_boundaries(self, config: dict[str, str]) -> str:
+        """Whether tasks define their own transactions through :class:`TransactionContext`
+        (``transaction.boundary=connector``); UNSUPPORTED by default."""
+        return ConnectorTransactionBoundaries.UNSUPPORTED
 
 
 class SinkConnector(Connector):

@@ -11,6 +11,13 @@ class starts and stops it and reacts to the config topic:
   connector where it runs; target states pause, resume or stop it here; restart requests
   restart what runs here.
 
+Exactly-once sources (``exactly.once.source.support=enabled``, see :mod:`strom.connect.eos`):
+an assigned source task whose connector is *pending fencing* (task configs committed after its
+last task-count record) is held back; every tick this worker asks the leader (``PUT
+/connectors/{name}/fence``, or directly when it leads) to fence the previous generation's
+transactional ids and write the new task-count record, and the held tasks start when that
+record is read.
+
 Statuses go to the status topic on each change (``worker_id`` = this worker, ``generation`` =
 the group generation); UNASSIGNED is written on a stop only while the record still names this
 worker, so a late stop never hides the new owner's RUNNING.
@@ -22,13 +29,16 @@ import logging
 import queue
 import threading
 import traceback
+from typing import Any
 
-from strom.connect.api import ConnectorContext
+from strom.connect import eos
+from strom.connect.api import ConnectorContext, SourceConnector
 from strom.connect.forward import post_json
 from strom.connect.group_protocol import ConnectorsAndTasks, TaskId
-from strom.connect.herder import ConnectorRuntime, StandaloneHerder
+from strom.connect.herder import ConnectorRuntime, RestError, StandaloneHerder
 from strom.connect.plugins import class_name, find_connector
 from strom.connect.tasks import WorkerTask
+from strom.connect.topic_log import TopicLog
 from strom.connect.topic_stores import (
     ConfigEvent,
     ConfigTopicStore,
@@ -63,6 +73,10 @@ class DistributedRuntime(StandaloneHerder):
         self.task_started_at: dict[TaskId, int] = {}  # config offset read when started
         self.is_leader = False
         self.leader_url: str | None = None
+        self.eos_mode = worker_config.get("exactly.once.source.support",
+                                          "disabled").strip().lower()
+        self.awaiting_fence: set[TaskId] = set()  # assigned, held until zombies are fenced
+        self.fence_lock = threading.Lock()
 
     def on_config_event(self, event: ConfigEvent) -> None:
         """Called by the config topic's reader thread: queue it for the herder thread."""
@@ -113,6 +127,11 @@ class DistributedRuntime(StandaloneHerder):
                 self.need_rejoin.set()
         elif event.kind == "target":
             self._apply_target(name, str(event.detail))
+        elif event.kind == "task-count":
+            for tid in sorted(t for t in self.awaiting_fence if t[0] == name):
+                self.awaiting_fence.discard(tid)
+                if tid in self.running.tasks:
+                    self.start_task(tid)
         elif event.kind == "restart":
             include_tasks, only_failed = event.detail
             rt = self.local_connectors.get(name)
@@ -218,6 +237,11 @@ class DistributedRuntime(StandaloneHerder):
         rt = ConnectorRuntime(name, config, task_configs=task_configs)
         try:
             rt.instance = find_connector(config["connector.class"])()
+            if self._exactly_once(rt.instance) and self.configs.pending_fencing(name):
+                LOG.info("task %s-%d waits for the leader to fence zombies", name, index)
+                self.awaiting_fence.add(tid)
+                self.wake.set()
+                return
             task = self._make_task(rt, index)
         except Exception as exc:  # noqa: BLE001 - the task's FAILED status
             self.publish_task(tid, "FAILED", "".join(traceback.format_exception(exc)))
@@ -228,6 +252,7 @@ class DistributedRuntime(StandaloneHerder):
         self.task_started_at[tid] = read_up_to
 
     def stop_task(self, tid: TaskId, deleted: bool = False) -> None:
+        self.awaiting_fence.discard(tid)
         task = self.local_tasks.pop(tid, None)
         if task is None:
             return
@@ -238,6 +263,71 @@ class DistributedRuntime(StandaloneHerder):
     def restart_local_task(self, tid: TaskId) -> None:
         self.stop_task(tid)
         self.start_task(tid)
+
+    # -- exactly-once sources -------------------------------------------------------------
+    def _exactly_once(self, connector: object) -> bool:
+        return self.eos_mode == "enabled" and isinstance(connector, SourceConnector)
+
+    def _source_task(self, rt: ConnectorRuntime, index: int, common: dict[str, Any],
+                     client_config: dict[str, Any]) -> WorkerTask:
+        if not self._exactly_once(rt.instance):
+            return super()._source_task(rt, index, common, client_config)
+        w = self.worker_config
+        boundary = rt.config.get("transaction.boundary", "poll").strip().lower()
+        interval = rt.config.get("transaction.boundary.interval.ms", "").strip()
+        interval_s = int(interval) / 1000 if interval else self.flush_interval_s
+        global_topic = w["offset.storage.topic"].strip()
+        topic = (rt.config.get("offsets.storage.topic") or "").strip() or global_topic
+        own = None
+        if topic != global_topic:
+            bootstrap = w.get("bootstrap.servers", "localhost:9092")
+            partitions = int(w.get("offset.storage.partitions", "25"))
+            replication = int(w.get("offset.storage.replication.factor", "3"))
+            client_id = f"{w['group.id']}-offsets-{rt.name}-{index}-{self.worker_id}"
+            own = OffsetTopicStore(lambda on_record: TopicLog(
+                bootstrap, topic, partitions=partitions, replication=replication,
+                client_id=client_id, on_record=on_record))
+        return eos.ExactlyOnceWorkerSourceTask(
+            **common, client_config=client_config, offsets=self.offsets,
+            transactional_id=eos.transactional_id(w["group.id"].strip(), rt.name, index),
+            boundary=boundary, interval_s=interval_s, offsets_topic=topic,
+            connector_offsets=own)
+
+    def request_fences(self) -> None:
+        """Ask the leader to fence the zombies of connectors whose tasks wait here."""
+        for name in sorted({t[0] for t in self.awaiting_fence}):
+            try:
+                if self.is_leader:
+                    self.fence_zombies(name)
+                elif self.leader_url:
+                    url = f"{self.leader_url.rstrip('/')}/connectors/{name}/fence?forward=true"
+                    status = post_json(url, None, method="PUT")
+                    if status >= 300:
+                        raise OSError(f"leader answered {status}")
+            except Exception as exc:  # noqa: BLE001 - retried on the next tick
+                LOG.warning("zombie fencing of %s not done yet: %s", name, exc)
+
+    def fence_zombies(self, name: str) -> None:
+        """The leader's part: fence every transactional id the connector's previous task
+        generation may still use, then write the task-count record of the current one."""
+        with self.fence_lock:
+            if not self.configs.pending_fencing(name):
+                return
+            with self.configs.lock:
+                previous = self.configs.task_count_records.get(name, 0)
+                current = len(self.configs.task_configs.get(name, []))
+            group = self.worker_config["group.id"].strip()
+            client = {"bootstrap.servers": self.worker_config.get("bootstrap.servers",
+                                                                  "localhost:9092"),
+                      **{k[9:]: v for k, v in self.worker_config.items()
+                         if k.startswith("producer.")}}
+            try:
+                eos.fence_producers(client, [eos.transactional_id(group, name, i)
+                                             for i in range(max(previous, current))])
+            except Exception as exc:  # noqa: BLE001 - one readable reason for the caller
+                raise RestError(500, f"Failed to fence zombie tasks of {name}: {exc}") from None
+            self.configs.put_task_count_record(name, current)
+            LOG.info("connector %s: zombies fenced, task count %d", name, current)
 
     # -- statuses -----------------------------------------------------------------------
     def publish_connector(self, name: str, state: str, trace: str | None) -> None:

@@ -109,6 +109,7 @@ class DistributedHerder(DistributedRuntime):
                     continue
                 with self.lock:
                     self.retry_task_configs()
+                    self.request_fences()
                     self.publish_task_states()
             except MembershipError as exc:
                 LOG.info("rebalance interrupted: %s", exc)
@@ -358,6 +359,14 @@ class DistributedHerder(DistributedRuntime):
         owner = (self.statuses.tasks_of(name).get(task_id) or {}).get("worker_id")
         raise ForwardRequest(f"http://{owner}" if owner else None,
                              "Cannot restart task since it is not assigned to this member")
+
+    def fence(self, name: str) -> None:
+        """``PUT /connectors/{name}/fence`` (worker to leader, KIP-618)."""
+        self._config_of(name)
+        if self.eos_mode != "enabled":
+            raise RestError(400, "Exactly-once source support is not enabled on this worker")
+        self._leader_only("Only the leader may perform zombie fencing.")
+        self.fence_zombies(name)
 
     def connector_offsets(self, name: str, method: str, body: Any = None) -> dict[str, Any]:
         config = self._config_of(name)

@@ -5,7 +5,8 @@ Required: ``group.id``, ``config.storage.topic``, ``offset.storage.topic``,
 broker's default), ``offset.storage.partitions`` 25, ``status.storage.partitions`` 5 (the config
 topic always has one partition), ``heartbeat.interval.ms`` 3000, ``session.timeout.ms`` 10000,
 ``rebalance.timeout.ms`` 60000, ``scheduled.rebalance.max.delay.ms`` 300000,
-``connect.protocol`` sessioned. The REST listener is ``listeners`` (or ``rest.host.name`` /
+``connect.protocol`` sessioned, ``exactly.once.source.support`` disabled (``preparing``,
+``enabled``: see :mod:`strom.connect.eos`). The REST listener is ``listeners`` (or ``rest.host.name`` /
 ``rest.port``); other workers reach it at ``rest.advertised.host.name`` /
 ``rest.advertised.port`` (the listener's by default), which is also the worker id in statuses.
 """
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from strom.connect.distributed import DistributedHerder
+from strom.connect.eos import WORKER_MODES
 from strom.connect.group_protocol import MODES
 from strom.connect.membership import GroupMember
 from strom.connect.standalone import (
@@ -53,6 +55,12 @@ def build_herder(worker: dict[str, str]) -> tuple[DistributedHerder, str, int]:
     if mode not in MODES:
         raise WorkerConfigError(f"Invalid value {mode} for configuration connect.protocol: "
                                 f"String must be one of: eager, compatible, sessioned")
+    eos_mode = worker.get("exactly.once.source.support", "disabled").strip().lower()
+    if eos_mode not in WORKER_MODES:
+        raise WorkerConfigError(f"Invalid value {eos_mode} for configuration "
+                                f"exactly.once.source.support: String must be one of (case "
+                                f"insensitive): {', '.join(WORKER_MODES)}")
+    worker["exactly.once.source.support"] = eos_mode
     if worker.get("plugin.path"):
         LOG.warning("plugin.path is ignored: strom finds Python connectors through the "
                     "'strom.connectors' entry points")

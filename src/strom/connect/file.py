@@ -14,6 +14,7 @@ import time
 from typing import IO, Any
 
 from strom.connect.api import (
+    ExactlyOnceSupport,
     SinkConnector,
     SinkRecord,
     SinkTask,
@@ -59,6 +60,11 @@ class FileStreamSourceConnector(SourceConnector):
 
     def task_class(self) -> type[Task]:
         return FileStreamSourceTask
+
+    def exactly_once_support(self, config: dict[str, str]) -> str | None:
+        # Positions are exact byte offsets of one file: replaying from a committed one is exact.
+        return (ExactlyOnceSupport.SUPPORTED if config.get("file", "").strip()
+                else ExactlyOnceSupport.UNSUPPORTED)
 
     def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
         return [dict(self.config)]  # one file, one task (as Kafka's)

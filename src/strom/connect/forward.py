@@ -54,9 +54,10 @@ def forward(target: ForwardRequest, method: str, path: str, query: list[tuple[st
         raise RestError(500, f"IO Error trying to forward REST request: {exc}") from None
 
 
-def post_json(url: str, doc: object, timeout: float = 30.0) -> int:
-    """POST a JSON document (worker to worker); the status code (raises OSError)."""
-    req = urllib.request.Request(url, data=json.dumps(doc).encode(), method="POST",
+def post_json(url: str, doc: object, timeout: float = 30.0, method: str = "POST") -> int:
+    """POST (or ``method``) a JSON document (worker to worker); the status code (raises
+    OSError)."""
+    req = urllib.request.Request(url, data=json.dumps(doc).encode(), method=method,
                                  headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:

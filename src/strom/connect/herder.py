@@ -15,9 +15,10 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
+from strom.connect import eos
 from strom.connect import errors as errors_api
 from strom.connect import offsets as offsets_api
-from strom.connect.api import Connector, ConnectorContext, SinkConnector
+from strom.connect.api import Connector, ConnectorContext, SinkConnector, SourceConnector
 from strom.connect.backing import ConfigBackingStore, OffsetBackingStore
 from strom.connect.config import ConfigDef, ConfigKey, at_least, non_empty_string
 from strom.connect.converters import Converter
@@ -70,6 +71,9 @@ class ConnectorRuntime:
 
 
 class StandaloneHerder:
+    #: ``exactly.once.source.support``: standalone workers have none (as Kafka's).
+    eos_mode = "disabled"
+
     def __init__(self, worker_id: str, worker_config: dict[str, str],
                  offsets: OffsetBackingStore, configs: ConfigBackingStore) -> None:
         self.worker_id = worker_id
@@ -95,6 +99,8 @@ class StandaloneHerder:
         definition = COMMON_DEF
         if issubclass(cls, SinkConnector):
             definition = definition.merged(SINK_DEF)
+        elif issubclass(cls, SourceConnector):
+            definition = definition.merged(eos.SOURCE_DEF)
         definition = definition.merged(cls.config_def())
         # transforms.*, predicates.* and errors.*: Kafka's ConnectorConfig.enrich
         chain_def, cross = transform_chain.definitions(config)
@@ -120,7 +126,12 @@ class StandaloneHerder:
                 except PluginNotFound as exc:
                     by_name[key].errors.append(str(exc))
         try:
-            extra = cls().validate(dict(config))
+            instance = cls()
+            extra = instance.validate(dict(config))
+            if isinstance(instance, SourceConnector):
+                for key, problems in eos.validate_source(instance, config,
+                                                         self.eos_mode).items():
+                    extra.setdefault(key, []).extend(problems)
         except Exception as exc:  # noqa: BLE001 - a connector's bug is a validation error
             extra = {"connector.class": [f"validate() failed: {exc}"]}
         for key, errors in extra.items():
@@ -377,5 +388,9 @@ class StandaloneHerder:
                                   topics_regex=rt.config.get("topics.regex") or None)
         producer = {k[9:]: v for k, v in self.worker_config.items()
                     if k.startswith("producer.")}
-        return WorkerSourceTask(**common, client_config={**base, **producer},
-                                offsets=self.offsets)
+        return self._source_task(rt, index, common, {**base, **producer})
+
+    def _source_task(self, rt: ConnectorRuntime, index: int, common: dict[str, Any],
+                     client_config: dict[str, Any]) -> WorkerTask:
+        """The worker task of a source task (distributed mode may make it exactly-once)."""
+        return WorkerSourceTask(**common, client_config=client_config, offsets=self.offsets)

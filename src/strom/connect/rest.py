@@ -175,6 +175,14 @@ def build_app(herder: StandaloneHerder, cluster_id: Callable[[], str | None]) ->
         await run_in_threadpool(put, request.path_params["name"], body)
         return Response(status_code=204)
 
+    def fence(request: Request) -> Response:
+        """Internal (worker to leader): fence a connector's zombie tasks (KIP-618)."""
+        fence_zombies = getattr(h, "fence", None)
+        if fence_zombies is None:
+            raise RestError(400, "Exactly-once source support is not enabled on this worker")
+        fence_zombies(request.path_params["name"])
+        return Response(status_code=204)
+
     def plugins(request: Request) -> Response:
         only = request.query_params.get("connectorsOnly", "true").lower() != "false"
         return JSONResponse(plugin_list(connectors_only=only))
@@ -219,6 +227,7 @@ def build_app(herder: StandaloneHerder, cluster_id: Callable[[], str | None]) ->
         Route(n + "/pause", pause, methods=["PUT"]),
         Route(n + "/resume", resume, methods=["PUT"]),
         Route(n + "/stop", stop, methods=["PUT"]),
+        Route(n + "/fence", fence, methods=["PUT"]),
         Route(n + "/offsets", offsets, methods=["GET", "PATCH", "DELETE"]),
         Route("/connector-plugins", plugins, methods=["GET"]),
         Route("/connector-plugins/{plugin}/config/validate", validate, methods=["PUT"]),

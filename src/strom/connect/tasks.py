@@ -74,6 +74,7 @@ class WorkerTask(threading.Thread):
 
     def run(self) -> None:
         try:
+            self.prepare()
             self.task.start(self.config)
             self.state = "PAUSED" if self.paused.is_set() else "RUNNING"
             LOG.info("task %s-%d started", self.connector, self.task_id)
@@ -91,6 +92,9 @@ class WorkerTask(threading.Thread):
             self.errors.close()
             if self.state != "FAILED":
                 self.state = "UNASSIGNED"
+
+    def prepare(self) -> None:
+        """Runs on the task's thread before the task starts (exactly-once: fence, read)."""
 
     def execute(self) -> None:
         raise NotImplementedError

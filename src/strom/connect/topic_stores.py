@@ -12,6 +12,10 @@ Config topic (``config.storage.topic``, one partition), string keys:
 - ``target-state-<name>``: ``{"state": "STARTED"|"PAUSED", "state.v2": "STARTED"|"PAUSED"|
   "STOPPED"}`` (``state`` says PAUSED for STOPPED, for older readers)
 - ``restart-connector-<name>``: ``{"include-tasks": bool, "only-failed": bool}``
+- ``task-count-record-<name>``: ``{"task-count": N}``, written by the leader once it fenced
+  the transactional ids of the connector's previous task generation (exactly-once sources,
+  KIP-618); a connector whose ``commit-<name>`` came after its last task-count record is
+  *pending fencing* and its exactly-once tasks do not start
 
 Offset topic (``offset.storage.topic``): key ``["<connector>",{source partition}]``, value the
 source offset. Status topic (``status.storage.topic``): ``status-connector-<name>`` and
@@ -44,7 +48,7 @@ def _loads(raw: bytes | None) -> Any:
 
 @dataclass
 class ConfigEvent:
-    kind: str  # connector | tasks | target | restart
+    kind: str  # connector | tasks | target | restart | task-count
     connector: str
     detail: Any = None
     offset: int = -1  # of the record in the config topic
@@ -62,6 +66,8 @@ class ConfigTopicStore(ConfigBackingStore):
         self.targets: dict[str, str] = {}
         self.deferred: dict[str, dict[int, dict[str, str]]] = {}
         self.inconsistent: set[str] = set()
+        self.task_count_records: dict[str, int] = {}
+        self.fence_pending: set[str] = set()
         self.offset = -1  # position after the last record read (Kafka's config offset)
         self.listener = listener
         self.log = make_log(self._on_record)
@@ -79,9 +85,20 @@ class ConfigTopicStore(ConfigBackingStore):
                     self.task_configs.pop(connector, None)
                     self.task_counts.pop(connector, None)
                     self.targets.pop(connector, None)
+                    self.task_count_records.pop(connector, None)
+                    self.fence_pending.discard(connector)
                 else:
                     self.connectors[connector] = dict(value.get("properties") or {})
                 event = ConfigEvent("connector", connector, value is None)
+            elif name.startswith("task-count-record-") and (
+                    value is None or "task-count" in value):  # not a task config's key
+                connector = name[len("task-count-record-"):]
+                if value is None or connector not in self.connectors:
+                    return
+                self.task_count_records[connector] = int(value.get("task-count", 0))
+                self.fence_pending.discard(connector)
+                event = ConfigEvent("task-count", connector,
+                                    self.task_count_records[connector])
             elif name.startswith("task-"):
                 connector, _, index = name[len("task-"):].rpartition("-")
                 if value is not None and index.isdigit():
@@ -99,6 +116,7 @@ class ConfigTopicStore(ConfigBackingStore):
                     self.inconsistent.discard(connector)
                     self.task_configs[connector] = [deferred[i] for i in range(count)]
                 self.task_counts[connector] = count
+                self.fence_pending.add(connector)
                 event = ConfigEvent("tasks", connector)
             elif name.startswith("target-state-"):
                 connector = name[len("target-state-"):]
@@ -169,6 +187,14 @@ class ConfigTopicStore(ConfigBackingStore):
         self.log.send([self._target_record(name, state)])
         self.log.read_to_end()
 
+    def pending_fencing(self, name: str) -> bool:
+        with self.lock:
+            return name in self.fence_pending
+
+    def put_task_count_record(self, name: str, count: int) -> None:
+        self.log.send([(f"task-count-record-{name}".encode(), dumps({"task-count": count}))])
+        self.log.read_to_end()
+
     def put_restart_request(self, name: str, include_tasks: bool, only_failed: bool) -> None:
         self.log.send([(f"restart-connector-{name}".encode(),
                         dumps({"include-tasks": include_tasks, "only-failed": only_failed}))])
@@ -211,6 +237,12 @@ class OffsetTopicStore(MemoryOffsetBackingStore):
 
     def forget(self, connector: str) -> None:
         self.put_all_or_remove(connector, [(p, None) for p, _ in self.entries(connector)])
+
+    def remember(self, connector: str, offsets: dict[str, dict[str, Any]]) -> None:
+        """Offsets written to the topic by someone else (a task's transaction, committed)."""
+        with self._lock:
+            for partition_json, offset in offsets.items():
+                self._data[_key(connector, json.loads(partition_json))] = offset
 
 
 class StatusTopicStore:
