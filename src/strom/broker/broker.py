@@ -123,9 +123,16 @@ class Broker:
     async def _start_admin_listener(self) -> None:
         from strom.broker.observability import admin
 
+        if self._admin is not None:  # already serving (tests start it ahead of start())
+            return
+
         address = admin.parse_listener(self.config.get(admin.CONFIG_KEY) or "")
         if address is None:
             log.info("admin listener off (%s is empty)", admin.CONFIG_KEY)
+            return
+        missing = admin.missing_packages()
+        if missing:  # dependencies of strom, but a broker without metrics beats no broker
+            log.warning("admin listener off: missing packages %s", ", ".join(missing))
             return
         self._admin = admin.AdminListener(self, *address)
         await self._admin.start()

@@ -32,6 +32,15 @@ CONFIG_KEY = "strom.admin.listener"
 DEFAULT = "127.0.0.1:9644"
 
 
+def missing_packages() -> list[str]:
+    """The packages the admin listener needs that are not installed."""
+    import importlib.util
+
+    modules = {"prometheus-client": "prometheus_client", "starlette": "starlette",
+               "uvicorn": "uvicorn"}  # fmt: skip
+    return [name for name, module in modules.items() if importlib.util.find_spec(module) is None]
+
+
 def parse_listener(value: str) -> tuple[str, int] | None:
     """``HOST:PORT`` -> (host, port); empty -> None (off). Raises :class:`ConfigError`."""
     value = value.strip()

@@ -146,11 +146,11 @@ class BrokerCollector(Collector):
             "Time from receiving a request to its response being ready (ms)", labels=["request"],
         )  # fmt: skip
         parts = {
-            "requestqueuetimems": ("queue_ms", "Time a request waited behind earlier requests "
+            "requestqueuetimems": ("queue_s", "Time a request waited behind earlier requests "
                                    "of its connection (ms)"),
-            "localtimems": ("local_ms", "Time a request was handled on the event loop, fsync "
+            "localtimems": ("local_s", "Time a request was handled on the event loop, fsync "
                             "waits included (ms)"),
-            "remotetimems": ("remote_ms", "Time a request waited in the purgatory (long-poll "
+            "remotetimems": ("remote_s", "Time a request waited in the purgatory (long-poll "
                              "Fetch) (ms)"),
         }  # fmt: skip
         summaries = {
@@ -166,9 +166,9 @@ class BrokerCollector(Collector):
             for code, count in sorted(stats.errors.items()):
                 errors.add_metric([name, error_name(code)], count)
             total.add_metric([name], _cumulative(stats.buckets, REQUEST_BUCKETS_MS),
-                             stats.total_ms)  # fmt: skip
+                             stats.total_s * 1000.0)  # fmt: skip
             for metric, (slot, _doc) in parts.items():
-                summaries[metric].add_metric([name], stats.count, getattr(stats, slot))
+                summaries[metric].add_metric([name], stats.count, getattr(stats, slot) * 1000.0)
         yield requests
         yield errors
         yield total

@@ -10,7 +10,8 @@ Invariants:
 - counters only grow while the process lives. A deleted topic's counters are folded into
   :attr:`BrokerMetrics.retired` (so the all-topics totals never go down) and its series vanish,
   as Kafka removes a deleted topic's metrics;
-- request times are seconds from ``time.perf_counter``; what is exposed is milliseconds, Kafka's
+- request times are summed in seconds from ``time.perf_counter`` (the local time is the
+  total less the others, derived when scraped); what is exposed is milliseconds, Kafka's
   unit (``TotalTimeMs`` …).
 
 The cluster work calls :class:`ReplicationMetrics` (``broker.metrics.replication``):
@@ -21,13 +22,14 @@ for "this broker is the active controller".
 
 from __future__ import annotations
 
-import bisect
+from bisect import bisect_left as _bisect
 from collections.abc import Callable
 
 #: Upper bounds (ms) of the request-time histogram buckets; the last bucket is +Inf.
 REQUEST_BUCKETS_MS: tuple[float, ...] = (
     0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000,
 )  # fmt: skip
+_BUCKETS_S = tuple(ms / 1000.0 for ms in REQUEST_BUCKETS_MS)  # what the hot path compares
 #: API keys are below this (Kafka's highest is in the 80s); larger keys are never served.
 MAX_API_KEYS = 128
 
@@ -59,16 +61,20 @@ class TopicCounters:
 class RequestCounters:
     """``RequestMetrics`` of one API: count, time split and histogram, errors by code."""
 
-    __slots__ = ("count", "total_ms", "queue_ms", "local_ms", "remote_ms", "buckets", "errors")
+    __slots__ = ("count", "total_s", "queue_s", "remote_s", "buckets", "errors")
 
     def __init__(self) -> None:
         self.count = 0
-        self.total_ms = 0.0
-        self.queue_ms = 0.0  # received, waiting behind earlier requests of the connection
-        self.local_ms = 0.0  # handled on the event loop (includes waits for fsyncs)
-        self.remote_ms = 0.0  # parked in the purgatory (a long-polling Fetch)
+        self.total_s = 0.0  # received -> response ready
+        self.queue_s = 0.0  # received, waiting behind earlier requests of the connection
+        self.remote_s = 0.0  # parked in the purgatory (a long-polling Fetch)
         self.buckets = [0] * (len(REQUEST_BUCKETS_MS) + 1)
         self.errors: dict[int, int] = {}  # error code (not NONE) -> occurrences
+
+    @property
+    def local_s(self) -> float:
+        """Handled on the event loop (fsync waits included): the rest of the total."""
+        return max(self.total_s - self.queue_s - self.remote_s, 0.0)
 
 
 def _zero() -> int:
@@ -158,13 +164,13 @@ class BrokerMetrics:
         ``started``, answered at ``ended`` (perf_counter seconds), ``remote`` seconds of it
         parked in the purgatory."""
         stats = self.requests[api_key]
-        total = (ended - arrived) * 1000.0
+        total = ended - arrived
         stats.count += 1
-        stats.total_ms += total
-        stats.queue_ms += (started - arrived) * 1000.0
-        stats.remote_ms += remote * 1000.0
-        stats.local_ms += (ended - started - remote) * 1000.0
-        stats.buckets[bisect.bisect_left(REQUEST_BUCKETS_MS, total)] += 1
+        stats.total_s += total
+        stats.queue_s += started - arrived
+        if remote:
+            stats.remote_s += remote
+        stats.buckets[_bisect(_BUCKETS_S, total)] += 1
 
     def request_error(self, api_key: int, code: int) -> None:
         """An error code (not NONE) in a response of ``api_key`` (``ErrorsPerSec``)."""
