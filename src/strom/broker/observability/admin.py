@@ -87,15 +87,15 @@ def build_app(broker: Broker) -> Any:
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
-    from strom.broker.observability.collector import BrokerCollector
+    from strom.broker.observability.collector import render
 
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(BrokerCollector(broker))
-    ProcessCollector(registry=registry)  # process_cpu_seconds_total, RSS, open fds …
-    PlatformCollector(registry=registry)
+    process = CollectorRegistry(auto_describe=False)
+    ProcessCollector(registry=process)  # process_cpu_seconds_total, RSS, open fds …
+    PlatformCollector(registry=process)
 
     async def metrics(request: Request) -> Response:
-        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+        body = render(broker).encode() + generate_latest(process)
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
 
     async def live(request: Request) -> Response:
         return JSONResponse({"status": "live"})
