@@ -13,7 +13,10 @@ broker in turn (the order alternates between rounds, so drift on a shared machin
 
 The figure is the broker process's CPU (utime+stime, ``/proc/<pid>/stat``) during the phase
 per million messages; the median over rounds is reported with ``ratios`` scraped / off
-(target: within 5 %, i.e. <= 1.05). The counters themselves run in both brokers: to see their
+(target: within 5 %, i.e. <= 1.05); ``all`` is the three phases together (CPU summed over
+messages summed), the steadiest figure (the consume phase alone is a few clock ticks). An
+idle phase (``--idle-seconds``, no clients) gives the CPU of one scrape: the difference
+between the two brokers' CPU over the scrapes made meanwhile (``scrape_cpu_ms``). The counters themselves run in both brokers: to see their
 cost, ``--baseline-src DIR`` adds a third broker started from another source tree (e.g. the
 commit before metrics: ``git worktree add /tmp/base <commit>`` then ``--baseline-src
 /tmp/base/src``) and ``ratios`` gains ``off / baseline``. Prints ONE JSON line on stdout.
@@ -29,6 +32,7 @@ import os
 import statistics
 import sys
 import threading
+import time
 import traceback
 import urllib.request
 from pathlib import Path
@@ -44,6 +48,7 @@ from strom.testing import BrokerProcess  # noqa: E402
 
 SIZE = 100
 PHASES = ("produce", "requests", "consume")
+REPORTED = (*PHASES, "all")
 
 
 class BaselineBroker(BrokerProcess):
@@ -125,7 +130,25 @@ def run_round(broker: BrokerProcess, name: str, rnd: int, args: argparse.Namespa
         if before is None or after is None:
             raise RuntimeError(f"cannot read the CPU time of {name}")
         out[phase] = (after - before) * 1e6 / count
-    return out
+        out[f"{phase}_cpu_s"] = after - before
+        out[f"{phase}_messages"] = count
+    out["all"] = (sum(out[f"{p}_cpu_s"] for p in PHASES) * 1e6
+                  / sum(out[f"{p}_messages"] for p in PHASES))  # fmt: skip
+    return {k: v for k, v in out.items() if k in PHASES or k == "all"}
+
+
+def idle_scrape_cost(brokers: dict[str, BrokerProcess], scraper: Scraper,
+                     seconds: float) -> float | None:  # fmt: skip
+    """CPU milliseconds of one scrape: scraped minus off over an idle window."""
+    cpu0 = {n: cpu_seconds(brokers[n].pid) for n in ("off", "scraped")}
+    scrapes0 = scraper.scrapes
+    time.sleep(seconds)
+    cpu1 = {n: cpu_seconds(brokers[n].pid) for n in ("off", "scraped")}
+    scrapes = scraper.scrapes - scrapes0
+    if None in cpu0.values() or None in cpu1.values() or not scrapes:
+        return None
+    extra = (cpu1["scraped"] - cpu0["scraped"]) - (cpu1["off"] - cpu0["off"])  # type: ignore[operator]
+    return round(extra * 1000 / scrapes, 2)
 
 
 def main() -> int:
@@ -135,11 +158,13 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--scrape-interval", type=float, default=1.0)
     parser.add_argument("--baseline-src", help="source tree (its src/) of a baseline broker")
+    parser.add_argument("--idle-seconds", type=float, default=10.0)
     parser.add_argument("--timeout", type=float, default=180.0)
     parser.add_argument("--quick", action="store_true", help="10x smaller counts, 1 round")
     args = parser.parse_args()
     if args.quick:
         args.messages, args.requests, args.rounds = args.messages // 10, args.requests // 10, 1
+        args.idle_seconds = 3.0
     base = workdir()
     result: dict[str, Any] = {"benchmark": "metrics_overhead", "env": env_info(),
                               "messages": args.messages, "requests": args.requests,
@@ -151,12 +176,14 @@ def main() -> int:
     if args.baseline_src:
         brokers["baseline"] = BaselineBroker(base / "baseline" / "data", args.baseline_src)
     scraper: Scraper | None = None
-    samples: dict[str, dict[str, list[float]]] = {n: {p: [] for p in PHASES} for n in brokers}
+    samples: dict[str, dict[str, list[float]]] = {n: {p: [] for p in REPORTED} for n in brokers}
     try:
         for broker in brokers.values():
             broker.start()
         scraper = Scraper(f"{brokers['scraped'].admin_url}/metrics", args.scrape_interval)
         scraper.start()
+        log(f"idle: {args.idle_seconds}s")
+        result["scrape_cpu_ms"] = idle_scrape_cost(brokers, scraper, args.idle_seconds)
         names = list(brokers)
         for rnd in range(args.rounds):
             order = names if rnd % 2 == 0 else names[::-1]
@@ -173,10 +200,10 @@ def main() -> int:
             for name, phases in samples.items()
         }  # fmt: skip
         med = result["cpu_s_per_M"]
-        ratios = {f"scraped/off {p}": ratio(med["scraped"][p], med["off"][p]) for p in PHASES}
+        ratios = {f"scraped/off {p}": ratio(med["scraped"][p], med["off"][p]) for p in REPORTED}
         if "baseline" in med:
             ratios.update({f"off/baseline {p}": ratio(med["off"][p], med["baseline"][p])
-                           for p in PHASES})  # fmt: skip
+                           for p in REPORTED})  # fmt: skip
         result["ratios"] = ratios
         result["scrapes"] = {"done": scraper.scrapes, "failed": scraper.failures,
                              "last_bytes": scraper.bytes}  # fmt: skip
