@@ -23,7 +23,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from strom.metadata.store import MetadataStore, NoNodeError
+from strom.metadata.store import NoNodeError, SyncMetadataStore
 from strom.protocol.errors import ErrorCode
 
 PATH = "/latest_producer_id_block"
@@ -34,7 +34,7 @@ MAX_EPOCH = 32767  # Short.MaxValue: the epoch field is an int16
 
 
 class ProducerIdManager:
-    def __init__(self, store: MetadataStore) -> None:
+    def __init__(self, store: SyncMetadataStore) -> None:
         self._store = store
         self._next = 0
         self._end = 0

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from strom.metadata.store import MetadataStore, NoNodeError
+from strom.metadata.store import NoNodeError, SyncMetadataStore
 from strom.protocol.errors import ErrorCode, KafkaError
 
 TOPICS_PATH = "/brokers/topics"
@@ -64,9 +64,9 @@ class TopicInfo:
 
 
 class TopicRegistry:
-    """Create, alter, delete and look up topics in a :class:`MetadataStore`."""
+    """Create, alter, delete and look up topics in a :class:`SyncMetadataStore`."""
 
-    def __init__(self, store: MetadataStore) -> None:
+    def __init__(self, store: SyncMetadataStore) -> None:
         self._store = store
         self._topics: dict[str, TopicInfo] = {}
         self._by_id: dict[uuid.UUID, TopicInfo] = {}

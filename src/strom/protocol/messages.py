@@ -33,6 +33,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 from kio.static.primitive import i16, i32
 
+from strom.protocol import interbroker
 from strom.protocol.hot_path import response_header
 from strom.protocol.request_check import MalformedRequestError, check_body, check_header
 
@@ -80,18 +81,32 @@ class RequestHeader(NamedTuple):
 
 @cache
 def request_class(api_key: int, api_version: int) -> type[Any]:
-    return load_request_schema(api_key, api_version)
+    return interbroker.entity(api_key, api_version, False) or load_request_schema(
+        api_key, api_version
+    )
 
 
 @cache
 def response_class(api_key: int, api_version: int) -> type[Any]:
-    return load_response_schema(api_key, api_version)
+    return interbroker.entity(api_key, api_version, True) or load_response_schema(
+        api_key, api_version
+    )
 
 
 @cache
 def response_module(api_key: int, api_version: int) -> ModuleType:
     """The module holding a response's nested classes (``mod.PartitionData`` …)."""
-    return load_payload_module(api_key, api_version, EntityType.response)
+    return interbroker.lookup(api_key, api_version, True) or load_payload_module(
+        api_key, api_version, EntityType.response
+    )
+
+
+@cache
+def request_module(api_key: int, api_version: int) -> ModuleType:
+    """The module holding a request's nested classes."""
+    return interbroker.lookup(api_key, api_version, False) or load_payload_module(
+        api_key, api_version, EntityType.request
+    )
 
 
 def _per_class(fn: Callable[[Any], T]) -> Callable[[Any], T]:
