@@ -204,6 +204,19 @@ def main() -> int:
         if "baseline" in med:
             ratios.update({f"off/baseline {p}": ratio(med["off"][p], med["baseline"][p])
                            for p in REPORTED})  # fmt: skip
+        # the same ratio per round (both brokers measured back to back), then the median:
+        # less sensitive to the machine's load drifting between rounds
+        for other, ref in (("scraped", "off"), ("baseline", "off")):
+            if other not in samples:
+                continue
+            for p in REPORTED:
+                pairs = [a / b for a, b in zip(samples[other][p], samples[ref][p], strict=True)
+                         if b]  # fmt: skip
+                key = f"{other}/{ref} {p} paired" if other == "scraped" else f"off/baseline {p} paired"
+                value = statistics.median(pairs) if pairs else None
+                if other == "baseline" and value:
+                    value = 1 / value
+                ratios[key] = None if value is None else round(value, 3)
         result["ratios"] = ratios
         result["scrapes"] = {"done": scraper.scrapes, "failed": scraper.failures,
                              "last_bytes": scraper.bytes}  # fmt: skip

@@ -116,7 +116,7 @@ class _FetchPlan:
         total = 0
         errors = False
         responses = []
-        self.sent = []
+        self.sent.clear()
         for topic, name in zip(self.request.topics, self.names, strict=True):
             parts = []
             for p in topic.partitions:
