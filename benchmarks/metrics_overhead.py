@@ -1,10 +1,12 @@
 """What metrics cost: broker CPU per million messages with the admin listener scraped every
 second against the admin listener off, same run.
 
-Two strom brokers run side by side from this tree: ``off`` (``--admin-listener=``) and
-``scraped`` (an admin listener, ``GET /metrics`` every ``--scrape-interval`` seconds by a
-thread of this script for the whole run). Each round runs the same workload against each
-broker in turn (the order alternates between rounds, so drift on a shared machine hits both):
+Two kinds of strom broker from this tree: ``off`` (``--admin-listener=``) and ``scraped`` (an
+admin listener, ``GET /metrics`` every ``--scrape-interval`` seconds by a thread of this
+script while it runs). Each round starts a fresh broker of each kind (a process's own bias,
+its core, its allocator's history, was as large as the effect measured when the same two
+processes served every round) and runs the same workload against each in turn, the order
+alternating between rounds, so drift on a shared machine hits both:
 
 - ``produce``: ``--messages`` 100-byte values, ``linger.ms=5`` (batched), 1 partition;
 - ``requests``: ``--requests`` 100-byte values one per Produce request (``linger.ms=0``,
@@ -169,28 +171,39 @@ def main() -> int:
     result: dict[str, Any] = {"benchmark": "metrics_overhead", "env": env_info(),
                               "messages": args.messages, "requests": args.requests,
                               "rounds": args.rounds, "scrape_interval_s": args.scrape_interval}
-    brokers: dict[str, BrokerProcess] = {
-        "off": BrokerProcess(base / "off" / "data"),
-        "scraped": BrokerProcess(base / "scraped" / "data", admin=True),
-    }
-    if args.baseline_src:
-        brokers["baseline"] = BaselineBroker(base / "baseline" / "data", args.baseline_src)
-    scraper: Scraper | None = None
-    samples: dict[str, dict[str, list[float]]] = {n: {p: [] for p in REPORTED} for n in brokers}
+    def make(name: str, rnd: int) -> BrokerProcess:
+        data = base / f"{name}-{rnd}" / "data"
+        if name == "baseline":
+            return BaselineBroker(data, args.baseline_src)
+        return BrokerProcess(data, admin=name == "scraped")
+
+    names = ["off", "scraped"] + (["baseline"] if args.baseline_src else [])
+    brokers: dict[str, BrokerProcess] = {}
+    scrapes = {"done": 0, "failed": 0, "last_bytes": 0}
+    samples: dict[str, dict[str, list[float]]] = {n: {p: [] for p in REPORTED} for n in names}
     try:
-        for broker in brokers.values():
-            broker.start()
-        scraper = Scraper(f"{brokers['scraped'].admin_url}/metrics", args.scrape_interval)
-        scraper.start()
-        log(f"idle: {args.idle_seconds}s")
-        result["scrape_cpu_ms"] = idle_scrape_cost(brokers, scraper, args.idle_seconds)
-        names = list(brokers)
         for rnd in range(args.rounds):
-            order = names if rnd % 2 == 0 else names[::-1]
-            for name in order:
-                log(f"round {rnd + 1}/{args.rounds}: {name}")
-                for phase, value in run_round(brokers[name], name, rnd, args).items():
-                    samples[name][phase].append(value)
+            brokers = {name: make(name, rnd).start() for name in names}
+            scraper = Scraper(f"{brokers['scraped'].admin_url}/metrics", args.scrape_interval)
+            scraper.start()
+            try:
+                if rnd == 0:
+                    log(f"idle: {args.idle_seconds}s")
+                    result["scrape_cpu_ms"] = idle_scrape_cost(brokers, scraper,
+                                                               args.idle_seconds)  # fmt: skip
+                order = names if rnd % 2 == 0 else names[::-1]
+                for name in order:
+                    log(f"round {rnd + 1}/{args.rounds}: {name}")
+                    for phase, value in run_round(brokers[name], name, rnd, args).items():
+                        samples[name][phase].append(value)
+            finally:
+                scraper.halt.set()
+                scraper.join(15)
+                scrapes["done"] += scraper.scrapes
+                scrapes["failed"] += scraper.failures
+                scrapes["last_bytes"] = scraper.bytes or scrapes["last_bytes"]
+                for broker in brokers.values():
+                    broker.stop()
         result["cpu_s_per_M"] = {
             name: {phase: round(statistics.median(v), 3) for phase, v in phases.items()}
             for name, phases in samples.items()
@@ -218,16 +231,12 @@ def main() -> int:
                     value = 1 / value
                 ratios[key] = None if value is None else round(value, 3)
         result["ratios"] = ratios
-        result["scrapes"] = {"done": scraper.scrapes, "failed": scraper.failures,
-                             "last_bytes": scraper.bytes}  # fmt: skip
+        result["scrapes"] = scrapes
     except Exception as exc:  # a failed run says so; it never invents a figure
         result["error"] = f"{type(exc).__name__}: {exc}"
         result["traceback_tail"] = traceback.format_exc().splitlines()[-3:]
         result["log_tails"] = {n: b.log_tail(10) for n, b in brokers.items()}
     finally:
-        if scraper is not None:
-            scraper.halt.set()
-            scraper.join(15)
         for broker in brokers.values():
             broker.stop()
         remove(base)
