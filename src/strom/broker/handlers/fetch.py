@@ -93,10 +93,12 @@ class _FetchPlan:
         self.reads = 0  # partitions read (not reused), for tests and profiling
         self.sent: list[tuple[str, int]] = []  # (topic, batch bytes) of the latest read
         metrics = ctx.broker.metrics
+        known = ctx.broker.topics
         for topic, name in zip(request.topics, self.names, strict=True):
             if name is not None:
                 self.keys.extend((name, p.partition) for p in topic.partitions)
-                metrics.topic(name).fetch_requests += len(topic.partitions)
+                if name in known:  # no counters for names a client made up
+                    metrics.topic(name).fetch_requests += len(topic.partitions)
 
     def _name(self, topic: Any) -> str | None:
         if self.by_id:
@@ -137,7 +139,8 @@ class _FetchPlan:
                 part, size = self._read_partition(name, p, total)
                 if part.error_code != ErrorCode.none:
                     errors = True
-                    ctx.broker.metrics.topic(name).failed_fetch_requests += 1
+                    if name in ctx.broker.topics:
+                        ctx.broker.metrics.topic(name).failed_fetch_requests += 1
                 if size:
                     self.sent.append((name, size))
                 total += size
