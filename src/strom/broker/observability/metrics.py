@@ -50,7 +50,7 @@ class TopicCounters:
         self.bytes_rejected = 0  # batch bytes of appends refused (invalid, too large …)
         self.produce_requests = 0  # partitions produced to (Kafka counts per partition)
         self.failed_produce_requests = 0
-        self.fetch_requests = 0  # partitions fetched with data sent
+        self.fetch_requests = 0  # partitions named by Fetch requests (of existing topics)
         self.failed_fetch_requests = 0
 
     def add(self, other: TopicCounters) -> None:
