@@ -48,6 +48,8 @@ BROKER_DEFAULTS: dict[str, str] = {
     "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
     "producer.id.expiration.ms": "86400000",
     "producer.id.expiration.check.interval.ms": "600000",
+    # HOST:PORT of /metrics and /health/* (strom.broker.observability.admin); empty: off
+    "strom.admin.listener": "127.0.0.1:9644",
 }
 
 

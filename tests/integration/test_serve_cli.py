@@ -12,7 +12,8 @@ from strom.testing import BrokerProcess
 
 
 def serve(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "strom", "serve", *args],
+    # no admin listener: the default 127.0.0.1:9644 may be taken by another broker here
+    return subprocess.run([sys.executable, "-m", "strom", "serve", "--admin-listener=", *args],
                           capture_output=True, text=True, timeout=60)
 
 

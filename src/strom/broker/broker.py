@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from strom.broker import dispatch, dynamic_config
+from strom.broker.observability import BrokerMetrics, broker_health
 from strom.broker.producer_ids import ProducerIdManager
 from strom.broker.replica_manager import ReplicaManager
 from strom.broker.server import start_server
@@ -72,9 +73,16 @@ class Broker:
         self._server: asyncio.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
+        self.metrics = BrokerMetrics()
+        self.health = broker_health(self)
+        self.started = False  # start() finished
+        self.stopping = False  # stop() begun
+        self.logs_loaded = False
+        self._admin: Any = None  # the admin listener (observability.admin), when on
 
     # lifecycle -------------------------------------------------------------------------------
     async def start(self) -> None:
+        await self._start_admin_listener()  # first: /health/live answers during recovery
         self.data_dir.mkdir(parents=True, exist_ok=True)
         local_cluster_id = self._read_meta_properties()
         file_handles.configure(file_handles.default_capacity())
@@ -89,6 +97,7 @@ class Broker:
         await dynamic_config.load(self)  # before the logs open: they take its defaults
         self.logs = LogManager(self.data_dir, self.clock, self.config.values, Flusher())
         doomed = self.logs.load(self._topic_overrides, self._hosted)
+        self.logs_loaded = True
         self.replicas = ReplicaManager(self.logs, self.node_id)
         self.lifecycle = TopicLifecycle(self)
         self.lifecycle.remove_in_background(doomed)
@@ -115,12 +124,35 @@ class Broker:
         self._every(self._maintenance_interval(), self._maintenance)
         checkpoint_ms = self.config.get_int("log.flush.offset.checkpoint.interval.ms")
         self._every(max(checkpoint_ms, 100) / 1000.0, self._checkpoint_recovery_points)
+        self.started = True
         log.info(
             "strom broker %s listening on %s:%s (advertised %s:%s), data in %s, cluster %s",
             self.node_id, host, port, *self.advertised, self.data_dir, self.cluster_id,
         )
 
+    async def _start_admin_listener(self) -> None:
+        from strom.broker.observability import admin
+
+        if self._admin is not None:  # already serving (tests start it ahead of start())
+            return
+
+        address = admin.parse_listener(self.config.get(admin.CONFIG_KEY) or "")
+        if address is None:
+            log.info("admin listener off (%s is empty)", admin.CONFIG_KEY)
+            return
+        missing = admin.missing_packages()
+        if missing:  # dependencies of strom, but a broker without metrics beats no broker
+            log.warning("admin listener off: missing packages %s", ", ".join(missing))
+            return
+        self._admin = admin.AdminListener(self, *address)
+        await self._admin.start()
+
+    def listener_serving(self) -> bool:
+        """Whether the Kafka listener accepts connections (a readiness check)."""
+        return self._server is not None and self._server.is_serving()
+
     async def stop(self) -> None:
+        self.stopping = True  # /health/ready answers 503 from now on
         if self._server is not None:
             self._server.close()
         for conn in list(self.connections):
@@ -144,6 +176,9 @@ class Broker:
             await self.topics.close()
         if hasattr(self, "store"):
             await self.store.close()
+        if self._admin is not None:  # last: probes see "not ready" until the process ends
+            await self._admin.stop()
+            self._admin = None
         log.info("strom broker %s stopped", self.node_id)
 
     async def serve_forever(self) -> None:

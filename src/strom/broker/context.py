@@ -19,6 +19,7 @@ class RequestContext:
     client_host: str
     client_port: int
     connection_id: int
+    remote_time: float = 0.0  # seconds parked in the purgatory (request metrics' RemoteTime)
 
     @property
     def api_version(self) -> int:

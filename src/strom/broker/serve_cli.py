@@ -65,6 +65,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--broker-id", type=int, metavar="N", help="this broker's id in the cluster (broker.id)"
     )
     parser.add_argument(
+        "--admin-listener",
+        metavar="HOST:PORT",
+        help="where /metrics, /health/live and /health/ready are served (property "
+        "strom.admin.listener, default 127.0.0.1:9644); an empty value turns it off",
+    )
+    parser.add_argument(
         "--config", type=Path, help="a properties file with Kafka broker property names"
     )
     parser.add_argument(
@@ -128,14 +134,14 @@ def _check_data_dir(data_dir: Path) -> None:
             break
 
 
-def _check_port(host: str, port: int) -> None:
+def _check_port(host: str, port: int, flag: str = "--listen") -> None:
     """Bind (and release) the listen address as the server will, before creating anything."""
     try:
         infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
                                    flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
         raise ConfigError(
-            f"--listen {host}:{port}: cannot resolve {host!r} ({exc.strerror})"
+            f"{flag} {host}:{port}: cannot resolve {host!r} ({exc.strerror})"
         ) from None
     for family, kind, proto, _name, sockaddr in infos[:1]:
         with socket.socket(family, kind, proto) as sock:
@@ -143,16 +149,20 @@ def _check_port(host: str, port: int) -> None:
             try:
                 sock.bind(sockaddr)
             except OSError as exc:
-                raise ConfigError(
-                    f"cannot listen on {host}:{port}: {exc.strerror or exc}"
-                ) from None
+                where = f"{host}:{port}" if flag == "--listen" else f"{flag} {host}:{port}"
+                raise ConfigError(f"cannot listen on {where}: {exc.strerror or exc}") from None
 
 
 def run(args: argparse.Namespace) -> int:
     _setup_logging(args)
     data_dir = Path(args.data_dir)
+    from strom.broker.observability import admin
+
+    sets = list(args.set)
+    if args.admin_listener is not None:
+        sets.append(f"{admin.CONFIG_KEY}={args.admin_listener}")
     try:
-        config = BrokerConfig.load(args.config, [*args.set, *_flag_settings(args)])
+        config = BrokerConfig.load(args.config, [*sets, *_flag_settings(args)])
         _check_unknown(config, args.strict)
         listen = parse_host_port(args.listen, "--listen")
         advertised = (
@@ -162,6 +172,11 @@ def run(args: argparse.Namespace) -> int:
         )
         _check_data_dir(data_dir)
         _check_port(*listen)
+        admin_address = admin.parse_listener(config.get(admin.CONFIG_KEY) or "")
+        if admin_address is not None:
+            if admin_address[1] == listen[1] and admin_address[0] == listen[0]:
+                raise ConfigError(f"{admin.CONFIG_KEY} and --listen are the same address")
+            _check_port(*admin_address, flag=admin.CONFIG_KEY)
     except ConfigError as exc:
         print(f"strom serve: {exc}", file=sys.stderr)
         return 2

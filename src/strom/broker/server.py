@@ -22,6 +22,12 @@ A Fetch response may come back as a spliced frame (bytes and file regions,
 :mod:`strom.broker.zero_copy`). It is sent with ``sendfile`` directly on the socket once the
 transport's own write buffer is empty (so the two never interleave), and the transport writes
 again only after the whole frame is out. Without a plain socket the regions are read into bytes.
+
+Request metrics (:mod:`strom.broker.observability.metrics`) cost a few float additions per
+request: each frame's arrival time is kept beside it, and the time from then to the handler
+(queue), in the handler (local) and parked in the purgatory (remote, ``ctx.remote_time``) is
+added to its API's counters; error codes are counted where they are already known (the
+handler boundary, a kio response's top-level ``error_code``, Produce/Fetch partitions).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import asyncio
 import itertools
 import logging
 from collections import deque
+from time import perf_counter
 from typing import TYPE_CHECKING, Any, cast
 
 from strom.broker import dispatch, zero_copy
@@ -77,6 +84,12 @@ class KafkaConnection(asyncio.Protocol):
         self.peer: tuple[str, int] = ("?", 0)
         self.sender: zero_copy.SocketSender | None = None
         self.sock_fd: int | None = None
+        # request metrics (strom.broker.observability.metrics): when each queued frame
+        # arrived, and the API key and purgatory time of the request being handled
+        self.metrics = broker.metrics
+        self.arrivals: deque[float] = deque()
+        self.api_key = -1
+        self.remote = 0.0
 
     # asyncio.Protocol callbacks -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -86,6 +99,7 @@ class KafkaConnection(asyncio.Protocol):
             self.peer = (str(peer[0]), int(peer[1]))
         self.sock_fd = zero_copy.socket_fd(transport)
         self.broker.connections.add(self)
+        self.metrics.connections_created += 1
         log.debug("connection %s from %s:%s", self.id, *self.peer)
         self.task = asyncio.get_running_loop().create_task(self.process())
 
@@ -98,6 +112,11 @@ class KafkaConnection(asyncio.Protocol):
             return
         if frames:
             self.queue.extend(frames)
+            now = perf_counter()
+            if len(frames) == 1:
+                self.arrivals.append(now)
+            else:
+                self.arrivals.extend([now] * len(frames))
             waiter = self.waiter
             if waiter is not None and not waiter.done():
                 waiter.set_result(None)
@@ -112,6 +131,7 @@ class KafkaConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         log.debug("connection %s from %s:%s closed", self.id, *self.peer)
         self.broker.connections.discard(self)
+        self.metrics.connections_closed += 1
         self.can_write.set()
         if self.task is not None:
             self.task.cancel()
@@ -160,11 +180,18 @@ class KafkaConnection(asyncio.Protocol):
                     self.flush()
                     await self.can_write.wait()
                 frame = self.queue.popleft()
+                arrived = self.arrivals.popleft()
                 if self.reading_paused and len(self.queue) < MAX_QUEUED_REQUESTS // 2:
                     self.reading_paused = False
                     assert self.transport is not None
                     self.transport.resume_reading()
+                self.api_key = -1
+                self.remote = 0.0
+                started = perf_counter()
                 response = await self.handle(frame)
+                if self.api_key >= 0:  # a request of a served API, answered (or not: acks=0)
+                    self.metrics.request_done(self.api_key, arrived, started, perf_counter(),
+                                              self.remote)  # fmt: skip
                 if response is None:
                     continue
                 if self.transport is None or self.transport.is_closing():
@@ -247,6 +274,7 @@ class KafkaConnection(asyncio.Protocol):
             if api_key == API_VERSIONS_KEY:
                 return unsupported_api_versions_response(correlation_id)
             raise _CloseConnection(f"api key {api_key} v{api_version} is not served")
+        self.api_key = api_key
         try:
             header, request = decode_request(frame)
         except InvalidRequestError as exc:
@@ -254,6 +282,7 @@ class KafkaConnection(asyncio.Protocol):
                 "connection %s from %s: api key %s v%s: %s; answering INVALID_REQUEST",
                 self.id, self.peer[0], api_key, api_version, exc,
             )  # fmt: skip
+            self.metrics.request_error(api_key, ErrorCode.invalid_request)
             return self.error_answer(exc.header, exc.request, ErrorCode.invalid_request, str(exc))
         except ProtocolError as exc:
             raise _CloseConnection(str(exc)) from None
@@ -261,7 +290,10 @@ class KafkaConnection(asyncio.Protocol):
         try:
             # What a response acknowledges is durable: every metadata-store write is a
             # coroutine that returns once its change is fsynced / committed by ZooKeeper.
-            response = await spec.fn(ctx, request)
+            try:
+                response = await spec.fn(ctx, request)
+            finally:
+                self.remote = ctx.remote_time
             if response is None:
                 return None
             # Produce and Fetch answer with plain tuples that strom.protocol.hot_path encodes.
@@ -286,11 +318,15 @@ class KafkaConnection(asyncio.Protocol):
                     response.close()
                     raise
                 return response
+            code = getattr(response, "error_code", 0)  # the top-level code of kio responses
+            if code:
+                self.metrics.request_error(api_key, code)
             return encode_response(
                 header.api_key, header.api_version, header.correlation_id, response
             )
         except Exception as exc:  # the handler boundary: every request gets an answer
             code = error_code_of(exc)
+            self.metrics.request_error(api_key, code)
             if isinstance(exc, KafkaError):
                 log.info(
                     "connection %s: api key %s v%s: %s: %s",

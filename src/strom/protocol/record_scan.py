@@ -6,7 +6,8 @@ count exact, no bytes after the last record, header keys not null (and UTF-8: th
 strings, and strom's own readers, the cleaner among them, decode them). :func:`scan_records` does
 that walk over the (decompressed) payload and, on the way, collects what the per-record rules
 need (KIP-467): the indexes of records whose timestamp is out of range and of records with a
-null key (compacted topics), and the largest timestamp delta.
+null key (compacted topics), and the largest timestamp delta; and the sum of the values'
+lengths, which the broker's ``valuebytesin`` metric counts (one addition per record).
 
 It is the hot path of a Produce request: no :class:`~strom.protocol.records.Record`, no key or
 value copy, a one- and two-byte fast path for varints (the common lengths). Record layout: see
@@ -34,6 +35,7 @@ class RecordScan:
     max_timestamp_delta: int = -(2**63)  # largest timestampDelta (of records with one)
     bad_timestamps: list[int] = field(default_factory=list)
     null_keys: list[int] = field(default_factory=list)
+    value_bytes: int = 0  # the records' value lengths summed (null values count 0)
 
 
 def _varint(buf: Buffer, pos: int, end: int) -> tuple[int, int]:
@@ -74,6 +76,7 @@ def scan_records(payload: Buffer, count: int, ts_low: int, ts_high: int, no_time
     pos = 0
     scan = RecordScan()
     max_delta = scan.max_timestamp_delta
+    value_bytes = 0
     raw_varint = _raw_varint
     try:
         for index in range(count):
@@ -133,6 +136,7 @@ def scan_records(payload: Buffer, count: int, ts_low: int, ts_high: int, no_time
                 raw, pos = raw_varint(buf, pos, rec_end)
             if not raw & 1:
                 pos += raw >> 1
+                value_bytes += raw >> 1
             if pos >= rec_end:
                 raise InvalidRecordError(f"record {index} ends inside its value")
             if buf[pos] == 0:  # no headers
@@ -154,6 +158,7 @@ def scan_records(payload: Buffer, count: int, ts_low: int, ts_high: int, no_time
             f"incorrect declared batch size: {end - pos} bytes after record {count - 1}"
         )
     scan.max_timestamp_delta = max_delta
+    scan.value_bytes = value_bytes
     return scan
 
 

@@ -87,9 +87,10 @@ def validate_shape(header: rb.BatchHeader, batch: memoryview, config: LogConfig)
 
 
 def validate_records(header: rb.BatchHeader, batch: memoryview, config: LogConfig, now_ms: int,
-                     origin: AppendOrigin) -> int:  # fmt: skip
+                     origin: AppendOrigin) -> tuple[int, int]:  # fmt: skip
     """The full checks of a CLIENT or COORDINATOR batch (module doc), after
-    :func:`validate_shape`. Returns the batch's maxTimestamp as its records say."""
+    :func:`validate_shape`. Returns the batch's maxTimestamp as its records say, and the
+    sum of its records' value lengths (for the broker's value-bytes metric)."""
     client = origin is AppendOrigin.CLIENT
     if client:
         if header.base_offset != 0:
@@ -162,8 +163,8 @@ def validate_records(header: rb.BatchHeader, batch: memoryview, config: LogConfi
             f"total, and only showing the first three errors at most: [{shown}]", errors,
         )  # fmt: skip
     if log_append_batch:
-        return header.max_timestamp
-    return base + scan.max_timestamp_delta
+        return header.max_timestamp, scan.value_bytes
+    return base + scan.max_timestamp_delta, scan.value_bytes
 
 
 def patch_max_timestamp(buf: bytearray, pos: int, max_timestamp: int) -> None:

@@ -75,6 +75,7 @@ class AppendResult:
     log_start_offset: int
     record_count: int
     duplicate: bool = False
+    value_bytes: int = 0  # the records' value lengths summed (CLIENT/COORDINATOR appends)
     # set when this append triggered a flush.messages flush: done once it is on disk (a
     # response with acks must wait for it); None when nothing needs waiting for
     flushed: Future[None] | None = None
@@ -325,11 +326,13 @@ class Log:
         now = self.clock.time_ms()
         pending: dict[int, ProducerEntry] = {}
         next_offset = self.log_end_offset
+        value_bytes = 0
         for i, (header, pos) in enumerate(zip(headers, positions, strict=True)):
             batch = memoryview(buf)[pos : pos + header.size]
             validate_shape(header, batch, self.config)
             if assign_offsets:
-                max_ts = validate_records(header, batch, self.config, now, origin)
+                max_ts, values = validate_records(header, batch, self.config, now, origin)
+                value_bytes += values
                 if max_ts != header.max_timestamp:
                     patch_max_timestamp(buf, pos, max_ts)
                     headers[i] = header = rb.parse_header(buf, pos)
@@ -378,7 +381,8 @@ class Log:
             flushed = self.flush_async()
         self._changed()
         return AppendResult(headers[0].base_offset, headers[-1].last_offset, append_time,
-                            self.log_start_offset, count, flushed=flushed)  # fmt: skip
+                            self.log_start_offset, count, flushed=flushed,
+                            value_bytes=value_bytes)  # fmt: skip
 
     def _maybe_roll(self, header: rb.BatchHeader, now: int) -> None:
         seg = self.active

@@ -23,6 +23,7 @@ other thread's eviction closes it meanwhile. The indexes hold none (:mod:`strom.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,6 +35,7 @@ from strom.protocol.record_batch import (
     verify_crc,
 )
 from strom.storage.file_handles import HANDLES
+from strom.storage.flush_stats import FLUSH_STATS
 from strom.storage.index import CorruptIndexError, OffsetIndex
 from strom.storage.log_config import LogConfig
 from strom.storage.read_path import SEEK_CHUNK, find_batch, read_batches, scan_headers
@@ -295,6 +297,7 @@ class LogSegment:
         than the writer's (the flusher's): what was written before the call is durable when it
         returns."""
         writes = self._writes
+        started = time.perf_counter()
         try:
             with self.open_fd() as fd:
                 os.fsync(fd)
@@ -305,6 +308,7 @@ class LogSegment:
             if self.closed:  # closed (deleted) meanwhile: nothing left to make durable
                 return
             raise
+        FLUSH_STATS.record(time.perf_counter() - started)
         self._flushed_writes = writes
 
     def close(self) -> None:

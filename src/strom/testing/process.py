@@ -135,6 +135,9 @@ class BrokerProcess(ChildProcess):
 
     The data directory survives :meth:`stop` and :meth:`kill`, so :meth:`start` again is a
     restart on the same data (what a kill -9 test needs).
+
+    The admin listener (``/metrics``, ``/health/*``) is off unless ``admin_port`` is given
+    (``admin=True`` picks a free port): two test brokers on the default 9644 would clash.
     """
 
     def __init__(
@@ -145,9 +148,12 @@ class BrokerProcess(ChildProcess):
         settings: Mapping[str, str] | None = None,
         extra_args: Sequence[str] = (),
         log_file: Path | None = None,
+        admin: bool = False,
+        admin_port: int | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
+        self.admin_port = admin_port or (free_port() if admin else None)
         self.settings = dict(settings or {})
         self.extra_args = list(extra_args)
         self.log_file = log_file or self.data_dir.parent / f"broker-{self.port}.log"
@@ -156,6 +162,13 @@ class BrokerProcess(ChildProcess):
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def admin_url(self) -> str:
+        """``http://127.0.0.1:PORT`` of the admin listener (ValueError when it is off)."""
+        if self.admin_port is None:
+            raise ValueError("this broker was started without an admin listener")
+        return f"http://127.0.0.1:{self.admin_port}"
 
     def command(self) -> list[str]:
         cmd = [
@@ -168,6 +181,9 @@ class BrokerProcess(ChildProcess):
             "--listen",
             self.bootstrap,
         ]
+        if "strom.admin.listener" not in self.settings:
+            admin = "" if self.admin_port is None else f"127.0.0.1:{self.admin_port}"
+            cmd.append(f"--admin-listener={admin}")
         for key, value in self.settings.items():
             cmd += ["--set", f"{key}={value}"]
         return cmd + self.extra_args

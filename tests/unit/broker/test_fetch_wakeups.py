@@ -52,7 +52,8 @@ def test_wakeup_rereads_only_the_changed_partition(tmp_path: Path, monkeypatch: 
 
     async def main() -> None:
         config = BrokerConfig.load(None, [f"strom.fetch.sendfile.enable={sendfile}",
-                                          "offsets.topic.num.partitions=1"])  # fmt: skip
+                                          "offsets.topic.num.partitions=1",
+                                          "strom.admin.listener="])  # fmt: skip
         broker = Broker(config, tmp_path / "data", ("127.0.0.1", 0))
         await broker.start()
         try:

@@ -11,6 +11,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from strom.broker import dispatch
+from strom.broker.observability import BrokerMetrics
 from strom.broker.server import KafkaConnection, _CloseConnection
 from strom.protocol.errors import KafkaError
 from strom.protocol.messages import decode_response
@@ -35,6 +36,7 @@ class _Broker:
     config = _Config()
     connections: set[Any] = set()
     store = _Store()
+    metrics = BrokerMetrics()
 
 
 def _answer(monkeypatch, api_key: int, fn, data: bytes) -> bytes | None:

@@ -87,6 +87,10 @@ class Rebalancer:
         # TxnOffsetCommit: offsets written in a transaction, by producer id, until its marker
         self.pending_txn_offsets: dict[int, dict[tuple[str, str, int], OffsetEntry]] = {}
         self.append_txn: TxnAppendFn | None = None
+        # for the broker's metrics: rebalances begun (to PreparingRebalance) and generations
+        # formed (to CompletingRebalance) since start
+        self.rebalances = 0
+        self.completed_rebalances = 0
 
     # persistence -----------------------------------------------------------------------------
     def partition_for(self, group_id: str) -> int:
@@ -121,6 +125,10 @@ class Rebalancer:
         return self.groups.get(group.group_id) is group
 
     def _transition(self, group: Group, state: GroupState) -> None:
+        if state is GroupState.PREPARING_REBALANCE:
+            self.rebalances += 1
+        elif state is GroupState.COMPLETING_REBALANCE:
+            self.completed_rebalances += 1
         group.state = state
         group.state_timestamp = self.clock.time_ms()
 

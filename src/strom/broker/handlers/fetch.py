@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from time import perf_counter
 from typing import Any
 
 from strom.broker import dispatch, zero_copy
@@ -49,6 +50,8 @@ def _partition(ctx: RequestContext, index: int, code: ErrorCode, *, hw: int = -1
     # A plain tuple, encoded by strom.protocol.hot_path (kio's generic build and encode cost
     # ~7 µs a partition); ``records`` is bytes or a zero-copy file region, ``aborted`` holds
     # (producer id, first offset) pairs.
+    if code:
+        ctx.broker.metrics.request_error(API_KEY, code)
     return FetchPartition(index, code, hw, hw if lso is None else lso, log_start, aborted, -1,
                           records)  # fmt: skip
 
@@ -88,9 +91,14 @@ class _FetchPlan:
         self.names = [self._name(topic) for topic in request.topics]
         self.caught_up: dict[tuple[str, int], _CaughtUp] = {}
         self.reads = 0  # partitions read (not reused), for tests and profiling
+        self.sent: list[tuple[str, int]] = []  # (topic, batch bytes) of the latest read
+        metrics = ctx.broker.metrics
+        known = ctx.broker.topics
         for topic, name in zip(request.topics, self.names, strict=True):
             if name is not None:
                 self.keys.extend((name, p.partition) for p in topic.partitions)
+                if name in known:  # no counters for names a client made up
+                    metrics.topic(name).fetch_requests += len(topic.partitions)
 
     def _name(self, topic: Any) -> str | None:
         if self.by_id:
@@ -110,6 +118,7 @@ class _FetchPlan:
         total = 0
         errors = False
         responses = []
+        self.sent.clear()
         for topic, name in zip(self.request.topics, self.names, strict=True):
             parts = []
             for p in topic.partitions:
@@ -128,7 +137,12 @@ class _FetchPlan:
                     parts.append(cached.part)
                     continue
                 part, size = self._read_partition(name, p, total)
-                errors = errors or part.error_code != ErrorCode.none
+                if part.error_code != ErrorCode.none:
+                    errors = True
+                    if name in ctx.broker.topics:
+                        ctx.broker.metrics.topic(name).failed_fetch_requests += 1
+                if size:
+                    self.sent.append((name, size))
                 total += size
                 parts.append(part)
             topic_id = getattr(topic, "topic_id", None) or _NULL_TOPIC_ID
@@ -217,12 +231,18 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if remaining <= 0:
                 break
             # re-read what changed (or, at the deadline, only what is not caught up)
+            parked = perf_counter()
             changed = await ctx.broker.replicas.purgatory.wait(plan.keys, remaining)
+            ctx.remote_time += perf_counter() - parked
             responses, total, errors = plan.read(changed)
         response = FetchResponse(responses)
     except BaseException:
         plan.close_regions()
         raise
+    if plan.sent:
+        metrics = ctx.broker.metrics
+        for name, size in plan.sent:
+            metrics.topic(name).bytes_out += size
     if plan.regions:
         return zero_copy.SplicedResponse(response, plan.regions)
     return response

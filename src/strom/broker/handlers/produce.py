@@ -35,7 +35,8 @@ log = logging.getLogger(__name__)
 
 def _partition(ctx: RequestContext, index: int, code: ErrorCode, **values: Any) -> ProducePartition:
     # A plain tuple, encoded by strom.protocol.hot_path: kio's generic build + encode of this
-    # response cost more than appending the records it acknowledges.
+    # response cost more than appending the records it acknowledges. Only errors come here.
+    ctx.broker.metrics.request_error(API_KEY, code)
     return ProducePartition(
         index,
         code,
@@ -78,6 +79,8 @@ def _append_one(ctx: RequestContext, topic: str, index: int, records: bytes | No
         )
     if not records:
         return _partition(ctx, index, ErrorCode.corrupt_message, error_message="no records")
+    counters = broker.metrics.topic(topic)
+    counters.produce_requests += 1
     try:
         log_ = broker.replicas.get_log(topic, index)
         if acks == -1 and log_.config.min_insync_replicas > 1:
@@ -91,13 +94,21 @@ def _append_one(ctx: RequestContext, topic: str, index: int, records: bytes | No
         if result.flushed is not None:  # flush.messages reached: answer once it is on disk
             durable.append(result.flushed)
     except RecordValidationError as exc:  # KIP-467: the client fails only these records
+        counters.failed_produce_requests += 1
+        counters.bytes_rejected += len(records)
         return _partition(ctx, index, exc.error_code, error_message=str(exc)[:500],
                           record_errors=exc.record_errors)  # fmt: skip
     except Exception as exc:
         code = error_code_of(exc)
         if code == ErrorCode.unknown_server_error:
             log.exception("append to %s-%s failed", topic, index)
+        counters.failed_produce_requests += 1
+        counters.bytes_rejected += len(records)
         return _partition(ctx, index, code, error_message=str(exc)[:500])
+    if not result.duplicate:  # a retried batch already counted
+        counters.messages_in += result.record_count
+        counters.bytes_in += len(records)
+        counters.value_bytes_in += result.value_bytes
     return ProducePartition(
         index, 0, result.base_offset, result.log_append_time, result.log_start_offset
     )

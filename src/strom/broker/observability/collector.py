@@ -1,0 +1,265 @@
+"""The scrape: every metric family, computed from the broker's state when ``/metrics`` is read.
+
+Names follow what Kafka dashboards query: Kafka's JMX MBeans as the Prometheus JMX exporter's
+usual rules name them (``kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec,topic=t`` ->
+``kafka_server_brokertopicmetrics_bytesin_total{topic="t"}``), and kafka_exporter's names for
+consumer-group lag (``kafka_consumergroup_lag{consumergroup,topic,partition}``). ``docs/
+metrics.md`` lists every family with its type, labels and meaning; keep the two in step.
+
+Nothing here runs on the request path: counters come from
+:class:`~strom.broker.observability.metrics.BrokerMetrics`, gauges are computed now from the
+logs, the topic registry and the coordinators (found through ``broker.extensions``,
+duck-typed, so this module imports none of them). A scrape runs on the event loop: it sees one
+consistent state. Text is written by :mod:`strom.broker.observability.exposition`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from strom.broker.observability.exposition import Writer, escape, labels
+from strom.broker.observability.metrics import REQUEST_BUCKETS_MS
+from strom.protocol.errors import ErrorCode
+from strom.storage.flush_stats import BUCKETS_MS as FLUSH_BUCKETS_MS
+from strom.storage.flush_stats import FLUSH_STATS
+
+if TYPE_CHECKING:
+    from strom.broker.broker import Broker
+
+# (slot of TopicCounters, metric name after kafka_server_brokertopicmetrics_, help)
+TOPIC_COUNTERS = (
+    ("messages_in", "messagesin", "Records appended by Produce requests"),
+    ("bytes_in", "bytesin", "Record batch bytes appended by Produce requests (Kafka's BytesIn)"),
+    ("value_bytes_in", "valuebytesin",
+     "Value bytes of the records appended by Produce requests (strom's addition)"),
+    ("bytes_out", "bytesout", "Record batch bytes sent in Fetch responses"),
+    ("bytes_rejected", "bytesrejected", "Record batch bytes of Produce appends refused"),
+    ("produce_requests", "totalproducerequests", "Partitions written by Produce requests"),
+    ("failed_produce_requests", "failedproducerequests", "Produce partitions answered with an error"),
+    ("fetch_requests", "totalfetchrequests", "Partitions named by Fetch requests"),
+    ("failed_fetch_requests", "failedfetchrequests", "Fetch partitions answered with an error"),
+)  # fmt: skip
+TXN_STATE_NAMES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit",
+                   "CompleteAbort", "Dead", "PrepareEpochFence")  # fmt: skip
+GROUP_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty")
+REQUEST_PARTS = (
+    ("requestqueuetimems", "queue_s",
+     "Time a request waited behind earlier requests of its connection (ms)"),
+    ("localtimems", "local_s", "Time a request was handled on the event loop, fsync waits "
+     "included (ms)"),
+    ("remotetimems", "remote_s", "Time a request waited in the purgatory (long-poll Fetch) (ms)"),
+)  # fmt: skip
+
+
+def request_name(api_key: int) -> str:
+    """Kafka's name of an API (``ApiKeys.name``): ``list_offsets`` -> ``ListOffsets``."""
+    from kio.schema.index import api_key_map
+
+    snake = api_key_map.get(api_key)
+    if snake is None:
+        return f"ApiKey{api_key}"
+    return "".join(part.capitalize() for part in snake.split("_"))
+
+
+def error_name(code: int) -> str:
+    """Kafka's constant name of an error code (``UNKNOWN_TOPIC_OR_PARTITION``)."""
+    try:
+        return ErrorCode(code).name.upper()
+    except ValueError:
+        return str(code)
+
+
+def render(broker: Broker) -> str:
+    """The text of every family of ``docs/metrics.md`` but the process ones."""
+    out = Writer()
+    if hasattr(broker, "logs"):  # started far enough to have state
+        _topic_metrics(broker, out)
+    _requests(broker, out)
+    if hasattr(broker, "logs"):
+        _sockets(broker, out)
+        _logs(broker, out)
+        _replication(broker, out)
+        _groups(broker, out)
+        _transactions(broker, out)
+    return out.text()
+
+
+def _topic_metrics(broker: Broker, out: Writer) -> None:
+    metrics = broker.metrics
+    topics = broker.topics
+    metrics.retire_topics(lambda name: name in topics)
+    totals = metrics.totals()
+    per_topic = [(labels(topic=name), counters) for name, counters in sorted(metrics.topics.items())]
+    for slot, name, doc in TOPIC_COUNTERS:
+        sample = out.family(f"kafka_server_brokertopicmetrics_{name}", "counter",
+                            f"{doc}; without a topic label: all topics")  # fmt: skip
+        # the broker-wide series has no topic label, as the JMX exporter writes Kafka's
+        out.sample(sample, getattr(totals, slot))
+        for label_text, counters in per_topic:
+            out.sample(sample, getattr(counters, slot), label_text)
+
+
+def _requests(broker: Broker, out: Writer) -> None:
+    from strom.broker import dispatch
+
+    requests = broker.metrics.requests
+    named = [(spec.api_key, request_name(spec.api_key)) for spec in dispatch.supported_apis()]
+    if any(key == 1 for key, _ in named):  # Kafka counts a Fetch also as FetchConsumer (or
+        named.append((1, "FetchConsumer"))  # FetchFollower): all consumers' until replication
+    used = [(key, name, f'request="{name}"') for key, name in named if requests[key].count]
+    out.series("kafka_network_requestmetrics_requests", "counter", "Requests received, by API",
+               ((f'{{request="{name}"}}', requests[key].count) for key, name in named))
+    sample = out.family("kafka_network_requestmetrics_errors", "counter",
+                        "Error codes other than NONE in responses (per partition for Produce "
+                        "and Fetch), by API and error")  # fmt: skip
+    for key, _name, pairs in used:
+        for code, count in sorted(requests[key].errors.items()):
+            out.sample(sample, count, f'{{{pairs},error="{error_name(code)}"}}')
+    name = "kafka_network_requestmetrics_totaltimems"
+    out.family(name, "histogram", "Time from receiving a request to its response being ready (ms)")
+    for key, _name, pairs in used:
+        stats = requests[key]
+        out.histogram(name, pairs, REQUEST_BUCKETS_MS, stats.buckets, stats.total_s * 1000.0)
+    for metric, slot, doc in REQUEST_PARTS:
+        name = f"kafka_network_requestmetrics_{metric}"
+        out.family(name, "summary", doc)
+        for key, _name, pairs in used:
+            stats = requests[key]
+            out.summary(name, pairs, stats.count, getattr(stats, slot) * 1000.0)
+
+
+def _sockets(broker: Broker, out: Writer) -> None:
+    metrics = broker.metrics
+    listener = '{listener="PLAINTEXT"}'
+    out.series("kafka_server_socket_server_metrics_connection_count", "gauge",
+               "Open client connections", [(listener, len(broker.connections))])
+    out.series("kafka_server_socket_server_metrics_connection_creation", "counter",
+               "Client connections accepted", [(listener, metrics.connections_created)])
+    out.series("kafka_server_socket_server_metrics_connection_close", "counter",
+               "Client connections closed", [(listener, metrics.connections_closed)])
+
+
+def _logs(broker: Broker, out: Writer) -> None:
+    logs = [(labels(topic=t, partition=p), log) for (t, p), log in sorted(broker.logs.logs())]
+    out.series("kafka_log_log_size", "gauge", "Bytes of the partition's segment files (.log)",
+               ((k, sum(s.size for s in log.segments)) for k, log in logs))
+    out.series("kafka_log_log_numlogsegments", "gauge", "Segments of the partition",
+               ((k, len(log.segments)) for k, log in logs))
+    out.series("kafka_log_log_logendoffset", "gauge", "Log end offset",
+               ((k, log.log_end_offset) for k, log in logs))
+    out.series("kafka_log_log_logstartoffset", "gauge", "Log start offset",
+               ((k, log.log_start_offset) for k, log in logs))
+    # kafka_exporter's names for the same offsets (its dashboards read these)
+    out.series("kafka_topic_partition_current_offset", "gauge", "High watermark of a partition",
+               ((k, log.high_watermark) for k, log in logs))
+    out.series("kafka_topic_partition_oldest_offset", "gauge", "Log start offset of a partition",
+               ((k, log.log_start_offset) for k, log in logs))
+    _count, total_ms, buckets = FLUSH_STATS.snapshot()
+    name = "kafka_log_logflushstats_logflushrateandtimems"
+    out.family(name, "histogram", "Time to fsync a segment and its indexes (ms)")
+    out.histogram(name, "", FLUSH_BUCKETS_MS, buckets, total_ms)
+
+
+def _replication(broker: Broker, out: Writer) -> None:
+    repl = broker.metrics.replication
+    node = broker.node_id
+    topics = list(broker.topics)
+    partitions = sum(len(t.replicas) for t in topics)
+    hosted = sum(1 for t in topics for r in t.replicas.values() if node in r)
+    for name, doc, value in (
+        ("kafka_server_replicamanager_partitioncount", "Partitions hosted here", hosted),
+        ("kafka_server_replicamanager_leadercount", "Partitions led here", hosted),
+        ("kafka_server_replicamanager_underreplicatedpartitions",
+         "Partitions led here whose ISR is smaller than their replica set",
+         repl.under_replicated()),
+        ("kafka_server_replicamanager_underminisrpartitioncount",
+         "Partitions led here whose ISR is smaller than min.insync.replicas",
+         repl.under_min_isr()),
+        ("kafka_server_replicamanager_offlinereplicacount", "Replicas hosted here offline",
+         repl.offline_replicas()),
+        ("kafka_controller_kafkacontroller_activecontrollercount",
+         "1 on the active controller, 0 elsewhere", repl.active_controller()),
+        ("kafka_controller_kafkacontroller_offlinepartitionscount",
+         "Partitions without a leader", repl.offline_partitions()),
+        ("kafka_controller_kafkacontroller_globaltopiccount", "Topics in the cluster",
+         len(topics)),
+        ("kafka_controller_kafkacontroller_globalpartitioncount", "Partitions in the cluster",
+         partitions),
+        ("kafka_brokers", "Brokers in the cluster (kafka_exporter)", 1),
+    ):  # fmt: skip
+        out.single(name, "gauge", doc, value)
+    for name, doc, value in (
+        ("kafka_server_replicamanager_isrshrinks", "ISR shrinks of partitions led here",
+         repl.isr_shrinks),
+        ("kafka_server_replicamanager_isrexpands", "ISR expansions of partitions led here",
+         repl.isr_expands),
+        ("kafka_controller_controllerstats_uncleanleaderelections",
+         "Leader elections of a replica outside the ISR", repl.unclean_leader_elections),
+    ):  # fmt: skip
+        out.single(name, "counter", doc, value)
+    name = "kafka_controller_controllerstats_leaderelectionrateandtimems"
+    out.family(name, "summary", "Leader elections by the controller and their time (ms)")
+    out.summary(name, "", repl.leader_elections, repl.leader_election_ms)
+
+
+def _groups(broker: Broker, out: Writer) -> None:
+    service = broker.extensions.get("group_coordinator")
+    coordinator = getattr(service, "coordinator", None)
+    if coordinator is None:
+        return
+    groups: dict[str, Any] = dict(coordinator.groups)
+    by_state = Counter(g.state.value for g in groups.values())
+    prefix = "kafka_coordinator_group_groupmetadatamanager_"
+    out.single(prefix + "numgroups", "gauge", "Consumer groups", len(groups))
+    for state in GROUP_STATES:
+        out.single(f"{prefix}numgroups{state.lower()}", "gauge",
+                   f"Consumer groups in state {state}", by_state.get(state, 0))
+    out.single(prefix + "numoffsets", "gauge", "Committed offsets held",
+               sum(len(g.offsets) for g in groups.values()))
+    out.single("kafka_server_group_coordinator_metrics_group_rebalance", "counter",
+               "Rebalances begun (groups entering PreparingRebalance)", coordinator.rebalances)
+    out.single("kafka_server_group_coordinator_metrics_group_completed_rebalance", "counter",
+               "Generations formed (groups entering CompletingRebalance)",
+               coordinator.completed_rebalances)
+    _lag(broker, groups, out)
+
+
+def _lag(broker: Broker, groups: dict[str, Any], out: Writer) -> None:
+    """kafka_exporter's families: lag = the partition's high watermark minus the group's
+    committed offset (never negative); partitions not hosted here are left out."""
+    logs = broker.logs
+    rows: list[tuple[str, int, int]] = []  # (label text, committed, lag)
+    sums: list[tuple[str, int]] = []
+    members: list[tuple[str, int]] = []
+    for group_id, group in sorted(groups.items()):
+        gid = escape(group_id)
+        members.append((f'{{consumergroup="{gid}"}}', len(group.members)))
+        per_topic: dict[str, int] = {}
+        for (topic, partition), entry in sorted(group.offsets.items()):
+            log = logs.get(topic, partition)
+            if log is None or entry.offset < 0:
+                continue
+            behind = max(log.high_watermark - entry.offset, 0)
+            rows.append((f'{{consumergroup="{gid}",topic="{escape(topic)}",'
+                         f'partition="{partition}"}}', entry.offset, behind))  # fmt: skip
+            per_topic[topic] = per_topic.get(topic, 0) + behind
+        sums.extend((f'{{consumergroup="{gid}",topic="{escape(t)}"}}', total)
+                    for t, total in sorted(per_topic.items()))  # fmt: skip
+    out.series("kafka_consumergroup_current_offset", "gauge",
+               "Committed offset of a group on a partition", ((k, c) for k, c, _ in rows))
+    out.series("kafka_consumergroup_lag", "gauge",
+               "High watermark minus the group's committed offset", ((k, lag) for k, _, lag in rows))
+    out.series("kafka_consumergroup_lag_sum", "gauge", "Lag of a group on a topic", sums)
+    out.series("kafka_consumergroup_members", "gauge", "Members of a group", members)
+
+
+def _transactions(broker: Broker, out: Writer) -> None:
+    service = broker.extensions.get("txn_coordinator")
+    coordinator = getattr(service, "coordinator", None)
+    if coordinator is None:
+        return
+    by_state = Counter(int(v.state) for v in coordinator.txns.values())
+    out.series("kafka_server_transaction_coordinator_metrics_transactions", "gauge",
+               "Transactional ids by transaction state",
+               ((f'{{state="{name}"}}', by_state.get(i, 0)) for i, name in enumerate(TXN_STATE_NAMES)))

@@ -1,0 +1,82 @@
+"""Liveness and readiness: a list of named checks, each true or false right now.
+
+``/health/live`` answers 200 while the process and its event loop run (a loop stuck in a
+handler cannot answer at all, which is what a liveness probe wants to see). ``/health/ready``
+runs every readiness check and answers 200 when all pass, else 503; the JSON body names each
+check and lists the failing ones::
+
+    {"status": "ready" | "not ready", "failing": ["logs_loaded"],
+     "checks": {"listener": true, "logs_loaded": false, ...}}
+
+Built-in checks: ``started`` (start-up finished, shutdown not begun), ``logs_loaded`` (every
+partition log recovered and opened), ``listener`` (the Kafka listener accepts connections),
+``coordinators_loaded`` (the group and transaction coordinators replayed their topics),
+``controller_known`` and ``no_offline_partitions`` (a controller is known; no partition led here
+is offline: from :class:`~strom.broker.observability.metrics.ReplicationMetrics`, whose
+single-node answers always pass). The cluster work adds its own with :meth:`Health.add`.
+A check that raises counts as failing (and is logged once per failure streak).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from strom.broker.broker import Broker
+
+log = logging.getLogger(__name__)
+Check = Callable[[], bool]
+
+
+class Health:
+    def __init__(self) -> None:
+        self.checks: dict[str, Check] = {}
+        self._raising: set[str] = set()
+
+    def add(self, name: str, check: Check) -> None:
+        """Add (or replace) the readiness check ``name``."""
+        self.checks[name] = check
+
+    def remove(self, name: str) -> None:
+        self.checks.pop(name, None)
+
+    def readiness(self) -> tuple[bool, dict[str, Any]]:
+        """(ready, JSON body)."""
+        results: dict[str, bool] = {}
+        for name, check in list(self.checks.items()):
+            try:
+                results[name] = bool(check())
+                self._raising.discard(name)
+            except Exception as exc:  # a broken check is a failing one, never a 500
+                if name not in self._raising:
+                    log.warning("readiness check %s raised %s: %s", name, type(exc).__name__, exc)
+                    self._raising.add(name)
+                results[name] = False
+        failing = [name for name, ok in results.items() if not ok]
+        body = {"status": "not ready" if failing else "ready", "failing": failing,
+                "checks": results}  # fmt: skip
+        return not failing, body
+
+
+def _coordinators_loaded(broker: Broker) -> bool:
+    for name in ("group_coordinator", "txn_coordinator"):
+        service = broker.extensions.get(name)
+        coordinator = getattr(service, "coordinator", None)
+        if coordinator is None or getattr(coordinator, "loading", False):
+            return False
+    return True
+
+
+def broker_health(broker: Broker) -> Health:
+    """The built-in checks of ``broker`` (module doc)."""
+    health = Health()
+    repl = broker.metrics.replication
+    health.add("started", lambda: broker.started and not broker.stopping)
+    health.add("logs_loaded", lambda: broker.logs_loaded)
+    health.add("listener", broker.listener_serving)
+    health.add("coordinators_loaded", lambda: _coordinators_loaded(broker))
+    health.add("controller_known", lambda: repl.controller_known())
+    health.add("no_offline_partitions", lambda: repl.offline_partitions() == 0)
+    return health
