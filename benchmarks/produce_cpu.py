@@ -109,7 +109,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         rounds: list[float] = []
         walls: list[float] = []
         writes0 = transport.writes
-        for r in range(args.rounds):
+        for _ in range(args.rounds):
             frames = produce_frames("bench", args.requests, sent + 10_000)
             if profiler is not None:
                 profiler.enable()

@@ -58,7 +58,7 @@ logger = logging.getLogger(__name__)
 _SNAPSHOT_MIN_BYTES = 1 << 20
 
 
-def _marker(batch: bytes | memoryview) -> Marker | None:
+def _marker(batch: bytes | bytearray | memoryview) -> Marker | None:
     """The transaction marker of a control batch (None if it holds another control record or
     cannot be read: validation has already accepted the batch's shape)."""
     try:
