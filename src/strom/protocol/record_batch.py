@@ -18,6 +18,7 @@ from strom.protocol.batch_header import (
     CONTROL_BIT,
     CREATE_TIME,
     HEADER_SIZE,
+    HEADER_STRUCT,
     LOG_APPEND_TIME,
     LOG_OVERHEAD,
     MAGIC,
@@ -30,6 +31,7 @@ from strom.protocol.batch_header import (
     InvalidRecordError,
     RecordBatchError,
     compute_crc,
+    crc_of,
     increment_sequence,
     iter_batches,
     parse_header,
@@ -38,6 +40,7 @@ from strom.protocol.batch_header import (
     set_log_append_time,
     verify_crc,
     walk_headers,
+    with_offsets,
 )
 from strom.protocol.records import (
     DELETE_HORIZON_BIT,
@@ -56,6 +59,7 @@ __all__ = [
     "CREATE_TIME",
     "DELETE_HORIZON_BIT",
     "HEADER_SIZE",
+    "HEADER_STRUCT",
     "LOG_APPEND_TIME",
     "LOG_OVERHEAD",
     "MAGIC",
@@ -72,6 +76,7 @@ __all__ = [
     "build_batch",
     "build_batch_from_records",
     "compute_crc",
+    "crc_of",
     "decode_records",
     "decode_varint",
     "encode_varint",
@@ -83,4 +88,5 @@ __all__ = [
     "set_log_append_time",
     "verify_crc",
     "walk_headers",
+    "with_offsets",
 ]

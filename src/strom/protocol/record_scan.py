@@ -60,8 +60,9 @@ def _raw_varint(buf: Buffer, pos: int, end: int) -> tuple[int, int]:
 
 
 def scan_records(payload: Buffer, count: int, ts_low: int, ts_high: int, no_timestamp: int,
-                 keys_required: bool) -> RecordScan:  # fmt: skip
-    """Walk ``count`` records of ``payload``; raise :class:`InvalidRecordError` when malformed.
+                 keys_required: bool, start: int = 0) -> RecordScan:  # fmt: skip
+    """Walk ``count`` records of ``payload`` from byte ``start`` (the records of an uncompressed
+    batch are walked in place, ``start`` 61); raise :class:`InvalidRecordError` when malformed.
 
     A record whose timestampDelta is outside ``[ts_low, ts_high]`` (bounds as deltas from the
     batch's baseTimestamp), other than ``no_timestamp`` (the delta meaning timestamp -1), goes
@@ -73,7 +74,7 @@ def scan_records(payload: Buffer, count: int, ts_low: int, ts_high: int, no_time
     """
     buf = bytes(payload) if isinstance(payload, memoryview) else payload
     end = len(buf)
-    pos = 0
+    pos = start
     scan = RecordScan()
     max_delta = scan.max_timestamp_delta
     value_bytes = 0

@@ -69,13 +69,13 @@ class AppendOrigin(enum.Enum):
     REPLICATION = "replication"  # a follower copying its leader: offsets kept, shape only
 
 
-def validate_shape(header: rb.BatchHeader, batch: memoryview, config: LogConfig) -> None:
+def validate_shape(header: rb.BatchHeader, batch: rb.Buffer, config: LogConfig) -> None:
     """The checks every origin gets (module doc); raises the storage error."""
     if header.size > config.max_message_bytes:
         raise RecordTooLargeError(
             f"batch of {header.size} bytes exceeds max.message.bytes {config.max_message_bytes}"
         )
-    if not rb.verify_crc(batch):
+    if header.crc != rb.compute_crc(batch):
         raise CorruptRecordError(f"record is corrupt (CRC mismatch) in batch at offset "
                                  f"{header.base_offset}")  # fmt: skip
     if header.record_count < 0 or header.last_offset_delta < 0:
@@ -86,11 +86,14 @@ def validate_shape(header: rb.BatchHeader, batch: memoryview, config: LogConfig)
         raise InvalidRecordError("more records than the batch's offset range")
 
 
-def validate_records(header: rb.BatchHeader, batch: memoryview, config: LogConfig, now_ms: int,
+def validate_records(header: rb.BatchHeader, batch: rb.Buffer, config: LogConfig, now_ms: int,
                      origin: AppendOrigin) -> tuple[int, int]:  # fmt: skip
     """The full checks of a CLIENT or COORDINATOR batch (module doc), after
     :func:`validate_shape`. Returns the batch's maxTimestamp as its records say, and the
-    sum of its records' value lengths (for the broker's value-bytes metric)."""
+    sum of its records' value lengths (for the broker's value-bytes metric).
+
+    ``batch`` is the whole batch; given as ``bytes``, uncompressed records are walked in place
+    (no copy of them)."""
     client = origin is AppendOrigin.CLIENT
     if client:
         if header.base_offset != 0:
@@ -112,10 +115,13 @@ def validate_records(header: rb.BatchHeader, batch: memoryview, config: LogConfi
             f"inconsistent batch offset range [0, {header.last_offset_delta}] and count of "
             f"records {count}"
         )
-    payload: bytes | memoryview = batch[rb.HEADER_SIZE :]
+    payload: rb.Buffer = batch
+    start = rb.HEADER_SIZE
     if header.compression != compression.NONE:
+        start = 0
         try:
-            payload = compression.decompress(header.compression, payload,
+            payload = compression.decompress(header.compression,
+                                             memoryview(batch)[rb.HEADER_SIZE :],
                                              MAX_UNCOMPRESSED_BATCH_BYTES)  # fmt: skip
         except compression.DecompressedTooLargeError as exc:
             raise InvalidRecordError(str(exc)) from exc
@@ -131,7 +137,7 @@ def validate_records(header: rb.BatchHeader, batch: memoryview, config: LogConfi
         low, high = _LONG_MIN, _LONG_MAX
     try:
         scan = scan_records(payload, count, low, high, -1 - base,
-                            config.compact and not header.is_control)  # fmt: skip
+                            config.compact and not header.is_control, start)  # fmt: skip
     except rb.InvalidRecordError as exc:
         raise InvalidRecordError(str(exc)) from exc
     errors: list[tuple[int, str]] = []

@@ -58,7 +58,7 @@ logger = logging.getLogger(__name__)
 _SNAPSHOT_MIN_BYTES = 1 << 20
 
 
-def _marker(batch: bytes | memoryview) -> Marker | None:
+def _marker(batch: bytes | bytearray | memoryview) -> Marker | None:
     """The transaction marker of a control batch (None if it holds another control record or
     cannot be read: validation has already accepted the batch's shape)."""
     try:
@@ -307,6 +307,74 @@ class Log:
         (duplicates answered with their original offsets). REPLICATION keeps the batches'
         offsets and epochs (above the log end offset, ascending) and skips the client rules.
         """
+        if origin is not AppendOrigin.REPLICATION and len(records) >= rb.HEADER_SIZE:
+            header = rb.parse_header(records)
+            if (header.magic == rb.MAGIC and header.batch_length >= rb.MIN_BATCH_LENGTH
+                    and header.size == len(records)):  # fmt: skip
+                return self._append_batch(records, header, origin, leader_epoch)
+        return self._append_batches(records, origin, leader_epoch)
+
+    def _append_batch(self, records: bytes | bytearray | memoryview, header: rb.BatchHeader,
+                      origin: AppendOrigin, leader_epoch: int) -> AppendResult:  # fmt: skip
+        """A CLIENT or COORDINATOR append of exactly one well-framed batch (every Produce):
+        the header is parsed once by the caller, the records are validated in place and
+        written as they came (:meth:`LogSegment.append_patched` writes the patched header
+        beside them), never copied."""
+        config = self.config
+        validate_shape(header, records, config)
+        now = self.clock.time_ms()
+        max_ts, value_bytes = validate_records(header, records, config, now, origin)
+        if header.has_producer_id:
+            pending: dict[int, ProducerEntry] = {}
+            dup = self.producer_state.check(header, pending)
+            if dup is not None:
+                return AppendResult(dup.first_offset, dup.last_offset, -1, self.log_start_offset,
+                                    header.record_count, True)  # fmt: skip
+        else:
+            pending = {}
+        append_time = now if config.timestamp_type == rb.LOG_APPEND_TIME else -1
+        attributes = header.attributes
+        if append_time >= 0:
+            attributes |= rb.TIMESTAMP_TYPE_BIT
+            max_ts = append_time
+        seg = self.active
+        was_empty, was_clean = seg.size == 0, self._unflushed_messages == 0
+        offset = seg.next_offset
+        # the header as stored: offsets, epoch, and (when they changed) attributes, maxTimestamp
+        # and the CRC over attributes..end, computed without joining header and records
+        stored = rb.with_offsets(header, offset, leader_epoch, attributes, max_ts)
+        if max_ts != header.max_timestamp or attributes != header.attributes:
+            stored = stored._replace(crc=rb.crc_of(stored, records))
+        self._maybe_roll(stored, now)
+        marker = _marker(records) if stored.is_control else None
+        aborted = self._aborted_by(stored, marker) if stored.is_control else None
+        seg = self.active
+        seg.append_patched(rb.HEADER_STRUCT.pack(*stored), records, stored)
+        if aborted is not None:
+            seg.txn_index.append(aborted)
+        self.producer_state.update(stored, pending,
+                                   marker.coordinator_epoch if marker else None)  # fmt: skip
+        if leader_epoch > self.leader_epochs.latest_epoch:
+            self.leader_epochs.assign(leader_epoch, offset)
+        count = stored.record_count
+        self._unflushed_messages += count
+        flushed = None
+        if self._unflushed_messages >= config.flush_messages:
+            flushed = self.flush_async()
+        # Maintenance deadlines move only when the active segment gets its first batch
+        # (segment.ms), the first unflushed message appears (flush.ms), or with a size bound
+        # (retention.bytes); a roll signals by itself. Touching the schedule on every append
+        # made each maintenance tick visit every partition written in the last second.
+        if was_empty or (was_clean and config.flush_ms < 2**62) or (
+                config.retention_bytes >= 0 and config.delete):  # fmt: skip
+            self._changed()
+        return AppendResult(offset, stored.last_offset, append_time, self.log_start_offset,
+                            count, flushed=flushed, value_bytes=value_bytes)  # fmt: skip
+
+    def _append_batches(self, records: bytes | bytearray | memoryview,
+                        origin: AppendOrigin, leader_epoch: int) -> AppendResult:  # fmt: skip
+        """Every other append: REPLICATION (several batches, offsets kept) and malformed
+        client input (refused here with the codec's error)."""
         buf = bytearray(records)
         try:
             headers = [h for h, _view in rb.iter_batches(buf)]

@@ -9,6 +9,7 @@ which beats Kafka's default (DEFAULT_CONFIG). Values are strings everywhere outs
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -199,7 +200,10 @@ _TIMESTAMP_TYPE = {"CreateTime": 0, "LogAppendTime": 1}
 
 @dataclass(frozen=True)
 class LogConfig:
-    """A topic's effective log configuration (Kafka names with '.' → '_')."""
+    """A topic's effective log configuration (Kafka names with '.' → '_').
+
+    The derived values below are computed once per instance (``cached_property`` writes the
+    instance's ``__dict__``, which a frozen dataclass allows): every append reads them."""
 
     segment_bytes: int = 1073741824
     segment_ms: int = 604800000
@@ -226,15 +230,15 @@ class LogConfig:
     compression_type: str = "producer"
     preallocate: bool = False
 
-    @property
+    @functools.cached_property
     def compact(self) -> bool:
         return "compact" in self.cleanup_policy.split(",")
 
-    @property
+    @functools.cached_property
     def delete(self) -> bool:
         return "delete" in self.cleanup_policy.split(",")
 
-    @property
+    @functools.cached_property
     def timestamp_before_max_ms(self) -> int:
         """The effective before bound: the deprecated difference.max.ms applies where
         before.max.ms is left at its default (Kafka 3.6+ ``LogConfig``)."""
@@ -242,14 +246,14 @@ class LogConfig:
             return self.message_timestamp_before_max_ms
         return self.message_timestamp_difference_max_ms
 
-    @property
+    @functools.cached_property
     def timestamp_after_max_ms(self) -> int:
         """The effective after bound (see :attr:`timestamp_before_max_ms`)."""
         if self.message_timestamp_after_max_ms != LONG_MAX:
             return self.message_timestamp_after_max_ms
         return self.message_timestamp_difference_max_ms
 
-    @property
+    @functools.cached_property
     def timestamp_type(self) -> int:
         """0 CreateTime, 1 LogAppendTime (the batch attribute bit's value)."""
         return _TIMESTAMP_TYPE[self.message_timestamp_type]

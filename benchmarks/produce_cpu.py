@@ -1,0 +1,186 @@
+"""Broker CPU per single-message Produce request, in process: the Python part of the cost.
+
+Starts a :class:`strom.broker.broker.Broker` in this process (temporary data directory, a
+free 127.0.0.1 port nobody connects to), creates a topic, and feeds one connection object
+(:class:`strom.broker.server.KafkaConnection`, with a transport that only counts bytes)
+``--requests`` Produce frames of one 100-byte record each, as librdkafka sends them with
+``linger.ms=0`` (Produce v9, acks=1, no idempotence), in bursts of ``--burst`` pipelined
+frames (what arrives in one ``recv`` when several producers saturate the broker). The figure
+is the process CPU time (``time.process_time``) per request from the first frame to the last
+response written: framing, the pre-decode walk, ``kio``'s decode, the handler, the append
+(``pwrite`` into the page cache), the response encoding. What it leaves out is the socket
+(``recv``/``send``/``epoll``), which ``benchmarks/scale.py`` includes.
+
+Run it against two trees in the same session and compare the ratio::
+
+    PYTHONPATH=/work/main/src python benchmarks/produce_cpu.py
+    PYTHONPATH=src python benchmarks/produce_cpu.py [--profile out.pstats]
+
+Prints one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import json
+import logging
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+
+class CountingTransport(asyncio.Transport):
+    """Swallows what the connection writes; counts it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written = 0
+        self.writes = 0
+        self.closing = False
+
+    def write(self, data: Any) -> None:
+        self.written += len(data)
+        self.writes += 1
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def close(self) -> None:
+        self.closing = True
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 1) if name == "peername" else default
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+
+def produce_frames(topic: str, count: int, first_correlation: int) -> list[bytes]:
+    """``count`` Produce v9 frames (size prefix included), one 100-byte record each."""
+    import kio.schema.produce.v9.request as req
+
+    from strom.protocol.messages import RequestHeader, build, encode_request
+    from strom.protocol.record_batch import build_batch
+
+    now = int(time.time() * 1000)
+    frames = []
+    for i in range(count):
+        batch = build_batch([(None, b"v" * 100, [], now)])
+        request = build(
+            req.ProduceRequest, transactional_id=None, acks=1, timeout=30000,
+            topic_data=(build(req.TopicProduceData, name=topic, partition_data=(
+                build(req.PartitionProduceData, index=0, records=batch),)),),
+        )  # fmt: skip
+        header = RequestHeader(0, 9, first_correlation + i, "rdkafka")
+        frames.append(encode_request(header, request))
+    return frames
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    from strom.broker.broker import Broker
+    from strom.broker.server import KafkaConnection
+    from strom.config import BrokerConfig
+    from strom.testing import free_port
+
+    tmp = Path(tempfile.mkdtemp(prefix="strom-producecpu-"))
+    broker = Broker(BrokerConfig({"log.cleaner.enable": "false"}), tmp / "data",
+                    ("127.0.0.1", free_port()))  # fmt: skip
+    await broker.start()
+    try:
+        await broker.create_topic("bench", 1, 1, {})
+        conn = KafkaConnection(broker)
+        transport = CountingTransport()
+        conn.connection_made(transport)
+        warm = produce_frames("bench", 2000, 0)
+        await _feed(conn, warm, args.burst, transport, 0)
+        sent = len(warm)
+        profiler = cProfile.Profile() if args.profile else None
+        rounds: list[float] = []
+        walls: list[float] = []
+        writes0 = transport.writes
+        for _ in range(args.rounds):
+            frames = produce_frames("bench", args.requests, sent + 10_000)
+            if profiler is not None:
+                profiler.enable()
+            t0, c0 = time.perf_counter(), time.process_time()
+            await _feed(conn, frames, args.burst, transport, sent)
+            cpu, wall = time.process_time() - c0, time.perf_counter() - t0
+            if profiler is not None:
+                profiler.disable()
+            sent += len(frames)
+            rounds.append(cpu * 1e6 / len(frames))
+            walls.append(wall * 1e6 / len(frames))
+        if profiler is not None:
+            profiler.dump_stats(args.profile)
+        log_ = broker.replicas.get_log("bench", 0)
+        if log_.log_end_offset != sent:
+            raise RuntimeError(f"log end offset {log_.log_end_offset}, expected {sent}")
+        transport.close()
+        conn.connection_lost(None)
+        rounds.sort()
+        return {
+            "requests": args.requests * args.rounds,
+            "burst": args.burst,
+            # the least loaded round: other jobs on a shared machine only ever add to it
+            "cpu_us_per_request": round(rounds[0], 2),
+            "cpu_us_per_request_median": round(rounds[len(rounds) // 2], 2),
+            "wall_us_per_request": round(min(walls), 2),
+            "writes_per_request": round((transport.writes - writes0) / (sent - len(warm)), 3),
+        }
+    finally:
+        await broker.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+async def _feed(conn: Any, frames: list[bytes], burst: int, transport: CountingTransport,
+                answered_before: int) -> None:  # fmt: skip
+    """Hand ``frames`` to the connection ``burst`` at a time (one ``data_received`` each) and
+    wait until every one is answered (the transport saw the response bytes)."""
+    expected = answered_before + len(frames)
+    for i in range(0, len(frames), burst):
+        conn.data_received(b"".join(frames[i : i + burst]))
+        while conn.queue or conn.out:
+            await asyncio.sleep(0)
+    for _ in range(1000):
+        if _answered(conn) >= expected:
+            return
+        await asyncio.sleep(0)
+    raise RuntimeError("responses missing")
+
+
+def _answered(conn: Any) -> int:
+    return conn.broker.replicas.get_log("bench", 0).log_end_offset
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=1000, help="requests per round")
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--burst", type=int, default=4, help="frames per data_received")
+    parser.add_argument("--repeat", type=int, default=1, help="runs; the best is reported")
+    parser.add_argument("--profile", help="write cProfile stats of the (last) run here")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    runs = [asyncio.run(run(args)) for _ in range(args.repeat)]
+    best = min(runs, key=lambda r: r["cpu_us_per_request"])
+    best["runs_cpu_us_per_request"] = [r["cpu_us_per_request"] for r in runs]
+    import strom
+
+    best["strom"] = str(Path(strom.__file__).parent)
+    print(json.dumps(best))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
