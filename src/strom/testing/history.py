@@ -307,12 +307,12 @@ def _inconsistent(
             out.append(Anomaly("inconsistent", topic, partition, offset, min(values),
                                f"offset read with different values: {shown}"))  # fmt: skip
     for a in acks:
-        values = at_offset.get((a.topic, a.partition, a.offset))
-        if values and a.value not in values:
-            shown = ", ".join(repr(v) for v in sorted(values))
+        there = at_offset.get((a.topic, a.partition, a.offset), set())
+        if there and a.value not in there:
+            shown = ", ".join(repr(v) for v in sorted(there))
             out.append(Anomaly("inconsistent", a.topic, a.partition, a.offset, a.value,
                                f"acknowledged at this offset, but read there: {shown}"))  # fmt: skip
-        elif not values:
+        elif not there:
             places = read_at.get((a.topic, a.value), set())
             if places and (a.partition, a.offset) not in places:
                 where = ", ".join(f"{p}@{o}" for p, o in sorted(places))
