@@ -262,7 +262,8 @@ class ClusterProcess:
         lines go to :mod:`logging`, not stderr). Keep it while its futures are pending."""
         from confluent_kafka.admin import AdminClient
 
-        return AdminClient({"bootstrap.servers": self.bootstrap, "logger": _CLIENT_LOG, **conf})
+        settings: dict[str, Any] = {"bootstrap.servers": self.bootstrap, "logger": _CLIENT_LOG}
+        return AdminClient({**settings, **conf})
 
     def metadata(self, topic: str | None = None, timeout: float = 5.0) -> Any:
         """A fresh Metadata answer (confluent-kafka's ClusterMetadata) from a live broker."""
