@@ -45,6 +45,8 @@ class ChildProcess:
 
     name = "strom"
     host = "127.0.0.1"
+    #: Start in a session of its own, so it outlives the starter's terminal (``cluster up``).
+    detach = False
     port: int
     log_file: Path
     _proc: subprocess.Popen[bytes] | None = None
@@ -66,7 +68,12 @@ class ChildProcess:
         log = open(self.log_file, "ab")  # noqa: SIM115 - the child owns it until it exits
         try:
             self._proc = subprocess.Popen(
-                self.command(), stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ)
+                self.command(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=dict(os.environ),
+                start_new_session=self.detach,
             )
         finally:
             log.close()
