@@ -41,7 +41,8 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     rsub = reassign.add_subparsers(dest="reassign_command", metavar="COMMAND", required=True)
     p = rsub.add_parser("generate", help="propose a reassignment of whole topics",
                         parents=parents)  # fmt: skip
-    p.add_argument("--topics-to-move-json-file", required=True, type=Path, metavar="FILE")
+    p.add_argument("--topics-to-move-json-file", required=True, type=Path, metavar="FILE",
+                   help='{"version":1,"topics":[{"topic":"t"}]}: the topics to move')
     p.add_argument("--broker-list", required=True, metavar="IDS",
                    help="comma-separated broker ids to place the replicas on")  # fmt: skip
     add_client_options(p, listing=True)
@@ -52,7 +53,8 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         ("cancel", cancel, "cancel the pending reassignment of the file's partitions"),
     ):
         p = rsub.add_parser(name, help=text, parents=parents)
-        p.add_argument("--reassignment-json-file", required=True, type=Path, metavar="FILE")
+        p.add_argument("--reassignment-json-file", required=True, type=Path, metavar="FILE",
+                       help="a reassignment, as 'reassign generate' proposes it")
         add_client_options(p, listing=True)
         p.set_defaults(func=func)
 
