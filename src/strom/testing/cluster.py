@@ -265,6 +265,23 @@ class ClusterProcess:
         settings: dict[str, Any] = {"bootstrap.servers": self.bootstrap, "logger": _CLIENT_LOG}
         return AdminClient({**settings, **conf})
 
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        replication_factor: int = -1,
+        config: Mapping[str, str] | None = None,
+        timeout: float = 60.0,
+    ) -> None:
+        """CreateTopics through any broker; returns once the topic has a leader everywhere."""
+        from confluent_kafka.admin import NewTopic
+
+        admin = self.admin()
+        new = NewTopic(name, partitions, replication_factor, config=dict(config or {}))
+        admin.create_topics([new], request_timeout=timeout)[name].result(timeout)
+        for p in range(partitions):
+            self.wait_for_leader(name, p, timeout=timeout)
+
     def metadata(self, topic: str | None = None, timeout: float = 5.0) -> Any:
         """A fresh Metadata answer (confluent-kafka's ClusterMetadata) from a live broker."""
         if self._admin is None:

@@ -1,0 +1,162 @@
+"""ClusterProcess itself: ZooKeeper + brokers on their own loopback addresses, faults by PID,
+every process gone at the end; with cluster mode, brokers that see each other and a leader
+that moves when killed (history checked)."""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer
+
+from strom.config import known_keys
+from strom.testing.cluster import ClusterProcess, broker_host
+from strom.testing.history import History
+from strom.testing.zookeeper import zookeeper_available
+
+pytestmark = pytest.mark.skipif(not zookeeper_available(), reason="needs the zookeeper package")
+CLUSTER_MODE = "zookeeper.connect" in known_keys()
+REPLICATION = CLUSTER_MODE and importlib.util.find_spec("strom.controller") is not None
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def produce(bootstrap: str, topic: str, history: History, values: list[bytes]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+                         "acks": "all", "logger": _QUIET})  # fmt: skip
+    for value in values:
+        history.attempt(topic, None, value, "p")
+        producer.produce(topic, value, on_delivery=history.delivery_callback("p"))
+    assert producer.flush(60) == 0
+
+
+def consume_all(bootstrap: str, topic: str, history: History, expected: int) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{time.time_ns()}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "logger": _QUIET})  # fmt: skip
+    consumer.subscribe([topic])
+    deadline = time.monotonic() + 60
+    seen = 0
+    try:
+        while seen < expected and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error():
+                continue
+            history.record_message(msg, "c")
+            seen += 1
+    finally:
+        consumer.close()
+
+
+class _Quiet:
+    """librdkafka's log lines about brokers we killed on purpose are not test output."""
+
+    def log(self, *_args: object, **_kwargs: object) -> None:
+        pass
+
+
+_QUIET = _Quiet()
+
+
+def test_single_broker_cluster_faults_and_cleanup(tmp_path: Path) -> None:
+    history = History()
+    with ClusterProcess(tmp_path, brokers=1) as cluster:
+        broker = cluster.broker(1)
+        assert broker.host == broker_host(1) == "127.0.0.2"
+        assert cluster.bootstrap == f"127.0.0.2:{broker.port}"
+        zk_pid = cluster.zookeeper.pid
+        cluster.create_topic("t", 1, 1)
+        assert cluster.leader_of("t", 0) == 1
+        produce(cluster.bootstrap, "t", history, [b"a%d" % i for i in range(50)])
+
+        # SIGSTOP: the broker stops answering (proved by a metadata request timing out)
+        cluster.pause(1)
+        with pytest.raises(KafkaException):
+            cluster.metadata(timeout=1.0)
+        cluster.resume(1)
+        assert cluster.leader_of("t", 0) == 1
+
+        first = broker.pid
+        cluster.kill(1)  # kill -9
+        assert first is not None and not alive(first)
+        assert cluster.running_ids() == set()
+        cluster.start_broker(1)
+        produce(cluster.bootstrap, "t", history, [b"b%d" % i for i in range(50)])
+        cluster.restart(1)  # SIGTERM, then start again
+        consume_all(cluster.bootstrap, "t", history, 100)
+        pids = [zk_pid, broker.pid]
+    report = history.check()
+    report.assert_ok()
+    assert report.acknowledged == report.distinct_read == 100
+    assert not any(alive(pid) for pid in pids if pid is not None)
+
+
+@pytest.mark.skipif(not CLUSTER_MODE, reason="brokers without cluster mode (zookeeper.connect)")
+def test_three_brokers_register_and_a_returning_one_is_seen(tmp_path: Path) -> None:
+    with ClusterProcess(tmp_path, brokers=3) as cluster:
+        md = cluster.metadata()
+        assert {b.id: (b.host, b.port) for b in md.brokers.values()} == {
+            i: (broker_host(i), cluster.broker(i).port) for i in (1, 2, 3)
+        }
+        controller = cluster.controller_id()
+        assert controller in (1, 2, 3)
+        victim = 3 if controller != 3 else 2
+        cluster.kill(victim)
+        # gone from metadata once its ZooKeeper session expires
+        cluster.wait_for_brokers({1, 2, 3} - {victim},
+                                 timeout=cluster.session_timeout_ms / 1000 + 30)  # fmt: skip
+        cluster.start_broker(victim)
+        cluster.wait_for_brokers({1, 2, 3})
+
+
+@pytest.mark.skipif(not REPLICATION, reason="needs the controller and replication")
+def test_leader_kill_loses_nothing_acknowledged(tmp_path: Path) -> None:
+    """RF 3, min ISR 2, an idempotent acks=all producer while the leader is killed twice."""
+    history = History()
+    with ClusterProcess(tmp_path, brokers=3) as cluster:
+        cluster.create_topic("f", 1, 3, {"min.insync.replicas": "2"})
+        stop = threading.Event()
+        sent = [0]
+
+        def write() -> None:
+            producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                                 "enable.idempotence": True, "logger": _QUIET,
+                                 "message.timeout.ms": 60000})  # fmt: skip
+            while not stop.is_set():
+                value = b"v%d" % sent[0]
+                sent[0] += 1
+                history.attempt("f", None, value, "p")
+                producer.produce("f", value, on_delivery=history.delivery_callback("p"))
+                producer.poll(0.01)
+            producer.flush(90)
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        killed = []
+        try:
+            for _ in range(2):
+                time.sleep(2)
+                leader = cluster.leader_of("f", 0)
+                cluster.kill(leader)
+                killed.append(leader)
+                cluster.wait_for_leader("f", 0, not_in={leader}, timeout=60)
+                cluster.start_broker(leader)
+                cluster.wait_for_isr("f", 0, {1, 2, 3}, timeout=90)
+            time.sleep(2)
+        finally:
+            stop.set()
+            writer.join(120)
+        acked = len(history.acks)
+        consume_all(cluster.bootstrap, "f", history, acked)
+    report = history.check()
+    report.assert_ok()
+    assert len(killed) == 2 and acked > 0
