@@ -85,7 +85,7 @@ def _source_name(source: Any) -> str:
         return str(source)
 
 
-def _configs(admin: Any, name: str, bootstrap: str) -> list[dict[str, Any]]:
+def topic_configs(admin: Any, name: str, bootstrap: str) -> list[dict[str, Any]]:
     resource = ConfigResource(ConfigResource.Type.TOPIC, name)
     futures = admin.describe_configs([resource], request_timeout=timeout())
     entries = wait_for(futures[resource], f"cannot describe configs of {name!r}", bootstrap)
@@ -102,7 +102,7 @@ def _configs(admin: Any, name: str, bootstrap: str) -> list[dict[str, Any]]:
     ]
 
 
-def _topic_documents(args: argparse.Namespace, admin: Any) -> list[dict[str, Any]]:
+def topic_documents(args: argparse.Namespace, admin: Any) -> list[dict[str, Any]]:
     futures = admin.describe_topics(TopicCollection(args.names), request_timeout=timeout())
     documents = []
     for name in args.names:
@@ -129,7 +129,7 @@ def _topic_documents(args: argparse.Namespace, admin: Any) -> list[dict[str, Any
     return documents
 
 
-def _sizes(bootstrap: str, keys: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+def partition_sizes(bootstrap: str, keys: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
     """Bytes of each partition's log on the (first bootstrap) broker, summed over its dirs."""
     wanted: dict[str, list[int]] = {}
     for name, index in keys:
@@ -150,13 +150,13 @@ def _sizes(bootstrap: str, keys: list[tuple[str, int]]) -> dict[tuple[str, int],
     return sizes
 
 
-def _partition_rows(args: argparse.Namespace, admin: Any, docs: list[dict[str, Any]]) -> list[
+def partition_rows(args: argparse.Namespace, admin: Any, docs: list[dict[str, Any]]) -> list[
     dict[str, Any]
 ]:
     keys = [(d["name"], p["partition"]) for d in docs for p in d["partitions"]]
     start = end_offsets(admin, keys, args.bootstrap_server, OffsetSpec.earliest())
     end = end_offsets(admin, keys, args.bootstrap_server, OffsetSpec.latest())
-    sizes = _sizes(args.bootstrap_server, keys)
+    sizes = partition_sizes(args.bootstrap_server, keys)
     rows = []
     for d in docs:
         for p in d["partitions"]:
@@ -213,10 +213,11 @@ def _describe_filtered(args: argparse.Namespace, admin: Any, wanted: list[str]) 
     """Only the partition lines matching one of the ``wanted`` filters (kafka-topics.sh)."""
     if not args.names:
         args.names = _all_topics(args, admin)
-    docs = _topic_documents(args, admin)
+    docs = topic_documents(args, admin)
     configs = []
     if "under-min-isr-partitions" in wanted:
-        configs = [row for d in docs for row in _configs(admin, d["name"], args.bootstrap_server)]
+        configs = [row for d in docs
+                   for row in topic_configs(admin, d["name"], args.bootstrap_server)]  # fmt: skip
     rows = []
     for d in docs:
         minimum = min_isr(configs, d["name"])
@@ -242,9 +243,9 @@ def describe(args: argparse.Namespace) -> int:
         if args.print_partitions or args.print_configs:
             raise CliError("partition filters go with the default view, not -p or -c")
         return _describe_filtered(args, admin, wanted)
-    docs = _topic_documents(args, admin)
+    docs = topic_documents(args, admin)
     if args.print_partitions:
-        rows = _partition_rows(args, admin, docs)
+        rows = partition_rows(args, admin, docs)
         if args.format == "json":
             print_json(rows)
         else:
@@ -257,7 +258,7 @@ def describe(args: argparse.Namespace) -> int:
                 ],
             )
         return 0
-    configs = [row for d in docs for row in _configs(admin, d["name"], args.bootstrap_server)]
+    configs = [row for d in docs for row in topic_configs(admin, d["name"], args.bootstrap_server)]
     if args.print_configs:
         if args.format == "json":
             print_json(configs)
