@@ -14,6 +14,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 
 from strom.config import known_keys
+from strom.testing import netfault
 from strom.testing.cluster import ClusterProcess, broker_host
 from strom.testing.history import History
 from strom.testing.zookeeper import zookeeper_available
@@ -172,3 +173,19 @@ def test_leader_kill_loses_nothing_acknowledged(tmp_path: Path) -> None:
     report = history.check()
     report.assert_ok()
     assert len(killed) == kills and acked > 0
+
+
+@pytest.mark.skipif(netfault.available() is not None, reason=str(netfault.available()))
+def test_isolate_cuts_the_broker_off_until_healed(tmp_path: Path) -> None:
+    with ClusterProcess(tmp_path, brokers=1) as cluster:
+        cluster.create_topic("t", 1, 1)
+        broker = cluster.broker(1)
+        fault = cluster.isolate(1, from_clients=True)
+        zk = cluster.zk_connect.split("/")[0]
+        assert f"{broker.host}:* > {zk}" in fault.counters()  # its ZooKeeper traffic is cut too
+        with pytest.raises(KafkaException):
+            cluster.metadata(timeout=2.0)
+        assert fault.counters()[f"127.0.0.1:* > {broker.bootstrap}"] > 0
+        fault.heal()
+        assert cluster.leader_of("t", 0, timeout=30) == 1
+        assert fault.dropped() > 0
