@@ -8,26 +8,9 @@ context manager::
         producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap})
 
 :class:`ConnectWorkerProcess` does the same for a ``strom connect standalone`` worker.
-
-For clusters: :class:`ClusterProcess` (ZooKeeper + N brokers on 127.0.0.2, .3, …, with
-kill/stop/pause/restart/isolate), :class:`History` (what producers saw acknowledged vs what
-consumers read: lost, duplicated, reordered, inconsistent, unexpected messages) and
-:class:`NetworkFault` (nftables partitions, as root).
 """
 
-from strom.testing.cluster import ClusterProcess
 from strom.testing.connect import ConnectWorkerProcess
-from strom.testing.history import History
-from strom.testing.netfault import Endpoint, NetworkFault
 from strom.testing.process import BrokerProcess, free_port, wait_for_port
 
-__all__ = [
-    "BrokerProcess",
-    "ClusterProcess",
-    "ConnectWorkerProcess",
-    "Endpoint",
-    "History",
-    "NetworkFault",
-    "free_port",
-    "wait_for_port",
-]
+__all__ = ["BrokerProcess", "ConnectWorkerProcess", "free_port", "wait_for_port"]
