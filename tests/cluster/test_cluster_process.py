@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import threading
-import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaException, Producer
 
 from strom.config import known_keys
 from strom.testing import netfault
 from strom.testing.cluster import ClusterProcess, broker_host
 from strom.testing.history import History
+from strom.testing.workload import QUIET, Writer, read_to_end
 from strom.testing.zookeeper import zookeeper_available
 
 pytestmark = pytest.mark.skipif(not zookeeper_available(), reason="needs the zookeeper package")
@@ -34,45 +33,11 @@ def alive(pid: int) -> bool:
 
 def produce(bootstrap: str, topic: str, history: History, values: list[bytes]) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
-                         "acks": "all", "logger": _QUIET})  # fmt: skip
+                         "acks": "all", "logger": QUIET})  # fmt: skip
     for value in values:
         history.attempt(topic, None, value, "p")
         producer.produce(topic, value, on_delivery=history.delivery_callback("p"))
     assert producer.flush(60) == 0
-
-
-def consume_all(bootstrap: str, topic: str, history: History, timeout: float = 90.0) -> None:
-    """Read every partition of ``topic`` from the start up to its high-water mark as it is now
-    (not up to a count: writes that failed indefinitely may be in the log too)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{time.time_ns()}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                         "logger": _QUIET})  # fmt: skip
-    try:
-        md = consumer.list_topics(topic, timeout=30).topics[topic]
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
-                for p in md.partitions}  # fmt: skip
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
-        position = dict.fromkeys(ends, 0)
-        deadline = time.monotonic() + timeout
-        while any(position[p] < ends[p] for p in ends):
-            assert time.monotonic() < deadline, f"read {position} of {ends} in {timeout} s"
-            msg = consumer.poll(0.5)
-            if msg is None or msg.error():
-                continue
-            history.record_message(msg, "c")
-            position[msg.partition()] = msg.offset() + 1
-    finally:
-        consumer.close()
-
-
-class _Quiet:
-    """librdkafka's log lines about brokers we killed on purpose are not test output."""
-
-    def log(self, *_args: object, **_kwargs: object) -> None:
-        pass
-
-
-_QUIET = _Quiet()
 
 
 def test_single_broker_cluster_faults_and_cleanup(tmp_path: Path) -> None:
@@ -100,7 +65,7 @@ def test_single_broker_cluster_faults_and_cleanup(tmp_path: Path) -> None:
         cluster.start_broker(1)
         produce(cluster.bootstrap, "t", history, [b"b%d" % i for i in range(50)])
         cluster.restart(1)  # SIGTERM, then start again
-        consume_all(cluster.bootstrap, "t", history)
+        read_to_end(cluster.bootstrap, "t", history)
         pids = [zk_pid, broker.pid]
     report = history.check()
     report.assert_ok()
@@ -137,39 +102,19 @@ def test_leader_kill_loses_nothing_acknowledged(tmp_path: Path) -> None:
     history = History()
     with ClusterProcess(tmp_path, brokers=3) as cluster:
         cluster.create_topic("f", 1, 3, {"min.insync.replicas": "2"})
-        stop = threading.Event()
-        sent = [0]
-
-        def write() -> None:
-            producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
-                                 "enable.idempotence": True, "logger": _QUIET,
-                                 "message.timeout.ms": 60000})  # fmt: skip
-            while not stop.is_set():
-                value = b"v%d" % sent[0]
-                sent[0] += 1
-                history.attempt("f", None, value, "p")
-                producer.produce("f", value, on_delivery=history.delivery_callback("p"))
-                producer.poll(0.01)
-            producer.flush(90)
-
-        writer = threading.Thread(target=write)
-        writer.start()
         killed = []
-        try:
+        with Writer(cluster.bootstrap, "f", history) as writer:
             for _ in range(kills):
-                time.sleep(1)  # let some writes through this leader
+                writer.wait_acked(writer.acked + 50, timeout=60)  # writes go through this leader
                 leader = cluster.leader_of("f", 0)
                 cluster.kill(leader)
                 killed.append(leader)
                 cluster.wait_for_leader("f", 0, not_in={leader}, timeout=60)
                 cluster.start_broker(leader)
                 cluster.wait_for_isr("f", 0, {1, 2, 3}, timeout=90)
-            time.sleep(2)
-        finally:
-            stop.set()
-            writer.join(120)
-        acked = len(history.acks)
-        consume_all(cluster.bootstrap, "f", history)
+            writer.wait_acked(writer.acked + 50, timeout=60)
+        acked = writer.acked
+        read_to_end(cluster.bootstrap, "f", history)
     report = history.check()
     report.assert_ok()
     assert len(killed) == kills and acked > 0
