@@ -1,7 +1,10 @@
 """Shared fixtures: a real strom broker process per test module (or an external one).
 
 Set ``STROM_TEST_BOOTSTRAP=host:port`` to run the integration tests against a broker that is
-already running (handy for comparing strom with another Kafka-compatible broker).
+already running (handy for comparing strom with another Kafka-compatible broker), or
+``STROM_TEST_CLUSTER=3`` to run the tests that use the module's ``broker`` against a local
+cluster of that many brokers and a ZooKeeper (``strom.testing.cluster``) with
+``default.replication.factor=3`` and ``num.partitions=4``, as issue 9 asks.
 """
 
 from __future__ import annotations
@@ -29,6 +32,14 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess |
     external = os.environ.get("STROM_TEST_BOOTSTRAP")
     if external:
         yield ExternalBroker(external)
+        return
+    size = int(os.environ.get("STROM_TEST_CLUSTER") or 0)
+    if size:
+        from strom.testing.cluster import ClusterProcess
+
+        settings = {"default.replication.factor": str(min(3, size)), "num.partitions": "4"}
+        with ClusterProcess(tmp_path_factory.mktemp("cluster"), size, settings=settings) as c:
+            yield c  # type: ignore[misc]
         return
     proc = BrokerProcess(tmp_path_factory.mktemp("broker") / "data")
     proc.start()

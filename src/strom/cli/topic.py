@@ -15,7 +15,7 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
-from strom.cli import topic_describe, topic_trim
+from strom.cli import topic_describe, topic_reassign, topic_trim
 from strom.cli.clients import add_client_options, admin_client, metadata
 from strom.cli.errors import CliError, timeout, wait_for
 from strom.cli.output import is_terminal, print_json, print_table
@@ -27,7 +27,7 @@ MAX_NAME_LENGTH = 249
 def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     """Register ``topic`` and its subcommands."""
     topic = subparsers.add_parser(
-        "topic", help="create, list, describe, configure, grow, trim, delete topics",
+        "topic", help="create, list, describe, configure, grow, trim, reassign, delete topics",
         parents=parents,
     )
     sub = topic.add_subparsers(dest="topic_command", metavar="COMMAND", required=True)
@@ -89,6 +89,7 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=add_partitions)
 
     topic_trim.add_parser(sub, parents)
+    topic_reassign.add_parser(sub, parents)
 
     p = sub.add_parser("delete", help="delete topics", parents=parents)
     p.add_argument("names", nargs="+", metavar="NAME", help="topic(s) to delete")

@@ -12,6 +12,11 @@ which the client library does not offer: sent with :mod:`strom.cli.wire`; -1 whe
 hosts no log of the partition);
 ``-c`` lists every config of the topic with its value and source (``DYNAMIC_TOPIC_CONFIG``,
 ``STATIC_BROKER_CONFIG``, ``DEFAULT_CONFIG``). ``--format json`` prints a list of the rows.
+
+``--under-replicated-partitions`` (ISR smaller than the replicas),
+``--under-min-isr-partitions`` (ISR smaller than the topic's ``min.insync.replicas``) and
+``--unavailable-partitions`` (no leader) print only the matching partition lines, without the
+topic lines, as kafka-topics.sh does; without topic names they look at every topic.
 """
 
 from __future__ import annotations
@@ -23,8 +28,8 @@ from confluent_kafka import TopicCollection
 from confluent_kafka.admin import ConfigResource, ConfigSource, OffsetSpec
 
 from strom.cli import wire
-from strom.cli.clients import add_client_options, admin_client
-from strom.cli.errors import timeout, wait_for
+from strom.cli.clients import add_client_options, admin_client, metadata
+from strom.cli.errors import CliError, timeout, wait_for
 from strom.cli.group_admin import end_offsets
 from strom.cli.output import print_json, print_table
 
@@ -34,6 +39,11 @@ PARTITION_HEADERS = (
 )
 DESCRIBE_LOG_DIRS, DESCRIBE_LOG_DIRS_VERSION = 35, 4
 CONFIG_HEADERS = ("TOPIC", "KEY", "VALUE", "SOURCE")
+FILTERS = {
+    "under-replicated-partitions": "only partitions whose ISR is smaller than their replicas",
+    "under-min-isr-partitions": "only partitions whose ISR is below min.insync.replicas",
+    "unavailable-partitions": "only partitions without a leader",
+}
 
 
 def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -41,7 +51,10 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "describe", help="partitions, replicas, offsets and configs of topics", parents=parents
     )
-    p.add_argument("names", nargs="+", metavar="NAME", help="topic(s) to describe")
+    p.add_argument(
+        "names", nargs="*", metavar="NAME",
+        help="topic(s) to describe (with a partition filter: default every topic)",
+    )
     view = p.add_mutually_exclusive_group()
     view.add_argument(
         "--print-partitions", "-p", action="store_true",
@@ -51,6 +64,8 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         "--print-configs", "-c", action="store_true",
         help="every config of the topic, with its source",
     )
+    for flag, text in FILTERS.items():
+        p.add_argument(f"--{flag}", action="store_true", help=text)
     add_client_options(p, listing=True)
     p.set_defaults(func=describe)
 
@@ -162,9 +177,72 @@ def partition_rows(args: argparse.Namespace, admin: Any, docs: list[dict[str, An
     return rows
 
 
+def min_isr(configs: list[dict[str, Any]], topic: str) -> int:
+    """The topic's ``min.insync.replicas`` from its described configs (Kafka's default 1)."""
+    for c in configs:
+        if c["topic"] == topic and c["key"] == "min.insync.replicas" and c["value"] is not None:
+            return int(c["value"])
+    return 1
+
+
+def partition_problems(partition: dict[str, Any], minimum: int) -> list[str]:
+    """The filter names (``FILTERS`` keys) a partition matches; empty when it is healthy."""
+    problems = []
+    if partition["leader"] < 0:
+        problems.append("unavailable-partitions")
+    if len(partition["isr"]) < len(partition["replicas"]):
+        problems.append("under-replicated-partitions")
+    if len(partition["isr"]) < minimum:
+        problems.append("under-min-isr-partitions")
+    return problems
+
+
+def _partition_line(topic: str, p: dict[str, Any]) -> str:
+    return (
+        f"\tTopic: {topic}\tPartition: {p['partition']}\tLeader: {p['leader']}\t"
+        f"Replicas: {','.join(map(str, p['replicas']))}\t"
+        f"Isr: {','.join(map(str, p['isr']))}"
+    )
+
+
+def _all_topics(args: argparse.Namespace, admin: Any) -> list[str]:
+    return sorted(metadata(admin, args).topics)  # internal ones too, as kafka-topics.sh
+
+
+def _describe_filtered(args: argparse.Namespace, admin: Any, wanted: list[str]) -> int:
+    """Only the partition lines matching one of the ``wanted`` filters (kafka-topics.sh)."""
+    if not args.names:
+        args.names = _all_topics(args, admin)
+    docs = topic_documents(args, admin)
+    configs = []
+    if "under-min-isr-partitions" in wanted:
+        configs = [row for d in docs
+                   for row in topic_configs(admin, d["name"], args.bootstrap_server)]  # fmt: skip
+    rows = []
+    for d in docs:
+        minimum = min_isr(configs, d["name"])
+        for p in d["partitions"]:
+            if set(partition_problems(p, minimum)) & set(wanted):
+                rows.append({"topic": d["name"], **p})
+    if args.format == "json":
+        print_json(rows)
+    else:
+        for row in rows:
+            print(_partition_line(row["topic"], row))
+    return 0
+
+
 def describe(args: argparse.Namespace) -> int:
     """Kafka's describe format by default; ``-p`` partitions; ``-c`` configs."""
+    wanted = [f for f in FILTERS if getattr(args, f.replace("-", "_"))]
+    if not args.names and not wanted:
+        raise CliError("give the topic(s) to describe (or a partition filter such as "
+                       "--under-replicated-partitions, for every topic)")  # fmt: skip
     admin = admin_client(args)
+    if wanted:
+        if args.print_partitions or args.print_configs:
+            raise CliError("partition filters go with the default view, not -p or -c")
+        return _describe_filtered(args, admin, wanted)
     docs = topic_documents(args, admin)
     if args.print_partitions:
         rows = partition_rows(args, admin, docs)
@@ -205,9 +283,5 @@ def describe(args: argparse.Namespace) -> int:
             f"ReplicationFactor: {doc['replication_factor']}\tConfigs: {cfg}"
         )
         for p in doc["partitions"]:
-            print(
-                f"\tTopic: {doc['name']}\tPartition: {p['partition']}\tLeader: {p['leader']}\t"
-                f"Replicas: {','.join(map(str, p['replicas']))}\t"
-                f"Isr: {','.join(map(str, p['isr']))}"
-            )
+            print(_partition_line(doc["name"], p))
     return 0

@@ -14,10 +14,10 @@ from types import TracebackType
 from typing import Self
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` that was free a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind((host, 0))
         return int(sock.getsockname()[1])
 
 
@@ -34,14 +34,19 @@ def wait_for_port(host: str, port: int, timeout: float) -> bool:
 
 
 class ChildProcess:
-    """A strom command run as a child process that listens on ``self.port`` of 127.0.0.1.
+    """A strom command run as a child process that listens on ``self.host``:``self.port``.
 
     Subclasses say what to run (:meth:`command`) and prepare files (:meth:`prepare`); this class
     starts it with its output in ``self.log_file``, waits until the port accepts connections,
     and stops it by its PID (SIGTERM, then SIGKILL after a timeout; or SIGKILL at once).
+    :meth:`pause` / :meth:`resume` send SIGSTOP / SIGCONT; stopping a paused process resumes it
+    first, so its SIGTERM handler can run.
     """
 
     name = "strom"
+    host = "127.0.0.1"
+    #: Start in a session of its own, so it outlives the starter's terminal (``cluster up``).
+    detach = False
     port: int
     log_file: Path
     _proc: subprocess.Popen[bytes] | None = None
@@ -63,7 +68,12 @@ class ChildProcess:
         log = open(self.log_file, "ab")  # noqa: SIM115 - the child owns it until it exits
         try:
             self._proc = subprocess.Popen(
-                self.command(), stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ)
+                self.command(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=dict(os.environ),
+                start_new_session=self.detach,
             )
         finally:
             log.close()
@@ -73,7 +83,7 @@ class ChildProcess:
                 raise RuntimeError(
                     f"{self.name} exited with {self._proc.returncode}:\n{self.log_tail()}"
                 )
-            if wait_for_port("127.0.0.1", self.port, 0.2):
+            if wait_for_port(self.host, self.port, 0.2):
                 return self
         self.kill()
         raise RuntimeError(f"{self.name} did not listen within {timeout}s:\n{self.log_tail()}")
@@ -104,12 +114,24 @@ class ChildProcess:
         """SIGKILL: the crash a durability test wants."""
         return self._signal_and_wait(signal.SIGKILL, 10.0)
 
+    def pause(self) -> None:
+        """SIGSTOP: the process stops answering; its connections stay open."""
+        if self._proc is not None and self._proc.poll() is None:
+            os.kill(self._proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after :meth:`pause`."""
+        if self._proc is not None and self._proc.poll() is None:
+            os.kill(self._proc.pid, signal.SIGCONT)
+
     def _signal_and_wait(self, sig: int, timeout: float) -> int | None:
         proc = self._proc
         if proc is None:
             return None
         if proc.poll() is None:
             os.kill(proc.pid, sig)
+            if sig != signal.SIGKILL:
+                os.kill(proc.pid, signal.SIGCONT)  # a paused process handles it once resumed
             try:
                 proc.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -131,10 +153,12 @@ class ChildProcess:
 
 
 class BrokerProcess(ChildProcess):
-    """One ``strom serve`` child process bound to 127.0.0.1 on a free port.
+    """One ``strom serve`` child process bound to ``host`` (127.0.0.1) on a free port.
 
     The data directory survives :meth:`stop` and :meth:`kill`, so :meth:`start` again is a
-    restart on the same data (what a kill -9 test needs).
+    restart on the same data (what a kill -9 test needs). For a cluster member give
+    ``broker_id`` and ``zookeeper`` (the ``broker.id`` and ``zookeeper.connect`` properties)
+    and a ``host`` of its own (127.0.0.2, …) so network faults can tell brokers apart.
 
     The admin listener (``/metrics``, ``/health/*``) is off unless ``admin_port`` is given
     (``admin=True`` picks a free port): two test brokers on the default 9644 would clash.
@@ -150,18 +174,27 @@ class BrokerProcess(ChildProcess):
         log_file: Path | None = None,
         admin: bool = False,
         admin_port: int | None = None,
+        host: str = "127.0.0.1",
+        broker_id: int | None = None,
+        zookeeper: str | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
-        self.port = port or free_port()
+        self.host = host
+        self.port = port or free_port(host)
         self.admin_port = admin_port or (free_port() if admin else None)
         self.settings = dict(settings or {})
+        if broker_id is not None:
+            self.settings.setdefault("broker.id", str(broker_id))
+        if zookeeper is not None:
+            self.settings.setdefault("zookeeper.connect", zookeeper)
+        self.broker_id = broker_id
         self.extra_args = list(extra_args)
         self.log_file = log_file or self.data_dir.parent / f"broker-{self.port}.log"
         self._proc = None
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def admin_url(self) -> str:

@@ -1,0 +1,87 @@
+"""The cluster tools of the CLI against a 3-broker cluster: Leader/Replicas/Isr lines, the
+partition filters and ``cluster health`` as followers go away and return, ``cluster info``'s
+controller and epoch, preferred-leader election. Runs once cluster mode, the controller and
+replication are in the build."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from strom.config import known_keys
+from strom.testing.cluster import ClusterProcess
+from strom.testing.zookeeper import zookeeper_available
+from tests.integration.cli_helpers import Cli
+
+READY = (
+    zookeeper_available()
+    and "zookeeper.connect" in known_keys()
+    and importlib.util.find_spec("strom.controller") is not None
+)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not READY, reason="needs ZooKeeper, cluster mode, controller, replication"),
+]
+
+
+def parts(cli: Cli, *args: str) -> dict[str, dict[str, str]]:
+    """Partition lines of ``topic describe`` by partition number."""
+    out = cli.ok("topic", "describe", *args)
+    rows = [dict(f.split(": ", 1) for f in line.strip("\t").split("\t"))
+            for line in out.splitlines() if line.startswith("\t")]  # fmt: skip
+    return {r["Partition"]: r for r in rows}
+
+
+def test_describe_and_health_follow_the_isr(tmp_path: Path) -> None:
+    with ClusterProcess(tmp_path, brokers=3) as cluster:
+        cli = Cli(cluster.bootstrap)
+        cli.ok("topic", "create", "t", "--partitions", "3", "--replication-factor", "3",
+               "--config", "min.insync.replicas=2")  # fmt: skip
+        for p in range(3):
+            cluster.wait_for_isr("t", p, {1, 2, 3})
+        rows = parts(cli, "t")
+        assert sorted(rows) == ["0", "1", "2"]
+        for row in rows.values():
+            assert sorted(row["Replicas"].split(",")) == ["1", "2", "3"]
+            assert sorted(row["Isr"].split(",")) == ["1", "2", "3"]
+            assert row["Leader"] == row["Replicas"].split(",")[0]  # preferred leaders at start
+        assert {r["Leader"] for r in rows.values()} == {"1", "2", "3"}  # leaders spread
+        assert cli.lines("cluster", "health")[0] == "Healthy: true"
+
+        cluster.kill(3)
+        for p in range(3):
+            cluster.wait_for_isr("t", p, {1, 2}, timeout=60)
+        under = parts(cli, "t", "--under-replicated-partitions")
+        assert sorted(under) == ["0", "1", "2"] and all("3" not in r["Isr"] for r in under.values())
+        assert parts(cli, "t", "--under-min-isr-partitions") == {}
+        assert parts(cli, "t", "--unavailable-partitions") == {}
+        assert cli.lines("cluster", "health")[0] == "Healthy: true"  # under-replicated: a warning
+
+        cluster.kill(2)
+        for p in range(3):
+            cluster.wait_for_isr("t", p, {1}, timeout=60)
+        assert sorted(parts(cli, "t", "--under-min-isr-partitions")) == ["0", "1", "2"]
+        proc = cli.run("cluster", "health")
+        assert proc.returncode == 1
+        assert sum("under min ISR" in line for line in proc.stdout.splitlines()) == 3
+
+        cluster.start_broker(2)
+        cluster.start_broker(3)
+        for p in range(3):
+            cluster.wait_for_isr("t", p, {1, 2, 3}, timeout=90)
+        assert cli.lines("cluster", "health")[0] == "Healthy: true"
+        # leadership sits on broker 1 now: a preferred election moves it back
+        out = cli.lines("cluster", "elect-leaders", "--preferred", "--topic", "t")
+        assert any(line.startswith("Successfully completed leader election (PREFERRED)")
+                   for line in out), out  # fmt: skip
+        rows = parts(cli, "t")
+        assert all(r["Leader"] == r["Replicas"].split(",")[0] for r in rows.values())
+
+        [info] = json.loads(cli.ok("cluster", "info", "--zookeeper", cluster.zk_connect,
+                                   "--format", "json"))  # fmt: skip
+        assert info["controller"] == cluster.controller_id()
+        assert isinstance(info["controller_epoch"], int) and info["controller_epoch"] >= 1
+        assert [b["id"] for b in info["brokers"]] == [1, 2, 3]

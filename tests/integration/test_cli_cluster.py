@@ -1,0 +1,214 @@
+"""The cluster tools of the CLI against a single real broker (and ``cluster up|down`` for real):
+describe filters, health with min ISR, replication factor pass-through, elect-leaders,
+reassign, the local cluster's lifecycle."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from strom.cli import wire
+from strom.testing import BrokerProcess, free_port
+from tests.integration.cli_helpers import Cli, assert_clean_error, side_by_side, strom
+
+
+@pytest.fixture
+def cli(broker) -> Cli:  # type: ignore[no-untyped-def]
+    return Cli(str(broker.bootstrap))
+
+
+def supports(bootstrap: str, api_key: int) -> bool:
+    """Whether the broker advertises ``api_key`` (ApiVersions v3)."""
+    resp = wire.request(bootstrap, 18, 3, client_software_name="t", client_software_version="1")
+    return any(int(k.api_key) == api_key for k in resp.api_keys)
+
+
+def partition_lines(output: str) -> list[dict[str, str]]:
+    return [dict(f.split(": ", 1) for f in line.strip("\t").split("\t"))
+            for line in output.splitlines() if line.startswith("\t")]  # fmt: skip
+
+
+def test_describe_filters_on_a_healthy_topic_print_nothing(cli: Cli, topic_name: str) -> None:
+    cli.ok("topic", "create", topic_name, "--partitions", "2", "--replication-factor", "1")
+    lines = partition_lines(cli.ok("topic", "describe", topic_name))
+    assert [(p["Partition"], p["Leader"], p["Replicas"], p["Isr"]) for p in lines] == [
+        ("0", "1", "1", "1"), ("1", "1", "1", "1"),
+    ]
+    flags = ("--under-replicated-partitions", "--under-min-isr-partitions",
+             "--unavailable-partitions")  # fmt: skip
+    outputs = side_by_side(
+        *[lambda f=f: cli.ok("topic", "describe", topic_name, f) for f in flags],  # type: ignore[misc]
+        lambda: cli.ok("topic", "describe", topic_name, flags[1], "--format", "json"),
+        # without names a filter looks at every topic: still nothing on a healthy node
+        lambda: cli.ok("topic", "describe", "--unavailable-partitions"),
+    )
+    assert outputs == ["", "", "", "[]\n", ""]
+
+
+def test_describe_without_names_or_filter_is_a_clean_error(cli: Cli) -> None:
+    assert "topic" in cli.fail("topic", "describe")
+
+
+def test_replication_factor_is_passed_through(cli: Cli, topic_name: str) -> None:
+    line = cli.fail("topic", "create", topic_name, "--replication-factor", "3")
+    assert "INVALID_REPLICATION_FACTOR" in line or "replication factor" in line.lower(), line
+
+
+def test_under_min_isr_shows_in_describe_and_fails_health(tmp_path: Path, topic_name: str) -> None:
+    with BrokerProcess(tmp_path / "data") as broker:
+        cli = Cli(broker.bootstrap)
+        assert cli.lines("cluster", "health")[0] == "Healthy: true"
+        # one replica can never satisfy min.insync.replicas=2: acks=all would be refused
+        cli.ok("topic", "create", topic_name, "--partitions", "2",
+               "--config", "min.insync.replicas=2")  # fmt: skip
+        lines = partition_lines(cli.ok("topic", "describe", topic_name,
+                                       "--under-min-isr-partitions"))  # fmt: skip
+        assert [(p["Topic"], p["Partition"], p["Isr"]) for p in lines] == [
+            (topic_name, "0", "1"), (topic_name, "1", "1"),
+        ]
+        assert cli.ok("topic", "describe", topic_name, "--under-replicated-partitions") == ""
+        proc = cli.run("cluster", "health")
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        out = proc.stdout.splitlines()
+        assert out[0] == "Healthy: false"
+        problems = [line for line in out if line.startswith("Problem: ")]
+        assert len(problems) == 2 and all("under min ISR" in p for p in problems), out
+        assert f"Under-min-ISR partitions: {topic_name}-0,{topic_name}-1" in out
+        [doc] = json.loads(cli.run("cluster", "health", "--format", "json").stdout)
+        assert doc["healthy"] is False
+        assert doc["under_min_isr_partitions"] == [f"{topic_name}-0", f"{topic_name}-1"]
+        assert doc["offline_partitions"] == []
+        cli.ok("topic", "alter-config", topic_name, "min.insync.replicas=1")
+        assert cli.lines("cluster", "health")[0] == "Healthy: true"
+
+
+def test_elect_leaders(cli: Cli, topic_name: str) -> None:
+    cli.ok("topic", "create", topic_name, "--partitions", "2")
+    assert "--topic" in cli.fail("cluster", "elect-leaders", "--partition", "0")
+    assert "no partition 5" in cli.fail("cluster", "elect-leaders", "--topic", topic_name,
+                                        "--partition", "5")  # fmt: skip
+    if not supports(cli.bootstrap, 43):
+        # the broker has no ElectLeaders yet: one clean line, no traceback
+        cli.fail("cluster", "elect-leaders", "--topic", topic_name)
+        return
+    out = cli.lines("cluster", "elect-leaders", "--preferred", "--topic", topic_name)
+    assert out == [f"Valid replica already elected for partitions {topic_name}-0, {topic_name}-1"]
+
+
+def test_reassign_generate_execute_verify(cli: Cli, topic_name: str, tmp_path: Path) -> None:
+    cli.ok("topic", "create", topic_name, "--partitions", "3")
+    move = tmp_path / "move.json"
+    move.write_text(json.dumps({"version": 1, "topics": [{"topic": topic_name}]}))
+    out = cli.lines("topic", "reassign", "generate", "--topics-to-move-json-file", str(move),
+                    "--broker-list", "1")  # fmt: skip
+    assert out[0] == "Current partition replica assignment"
+    assert out[3] == "Proposed partition reassignment configuration"
+    proposed = json.loads(out[4])
+    assert proposed == {"version": 1, "partitions": [
+        {"topic": topic_name, "partition": p, "replicas": [1], "log_dirs": ["any"]}
+        for p in range(3)
+    ]}
+    assert "unknown broker id(s) 7" in cli.fail(
+        "topic", "reassign", "generate", "--topics-to-move-json-file", str(move),
+        "--broker-list", "1,7")
+    plan = tmp_path / "plan.json"
+    plan.write_text(out[4])
+    if not supports(cli.bootstrap, 45):
+        cli.fail("topic", "reassign", "execute", "--reassignment-json-file", str(plan))
+        return
+    out = cli.lines("topic", "reassign", "execute", "--reassignment-json-file", str(plan))
+    assert out[-1].startswith("Successfully started partition reassignments for ")
+    out = cli.lines("topic", "reassign", "verify", "--reassignment-json-file", str(plan))
+    assert out[0] == "Status of partition reassignment:"
+    assert out[1:] == [f"Reassignment of partition {topic_name}-{p} is completed."
+                       for p in range(3)]  # fmt: skip
+
+
+def test_reassign_bad_files_are_clean_errors(cli: Cli, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert "not valid JSON" in cli.fail("topic", "reassign", "verify",
+                                        "--reassignment-json-file", str(bad))  # fmt: skip
+    bad.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "t", "partition": 0, "replicas": [1, 1]}]}))
+    assert "distinct" in cli.fail("topic", "reassign", "execute",
+                                  "--reassignment-json-file", str(bad))  # fmt: skip
+    assert "cannot read" in cli.fail("topic", "reassign", "execute", "--reassignment-json-file",
+                                     str(tmp_path / "missing.json"))  # fmt: skip
+
+
+def _zookeeper_installed() -> bool:
+    try:
+        from strom.testing.zookeeper import zookeeper_available
+    except ImportError:
+        return False
+    return bool(zookeeper_available())
+
+
+def _alive(pid: int) -> bool:
+    from strom.cli.cluster_local import start_time
+
+    return start_time(pid) is not None
+
+
+@pytest.mark.skipif(not _zookeeper_installed(), reason="needs the zookeeper package")
+def test_cluster_up_info_down(tmp_path: Path) -> None:
+    data_dir = tmp_path / "cluster"
+    port = free_port()
+    proc = strom("cluster", "up", "--brokers", "1", "--base-port", str(port),
+                 "--data-dir", str(data_dir), "--format", "json", timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    [state] = json.loads(proc.stdout)
+    pids = [p["pid"] for p in state["processes"]]
+    try:
+        assert state["bootstrap"] == f"127.0.0.1:{port}"
+        assert [p["role"] for p in state["processes"]] == ["zookeeper", "broker"]
+        assert all(_alive(pid) for pid in pids)
+        cli = Cli(state["bootstrap"])
+        # the controller epoch, read from ZooKeeper (written here if no controller did yet)
+        from kazoo.client import KazooClient
+
+        zk = KazooClient(hosts=state["zookeeper"])
+        zk.start(timeout=30)
+        try:
+            if zk.exists("/controller_epoch") is None:
+                zk.create("/controller_epoch", b"7")
+            epoch = int(zk.get("/controller_epoch")[0])
+        finally:
+            zk.stop()
+            zk.close()
+        [doc] = json.loads(cli.ok("cluster", "info", "--zookeeper", state["zookeeper"],
+                                  "--format", "json"))  # fmt: skip
+        assert doc["controller_epoch"] == epoch
+        assert [(b["id"], b["port"]) for b in doc["brokers"]] == [(1, port)]
+        assert f"Controller epoch: {epoch}" in cli.lines("cluster", "info", "--zookeeper",
+                                                         state["zookeeper"])  # fmt: skip
+        # a second 'up' on the same data dir refuses (the first is still running)
+        line = assert_clean_error(strom("cluster", "up", "--brokers", "1", "--base-port",
+                                        str(free_port()), "--data-dir", str(data_dir)))  # fmt: skip
+        assert "still running" in line
+    finally:
+        down = strom("cluster", "down", "--data-dir", str(data_dir), timeout=120)
+    assert down.returncode == 0, down.stderr
+    assert down.stdout.splitlines() == [
+        f"broker 1 (pid {pids[1]}) stopped", f"ZooKeeper (pid {pids[0]}) stopped",
+    ]
+    assert not any(_alive(pid) for pid in pids)
+    assert not (data_dir / "cluster.json").exists()
+    assert "no cluster was started" in assert_clean_error(
+        strom("cluster", "down", "--data-dir", str(data_dir)))
+
+
+def test_cluster_down_leaves_a_reused_pid_alone(tmp_path: Path) -> None:
+    """A recorded PID whose start time no longer matches is somebody else's: not signalled."""
+    data_dir = tmp_path / "cluster"
+    data_dir.mkdir()
+    me = os.getpid()
+    (data_dir / "cluster.json").write_text(json.dumps({"version": 1, "processes": [
+        {"role": "broker", "id": 1, "pid": me, "start_time": 1, "address": "x:1"}]}))
+    proc = strom("cluster", "down", "--data-dir", str(data_dir))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [f"broker 1 (pid {me}) was not running"]

@@ -1,0 +1,109 @@
+"""Pure parts of the cluster tools: Kafka's replica assignment, the reassignment JSON formats,
+partition problems, the PID identity check of ``cluster down``."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections import Counter
+
+import pytest
+
+from strom.cli.cluster_local import start_time
+from strom.cli.errors import CliError
+from strom.cli.topic_describe import partition_problems
+from strom.cli.topic_reassign import (
+    assign_replicas,
+    parse_reassignment,
+    parse_topics_to_move,
+    reassignment_json,
+)
+
+
+class Zero(random.Random):
+    def randrange(self, *_args: object, **_kwargs: object) -> int:  # type: ignore[override]
+        return 0
+
+
+def test_assignment_matches_kafkas_documented_example() -> None:
+    """AdminUtils' doc: 5 brokers, 10 partitions, RF 3, start index 0, replica shift 0."""
+    got = assign_replicas(10, 3, [0, 1, 2, 3, 4], Zero())
+    assert got[0] == [0, 1, 2]
+    assert got[4] == [4, 0, 1]
+    assert got[5] == [0, 2, 3]  # the shift grows once every broker led one partition
+    assert got[9] == [4, 1, 2]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_assignment_spreads_leaders_and_never_repeats_a_broker(seed: int) -> None:
+    brokers = [1, 2, 3, 4]
+    got = assign_replicas(8, 3, brokers, random.Random(seed))
+    assert all(len(set(r)) == 3 and set(r) <= set(brokers) for r in got)
+    assert Counter(r[0] for r in got) == dict.fromkeys(brokers, 2)
+    assert Counter(b for r in got for b in r) == dict.fromkeys(brokers, 6)
+
+
+def test_assignment_refuses_more_replicas_than_brokers() -> None:
+    with pytest.raises(CliError, match="larger than the 2 broker"):
+        assign_replicas(1, 3, [1, 2])
+
+
+def test_reassignment_json_round_trip() -> None:
+    plan = {("b", 1): [3, 1], ("a", 0): [1, 2]}
+    text = reassignment_json(plan)
+    assert json.loads(text) == {"version": 1, "partitions": [
+        {"topic": "a", "partition": 0, "replicas": [1, 2], "log_dirs": ["any", "any"]},
+        {"topic": "b", "partition": 1, "replicas": [3, 1], "log_dirs": ["any", "any"]},
+    ]}
+    assert parse_reassignment(json.loads(text)) == plan
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ({"version": 1}, "must be"),
+        ({"version": 1, "partitions": []}, "no partition"),
+        ({"partitions": [{"topic": "a", "partition": 0, "replicas": [1, 1]}]}, "distinct"),
+        ({"partitions": [{"topic": "a", "partition": 0, "replicas": [1],
+                          "log_dirs": ["/d"]}]}, "log_dirs"),
+        ({"partitions": [{"topic": "a", "partition": 0, "replicas": [1]}] * 2}, "twice"),
+        ({"partitions": [{"topic": "a", "partition": "x", "replicas": [1]}]}, "must be"),
+    ],
+)
+def test_bad_reassignments(doc: object, message: str) -> None:
+    with pytest.raises(CliError, match=message):
+        parse_reassignment(doc)
+
+
+def test_topics_to_move() -> None:
+    assert parse_topics_to_move({"version": 1, "topics": [{"topic": "a"}, {"topic": "b"}]}) == [
+        "a", "b",
+    ]
+    with pytest.raises(CliError):
+        parse_topics_to_move({"topics": [{"name": "a"}]})
+
+
+@pytest.mark.parametrize(
+    ("leader", "replicas", "isr", "minimum", "expected"),
+    [
+        (1, [1, 2, 3], [1, 2, 3], 2, []),
+        (1, [1, 2, 3], [1, 2], 2, ["under-replicated-partitions"]),
+        (1, [1, 2, 3], [1], 2, ["under-replicated-partitions", "under-min-isr-partitions"]),
+        (-1, [1, 2, 3], [], 2, ["unavailable-partitions", "under-replicated-partitions",
+                                "under-min-isr-partitions"]),
+        (1, [1], [1], 2, ["under-min-isr-partitions"]),
+    ],
+)
+def test_partition_problems(
+    leader: int, replicas: list[int], isr: list[int], minimum: int, expected: list[str]
+) -> None:
+    p = {"partition": 0, "leader": leader, "replicas": replicas, "isr": isr}
+    assert partition_problems(p, minimum) == expected
+
+
+def test_start_time_identifies_a_process() -> None:
+    mine = start_time(os.getpid())
+    assert isinstance(mine, int) and mine > 0
+    assert start_time(os.getpid()) == mine
+    assert start_time(2**22 + 12345) is None  # above pid_max: no such process
