@@ -47,6 +47,13 @@ BROKER_DEFAULTS: dict[str, str] = {
     "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
     "producer.id.expiration.ms": "86400000",
     "producer.id.expiration.check.interval.ms": "600000",
+    "replica.lag.time.max.ms": "30000",
+    "replica.fetch.wait.max.ms": "500",
+    "replica.fetch.min.bytes": "1",
+    "replica.fetch.max.bytes": "1048576",
+    "replica.fetch.response.max.bytes": "10485760",
+    "replica.fetch.backoff.ms": "1000",
+    "replica.high.watermark.checkpoint.interval.ms": "5000",
 }
 
 
@@ -56,6 +63,8 @@ EXTRA_KNOWN_KEYS: set[str] = {
     "broker.id",
     "strom.fetch.sendfile.enable",
     "offset.metadata.max.bytes",
+    "broker.rack",
+    "strom.controller.enable",  # internal/testing: false = wait for a controller's requests
 }
 
 

@@ -108,12 +108,14 @@ class TopicRegistry:
         return name in self._topics
 
     def create(
-        self, name: str, replicas: Mapping[int, list[int]], configs: Mapping[str, str]
+        self, name: str, replicas: Mapping[int, list[int]], configs: Mapping[str, str],
+        topic_id: uuid.UUID | None = None,
     ) -> TopicInfo:
+        """``topic_id``: the id the controller gave it (a new one when None)."""
         validate_topic_name(name)
         if name in self._topics:
             raise KafkaError(ErrorCode.topic_already_exists, f"topic {name!r} already exists")
-        info = TopicInfo(name, uuid.uuid4(), {p: list(r) for p, r in replicas.items()}, dict(configs))
+        info = TopicInfo(name, topic_id or uuid.uuid4(), {p: list(r) for p, r in replicas.items()}, dict(configs))
         # Configs first: a crash between the two writes leaves an orphan config, never a topic
         # created with the wrong settings.
         self._write_configs(name, info.configs)

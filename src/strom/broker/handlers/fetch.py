@@ -14,9 +14,12 @@ Rules kept from Kafka (KIP-74 and the protocol guide):
   so the client drops their batches (the LSO is reported under both levels, as Kafka);
 - ``session_id`` 0 in the response: no incremental fetch session is created, so every fetch is
   a full one (clients fall back to that by design).
-Topic ids (v13+) are resolved through the topic registry. A partition's
-``current_leader_epoch`` (v9+) is checked first: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH
-(:mod:`strom.broker.leader_epochs`).
+Topic ids (v13+) are resolved through the topic registry. Only the partition's leader serves
+it (NOT_LEADER_OR_FOLLOWER elsewhere); a partition's ``current_leader_epoch`` (v9+) is checked
+first: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (:meth:`Partition.check_leader_epoch`).
+A follower's fetch (``replica_id`` >= 0; v15+ ``replica_state.replica_id``) reads up to the log
+end offset instead of the high watermark, and its fetch offset tells the leader its log end
+offset (:meth:`ReplicaManager.follower_fetched`: HW, ISR expansion, acks=all waiters).
 
 With ``strom.fetch.sendfile.enable`` (:mod:`strom.broker.zero_copy`) the records are not read:
 each partition's data becomes a file region (a duplicated fd, position, length), which the
@@ -32,7 +35,6 @@ from typing import Any
 
 from strom.broker import dispatch, zero_copy
 from strom.broker.context import RequestContext
-from strom.broker.leader_epochs import check_current_leader_epoch
 from strom.protocol.errors import ErrorCode, error_code_of
 from strom.protocol.hot_path import FetchPartition, FetchResponse, FetchTopic
 
@@ -51,6 +53,14 @@ def _partition(ctx: RequestContext, index: int, code: ErrorCode, *, hw: int = -1
     # (producer id, first offset) pairs.
     return FetchPartition(index, code, hw, hw if lso is None else lso, log_start, aborted, -1,
                           records)  # fmt: skip
+
+
+def _replica_id(ctx: RequestContext, request: Any) -> int:
+    """The follower's broker id (v15+ in ``replica_state``), -1 for consumers."""
+    if ctx.api_version >= 15:
+        state = getattr(request, "replica_state", None)
+        return int(state.replica_id) if state is not None else -1
+    return int(getattr(request, "replica_id", -1))
 
 
 class _CaughtUp:
@@ -88,6 +98,7 @@ class _FetchPlan:
         self.names = [self._name(topic) for topic in request.topics]
         self.caught_up: dict[tuple[str, int], _CaughtUp] = {}
         self.reads = 0  # partitions read (not reused), for tests and profiling
+        self.replica_id = _replica_id(ctx, request)
         for topic, name in zip(request.topics, self.names, strict=True):
             if name is not None:
                 self.keys.extend((name, p.partition) for p in topic.partitions)
@@ -139,18 +150,21 @@ class _FetchPlan:
         ctx = self.ctx
         self.reads += 1
         self.caught_up.pop((topic, p.partition), None)
+        replicas = ctx.broker.replicas
         try:
-            log_ = ctx.broker.replicas.get_log(topic, p.partition)
+            leader = replicas.leader_partition(topic, p.partition,
+                                               int(getattr(p, "current_leader_epoch", -1)))  # fmt: skip
         except Exception as exc:
             return _partition(ctx, p.partition, error_code_of(exc)), 0
-        epoch_error = check_current_leader_epoch(getattr(p, "current_leader_epoch", -1))
-        if epoch_error != ErrorCode.none:
-            return _partition(ctx, p.partition, epoch_error), 0
+        log_ = leader.log
+        offset = int(p.fetch_offset)
+        if self.replica_id >= 0:  # a follower: its fetch offset is its log end offset
+            replicas.follower_fetched(leader, self.replica_id, offset)
         hw = log_.high_watermark
         lso = log_.last_stable_offset
-        bound = lso if self.read_committed else hw
+        bound = log_.log_end_offset if self.replica_id >= 0 else (
+            lso if self.read_committed else hw)  # fmt: skip
         start = log_.log_start_offset
-        offset = int(p.fetch_offset)
         if offset < start or offset > log_.log_end_offset:
             return _partition(ctx, p.partition, ErrorCode.offset_out_of_range, hw=hw, log_start=start), 0
         if offset >= bound:  # caught up: valid until an append moves the HW (and the LSO)
