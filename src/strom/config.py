@@ -54,6 +54,7 @@ BROKER_DEFAULTS: dict[str, str] = {
     "replica.fetch.response.max.bytes": "10485760",
     "replica.fetch.backoff.ms": "1000",
     "replica.high.watermark.checkpoint.interval.ms": "5000",
+    "max.incremental.fetch.session.cache.slots": "1000",
 }
 
 

@@ -57,6 +57,8 @@ _STATIC: dict[str, BrokerConfigDef] = {
         "how often the flusher checks whether a log needs flushing"),
     "log.retention.check.interval.ms": _B("long", "300000",
         "how often retention is enforced"),
+    "max.incremental.fetch.session.cache.slots": _B("int", "1000",
+        "incremental fetch sessions kept (KIP-227)"),
     "message.max.bytes": _B("int", "1048588", "largest record batch size allowed", True),
     "node.id": _B("int", "-1", "the node's id"),
     "num.partitions": _B("int", "1", "default number of partitions of a new topic"),

@@ -12,8 +12,9 @@ Rules kept from Kafka (KIP-74 and the protocol guide):
 - ``isolation_level`` 1 (read_committed, v4+): reads stop at the last stable offset instead
   of the high watermark, and the aborted transactions overlapping the range read are listed
   so the client drops their batches (the LSO is reported under both levels, as Kafka);
-- ``session_id`` 0 in the response: no incremental fetch session is created, so every fetch is
-  a full one (clients fall back to that by design).
+- incremental fetch sessions (KIP-227, :mod:`strom.broker.fetch_session`): a request may open
+  a session, then send only the partitions that changed; its response holds only the
+  partitions with news.
 Topic ids (v13+) are resolved through the topic registry. Only the partition's leader serves
 it (NOT_LEADER_OR_FOLLOWER elsewhere); a partition's ``current_leader_epoch`` (v9+) is checked
 first: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (:meth:`Partition.check_leader_epoch`).
@@ -33,12 +34,13 @@ import logging
 import uuid
 from typing import Any
 
-from strom.broker import dispatch, zero_copy
+from strom.broker import dispatch, fetch_session, zero_copy
 from strom.broker.context import RequestContext
 from strom.protocol.errors import ErrorCode, error_code_of
 from strom.protocol.hot_path import FetchPartition, FetchResponse, FetchTopic
 
 API_KEY = 1
+SESSIONS = "fetch.sessions"
 log = logging.getLogger(__name__)
 
 
@@ -86,20 +88,21 @@ class _FetchPlan:
     log's high watermark and start offset; partitions that had data are read again (their
     byte budget depends on the partitions before them)."""
 
-    def __init__(self, ctx: RequestContext, request: Any) -> None:
+    def __init__(self, ctx: RequestContext, request: Any, topics: list[Any]) -> None:
         self.ctx = ctx
         self.request = request
+        self.topics = topics  # the request's, or its fetch session's (fetch_session)
         self.max_bytes = int(getattr(request, "max_bytes", 2**31 - 1))
         self.by_id = ctx.api_version >= 13
         self.read_committed = int(getattr(request, "isolation_level", 0)) == 1
         self.zero_copy = zero_copy.enabled(ctx.broker.config)
         self.regions: list[zero_copy.FileRegion] = []  # of the latest read, in order
         self.keys: list[tuple[str, int]] = []
-        self.names = [self._name(topic) for topic in request.topics]
+        self.names = [self._name(topic) for topic in topics]
         self.caught_up: dict[tuple[str, int], _CaughtUp] = {}
         self.reads = 0  # partitions read (not reused), for tests and profiling
         self.replica_id = _replica_id(ctx, request)
-        for topic, name in zip(request.topics, self.names, strict=True):
+        for topic, name in zip(topics, self.names, strict=True):
             if name is not None:
                 self.keys.extend((name, p.partition) for p in topic.partitions)
 
@@ -121,7 +124,7 @@ class _FetchPlan:
         total = 0
         errors = False
         responses = []
-        for topic, name in zip(self.request.topics, self.names, strict=True):
+        for topic, name in zip(self.topics, self.names, strict=True):
             parts = []
             for p in topic.partitions:
                 if name is None:
@@ -217,9 +220,21 @@ class _FetchPlan:
         self.regions = []
 
 
+def _sessions(ctx: RequestContext) -> fetch_session.FetchSessionCache:
+    cache = ctx.broker.extensions.get(SESSIONS)
+    if cache is None:
+        slots = ctx.broker.config.get_int("max.incremental.fetch.session.cache.slots")
+        cache = ctx.broker.extensions[SESSIONS] = fetch_session.FetchSessionCache(slots)
+    return cache
+
+
 @dispatch.handler(API_KEY, 4, 18)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    plan = _FetchPlan(ctx, request)
+    session = fetch_session.open_context(_sessions(ctx), request, ctx.api_version,
+                                         ctx.broker.clock.time_ms())  # fmt: skip
+    if isinstance(session, ErrorCode):
+        return FetchResponse([], error_code=session)
+    plan = _FetchPlan(ctx, request, session.topics)
     loop_time = ctx.broker.clock.monotonic
     max_wait = request.max_wait.total_seconds()
     deadline = loop_time() + max_wait
@@ -233,7 +248,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             # re-read what changed (or, at the deadline, only what is not caught up)
             changed = await ctx.broker.replicas.purgatory.wait(plan.keys, remaining)
             responses, total, errors = plan.read(changed)
-        response = FetchResponse(responses)
+        response = FetchResponse(session.filter(responses), session_id=session.session_id)
     except BaseException:
         plan.close_regions()
         raise
