@@ -11,7 +11,8 @@ this broker) where its own latest epoch ends in the leader's log, and cuts its l
   watermark, as Kafka does without epochs.
 
 Then it fetches (Fetch v12, replica id = this broker, ``current_leader_epoch`` = the epoch
-of the LeaderAndIsr, full requests: ``session_id`` 0) from its log end offset, appends what
+of the LeaderAndIsr) from its log end offset over an incremental fetch session (KIP-227,
+:class:`FollowerSession`: after the first request only changed partitions are sent), appends what
 comes with ``AppendOrigin.REPLICATION`` (offsets and epochs kept, shape and CRC checked) and
 sets its high watermark to min(leader's HW, own log end). A partition error backs that
 partition off (``replica.fetch.backoff.ms``) and re-truncates after OFFSET_OUT_OF_RANGE; a
@@ -103,6 +104,7 @@ class LeaderFetcher:
         self._conn: BrokerConnection | None = None
         self._address: tuple[str, int] = ("", -1)
         self._task: asyncio.Task[None] | None = None
+        self.session = FollowerSession()
 
     @property
     def done(self) -> bool:
@@ -127,6 +129,7 @@ class LeaderFetcher:
             if self._conn is not None:
                 self._conn.close()
             self._address = (broker.host, broker.port)
+            self.session.reset()
             self._conn = BrokerConnection(
                 broker.host, broker.port, client_id=f"strom-fetcher-{self.replicas.node_id}",
                 source_host=self.config.source_host,
@@ -224,27 +227,46 @@ class LeaderFetcher:
     async def _fetch(self, conn: BrokerConnection, states: dict[TopicPartition, FetchState]
                      ) -> None:  # fmt: skip
         cfg = self.config
+        wanted: dict[TopicPartition, tuple[int, int, int]] = {}
+        for tp, state in states.items():
+            log_ = self.replicas.logs.get(*tp)
+            if log_ is not None:
+                wanted[tp] = (log_.log_end_offset, state.leader_epoch,
+                              log_.leader_epochs.latest_epoch)  # fmt: skip
+        session = self.session
+        send, forgotten, epoch = session.build(wanted)
         topics: dict[str, list[Any]] = {}
-        for (topic, index), state in states.items():
-            log_ = self.replicas.logs.get(topic, index)
-            if log_ is None:
-                continue
+        for (topic, index), (offset, leader_epoch, last_epoch) in send.items():
             topics.setdefault(topic, []).append(build(fetch_req.FetchPartition,
-                partition=index, current_leader_epoch=state.leader_epoch,
-                fetch_offset=log_.log_end_offset,
-                last_fetched_epoch=log_.leader_epochs.latest_epoch,
-                log_start_offset=log_.log_start_offset, partition_max_bytes=cfg.partition_max_bytes,
-            ))  # fmt: skip
+                partition=index, current_leader_epoch=leader_epoch, fetch_offset=offset,
+                last_fetched_epoch=last_epoch, log_start_offset=-1,
+                partition_max_bytes=cfg.partition_max_bytes))  # fmt: skip
+        gone: dict[str, list[int]] = {}
+        for topic, index in forgotten:
+            gone.setdefault(topic, []).append(index)
         request = build(fetch_req.FetchRequest,
             replica_id=self.replicas.node_id, max_wait=cfg.max_wait_ms,
-            min_bytes=cfg.min_bytes, max_bytes=cfg.max_bytes, isolation_level=0, session_id=0,
-            session_epoch=-1,
+            min_bytes=cfg.min_bytes, max_bytes=cfg.max_bytes, isolation_level=0,
+            session_id=session.id, session_epoch=epoch,
             topics=tuple(build(fetch_req.FetchTopic, topic=t, partitions=tuple(ps))
                          for t, ps in topics.items()),
-            forgotten_topics_data=(), rack_id="",
+            forgotten_topics_data=tuple(build(fetch_req.ForgottenTopic, topic=t, partitions=tuple(ps))
+                                        for t, ps in gone.items()),
+            rack_id="",
         )  # fmt: skip
         timeout = cfg.max_wait_ms / 1000 + 30
-        response = await conn.send(FETCH, 12, request, timeout=timeout)
+        try:
+            response = await conn.send(FETCH, 12, request, timeout=timeout)
+        except BrokerConnectionError:
+            session.reset()  # the leader may have lost it; start again with a full fetch
+            raise
+        code = ErrorCode(response.error_code)
+        if code != ErrorCode.none:
+            log.info("fetch session %d with broker %d: %s; starting a new one", session.id,
+                     self.leader, code.name)  # fmt: skip
+            session.reset()
+            return
+        session.answered(int(response.session_id), send, forgotten)
         now = asyncio.get_running_loop().time()
         for topic in response.responses:
             for p in topic.partitions:
@@ -280,3 +302,39 @@ class LeaderFetcher:
                 return
             self.replicas.purgatory.notify(tp)
         part.follower_high_watermark(int(p.high_watermark))
+
+
+class FollowerSession:
+    """The follower's side of a KIP-227 fetch session with one leader: the first request is
+    full and asks for a session (epoch 0); later ones send only partitions whose fetch
+    parameters changed, and name the partitions no longer fetched. Any session error, or a
+    lost connection, starts again with a full request."""
+
+    def __init__(self) -> None:
+        self.id = 0
+        self.epoch = 0
+        self.sent: dict[TopicPartition, tuple[int, int, int]] = {}
+
+    def reset(self) -> None:
+        self.id, self.epoch, self.sent = 0, 0, {}
+
+    def build(self, wanted: dict[TopicPartition, tuple[int, int, int]]
+              ) -> tuple[dict[TopicPartition, tuple[int, int, int]], list[TopicPartition], int]:  # fmt: skip
+        """(partitions to send, partitions to forget, session epoch) of the next request."""
+        if self.id == 0:
+            return dict(wanted), [], 0
+        send = {tp: v for tp, v in wanted.items() if self.sent.get(tp) != v}
+        forgotten = [tp for tp in self.sent if tp not in wanted]
+        return send, forgotten, self.epoch
+
+    def answered(self, session_id: int, send: dict[TopicPartition, tuple[int, int, int]],
+                 forgotten: list[TopicPartition]) -> None:  # fmt: skip
+        if self.id == 0:
+            self.sent = dict(send)
+            self.id = session_id
+            self.epoch = 1
+            return
+        self.sent.update(send)
+        for tp in forgotten:
+            self.sent.pop(tp, None)
+        self.epoch = 1 if self.epoch >= 2**31 - 1 else self.epoch + 1
