@@ -168,9 +168,6 @@ class ReplicaManager:
             log_ = self.logs.create(topic, index, overrides)
         if part is None or part.log is not log_:
             part = self.partitions[key] = Partition(topic, index, log_, self.node_id, self.clock)
-            hw = self._hw_written.get(key)
-            if hw is not None:
-                log_.high_watermark = hw
         leader_epoch = int(state.leader_epoch)
         if leader_epoch < part.leader_epoch:
             log.info("ignoring LeaderAndIsr of %s-%d at leader epoch %d: already at %d",
@@ -210,7 +207,6 @@ class ReplicaManager:
             self.fetchers.remove(key)
         self.partitions.pop(key, None)
         self.delayed.fail_all(key, ErrorCode.not_leader_or_follower)
-        self._hw_written.pop(key, None)
         if delete:
             found = self.logs.detach(topic, index)
             if found is not None:
@@ -244,7 +240,9 @@ class ReplicaManager:
                 log_.high_watermark = hw
 
     def high_watermarks(self) -> dict[TopicPartition, int]:
-        return {tp: part.log.high_watermark for tp, part in self.partitions.items()}
+        """Every hosted log's, led or not yet (a restarted broker waiting for the controller
+        must not forget them)."""
+        return {tp: log_.high_watermark for tp, log_ in self.logs.logs()}
 
     def checkpoint_hw_async(self) -> None:
         """Queue a write of the checkpoint on the flusher when a HW changed since the last."""
