@@ -52,6 +52,13 @@ def apply(broker: Any, request: Any) -> tuple[ErrorCode, list[tuple[Any, list[tu
                 err = ErrorCode.kafka_storage_error
             errors.append((int(state.partition_index), err))
         results.append((topic, errors))
+    if int(request.controller_id) != broker.node_id:  # the local leadership logs its own
+        states = [s for t in request.topic_states for s in t.partition_states]
+        leading = sum(1 for s in states if int(s.leader) == broker.node_id)
+        failed = sum(1 for _t, errs in results for _p, e in errs if e != ErrorCode.none)
+        log.info("LeaderAndIsr of controller %s (epoch %s): leading %d, following %d "
+                 "partitions, %d refused", request.controller_id, request.controller_epoch,
+                 leading, len(states) - leading, failed)  # fmt: skip
     return ErrorCode.none, results
 
 
