@@ -9,7 +9,8 @@ and the controller — and applies them through the same code as the handlers
 single node runs the partition layer like any cluster member, its HW is its log end after
 each append, and what users see does not change.
 
-Off with ``strom.controller.enable=false`` (internal, for tests that act as the controller:
+Off with ``strom.controller.enable=false`` or a ``zookeeper.connect`` (a cluster member) (the
+first is internal, for tests that act as the controller:
 the broker then waits for a controller's requests; this is also what a cluster member does).
 While it is on, requests of remote controllers are refused (STALE_CONTROLLER_EPOCH): nobody
 else may move a single node's partitions.

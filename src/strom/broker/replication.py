@@ -53,7 +53,8 @@ def start(broker: Broker) -> None:
                            source_host=source)  # fmt: skip
     replicas.isr_changes = isr
     isr.start()
-    if str(config.get(local_leadership.ENABLE_KEY, "true")).lower() == "false":
+    if (str(config.get(local_leadership.ENABLE_KEY, "true")).lower() == "false"
+            or config.get("zookeeper.connect")):  # a cluster member: its controller decides
         local_leadership.start_without(broker)
     else:
         local_leadership.start(broker)
