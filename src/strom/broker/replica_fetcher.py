@@ -278,6 +278,14 @@ class LeaderFetcher:
 
     def _process(self, tp: TopicPartition, state: FetchState, p: Any, now: float) -> None:
         code = ErrorCode(p.error_code)
+        log_ = self.replicas.logs.get(*tp)
+        leader_start = int(p.log_start_offset)
+        if code == ErrorCode.offset_out_of_range and log_ is not None and (
+                log_.log_end_offset < leader_start):  # fmt: skip
+            log.warning("%s-%d ends at %d, below the log start %d of broker %d: starting over "
+                        "there", *tp, log_.log_end_offset, leader_start, self.leader)  # fmt: skip
+            log_.truncate_fully_and_start_at(leader_start)
+            return
         if code == ErrorCode.offset_out_of_range:
             log.warning("fetch of %s-%d is out of range on broker %d: truncating again", *tp,
                         self.leader)  # fmt: skip
@@ -292,6 +300,8 @@ class LeaderFetcher:
         if part is None or part.is_leader:
             return
         log_ = part.log
+        if leader_start > log_.log_start_offset and leader_start <= log_.high_watermark:
+            log_.delete_records_before(leader_start)  # the leader's retention or DeleteRecords
         records = p.records
         if records:
             try:
