@@ -97,8 +97,12 @@ class IsrChangeManager:
                 continue
             try:
                 await self._send(batch)
-            except (BrokerConnectionError, _NoController) as exc:
-                log.warning("AlterPartition not sent (%s): retrying in %.1fs", exc, self.backoff)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # no controller, lost connection, a bad answer
+                level = logging.WARNING if isinstance(exc, BrokerConnectionError | _NoController) \
+                    else logging.ERROR  # fmt: skip
+                log.log(level, "AlterPartition not sent (%s): retrying in %.1fs", exc, self.backoff)
                 for key, part in batch.items():
                     self._queued.setdefault(key, part)
                 await asyncio.sleep(self.backoff)

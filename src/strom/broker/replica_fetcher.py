@@ -164,6 +164,12 @@ class LeaderFetcher:
             except BrokerConnectionError as exc:
                 log.warning("fetching from broker %d failed: %s", self.leader, exc)
                 await self._sleep(backoff)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a bug or a disk error must not end fetching for good
+                log.exception("fetcher of broker %d failed; retrying", self.leader)
+                self.session.reset()
+                await self._sleep(backoff)
 
     async def _sleep(self, seconds: float) -> None:
         self.wake.clear()
