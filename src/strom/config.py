@@ -50,6 +50,14 @@ BROKER_DEFAULTS: dict[str, str] = {
     "producer.id.expiration.check.interval.ms": "600000",
     # HOST:PORT of /metrics and /health/* (strom.broker.observability.admin); empty: off
     "strom.admin.listener": "127.0.0.1:9644",
+    "replica.lag.time.max.ms": "30000",
+    "replica.fetch.wait.max.ms": "500",
+    "replica.fetch.min.bytes": "1",
+    "replica.fetch.max.bytes": "1048576",
+    "replica.fetch.response.max.bytes": "10485760",
+    "replica.fetch.backoff.ms": "1000",
+    "replica.high.watermark.checkpoint.interval.ms": "5000",
+    "max.incremental.fetch.session.cache.slots": "1000",
 }
 
 
@@ -62,6 +70,7 @@ EXTRA_KNOWN_KEYS: set[str] = {
     "zookeeper.connection.timeout.ms",  # unset: zookeeper.session.timeout.ms
     "strom.fetch.sendfile.enable",
     "offset.metadata.max.bytes",
+    "strom.controller.enable",  # internal/testing: false = wait for a controller's requests
 }
 
 

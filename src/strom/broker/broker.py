@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from strom.broker import dispatch, dynamic_config
+from strom.broker import dispatch, dynamic_config, replication
 from strom.broker.observability import BrokerMetrics, broker_health
 from strom.broker.producer_ids import ProducerIdManager
 from strom.broker.replica_manager import ReplicaManager
@@ -98,7 +98,7 @@ class Broker:
         self.logs = LogManager(self.data_dir, self.clock, self.config.values, Flusher())
         doomed = self.logs.load(self._topic_overrides, self._hosted)
         self.logs_loaded = True
-        self.replicas = ReplicaManager(self.logs, self.node_id)
+        self.replicas = ReplicaManager(self.logs, self.node_id, self.clock)
         self.lifecycle = TopicLifecycle(self)
         self.lifecycle.remove_in_background(doomed)
         for topic in self.topics:  # logs lost (a crash mid-deletion) come back empty
@@ -110,6 +110,7 @@ class Broker:
                 self.logs.add(topic.name, made, topic.configs)
         self.producer_ids = ProducerIdManager(self.store, self.node_id)
         dispatch.load_handlers()
+        replication.start(self)  # leaders and followers before any service appends
         for module in _BUILTIN_SERVICE_MODULES:  # services no handler module imports
             importlib.import_module(module)
         for hook in _SERVICE_FACTORIES:
@@ -164,6 +165,8 @@ class Broker:
                 await service.stop()
             except Exception:
                 log.exception("error stopping %s", type(service).__name__)
+        if hasattr(self, "replicas"):
+            await replication.stop(self)
         if hasattr(self, "lifecycle"):
             await self.lifecycle.close()
         if hasattr(self, "logs"):

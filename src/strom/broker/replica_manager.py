@@ -1,33 +1,66 @@
-"""Partitions hosted by this broker: their logs, appends, reads, high watermarks.
+"""Partitions hosted by this broker: their roles, appends, reads, high watermarks.
 
-On a single node every partition's only replica is local and the leader, so the high
-watermark is the log end offset after each append; replication (a later issue) moves it with
-follower fetches instead. Appends wake long-polling fetchers through the purgatory. Logs are
-created and removed by :mod:`strom.broker.topic_lifecycle`.
+Kafka's ``ReplicaManager`` in small. The controller's LeaderAndIsr makes each hosted
+:class:`~strom.broker.partition.Partition` a leader or a follower
+(:meth:`ReplicaManager.become_leader_or_follower`); StopReplica stops (and maybe deletes) it
+(:meth:`stop_replica`). Leaders append producers' batches stamped with their leader epoch
+(:meth:`append`), serve followers' fetches (:meth:`follower_fetched`, which moves the high
+watermark and decides ISR expansion) and complete acks=all requests waiting in
+:mod:`strom.broker.delayed_produce`; followers copy their leader through
+:mod:`strom.broker.replica_fetcher`. ISR changes go to the controller through
+:mod:`strom.broker.isr_changes`. A single node leads every partition it hosts
+(:mod:`strom.broker.local_leadership`), so its high watermark is the log end after each append.
+
+High watermarks persist in ``<data dir>/replication-offset-checkpoint`` (Kafka's format,
+``0\\n<count>\\n<topic> <partition> <offset>\\n…``), written by the flusher thread every
+``replica.high.watermark.checkpoint.interval.ms`` and at shutdown; a restarted replica starts
+from it (not from its log end, which may hold records never committed).
+
+Appends and HW moves wake long-polling fetchers through the purgatory (key (topic, partition)).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
-from strom.broker.leader_epochs import LEADER_EPOCH
+from strom.broker.delayed_produce import DelayedProducePurgatory
+from strom.broker.metadata_cache import MetadataCache
+from strom.broker.partition import Partition
 from strom.broker.purgatory import DataPurgatory
+from strom.clock import Clock, SystemClock
 from strom.protocol.errors import ErrorCode, KafkaError
+from strom.storage import log_dir
 from strom.storage.batch_validation import AppendOrigin
 
 if TYPE_CHECKING:
+    from strom.broker.isr_changes import IsrChangeManager
+    from strom.broker.replica_fetcher import ReplicaFetcherManager
     from strom.storage.log import AppendResult, Log
     from strom.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
+HW_CHECKPOINT_FILE = "replication-offset-checkpoint"
+TopicPartition = tuple[str, int]
 
 
 class ReplicaManager:
-    def __init__(self, logs: LogManager, node_id: int) -> None:
+    def __init__(self, logs: LogManager, node_id: int, clock: Clock | None = None) -> None:
         self.logs = logs
         self.node_id = node_id
+        self.clock: Clock = clock or SystemClock()
         self.purgatory = DataPurgatory()
+        self.delayed = DelayedProducePurgatory()
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.cache = MetadataCache(node_id)
+        self.controller_epoch = -1
+        self.fetchers: ReplicaFetcherManager | None = None
+        self.isr_changes: IsrChangeManager | None = None
+        self._hw_written: dict[TopicPartition, int] = {}
+        self._deleted: list[Log] = []
+
+    # --- lookups -------------------------------------------------------------------------------
 
     def get_log(self, topic: str, partition: int) -> Log:
         log_ = self.logs.get(topic, partition)
@@ -37,14 +70,197 @@ class ReplicaManager:
             )
         return log_
 
+    def leader_partition(self, topic: str, index: int, current_epoch: int = -1) -> Partition:
+        """The partition if this broker leads it in ``current_epoch`` (-1: any); raises
+        UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH."""
+        part = self.partitions.get((topic, index))
+        if part is None or self.logs.get(topic, index) is not part.log:
+            if self.logs.get(topic, index) is None:
+                raise KafkaError(ErrorCode.unknown_topic_or_partition,
+                                 f"{topic}-{index} is not hosted here")  # fmt: skip
+            raise KafkaError(ErrorCode.not_leader_or_follower,
+                             f"{topic}-{index} has no leader here yet")  # fmt: skip
+        code = part.check_leader_epoch(current_epoch)
+        if code != ErrorCode.none:
+            raise KafkaError(code, f"leader epoch {current_epoch} of {topic}-{index}: this "
+                                   f"broker's is {part.leader_epoch}")  # fmt: skip
+        if not part.is_leader:
+            raise KafkaError(ErrorCode.not_leader_or_follower,
+                             f"broker {self.node_id} is not the leader of {topic}-{index}")  # fmt: skip
+        return part
+
+    # --- appends ---------------------------------------------------------------------------------
+
     def append(self, topic: str, partition: int, records: bytes,
                origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendResult:  # fmt: skip
-        """Append as the partition's leader: ``origin`` says how much is validated."""
-        log_ = self.get_log(topic, partition)
-        result = log_.append(records, origin=origin, leader_epoch=LEADER_EPOCH)
-        log_.high_watermark = log_.log_end_offset
-        self.purgatory.notify((topic, partition))
+        """Append as the partition's leader (stamped with its epoch): ``origin`` says how much
+        is validated. The HW moves at once when the leader is alone in the ISR."""
+        part = self.leader_partition(topic, partition)
+        result = part.log.append(records, origin=origin, leader_epoch=part.leader_epoch)
+        key = (topic, partition)
+        if part.maybe_advance_hw():
+            self._hw_moved(part)
+        self.purgatory.notify(key)
         return result
+
+    def check_min_isr(self, part: Partition) -> None:
+        """acks=all before the append: NOT_ENOUGH_REPLICAS when the (minimal) ISR is smaller
+        than ``min.insync.replicas``."""
+        needed = part.log.config.min_insync_replicas
+        have = len(part.minimal_isr)
+        if have < needed:
+            raise KafkaError(
+                ErrorCode.not_enough_replicas,
+                f"min.insync.replicas={needed} but the ISR of {part.topic}-{part.index} has "
+                f"{have} replica{'s' if have != 1 else ''}",
+            )
+
+    def _hw_moved(self, part: Partition) -> None:
+        """The HW (or the ISR) of a leader changed: complete acks=all waiters it satisfies."""
+        key = (part.topic, part.index)
+        if self.delayed.waiting(key):
+            ok = part.log.config.min_insync_replicas <= len(part.maximal_isr)
+            code = ErrorCode.none if ok else ErrorCode.not_enough_replicas_after_append
+            self.delayed.complete(key, part.log.high_watermark, code)
+        self.purgatory.notify(key)
 
     def high_watermark(self, topic: str, partition: int) -> int:
         return self.get_log(topic, partition).high_watermark
+
+    # --- leader side of replication ------------------------------------------------------------
+
+    def follower_fetched(self, part: Partition, replica: int, fetch_offset: int) -> None:
+        """A follower's Fetch at ``fetch_offset``: its LEO, maybe the HW, maybe the ISR."""
+        if part.update_follower(replica, fetch_offset):
+            self._hw_moved(part)
+        if self.isr_changes is not None and part.pending is None and part.can_join_isr(replica):
+            self.isr_changes.propose(part, (*part.isr, replica))
+
+    def isr_changed(self, part: Partition) -> None:
+        """The controller accepted an ISR change: the HW may move, waiters may complete."""
+        part.maybe_advance_hw()
+        self._hw_moved(part)
+
+    # --- the controller's requests -------------------------------------------------------------
+
+    def fence(self, controller_epoch: int, broker_epoch: int, own_epoch: int) -> ErrorCode:
+        """STALE_CONTROLLER_EPOCH for a controller older than one already heard;
+        STALE_BROKER_EPOCH for a request meant for an older registration of this broker
+        (-1 on either side: not checked, as Kafka for requests without one)."""
+        if controller_epoch < self.controller_epoch:
+            return ErrorCode.stale_controller_epoch
+        if broker_epoch >= 0 and own_epoch >= 0 and broker_epoch < own_epoch:
+            return ErrorCode.stale_broker_epoch
+        self.controller_epoch = controller_epoch
+        return ErrorCode.none
+
+    def become_leader_or_follower(self, controller_epoch: int, topic: str,
+                                  state: Any, overrides: dict[str, str]) -> ErrorCode:  # fmt: skip
+        """Apply one LeaderAndIsr partition state (fencing done by the caller)."""
+        index = int(state.partition_index)
+        replicas = tuple(int(r) for r in state.replicas)
+        if self.node_id not in replicas:
+            return ErrorCode.unknown_topic_or_partition
+        key = (topic, index)
+        part = self.partitions.get(key)
+        log_ = self.logs.get(topic, index)
+        if log_ is None:
+            log_ = self.logs.create(topic, index, overrides)
+        if part is None or part.log is not log_:
+            part = self.partitions[key] = Partition(topic, index, log_, self.node_id, self.clock)
+        leader_epoch = int(state.leader_epoch)
+        if leader_epoch < part.leader_epoch:
+            log.info("ignoring LeaderAndIsr of %s-%d at leader epoch %d: already at %d",
+                     topic, index, leader_epoch, part.leader_epoch)  # fmt: skip
+            return ErrorCode.stale_controller_epoch
+        isr = tuple(int(r) for r in state.isr)
+        leader = int(state.leader)
+        if leader == self.node_id:
+            if self.fetchers is not None:
+                self.fetchers.remove(key)
+            if part.make_leader(leader_epoch, int(state.partition_epoch), replicas, isr,
+                                controller_epoch):  # fmt: skip
+                log.debug("became leader of %s-%d at epoch %d (isr %s, end offset %d)",
+                         topic, index, leader_epoch, list(isr), log_.log_end_offset)  # fmt: skip
+            self._hw_moved(part)
+        else:
+            was_leader = part.is_leader
+            if part.make_follower(leader, leader_epoch, int(state.partition_epoch), replicas,
+                                  isr, controller_epoch):  # fmt: skip
+                log.debug("following broker %d for %s-%d at epoch %d (end offset %d)",
+                         leader, topic, index, leader_epoch, log_.log_end_offset)  # fmt: skip
+                if self.fetchers is not None:
+                    self.fetchers.add(key, leader, leader_epoch)
+            if was_leader:
+                self.delayed.fail_all(key, ErrorCode.not_leader_or_follower)
+            self.purgatory.notify(key)
+        return ErrorCode.none
+
+    def stop_replica(self, topic: str, index: int, leader_epoch: int, delete: bool) -> ErrorCode:
+        """StopReplica of one partition: stop leading/fetching; with ``delete`` the log goes
+        (detached now; the caller removes the files off the loop, see :meth:`take_deleted`)."""
+        key = (topic, index)
+        part = self.partitions.get(key)
+        if part is not None and leader_epoch >= 0 and leader_epoch < part.leader_epoch:
+            return ErrorCode.fenced_leader_epoch
+        if self.fetchers is not None:
+            self.fetchers.remove(key)
+        self.partitions.pop(key, None)
+        self.delayed.fail_all(key, ErrorCode.not_leader_or_follower)
+        if delete:
+            found = self.logs.detach(topic, index)
+            if found is not None:
+                self._deleted.append(found)
+        self.purgatory.notify(key)
+        return ErrorCode.none
+
+    def take_deleted(self) -> list[Log]:
+        """Logs detached by :meth:`stop_replica` since the last call (to remove off the loop)."""
+        deleted, self._deleted = self._deleted, []
+        return deleted
+
+    def forget(self, topic: str, partitions: Iterable[int]) -> None:
+        """A topic's partitions went away locally (topic deletion on a single node)."""
+        for index in partitions:
+            key = (topic, index)
+            self.partitions.pop(key, None)
+            self.delayed.fail_all(key, ErrorCode.not_leader_or_follower)
+            if self.fetchers is not None:
+                self.fetchers.remove(key)
+        self.cache.remove_topic(topic, partitions)
+
+    # --- high-watermark checkpoint -------------------------------------------------------------
+
+    def load_hw_checkpoint(self) -> None:
+        """Start every hosted log's HW from the checkpoint (not from its end)."""
+        self._hw_written = log_dir.read_offsets(self.logs.data_dir / HW_CHECKPOINT_FILE)
+        for tp, log_ in self.logs.logs():
+            hw = self._hw_written.get(tp)
+            if hw is not None:
+                log_.high_watermark = hw
+
+    def high_watermarks(self) -> dict[TopicPartition, int]:
+        """Every hosted log's, led or not yet (a restarted broker waiting for the controller
+        must not forget them)."""
+        return {tp: log_.high_watermark for tp, log_ in self.logs.logs()}
+
+    def checkpoint_hw_async(self) -> None:
+        """Queue a write of the checkpoint on the flusher when a HW changed since the last."""
+        hws = self.high_watermarks()
+        if hws == self._hw_written:
+            return
+        self._hw_written = hws
+        path = self.logs.data_dir / HW_CHECKPOINT_FILE
+        self.logs.flusher.submit(lambda: log_dir.write_offsets(path, hws))
+
+    def checkpoint_hw(self) -> None:
+        hws = self.high_watermarks()
+        self._hw_written = hws
+        log_dir.write_offsets(self.logs.data_dir / HW_CHECKPOINT_FILE, hws)
+
+    async def shutdown(self) -> None:
+        if self.fetchers is not None:
+            await self.fetchers.close()
+        if self.isr_changes is not None:
+            await self.isr_changes.close()
+        self.delayed.cancel_all()

@@ -200,12 +200,15 @@ class TopicRegistry:
     # --- writes ----------------------------------------------------------------------------
 
     async def create(
-        self, name: str, replicas: Mapping[int, list[int]], configs: Mapping[str, str]
+        self, name: str, replicas: Mapping[int, list[int]], configs: Mapping[str, str],
+        topic_id: uuid.UUID | None = None,
     ) -> TopicInfo:
+        """``topic_id``: the id the controller gave it (a new one when None)."""
         validate_topic_name(name)
         if name in self._topics:
             raise KafkaError(ErrorCode.topic_already_exists, f"topic {name!r} already exists")
-        info = TopicInfo(name, uuid.uuid4(), {p: list(r) for p, r in replicas.items()}, dict(configs))
+        info = TopicInfo(name, topic_id or uuid.uuid4(), {p: list(r) for p, r in replicas.items()},
+                         dict(configs))  # fmt: skip
         self._local.add(name)
         try:
             # Configs first: a crash between the two writes leaves an orphan config, never a

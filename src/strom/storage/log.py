@@ -642,6 +642,26 @@ class Log:
         self._rebuild_producer_state()
         self._changed()
 
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Replace the whole log by an empty one starting at ``offset`` (Kafka's
+        ``truncateFullyAndStartAt``: a follower whose end is below its leader's log start)."""
+        with self._ckpt_lock:
+            self._truncations += 1
+        self._flusher.drain()
+        for seg in self._segments:
+            self._delete_segment(seg)
+        with self._ckpt_lock:
+            self._set_segments([LogSegment.create(self.dir, offset, self.config,
+                                                  self.clock.time_ms())])  # fmt: skip
+            self.log_start_offset = offset
+            ckpt.write_offset(self.dir / ckpt.LOG_START_OFFSET_FILE, offset)
+            self._high_watermark = offset
+            self.recovery_point = offset
+            ckpt.write_offset(self.dir / ckpt.RECOVERY_POINT_FILE, offset)
+        self.leader_epochs.truncate_from_end(-1)
+        self._rebuild_producer_state()
+        self._changed()
+
     # --- compaction support ----------------------------------------------------------------
 
     def create_cleaned_segment(self, base_offset: int) -> LogSegment:

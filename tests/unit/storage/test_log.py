@@ -221,6 +221,25 @@ def test_truncate_to(open_log: OpenLog, clock: FakeClock) -> None:
     assert values(log.read(2, 10_000).records) == [(2, b"v2"), (3, b"new")]
 
 
+def test_truncate_fully_and_start_at(open_log: OpenLog, clock: FakeClock) -> None:
+    """A follower behind its leader's log start starts over there (Kafka's
+    truncateFullyAndStartAt); it survives a reopen."""
+    log = open_log(segment_bytes=200)
+    for i in range(6):
+        log.append(batch(clock, b"v%d" % i), leader_epoch=1)
+    log.truncate_fully_and_start_at(40)
+    assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (40, 40, 40)
+    assert log.leader_epochs.entries() == []
+    log.append(batch(clock, b"x", base_offset=40, partition_leader_epoch=2),
+               origin=AppendOrigin.REPLICATION)  # fmt: skip
+    assert log.leader_epochs.entries() == [(2, 40)]
+    log.close()
+    again = Log.open(log.dir, log.config, clock)
+    assert (again.log_start_offset, again.log_end_offset) == (40, 41)
+    assert values(again.read(40, 10_000).records) == [(40, b"x")]
+    again.close()
+
+
 def test_flush_messages(open_log: OpenLog, clock: FakeClock) -> None:
     log = open_log(flush_messages=3)
     log.append(batch(clock, b"a", b"b"))

@@ -1,7 +1,8 @@
 """DescribeCluster (key 60): the brokers, the controller and the cluster id.
 
 Only broker endpoints (endpoint_type 1) exist; asking for controller endpoints (2) is
-UNSUPPORTED_ENDPOINT_TYPE. Authorized operations are "unknown" until an authorizer exists.
+UNSUPPORTED_ENDPOINT_TYPE. The live brokers (with rack) and the controller come from the
+metadata cache (:mod:`strom.broker.metadata_cache`). Authorized operations are "unknown" until an authorizer exists.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     endpoint_type = int(getattr(request, "endpoint_type", BROKERS_ENDPOINT))
-    host, port = broker.advertised
     if endpoint_type != BROKERS_ENDPOINT:
         return ctx.respond(
             throttle_time=0,
@@ -33,18 +33,20 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             brokers=(),
             cluster_authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN,
         )
+    cache = broker.replicas.cache
+    brokers = sorted(cache.brokers.values(), key=lambda b: b.node_id)
     return ctx.respond(
         throttle_time=0,
         error_code=ErrorCode.none,
         error_message=None,
         endpoint_type=BROKERS_ENDPOINT,
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
-        brokers=(
+        controller_id=cache.controller_id,
+        brokers=tuple(
             ctx.make(
-                "DescribeClusterBroker", broker_id=broker.node_id, host=host, port=port, rack=None,
-                is_fenced=False,  # v2: a broker that answers is not fenced
-            ),
+                "DescribeClusterBroker", broker_id=b.node_id, host=b.host, port=b.port,
+                rack=b.rack, is_fenced=False,  # v2: live brokers are not fenced
+            ) for b in brokers
         ),
         cluster_authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN,
     )

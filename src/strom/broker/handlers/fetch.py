@@ -12,11 +12,15 @@ Rules kept from Kafka (KIP-74 and the protocol guide):
 - ``isolation_level`` 1 (read_committed, v4+): reads stop at the last stable offset instead
   of the high watermark, and the aborted transactions overlapping the range read are listed
   so the client drops their batches (the LSO is reported under both levels, as Kafka);
-- ``session_id`` 0 in the response: no incremental fetch session is created, so every fetch is
-  a full one (clients fall back to that by design).
-Topic ids (v13+) are resolved through the topic registry. A partition's
-``current_leader_epoch`` (v9+) is checked first: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH
-(:mod:`strom.broker.leader_epochs`).
+- incremental fetch sessions (KIP-227, :mod:`strom.broker.fetch_session`): a request may open
+  a session, then send only the partitions that changed; its response holds only the
+  partitions with news.
+Topic ids (v13+) are resolved through the topic registry. Only the partition's leader serves
+it (NOT_LEADER_OR_FOLLOWER elsewhere); a partition's ``current_leader_epoch`` (v9+) is checked
+first: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (:meth:`Partition.check_leader_epoch`).
+A follower's fetch (``replica_id`` >= 0; v15+ ``replica_state.replica_id``) reads up to the log
+end offset instead of the high watermark, and its fetch offset tells the leader its log end
+offset (:meth:`ReplicaManager.follower_fetched`: HW, ISR expansion, acks=all waiters).
 
 With ``strom.fetch.sendfile.enable`` (:mod:`strom.broker.zero_copy`) the records are not read:
 each partition's data becomes a file region (a duplicated fd, position, length), which the
@@ -31,13 +35,13 @@ import uuid
 from time import perf_counter
 from typing import Any
 
-from strom.broker import dispatch, zero_copy
+from strom.broker import dispatch, fetch_session, zero_copy
 from strom.broker.context import RequestContext
-from strom.broker.leader_epochs import check_current_leader_epoch
 from strom.protocol.errors import ErrorCode, error_code_of
 from strom.protocol.hot_path import FetchPartition, FetchResponse, FetchTopic
 
 API_KEY = 1
+SESSIONS = "fetch.sessions"
 log = logging.getLogger(__name__)
 
 
@@ -54,6 +58,14 @@ def _partition(ctx: RequestContext, index: int, code: ErrorCode, *, hw: int = -1
         ctx.broker.metrics.request_error(API_KEY, code)
     return FetchPartition(index, code, hw, hw if lso is None else lso, log_start, aborted, -1,
                           records)  # fmt: skip
+
+
+def _replica_id(ctx: RequestContext, request: Any) -> int:
+    """The follower's broker id (v15+ in ``replica_state``), -1 for consumers."""
+    if ctx.api_version >= 15:
+        state = getattr(request, "replica_state", None)
+        return int(state.replica_id) if state is not None else -1
+    return int(getattr(request, "replica_id", -1))
 
 
 class _CaughtUp:
@@ -79,22 +91,24 @@ class _FetchPlan:
     log's high watermark and start offset; partitions that had data are read again (their
     byte budget depends on the partitions before them)."""
 
-    def __init__(self, ctx: RequestContext, request: Any) -> None:
+    def __init__(self, ctx: RequestContext, request: Any, topics: list[Any]) -> None:
         self.ctx = ctx
         self.request = request
+        self.topics = topics  # the request's, or its fetch session's (fetch_session)
         self.max_bytes = int(getattr(request, "max_bytes", 2**31 - 1))
         self.by_id = ctx.api_version >= 13
         self.read_committed = int(getattr(request, "isolation_level", 0)) == 1
         self.zero_copy = zero_copy.enabled(ctx.broker.config)
         self.regions: list[zero_copy.FileRegion] = []  # of the latest read, in order
         self.keys: list[tuple[str, int]] = []
-        self.names = [self._name(topic) for topic in request.topics]
+        self.names = [self._name(topic) for topic in topics]
         self.caught_up: dict[tuple[str, int], _CaughtUp] = {}
         self.reads = 0  # partitions read (not reused), for tests and profiling
         self.sent: list[tuple[str, int]] = []  # (topic, batch bytes) of the latest read
         metrics = ctx.broker.metrics
         known = ctx.broker.topics
-        for topic, name in zip(request.topics, self.names, strict=True):
+        self.replica_id = _replica_id(ctx, request)
+        for topic, name in zip(topics, self.names, strict=True):
             if name is not None:
                 self.keys.extend((name, p.partition) for p in topic.partitions)
                 if name in known:  # no counters for names a client made up
@@ -119,7 +133,7 @@ class _FetchPlan:
         errors = False
         responses = []
         self.sent.clear()
-        for topic, name in zip(self.request.topics, self.names, strict=True):
+        for topic, name in zip(self.topics, self.names, strict=True):
             parts = []
             for p in topic.partitions:
                 if name is None:
@@ -153,18 +167,21 @@ class _FetchPlan:
         ctx = self.ctx
         self.reads += 1
         self.caught_up.pop((topic, p.partition), None)
+        replicas = ctx.broker.replicas
         try:
-            log_ = ctx.broker.replicas.get_log(topic, p.partition)
+            leader = replicas.leader_partition(topic, p.partition,
+                                               int(getattr(p, "current_leader_epoch", -1)))  # fmt: skip
         except Exception as exc:
             return _partition(ctx, p.partition, error_code_of(exc)), 0
-        epoch_error = check_current_leader_epoch(getattr(p, "current_leader_epoch", -1))
-        if epoch_error != ErrorCode.none:
-            return _partition(ctx, p.partition, epoch_error), 0
+        log_ = leader.log
+        offset = int(p.fetch_offset)
+        if self.replica_id >= 0:  # a follower: its fetch offset is its log end offset
+            replicas.follower_fetched(leader, self.replica_id, offset)
         hw = log_.high_watermark
         lso = log_.last_stable_offset
-        bound = lso if self.read_committed else hw
+        bound = log_.log_end_offset if self.replica_id >= 0 else (
+            lso if self.read_committed else hw)  # fmt: skip
         start = log_.log_start_offset
-        offset = int(p.fetch_offset)
         if offset < start or offset > log_.log_end_offset:
             return _partition(ctx, p.partition, ErrorCode.offset_out_of_range, hw=hw, log_start=start), 0
         if offset >= bound:  # caught up: valid until an append moves the HW (and the LSO)
@@ -217,9 +234,21 @@ class _FetchPlan:
         self.regions = []
 
 
+def _sessions(ctx: RequestContext) -> fetch_session.FetchSessionCache:
+    cache = ctx.broker.extensions.get(SESSIONS)
+    if cache is None:
+        slots = ctx.broker.config.get_int("max.incremental.fetch.session.cache.slots")
+        cache = ctx.broker.extensions[SESSIONS] = fetch_session.FetchSessionCache(slots)
+    return cache
+
+
 @dispatch.handler(API_KEY, 4, 18)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    plan = _FetchPlan(ctx, request)
+    session = fetch_session.open_context(_sessions(ctx), request, ctx.api_version,
+                                         ctx.broker.clock.time_ms())  # fmt: skip
+    if isinstance(session, ErrorCode):
+        return FetchResponse([], error_code=session)
+    plan = _FetchPlan(ctx, request, session.topics)
     loop_time = ctx.broker.clock.monotonic
     max_wait = request.max_wait.total_seconds()
     deadline = loop_time() + max_wait
@@ -235,7 +264,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             changed = await ctx.broker.replicas.purgatory.wait(plan.keys, remaining)
             ctx.remote_time += perf_counter() - parked
             responses, total, errors = plan.read(changed)
-        response = FetchResponse(responses)
+        response = FetchResponse(session.filter(responses), session_id=session.session_id)
     except BaseException:
         plan.close_regions()
         raise

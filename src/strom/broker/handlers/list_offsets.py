@@ -7,8 +7,9 @@ log start offset and latest-tiered (-5, v9+) and earliest-pending-upload (-6, v1
 (epoch -1), as Kafka answers for a topic without remote storage. v10 adds a timeout for
 remote reads (unused).
 
-Leader epochs (v4+): the request's ``current_leader_epoch`` is checked (FENCED_LEADER_EPOCH /
-UNKNOWN_LEADER_EPOCH, :mod:`strom.broker.leader_epochs`); the answer carries the epoch that
+Only the leader answers (NOT_LEADER_OR_FOLLOWER elsewhere). Leader epochs (v4+): the
+request's ``current_leader_epoch`` is checked (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH,
+:meth:`strom.broker.partition.Partition.check_leader_epoch`); the answer carries the epoch that
 wrote the offset found (the leader-epoch cache's), the current epoch for latest, as Kafka.
 """
 
@@ -18,8 +19,7 @@ from typing import Any
 
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
-from strom.broker.leader_epochs import LEADER_EPOCH, check_current_leader_epoch
-from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
+from strom.protocol.errors import ErrorCode, error_code_of
 
 API_KEY = 2
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
@@ -29,14 +29,11 @@ EARLIEST_PENDING_UPLOAD = -6
 def _lookup(ctx: RequestContext, topic: str, partition: int, ts: int,
             current_epoch: int, read_committed: bool) -> tuple[int, int, int]:  # fmt: skip
     """(timestamp, offset, leader epoch) of the answer; raises KafkaError."""
-    log_ = ctx.broker.replicas.get_log(topic, partition)
-    code = check_current_leader_epoch(current_epoch)
-    if code != ErrorCode.none:
-        raise KafkaError(code, f"current leader epoch {current_epoch} of {topic}-{partition} "
-                               f"is not {LEADER_EPOCH}")  # fmt: skip
+    part = ctx.broker.replicas.leader_partition(topic, partition, current_epoch)
+    log_ = part.log
     if ts == LATEST:
         latest = log_.last_stable_offset if read_committed else log_.high_watermark
-        return -1, latest, LEADER_EPOCH
+        return -1, latest, part.leader_epoch
     if ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
         return -1, -1, -1  # no tiered storage: nothing is (or waits to be) in remote storage
     if ts in (EARLIEST, EARLIEST_LOCAL):
@@ -49,7 +46,7 @@ def _lookup(ctx: RequestContext, topic: str, partition: int, ts: int,
         timestamp, offset = (found[1], found[0]) if found else (-1, -1)
     epoch = log_.leader_epochs.epoch_for_offset(offset) if offset >= 0 else -1
     if offset >= 0 and epoch < 0:
-        epoch = LEADER_EPOCH  # an empty log: its next batch is written in the current epoch
+        epoch = part.leader_epoch  # an empty log: its next batch is written in the current epoch
     return timestamp, offset, epoch
 
 

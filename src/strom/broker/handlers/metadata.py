@@ -3,15 +3,19 @@
 Asked for unknown topics, the broker creates them when the client allows it and
 ``auto.create.topics.enable`` is true (with ``num.partitions``); names Kafka would refuse get
 INVALID_TOPIC_EXCEPTION, and unknown ones otherwise UNKNOWN_TOPIC_OR_PARTITION. Every
-partition's leader epoch is the single node's (:mod:`strom.broker.leader_epochs`).
+partition's leader, leader epoch, replicas, ISR and offline replicas, the live brokers and the
+controller come from the metadata cache (:mod:`strom.broker.metadata_cache`, filled by the
+controller's UpdateMetadata or, on a single node, by itself); a partition the cache does not
+know yet is LEADER_NOT_AVAILABLE (the controller is still electing its leader).
 v0 has no null topic list: there an empty list asks for every topic, as in Kafka.
 
 Caching (a 10,000-partition topic took ~100 ms to build and encode per request, all on the
 event loop): each topic's entry is built once per response version and reused while the
 topic's :class:`TopicInfo` is the same object with the same partition count (partitions are
 only ever added in place, by CreatePartitions). Anything else that changes what an entry says
-(replicas, and with replication leaders, ISR and epochs) must give the topic a new
-``TopicInfo`` or join the key checked in :func:`topic_metadata`. The encoded body is reused
+(replicas) must give the topic a new ``TopicInfo`` or join the key checked in
+:func:`topic_metadata`; leaders, ISR and epochs are covered by the metadata cache's
+``version``, part of that key. The encoded body is reused
 too while the same topic entries (by identity) are answered.
 """
 
@@ -23,7 +27,6 @@ from typing import Any
 
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
-from strom.broker.leader_epochs import LEADER_EPOCH
 from strom.metadata.topics import TopicInfo, validate_topic_name
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.hot_path import EncodedBody
@@ -53,7 +56,7 @@ class _Cache:
     MAX_TOPICS = 10_000
 
     def __init__(self) -> None:
-        self.topics: dict[tuple[int, str], tuple[TopicInfo, Any, int, Any]] = {}
+        self.topics: dict[tuple[int, str], tuple[TopicInfo, Any, int, int, Any]] = {}
         self.bodies: dict[tuple[Any, ...], tuple[tuple[Any, ...], EncodedBody]] = {}
 
 
@@ -69,33 +72,35 @@ def topic_metadata(ctx: RequestContext, info: TopicInfo) -> Any:
     topics = _cache(ctx).topics
     key = (ctx.api_version, info.name)
     cached = topics.get(key)
+    version = ctx.broker.replicas.cache.version
     if (cached is not None and cached[0] is info and cached[1] is info.replicas
-            and cached[2] == len(info.replicas)):  # fmt: skip
-        return cached[3]
+            and cached[2] == len(info.replicas) and cached[3] == version):  # fmt: skip
+        return cached[4]
     entry = _build_topic(ctx, info)
     if len(topics) >= _Cache.MAX_TOPICS:  # bounds what deleted topics leave behind
         topics.clear()
-    topics[key] = (info, info.replicas, len(info.replicas), entry)
+    topics[key] = (info, info.replicas, len(info.replicas), version, entry)
     return entry
 
 
 def _build_topic(ctx: RequestContext, info: TopicInfo) -> Any:
-    node = ctx.broker.node_id
+    cache = ctx.broker.replicas.cache
     partitions = []
     for index, replicas in sorted(info.replicas.items()):
-        leader = replicas[0] if replicas else -1
-        partitions.append(
-            ctx.make(
-                "MetadataResponsePartition",
-                error_code=0,
-                partition_index=index,
-                leader_id=leader,
-                leader_epoch=LEADER_EPOCH,
-                replica_nodes=tuple(replicas),
-                isr_nodes=tuple(r for r in replicas if r == node),
-                offline_replicas=(),
-            )
-        )
+        state = cache.partition(info.name, index)
+        if state is None:
+            partitions.append(ctx.make(
+                "MetadataResponsePartition", error_code=ErrorCode.leader_not_available,
+                partition_index=index, leader_id=-1, leader_epoch=-1,
+                replica_nodes=tuple(replicas), isr_nodes=(), offline_replicas=(),
+            ))  # fmt: skip
+            continue
+        partitions.append(ctx.make(
+            "MetadataResponsePartition",
+            error_code=ErrorCode.none if state.leader >= 0 else ErrorCode.leader_not_available,
+            partition_index=index, leader_id=state.leader, leader_epoch=state.leader_epoch,
+            replica_nodes=state.replicas, isr_nodes=state.isr, offline_replicas=state.offline,
+        ))  # fmt: skip
     return ctx.make(
         "MetadataResponseTopic",
         error_code=0,
@@ -171,20 +176,22 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 
 def _respond(ctx: RequestContext, topics: list[Any]) -> EncodedBody:
-    """The encoded body; reused while the same topic entries are answered (the brokers,
-    cluster id and controller of a running broker do not change)."""
+    """The encoded body; reused while the same topic entries are answered and the metadata
+    cache (brokers, controller) has not changed."""
     cache = _cache(ctx)
-    key = (ctx.api_version, *map(id, topics))
+    cluster = ctx.broker.replicas.cache
+    key = (ctx.api_version, cluster.version, *map(id, topics))
     cached = cache.bodies.get(key)
     if cached is not None:
         return cached[1]
     broker = ctx.broker
-    host, port = broker.advertised
     response = ctx.respond(
         throttle_time=0,
-        brokers=(ctx.make("MetadataResponseBroker", node_id=broker.node_id, host=host, port=port, rack=None),),
+        brokers=tuple(ctx.make("MetadataResponseBroker", node_id=b.node_id, host=b.host,
+                               port=b.port, rack=b.rack)
+                      for b in sorted(cluster.brokers.values(), key=lambda b: b.node_id)),
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=cluster.controller_id,
         topics=tuple(topics),
         cluster_authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN,
         error_code=0,  # v13 (KIP-1102): a top-level error, e.g. REBOOTSTRAP_REQUIRED

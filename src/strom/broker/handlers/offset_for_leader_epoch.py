@@ -6,7 +6,8 @@ diverges from the leader's. The answer comes from the partition's leader-epoch c
 (:meth:`strom.storage.leader_epoch.LeaderEpochCache.end_offset_for`): the largest known epoch
 <= the requested one and the offset where the next epoch starts (the log end offset for the
 current epoch), or -1/-1 when the epoch is unknown. ``current_leader_epoch`` is checked first
-(FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH). Served v2-v4, the versions Kafka 4 serves
+(FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH); only the leader answers (NOT_LEADER_OR_FOLLOWER),
+to consumers and to followers (``replica_id`` >= 0) truncating their logs. Served v2-v4, the versions Kafka 4 serves
 (v0-1 carry no current epoch and were removed).
 """
 
@@ -16,7 +17,6 @@ from typing import Any
 
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
-from strom.broker.leader_epochs import LEADER_EPOCH, check_current_leader_epoch
 from strom.protocol.errors import ErrorCode, error_code_of
 
 API_KEY = 23
@@ -27,14 +27,13 @@ def _end_offset(ctx: RequestContext, topic: str, p: Any) -> tuple[ErrorCode, int
         info = ctx.broker.topics.get(topic)
         if info is None or p.partition not in info.replicas:
             return ErrorCode.unknown_topic_or_partition, -1, -1
-        log_ = ctx.broker.replicas.get_log(topic, p.partition)
+        part = ctx.broker.replicas.leader_partition(topic, p.partition,
+                                                    int(p.current_leader_epoch))  # fmt: skip
     except Exception as exc:
         return error_code_of(exc), -1, -1
-    code = check_current_leader_epoch(int(p.current_leader_epoch))
-    if code != ErrorCode.none:
-        return code, -1, -1
+    log_ = part.log
     epoch, offset = log_.leader_epochs.end_offset_for(int(p.leader_epoch), log_.log_end_offset,
-                                                      LEADER_EPOCH)  # fmt: skip
+                                                      part.leader_epoch)  # fmt: skip
     return ErrorCode.none, epoch, offset
 
 

@@ -8,7 +8,11 @@ partition gets its error code while the others are appended. Records refused one
 keys on compacted topics, timestamps out of range) are named in ``record_errors`` with
 ``error_message`` (KIP-467). A transactional batch must belong to its producer's ongoing
 transaction with that partition added (else INVALID_TXN_STATE, KIP-890's verification).
-acks=0 gets no response at all, as Kafka's protocol says. v10–11 add only tagged response
+acks=0 gets no response at all, as Kafka's protocol says. Only the partition's leader appends
+(NOT_LEADER_OR_FOLLOWER elsewhere). acks=all checks ``min.insync.replicas`` against the ISR
+first (NOT_ENOUGH_REPLICAS) and answers once the high watermark passes the records
+(:mod:`strom.broker.delayed_produce`: NOT_ENOUGH_REPLICAS_AFTER_APPEND, or REQUEST_TIMED_OUT
+at the request's timeout). v10–11 add only tagged response
 fields (leader hints, left at their defaults); v12 (KIP-890 transaction version 2) changes
 nothing while strom does not finalize the ``transaction.version`` feature; v13 names topics by id (UNKNOWN_TOPIC_ID when none
 has it).
@@ -67,7 +71,7 @@ def _verify_transaction(broker: Any, log_: Any, topic: str, index: int, records:
 
 
 def _append_one(ctx: RequestContext, topic: str, index: int, records: bytes | None, acks: int,
-                durable: list[Future[None]]) -> ProducePartition:  # fmt: skip
+                durable: list[Future[None]], replicated: list[_Waiter]) -> ProducePartition:  # fmt: skip
     broker = ctx.broker
     info = broker.topics.get(topic)
     if info is None or index not in info.replicas:
@@ -82,15 +86,12 @@ def _append_one(ctx: RequestContext, topic: str, index: int, records: bytes | No
     counters = broker.metrics.topic(topic)
     counters.produce_requests += 1
     try:
-        log_ = broker.replicas.get_log(topic, index)
-        if acks == -1 and log_.config.min_insync_replicas > 1:
-            # A single node's ISR is itself: acks=all cannot meet min.insync.replicas > 1.
-            raise KafkaError(
-                ErrorCode.not_enough_replicas,
-                f"min.insync.replicas={log_.config.min_insync_replicas} but the ISR has 1 replica",
-            )
-        _verify_transaction(broker, log_, topic, index, records)
-        result = broker.replicas.append(topic, index, bytes(records))
+        replicas = broker.replicas
+        part = replicas.leader_partition(topic, index)
+        if acks == -1:
+            replicas.check_min_isr(part)
+        _verify_transaction(broker, part.log, topic, index, records)
+        result = replicas.append(topic, index, bytes(records))
         if result.flushed is not None:  # flush.messages reached: answer once it is on disk
             durable.append(result.flushed)
     except RecordValidationError as exc:  # KIP-467: the client fails only these records
@@ -109,9 +110,40 @@ def _append_one(ctx: RequestContext, topic: str, index: int, records: bytes | No
         counters.messages_in += result.record_count
         counters.bytes_in += len(records)
         counters.value_bytes_in += result.value_bytes
-    return ProducePartition(
+    answer = ProducePartition(
         index, 0, result.base_offset, result.log_append_time, result.log_start_offset
     )
+    if acks == -1 and part.log.high_watermark <= result.last_offset:
+        # acks=all: answered once the ISR has it (strom.broker.delayed_produce)
+        future = replicas.delayed.watch((topic, index), result.last_offset)
+        replicated.append(_Waiter(future, answer))
+    return answer
+
+
+class _Waiter:
+    """An acks=all partition answer waiting for replication; ``answer`` is replaced by the
+    outcome (the offsets stay, the error code is the delayed produce's)."""
+
+    __slots__ = ("future", "answer")
+
+    def __init__(self, future: asyncio.Future[ErrorCode], answer: ProducePartition) -> None:
+        self.future = future
+        self.answer = answer
+
+
+async def _wait_replicated(waiters: list[_Waiter], timeout_s: float) -> dict[int, ErrorCode]:
+    """id(answer) -> error code of each waiter (REQUEST_TIMED_OUT when not done in time)."""
+    futures = [w.future for w in waiters]
+    if timeout_s > 0:
+        await asyncio.wait(futures, timeout=timeout_s)
+    outcome = {}
+    for w in waiters:
+        if w.future.done():
+            outcome[id(w.answer)] = w.future.result()
+        else:
+            w.future.cancel()
+            outcome[id(w.answer)] = ErrorCode.request_timed_out
+    return outcome
 
 
 def _topic_name(ctx: RequestContext, topic_data: Any) -> str | None:
@@ -126,6 +158,7 @@ def _topic_name(ctx: RequestContext, topic_data: Any) -> str | None:
 async def handle(ctx: RequestContext, request: Any) -> Any:
     acks = int(request.acks)
     durable: list[Future[None]] = []
+    replicated: list[_Waiter] = []
     responses = []
     for topic_data in request.topic_data:
         name = _topic_name(ctx, topic_data)
@@ -136,10 +169,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             elif name is None:
                 parts.append(_partition(ctx, pdata.index, ErrorCode.unknown_topic_id))
             else:
-                parts.append(_append_one(ctx, name, pdata.index, pdata.records, acks, durable))
+                parts.append(_append_one(ctx, name, pdata.index, pdata.records, acks, durable,
+                                         replicated))  # fmt: skip
         responses.append((name, parts, getattr(topic_data, "topic_id", None)))
     if acks == 0:
         return None
     for fut in durable:  # the flusher thread fsyncs; the loop serves others meanwhile
         await asyncio.wrap_future(fut)
+    if replicated:
+        outcome = await _wait_replicated(replicated, request.timeout.total_seconds())
+        responses = [(name, [p._replace(error_code=outcome[id(p)]) if id(p) in outcome else p
+                             for p in parts], topic_id)
+                     for name, parts, topic_id in responses]  # fmt: skip
     return ProduceResponse(responses)

@@ -1,0 +1,98 @@
+"""What this broker knows of the cluster: live brokers, the controller, partition states.
+
+Filled by the controller's UpdateMetadata requests (:mod:`strom.broker.handlers.update_metadata`;
+a single node feeds itself the same request, :mod:`strom.broker.local_leadership`), as
+Kafka's ZooKeeper-mode ``MetadataCache``. Metadata, FindCoordinator and DescribeCluster answer
+from it; a leader finds the controller here to send AlterPartition.
+
+Invariants: an UpdateMetadata replaces the live brokers and the controller id wholesale and
+updates (never removes) the partition states it names, except a partition whose leader is
+:data:`LEADER_DURING_DELETE` (-2), which Kafka's controller sends for a topic being deleted:
+that partition is removed. :attr:`version` grows with every change, so answers built from the
+cache (the Metadata handler's cached entries) know when to rebuild.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+LEADER_DURING_DELETE = -2
+NO_LEADER = -1
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    """A partition's state as the controller last told it (leader -1: offline)."""
+
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    partition_epoch: int = 0
+    offline: tuple[int, ...] = ()
+
+
+@dataclass
+class MetadataCache:
+    node_id: int
+    controller_id: int = -1
+    controller_epoch: int = -1
+    brokers: dict[int, BrokerInfo] = field(default_factory=dict)
+    partitions: dict[tuple[str, int], PartitionInfo] = field(default_factory=dict)
+    version: int = 0
+
+    def partition(self, topic: str, index: int) -> PartitionInfo | None:
+        return self.partitions.get((topic, index))
+
+    def broker(self, node_id: int) -> BrokerInfo | None:
+        return self.brokers.get(node_id)
+
+    def alive(self, node_id: int) -> bool:
+        return node_id in self.brokers
+
+    def set_partition(self, topic: str, index: int, info: PartitionInfo | None) -> None:
+        if info is None or info.leader == LEADER_DURING_DELETE:
+            self.partitions.pop((topic, index), None)
+        else:
+            self.partitions[(topic, index)] = info
+        self.version += 1
+
+    def remove_topic(self, topic: str, partitions: Iterable[int]) -> None:
+        for index in partitions:
+            self.partitions.pop((topic, index), None)
+        self.version += 1
+
+    def apply_update_metadata(self, request: Any) -> None:
+        """Apply an UpdateMetadata v8 request (fencing is the handler's job)."""
+        brokers: dict[int, BrokerInfo] = {}
+        for b in request.live_brokers:
+            endpoint = b.endpoints[0] if b.endpoints else None
+            brokers[int(b.id_)] = BrokerInfo(
+                int(b.id_), endpoint.host if endpoint else "", int(endpoint.port) if endpoint else -1,
+                b.rack,
+            )  # fmt: skip
+        self.brokers = brokers
+        self.controller_id = int(request.controller_id)
+        self.controller_epoch = max(self.controller_epoch, int(request.controller_epoch))
+        for topic in request.topic_states:
+            for p in topic.partition_states:
+                info = PartitionInfo(
+                    int(p.leader), int(p.leader_epoch), tuple(map(int, p.replicas)),
+                    tuple(map(int, p.isr)), int(p.zk_version), tuple(map(int, p.offline_replicas)),
+                )  # fmt: skip
+                key = (str(topic.topic_name), int(p.partition_index))
+                if info.leader == LEADER_DURING_DELETE:
+                    self.partitions.pop(key, None)
+                else:
+                    self.partitions[key] = info
+        self.version += 1

@@ -1,0 +1,93 @@
+"""ReplicaManager without a network: controller fencing, roles, leader checks, acks=all."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from strom.broker.replica_manager import ReplicaManager
+from strom.clock import FakeClock
+from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.record_batch import build_batch
+from strom.storage.log_manager import LogManager
+
+
+@pytest.fixture
+def replicas(tmp_path: Path) -> ReplicaManager:
+    clock = FakeClock()
+    return ReplicaManager(LogManager(tmp_path, clock, {"min.insync.replicas": "2"}), 1, clock)
+
+
+def _state(leader: int, epoch: int, isr: tuple[int, ...], replicas: tuple[int, ...] = (1, 2)
+           ) -> SimpleNamespace:  # fmt: skip
+    return SimpleNamespace(partition_index=0, leader=leader, leader_epoch=epoch, isr=isr,
+                           replicas=replicas, partition_epoch=epoch)  # fmt: skip
+
+
+def _records(n: int = 1) -> bytes:
+    return build_batch([(b"k", b"v", [], 0)] * n)
+
+
+def test_fencing(replicas: ReplicaManager) -> None:
+    assert replicas.fence(3, -1, 100) == ErrorCode.none
+    assert replicas.fence(2, -1, 100) == ErrorCode.stale_controller_epoch
+    assert replicas.fence(3, 99, 100) == ErrorCode.stale_broker_epoch
+    assert replicas.fence(3, 100, 100) == ErrorCode.none
+    assert replicas.fence(4, 5, -1) == ErrorCode.none  # no registration yet: not checked
+    assert replicas.controller_epoch == 4
+
+
+def test_roles_and_leader_checks(replicas: ReplicaManager) -> None:
+    with pytest.raises(KafkaError) as exc:
+        replicas.leader_partition("t", 0)
+    assert exc.value.error_code == ErrorCode.unknown_topic_or_partition
+    assert replicas.become_leader_or_follower(1, "t", _state(2, 4, (1, 2)), {}) == ErrorCode.none
+    with pytest.raises(KafkaError) as exc:
+        replicas.append("t", 0, _records())
+    assert exc.value.error_code == ErrorCode.not_leader_or_follower
+    # an older leader epoch than known is refused; this broker becomes leader in epoch 5
+    assert replicas.become_leader_or_follower(1, "t", _state(1, 3, (1, 2)), {}) == (
+        ErrorCode.stale_controller_epoch)  # fmt: skip
+    assert replicas.become_leader_or_follower(1, "t", _state(1, 5, (1, 2)), {}) == ErrorCode.none
+    for requested, code in ((4, ErrorCode.fenced_leader_epoch), (6, ErrorCode.unknown_leader_epoch)):
+        with pytest.raises(KafkaError) as exc:
+            replicas.leader_partition("t", 0, requested)
+        assert exc.value.error_code == code
+    result = replicas.append("t", 0, _records(2))
+    log = replicas.get_log("t", 0)
+    assert result.base_offset == 0 and log.leader_epochs.entries() == [(5, 0)]
+    assert log.high_watermark == 0  # broker 2 has not fetched yet
+    assert replicas.become_leader_or_follower(1, "t", _state(1, 5, (3,), (3, 4)), {}) == (
+        ErrorCode.unknown_topic_or_partition)  # fmt: skip
+
+
+def test_acks_all_waits_for_the_isr(replicas: ReplicaManager) -> None:
+    async def run() -> None:
+        replicas.become_leader_or_follower(1, "t", _state(1, 1, (1, 2)), {})
+        part = replicas.leader_partition("t", 0)
+        replicas.check_min_isr(part)
+        result = replicas.append("t", 0, _records(3))
+        done = replicas.delayed.watch(("t", 0), result.last_offset)
+        replicas.follower_fetched(part, 2, 2)
+        assert not done.done()
+        replicas.follower_fetched(part, 2, 3)
+        assert done.result() == ErrorCode.none
+        # the ISR shrinks below min.insync.replicas while a request waits
+        result = replicas.append("t", 0, _records())
+        waiting = replicas.delayed.watch(("t", 0), result.last_offset)
+        part.apply_isr((1,), 1, 2)
+        replicas.isr_changed(part)
+        assert waiting.result() == ErrorCode.not_enough_replicas_after_append
+        with pytest.raises(KafkaError) as exc:
+            replicas.check_min_isr(part)
+        assert exc.value.error_code == ErrorCode.not_enough_replicas
+        # losing leadership fails the waiters
+        result = replicas.append("t", 0, _records())
+        lost = replicas.delayed.watch(("t", 0), result.last_offset + 10)
+        replicas.become_leader_or_follower(1, "t", _state(2, 2, (2,)), {})
+        assert lost.result() == ErrorCode.not_leader_or_follower
+
+    asyncio.run(run())
