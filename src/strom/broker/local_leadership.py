@@ -42,7 +42,7 @@ def local_controller_active(broker: Any) -> bool:
     return broker.extensions.get(EXTENSION) is not None
 
 
-def register_topic(broker: Any, name: str, topic_id: uuid.UUID | None,
+async def register_topic(broker: Any, name: str, topic_id: uuid.UUID | None,
                    replicas: Mapping[int, list[int]]) -> None:  # fmt: skip
     """A topic a controller's LeaderAndIsr names but the local topic registry does not know
     (a broker of a test acting as the controller, on its own embedded store): registered with
@@ -51,11 +51,11 @@ def register_topic(broker: Any, name: str, topic_id: uuid.UUID | None,
     info = broker.topics.get(name)
     try:
         if info is None:
-            broker.topics.create(name, replicas, {}, topic_id=topic_id)
+            await broker.topics.create(name, replicas, {}, topic_id=topic_id)
         else:
             missing = {p: r for p, r in replicas.items() if p not in info.replicas}
             if missing:
-                broker.topics.add_partitions(name, missing)
+                await broker.topics.add_partitions(name, missing)
     except Exception as exc:  # a store shared with others may have it already
         log.info("topic %s not registered locally: %s", name, exc)
 

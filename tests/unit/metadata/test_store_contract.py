@@ -328,7 +328,7 @@ async def _wait_for(predicate: Callable[[], bool], timeout: float, what: str) ->
         await asyncio.sleep(0.05)
 
 
-async def _lose_and_regain(zk: ZooKeeperProcess, how: str) -> None:
+async def _lose_and_regain(zk: ZooKeeperProcess) -> None:
     connect = f"{zk.connect_string}/session-{uuid.uuid4().hex[:8]}"
     store = ZooKeeperStore(connect, session_timeout_ms=SESSION_MS, connection_timeout_ms=10_000)
     observer = ZooKeeperStore(connect, session_timeout_ms=20_000)
@@ -342,15 +342,9 @@ async def _lose_and_regain(zk: ZooKeeperProcess, how: str) -> None:
         await store.create("/watched", b"0")
         stale = Recorder()
         await store.get("/watched", watch=stale)
-        if how == "pause":
-            zk.pause()
-            try:
-                await _wait_for(lambda: SessionState.SUSPENDED in states, 15, "SUSPENDED")
-                await asyncio.sleep(SESSION_MS / 1000 * 2)  # well past the session timeout
-            finally:
-                zk.resume()
-        else:
-            await store.expire_session_for_tests()  # type: ignore[attr-defined]
+        # Not by pausing ZooKeeper itself: its session clock stops with it, and a client that
+        # reconnects at once after SIGCONT may find its session revived (a flaky test under load).
+        await store.expire_session_for_tests()  # type: ignore[attr-defined]
         await _wait_for(lambda: SessionState.LOST in states, 30, "LOST")
         await _wait_for(lambda: states[-1] is SessionState.CONNECTED, 30, "a new session")
         assert store.session_id not in (0, first)
@@ -367,12 +361,7 @@ async def _lose_and_regain(zk: ZooKeeperProcess, how: str) -> None:
 
 @needs_zk
 def test_session_expiry_is_lost_then_a_new_session(zookeeper: ZooKeeperProcess) -> None:
-    asyncio.run(asyncio.wait_for(_lose_and_regain(zookeeper, "expire"), 90))
-
-
-@needs_zk
-def test_zookeeper_paused_past_the_session_timeout(zookeeper: ZooKeeperProcess) -> None:
-    asyncio.run(asyncio.wait_for(_lose_and_regain(zookeeper, "pause"), 90))
+    asyncio.run(asyncio.wait_for(_lose_and_regain(zookeeper), 90))
 
 
 @needs_zk
