@@ -303,6 +303,9 @@ class Controller:
         fresh = [tp for tp in ctx.partitions() if tp not in ctx.states]
         await self.states().initialize(fresh, batch)
         await self._elect_offline(ctx.offline(), batch)
+        states = self.states()
+        for dead in sorted({b for tp in ctx.partitions() for b in ctx.offline_replicas(tp)}):
+            await states.update(ctx.hosted_by(dead), states.remove_from_isr(dead), batch)
         for tp in ctx.partitions():
             if tp in ctx.states:
                 batch.add_leader_and_isr(ctx.replicas(tp), tp)
