@@ -47,6 +47,14 @@ BROKER_DEFAULTS: dict[str, str] = {
     "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
     "producer.id.expiration.ms": "86400000",
     "producer.id.expiration.check.interval.ms": "600000",
+    # the controller (cluster mode, issue 9)
+    "auto.leader.rebalance.enable": "true",
+    "leader.imbalance.check.interval.seconds": "300",
+    "leader.imbalance.per.broker.percentage": "10",
+    "controlled.shutdown.enable": "true",
+    "controlled.shutdown.max.retries": "3",
+    "controlled.shutdown.retry.backoff.ms": "5000",
+    "controller.socket.timeout.ms": "30000",
 }
 
 

@@ -45,6 +45,9 @@ class Service:
 
     async def start(self) -> None: ...
 
+    async def prepare_stop(self) -> None:
+        """Called first at shutdown, while the broker still serves (controlled shutdown)."""
+
     async def stop(self) -> None: ...
 
 
@@ -111,6 +114,11 @@ class Broker:
         )
 
     async def stop(self) -> None:
+        for service in reversed(self.services):
+            try:
+                await service.prepare_stop()
+            except Exception:
+                log.exception("error preparing %s to stop", type(service).__name__)
         if self._server is not None:
             self._server.close()
         for conn in list(self.connections):
