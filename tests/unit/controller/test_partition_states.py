@@ -220,3 +220,40 @@ def test_context_elections_are_kafkas() -> None:
     ctx.shutting_down.add(2)
     assert c.shutdown_election(ctx, [2, 3, 1], [2, 1, 3]) == (3, (1, 3))
     assert PartitionState.from_json(PartitionState(1, 2, (1,), 3).to_json()).leader_epoch == 2
+
+
+def test_cluster_admin_path_assigns_over_live_racks_and_waits_for_the_controller() -> None:
+    async def scenario(cluster: Cluster) -> None:
+        from strom.controller import admin
+        from strom.protocol.errors import KafkaError
+
+        await cluster.start(1, 2, 3, 4)
+        live = await admin.live_brokers(cluster.admin)
+        assert live == {1: "a", 2: "a", 3: "b", 4: "b"}
+        await admin.create_topic(cluster.admin, "t", 4, 2, {"retention.ms": "5"}, None, live, 5.0)
+        doc, _ = await admin.topics.read_topic(cluster.admin, "t")
+        for p, replicas in doc.assignment.items():
+            assert {live[b] for b in replicas} == {"a", "b"}, replicas  # one replica per rack
+            state, _ = await cluster.state("t", p)
+            assert state.leader == replicas[0]
+        assert sorted(r[0] for r in doc.assignment.values()) == [1, 2, 3, 4]  # leaders spread
+        try:
+            await admin.create_topic(cluster.admin, "t", 1, 1, {}, None, live, 5.0)
+        except KafkaError as exc:
+            assert exc.error_code == ErrorCode.topic_already_exists
+        else:
+            raise AssertionError("created twice")
+        await admin.add_partitions(cluster.admin, "t", 6, [[4, 1], [3, 2]], live, 5.0, False)
+        s5, _ = await cluster.state("t", 5)
+        assert s5.leader == 3
+        try:
+            await admin.add_partitions(cluster.admin, "t", 7, [[4, 9]], live, 5.0, False)
+        except KafkaError as exc:
+            assert exc.error_code == ErrorCode.invalid_replica_assignment
+        else:
+            raise AssertionError("unknown broker accepted")
+        name, topic_id = await admin.delete_topic(cluster.admin, None, doc.topic_id, 5.0)
+        assert (name, topic_id) == ("t", doc.topic_id)
+        assert await cluster.admin.exists("/brokers/topics/t") is None
+
+    run(scenario, racks={1: "a", 2: "a", 3: "b", 4: "b"})
