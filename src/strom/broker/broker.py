@@ -81,7 +81,8 @@ class Broker:
         file_handles.configure(file_handles.default_capacity())
         log.info("segment files kept open: at most %d", file_handles.HANDLES.capacity)
         self.store = EmbeddedStore(self.data_dir)
-        self.topics = TopicRegistry(self.store)
+        await self.store.start()
+        self.topics = TopicRegistry(self.store.sync)
         dynamic_config.load(self)  # before the logs open: they take its defaults
         self.logs = LogManager(self.data_dir, self.clock, self.config.values, Flusher())
         doomed = self.logs.load(self._topic_overrides, self._hosted)
@@ -95,7 +96,7 @@ class Broker:
                 log.warning("creating %d missing logs of topic %s", len(missing), topic.name)
                 made = self.logs.create_logs(topic.name, missing, topic.configs)
                 self.logs.add(topic.name, made, topic.configs)
-        self.producer_ids = ProducerIdManager(self.store)
+        self.producer_ids = ProducerIdManager(self.store.sync)
         dispatch.load_handlers()
         for module in _BUILTIN_SERVICE_MODULES:  # services no handler module imports
             importlib.import_module(module)
@@ -135,7 +136,7 @@ class Broker:
         if hasattr(self, "logs"):
             self.logs.close_all()
         if hasattr(self, "store"):
-            self.store.close()
+            await self.store.close()
         log.info("strom broker %s stopped", self.node_id)
 
     async def serve_forever(self) -> None:

@@ -58,8 +58,8 @@ def write(store: SyncMetadataStore, entity: str, configs: Mapping[str, str]) -> 
 
 def load(broker: Broker) -> None:
     """Read both entities into the broker's config (at start-up, before the logs open)."""
-    own = read(broker.store, str(broker.node_id))
-    default = read(broker.store, DEFAULT_ENTITY)
+    own = read(broker.store.sync, str(broker.node_id))
+    default = read(broker.store.sync, DEFAULT_ENTITY)
     broker.config.set_dynamic(default, own, defs.synonyms)
     if own or default:
         log.info("dynamic broker configs: %d cluster-wide, %d for this broker", len(default),
@@ -83,7 +83,7 @@ def current(broker: Broker, entity: str) -> dict[str, str]:
         return dict(broker.config.dynamic_default)
     if entity == str(broker.node_id):
         return dict(broker.config.dynamic_broker)
-    return read(broker.store, entity)
+    return read(broker.store.sync, entity)
 
 
 def validate(broker: Broker, entity: str, configs: Mapping[str, str]) -> None:
@@ -120,7 +120,7 @@ def validate(broker: Broker, entity: str, configs: Mapping[str, str]) -> None:
 def apply(broker: Broker, entity: str, configs: Mapping[str, str]) -> None:
     """Validate, persist, then apply ``configs`` as ``entity``'s whole dynamic set."""
     validate(broker, entity, configs)
-    write(broker.store, entity, configs)
+    write(broker.store.sync, entity, configs)
     cfg = broker.config
     if entity == DEFAULT_ENTITY:
         cfg.set_dynamic(configs, cfg.dynamic_broker, defs.synonyms)

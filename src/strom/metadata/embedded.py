@@ -1,66 +1,75 @@
-"""The embedded metadata store: the single-node default, persisted by a writer thread.
+"""The embedded metadata store: the single-node default, an in-process tree of znodes.
 
-On-disk format, in ``<data_dir>``:
+It implements :class:`~strom.metadata.store.MetadataStore` for one process: one session (its id
+random, always CONNECTED: a session listener is never called), ephemeral nodes that live as long
+as the store is open (a restart, or a kill -9, ends them: they are never written), one-shot data
+and child watches set atomically with the read and called on the reader's event loop with
+``loop.call_soon``, and ``multi`` that validates every operation before applying any.
 
-* ``strom-metadata.json``, a snapshot::
+Changes apply in memory at once, on the caller's thread (the event loop), and queue one journal
+line each for the writer thread of :mod:`strom.metadata.journal` (on-disk format there), which
+fsyncs once per batch. A write coroutine returns once its change is fsynced, so many writers in
+flight share one fsync. :attr:`EmbeddedStore.seq` numbers the changes and
+:meth:`EmbeddedStore.durable` waits for them: the server still waits for it before answering a
+request that changed the store (a belt for writes made without awaiting them).
 
-      {"format": 1, "nodes": {"/path": {"data": "<base64>", "version": 3}, ...}}
-
-* ``strom-metadata.journal``, the changes since that snapshot, one JSON object a line:
-  ``{"p": "/path", "d": "<base64>", "v": 3}`` (the node's state after the change) or
-  ``{"p": "/path", "x": 1}`` (the node is gone). Each line states a result, not an operation,
-  so replaying a line twice is harmless.
-
-Reads and writes are served from memory on the caller's thread (the event loop); a write only
-queues its journal line. One writer thread appends the queued lines in order, fsyncs once per
-batch (group commit), and when the journal outgrows the snapshot writes a new snapshot (temp
-file, fsync, rename, directory fsync) and empties the journal. Opening loads the snapshot and
-replays the journal up to its first torn line (a crash mid-append), which is cut off.
-
-Durability: every change gets a sequence number (:attr:`EmbeddedStore.seq`);
-:meth:`EmbeddedStore.durable` waits until the changes up to a number are fsynced. The broker
-awaits it before sending the response of any request that changed the store, so what a
-response acknowledges is on disk, while the fsync itself never runs on the event loop.
-Only persistent nodes are written; ephemeral ones live as long as this process.
+``Stat.created`` is the store-wide counter (ZooKeeper's zxid) when the node was made; the
+counter moves at every change, is persisted (ephemeral creations too), and never goes back.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import logging
-import os
-import threading
-from collections import defaultdict
+import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from strom.metadata.journal import FILE_NAME, JOURNAL_NAME, Writer, load
 from strom.metadata.store import (
     BadVersionError,
+    CreateOp,
+    DeleteOp,
+    EventType,
+    MultiError,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
+    Op,
+    SessionListener,
+    SetOp,
+    Stat,
     StoreError,
-    Watcher,
+    WatchCallback,
+    WatchEvent,
 )
 
-FILE_NAME = "strom-metadata.json"
-JOURNAL_NAME = "strom-metadata.journal"
-_MIN_COMPACT_BYTES = 1 << 20
+__all__ = ["FILE_NAME", "JOURNAL_NAME", "EmbeddedStore"]
 log = logging.getLogger(__name__)
+_Watch = tuple[asyncio.AbstractEventLoop, WatchCallback]
 
 
 @dataclass
 class _Node:
     data: bytes
     version: int
-    ephemeral: bool
+    created: int
+    owner: int = 0  # the session of an ephemeral node, 0 for a persistent one
+    cversion: int = 0
+
+    def stat(self) -> Stat:
+        return Stat(self.version, self.created, self.owner, self.cversion)
 
 
 def _parent(path: str) -> str:
     return path.rsplit("/", 1)[0] or "/"
+
+
+def _name(path: str) -> str:
+    return path.rsplit("/", 1)[1]
 
 
 def _check(path: str) -> None:
@@ -68,147 +77,8 @@ def _check(path: str) -> None:
         raise ValueError(f"invalid metadata path {path!r}")
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-class _Writer:
-    """The writer thread: appends journal lines in order, fsyncs, compacts (module doc)."""
-
-    def __init__(self, snapshot: Path, journal: Path, shadow: dict[str, tuple[str, int]]) -> None:
-        self.snapshot = snapshot
-        self.journal = journal
-        self.shadow = shadow  # what the files hold: path -> (base64 data, version)
-        self.cond = threading.Condition()
-        self.queue: list[tuple[int, str, dict[str, Any]]] = []
-        self.durable_seq = 0
-        self.error: BaseException | None = None
-        self.closing = False
-        self.waiters: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
-        self._fd = os.open(journal, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        self._journal_bytes = os.fstat(self._fd).st_size
-        self._snapshot_bytes = snapshot.stat().st_size if snapshot.exists() else 0
-        self.thread = threading.Thread(target=self._run, name="strom-metadata-writer",
-                                       daemon=True)  # fmt: skip
-        self.thread.start()
-
-    def submit(self, seq: int, line: str, record: dict[str, Any]) -> None:
-        with self.cond:
-            self.queue.append((seq, line, record))
-            self.cond.notify()
-
-    def _run(self) -> None:
-        while True:
-            with self.cond:
-                while not self.queue and not self.closing:
-                    self.cond.wait()
-                batch, self.queue = self.queue, []
-                if not batch and self.closing:
-                    return
-            try:
-                self._write(batch)
-            except BaseException as exc:  # a broken disk: every later wait fails loudly
-                log.exception("metadata store write failed")
-                with self.cond:
-                    self.error = exc
-                    self.cond.notify_all()
-                self._wake(batch[-1][0])
-                return
-            with self.cond:
-                self.durable_seq = batch[-1][0]
-                self.cond.notify_all()
-            self._wake(self.durable_seq)
-
-    def _write(self, batch: list[tuple[int, str, dict[str, Any]]]) -> None:
-        data = "".join(line for _seq, line, _rec in batch).encode()
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self._fd, view) :]
-        os.fsync(self._fd)
-        self._journal_bytes += len(data)
-        for _seq, _line, rec in batch:
-            _apply(self.shadow, rec)
-        if self._journal_bytes > max(_MIN_COMPACT_BYTES, 2 * self._snapshot_bytes):
-            self.compact()
-
-    def compact(self) -> None:
-        """Write the shadow tree as the snapshot and empty the journal."""
-        doc = {
-            "format": 1,
-            "nodes": {p: {"data": d, "version": v} for p, (d, v) in sorted(self.shadow.items())},
-        }
-        tmp = self.snapshot.with_suffix(".tmp")
-        with open(tmp, "w") as fh:
-            json.dump(doc, fh, indent=1)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.snapshot)
-        _fsync_dir(self.snapshot.parent)
-        os.ftruncate(self._fd, 0)  # after the rename: a crash between replays lines twice
-        os.fsync(self._fd)
-        self._snapshot_bytes = self.snapshot.stat().st_size
-        self._journal_bytes = 0
-
-    def _wake(self, seq: int) -> None:
-        with self.cond:
-            due = [w for w in self.waiters if w[0] <= seq or self.error is not None]
-            self.waiters = [w for w in self.waiters if w not in due]
-        for _seq, loop, fut in due:
-            loop.call_soon_threadsafe(_resolve, fut, self.error)
-
-    def close(self) -> None:
-        with self.cond:
-            self.closing = True
-            self.cond.notify()
-        self.thread.join()
-        if self.error is None:
-            self.compact()
-        os.close(self._fd)
-
-
-def _resolve(fut: asyncio.Future[None], error: BaseException | None) -> None:
-    if fut.done():
-        return
-    if error is not None:
-        fut.set_exception(StoreError(f"metadata store write failed: {error}"))
-    else:
-        fut.set_result(None)
-
-
-def _apply(tree: dict[str, tuple[str, int]], rec: dict[str, Any]) -> None:
-    if rec.get("x"):
-        tree.pop(rec["p"], None)
-    else:
-        tree[rec["p"]] = (rec["d"], rec["v"])
-
-
-def _load(snapshot: Path, journal: Path) -> dict[str, tuple[str, int]]:
-    """The snapshot plus the journal's whole lines; a torn tail is cut off the journal."""
-    tree: dict[str, tuple[str, int]] = {}
-    if snapshot.exists():
-        doc = json.loads(snapshot.read_text())
-        for path, node in doc["nodes"].items():
-            tree[path] = (node["data"], node["version"])
-    if journal.exists():
-        raw = journal.read_bytes()
-        good = 0
-        for line in raw.splitlines(keepends=True):
-            if not line.endswith(b"\n"):
-                break
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                break
-            _apply(tree, rec)
-            good += len(line)
-        if good < len(raw):
-            log.warning("metadata journal: cut %d bytes of a torn write", len(raw) - good)
-            os.truncate(journal, good)
-    return tree
+def _join(parent: str, name: str) -> str:
+    return f"/{name}" if parent == "/" else f"{parent}/{name}"
 
 
 class EmbeddedStore:
@@ -217,26 +87,123 @@ class EmbeddedStore:
     def __init__(self, data_dir: Path) -> None:
         self._file = Path(data_dir) / FILE_NAME
         self._journal = Path(data_dir) / JOURNAL_NAME
-        self._nodes: dict[str, _Node] = {"/": _Node(b"", 0, False)}
-        self._watches: dict[str, list[Watcher]] = defaultdict(list)
-        tree = _load(self._file, self._journal)
-        for path, (data, version) in tree.items():
-            self._nodes[path] = _Node(base64.b64decode(data), version, False)
-        self.seq = 0  # changes made; :meth:`durable` waits for them
-        self._writer: _Writer | None = _Writer(self._file, self._journal, tree)
+        image = load(self._file, self._journal)
+        self._nodes: dict[str, _Node] = {"/": _Node(b"", 0, 0)}
+        self._kids: dict[str, set[str]] = {"/": set()}
+        for path in sorted(image.nodes):  # parents sort before their children
+            data, version, created, cversion = image.nodes[path]
+            node = _Node(base64.b64decode(data), version, created, 0, cversion)
+            if path == "/":
+                self._nodes["/"] = node
+                continue
+            self._ensure_listed(path)
+            self._nodes[path] = node
+        self._zxid = image.zxid
+        self._session = random.randrange(1, 1 << 62)
+        self._data_watches: dict[str, list[_Watch]] = {}
+        self._child_watches: dict[str, list[_Watch]] = {}
+        self._listeners: list[SessionListener] = []
+        self.seq = 0  # changes queued; :meth:`durable` waits for them
+        self._writer: Writer | None = Writer(self._file, self._journal, image)
 
-    # --- persistence -----------------------------------------------------------------------
+    def _ensure_listed(self, path: str) -> None:
+        """Index ``path`` under its parent, adding parents an old data dir lacks."""
+        parent = _parent(path)
+        if parent not in self._nodes:
+            self._ensure_listed(parent)
+            self._nodes[parent] = _Node(b"", 0, 0)
+        self._kids.setdefault(parent, set()).add(_name(path))
+        self._kids.setdefault(path, set())
 
-    def _record(self, path: str, node: _Node | None) -> None:
-        writer = self._writer
-        if writer is None:
-            raise StoreError("the metadata store is closed")
+    # --- the MetadataStore interface -------------------------------------------------------
+
+    @property
+    def session_id(self) -> int:
+        return self._session
+
+    async def start(self) -> None:
+        """Nothing to connect to: the tree was loaded when the store was made."""
+
+    async def create(
+        self, path: str, data: bytes = b"", *, ephemeral: bool = False, make_parents: bool = True
+    ) -> Stat:
+        if make_parents:
+            self._make_parents(path)
+        node = self._create(path, data, ephemeral)
+        await self.durable()
+        return node.stat()
+
+    async def get(self, path: str, watch: WatchCallback | None = None) -> tuple[bytes, Stat]:
+        if watch is not None:
+            self._add_watch(self._data_watches, path, watch)
+        node = self._nodes.get(path)
         if node is None:
-            rec: dict[str, Any] = {"p": path, "x": 1}
-        else:
-            rec = {"p": path, "d": base64.b64encode(node.data).decode(), "v": node.version}
-        self.seq += 1
-        writer.submit(self.seq, json.dumps(rec, separators=(",", ":")) + "\n", rec)
+            raise NoNodeError(path)
+        return node.data, node.stat()
+
+    async def exists(self, path: str, watch: WatchCallback | None = None) -> Stat | None:
+        if watch is not None:
+            self._add_watch(self._data_watches, path, watch)
+        node = self._nodes.get(path)
+        return None if node is None else node.stat()
+
+    async def set(self, path: str, data: bytes, version: int = -1) -> Stat:
+        node = self._set(path, data, version)
+        await self.durable()
+        return node.stat()
+
+    async def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:
+        node = self._nodes.get(path)
+        if node is None:
+            raise NoNodeError(path)
+        if version >= 0 and version != node.version:
+            raise BadVersionError(f"{path} is at version {node.version}, not {version}")
+        if self._kids.get(path) and not recursive:
+            raise NotEmptyError(path)
+        for below in self._subtree(path):
+            self._delete(below)
+        await self.durable()
+
+    async def children(self, path: str, watch: WatchCallback | None = None) -> list[str]:
+        if path not in self._nodes:
+            raise NoNodeError(path)
+        if watch is not None:
+            self._add_watch(self._child_watches, path, watch)
+        return sorted(self._kids.get(path, ()))
+
+    async def multi(self, ops: Sequence[Op]) -> list[Stat | None]:
+        self._validate(ops)
+        results: list[Stat | None] = []
+        for op in ops:
+            if isinstance(op, CreateOp):
+                results.append(self._create(op.path, op.data, op.ephemeral).stat())
+            elif isinstance(op, SetOp):
+                results.append(self._set(op.path, op.data, op.version).stat())
+            elif isinstance(op, DeleteOp):
+                self._delete(op.path)
+                results.append(None)
+            else:
+                results.append(None)
+        await self.durable()
+        return results
+
+    def add_session_listener(self, listener: SessionListener) -> None:
+        self._listeners.append(listener)  # always CONNECTED: never called
+
+    async def close(self) -> None:
+        """End the session (its ephemeral nodes go, their watches fire), write everything
+        queued, fold the journal into the snapshot, stop the writer."""
+        if self._writer is None:
+            return
+        for path in sorted((p for p, n in self._nodes.items() if n.owner), reverse=True):
+            if path in self._nodes:
+                self._delete(path)
+        self._data_watches.clear()
+        self._child_watches.clear()
+        writer, self._writer = self._writer, None
+        await asyncio.to_thread(writer.close)
+
+    # --- durability ------------------------------------------------------------------------
 
     async def durable(self, seq: int | None = None) -> None:
         """Return once the changes up to ``seq`` (default: all so far) are fsynced; raises
@@ -266,83 +233,205 @@ class EmbeddedStore:
                 lambda: writer.durable_seq >= seq or writer.error is not None, timeout
             ) and writer.error is None
 
-    def _fire(self, *paths: str) -> None:
-        for path in paths:
-            for callback in self._watches.pop(path, []):
-                callback(path)
+    def _record(self, path: str | None, node: _Node | None) -> None:
+        writer = self._writer
+        if writer is None:
+            raise StoreError("the metadata store is closed")
+        rec: dict[str, Any]
+        if path is None:
+            rec = {"z": self._zxid}
+        elif node is None:
+            rec = {"p": path, "x": 1, "z": self._zxid}
+        else:
+            rec = {"p": path, "d": base64.b64encode(node.data).decode(), "v": node.version,
+                   "c": node.created, "cv": node.cversion, "z": self._zxid}  # fmt: skip
+        self.seq += 1
+        writer.submit(self.seq, rec)
 
-    # --- the MetadataStore interface -------------------------------------------------------
+    # --- changes (validated by the caller where noted) ---------------------------------------
+
+    def _make_parents(self, path: str) -> None:
+        _check(path)
+        missing = []
+        parent = _parent(path)
+        while parent not in self._nodes:
+            missing.append(parent)
+            parent = _parent(parent)
+        for p in reversed(missing):
+            self._create(p, b"", False)
+
+    def _create(self, path: str, data: bytes, ephemeral: bool) -> _Node:
+        _check(path)
+        if path == "/" or path in self._nodes:
+            raise NodeExistsError(path)
+        parent_path = _parent(path)
+        parent = self._nodes.get(parent_path)
+        if parent is None:
+            raise NoNodeError(parent_path)
+        if parent.owner:
+            raise StoreError(f"{parent_path} is ephemeral: it cannot have children")
+        self._zxid += 1
+        node = _Node(bytes(data), 0, self._zxid, self._session if ephemeral else 0)
+        self._nodes[path] = node
+        self._kids[path] = set()
+        self._kids[parent_path].add(_name(path))
+        parent.cversion += 1
+        if ephemeral:
+            self._record(None, None)  # the counter moved: a restart must not give it again
+        else:
+            self._record(path, node)
+        if not parent.owner and parent_path != "/":
+            self._record(parent_path, parent)
+        self._fire(self._data_watches, path, EventType.CREATED)
+        self._fire(self._child_watches, parent_path, EventType.CHILD)
+        return node
+
+    def _set(self, path: str, data: bytes, version: int) -> _Node:
+        node = self._nodes.get(path)
+        if node is None:
+            raise NoNodeError(path)
+        if version >= 0 and version != node.version:
+            raise BadVersionError(f"{path} is at version {node.version}, not {version}")
+        self._zxid += 1
+        node.data = bytes(data)
+        node.version += 1
+        if not node.owner:
+            self._record(path, node)
+        self._fire(self._data_watches, path, EventType.CHANGED)
+        return node
+
+    def _delete(self, path: str) -> None:
+        """Remove a node that exists and has no children (checked by the caller)."""
+        gone = self._nodes.pop(path)
+        del self._kids[path]
+        parent_path = _parent(path)
+        parent = self._nodes[parent_path]
+        self._kids[parent_path].discard(_name(path))
+        parent.cversion += 1
+        self._zxid += 1
+        if not gone.owner:
+            self._record(path, None)
+        if parent_path != "/":
+            self._record(parent_path, parent)
+        self._fire(self._data_watches, path, EventType.DELETED)
+        self._fire(self._child_watches, path, EventType.DELETED)
+        self._fire(self._child_watches, parent_path, EventType.CHILD)
+
+    def _subtree(self, path: str) -> list[str]:
+        """``path`` and every node below it, deepest first."""
+        out: list[str] = []
+        stack = [path]
+        while stack:
+            p = stack.pop()
+            out.append(p)
+            stack.extend(_join(p, k) for k in self._kids.get(p, ()))
+        return out[::-1]
+
+    def _validate(self, ops: Sequence[Op]) -> None:
+        """Raise :class:`MultiError` unless every op would succeed after the ones before it."""
+        overlay: dict[str, int | None] = {}  # path -> version after the ops so far, None: gone
+        kids: dict[str, int] = {}  # path -> change in its number of children
+
+        def version_of(path: str) -> int | None:
+            if path in overlay:
+                return overlay[path]
+            node = self._nodes.get(path)
+            return None if node is None else node.version
+
+        for index, op in enumerate(ops):
+            try:
+                _check(op.path)
+                current = version_of(op.path)
+                if isinstance(op, CreateOp):
+                    if current is not None or op.path == "/":
+                        raise NodeExistsError(op.path)
+                    parent = _parent(op.path)
+                    if version_of(parent) is None:
+                        raise NoNodeError(parent)
+                    if parent in self._nodes and self._nodes[parent].owner:
+                        raise StoreError(f"{parent} is ephemeral: it cannot have children")
+                    overlay[op.path] = 0
+                    kids[parent] = kids.get(parent, 0) + 1
+                    continue
+                if current is None:
+                    raise NoNodeError(op.path)
+                if op.version >= 0 and op.version != current:
+                    raise BadVersionError(f"{op.path} is at version {current}, not {op.version}")
+                if isinstance(op, SetOp):
+                    overlay[op.path] = current + 1
+                elif isinstance(op, DeleteOp):
+                    if len(self._kids.get(op.path, ())) + kids.get(op.path, 0) > 0:
+                        raise NotEmptyError(op.path)
+                    overlay[op.path] = None
+                    parent = _parent(op.path)
+                    kids[parent] = kids.get(parent, 0) - 1
+            except StoreError as exc:
+                raise MultiError(index, exc) from None
+
+    @property
+    def sync(self) -> SyncView:
+        """The old synchronous calls, for callers not yet moved to the async ones (issue 9)."""
+        return SyncView(self)
+
+    # --- watches ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _add_watch(table: dict[str, list[_Watch]], path: str, callback: WatchCallback) -> None:
+        table.setdefault(path, []).append((asyncio.get_running_loop(), callback))
+
+    @staticmethod
+    def _fire(table: dict[str, list[_Watch]], path: str, kind: EventType) -> None:
+        for loop, callback in table.pop(path, ()):
+            loop.call_soon(callback, WatchEvent(kind, path))
+
+
+class SyncView:
+    """The store's original synchronous interface (``SyncMetadataStore``), kept while its last
+    callers move to the coroutines: writes return before they are durable (the server awaits
+    :meth:`EmbeddedStore.durable` before answering), and ``watch`` is gone."""
+
+    def __init__(self, store: EmbeddedStore) -> None:
+        self._s = store
 
     def create(
         self, path: str, data: bytes = b"", *, ephemeral: bool = False, make_parents: bool = True
     ) -> None:
-        _check(path)
-        if path in self._nodes:
-            raise NodeExistsError(path)
-        parent = _parent(path)
-        if parent not in self._nodes:
-            if not make_parents:
-                raise NoNodeError(parent)
-            self.create(parent, make_parents=True)
-        node = _Node(bytes(data), 0, ephemeral)
-        self._nodes[path] = node
-        if not ephemeral:
-            self._record(path, node)
-        self._fire(path, parent)
+        if make_parents:
+            self._s._make_parents(path)
+        self._s._create(path, data, ephemeral)
 
     def get(self, path: str) -> tuple[bytes, int]:
-        node = self._nodes.get(path)
+        node = self._s._nodes.get(path)
         if node is None:
             raise NoNodeError(path)
         return node.data, node.version
 
     def exists(self, path: str) -> int | None:
-        node = self._nodes.get(path)
+        node = self._s._nodes.get(path)
         return None if node is None else node.version
 
     def set(self, path: str, data: bytes, version: int = -1) -> int:
-        node = self._nodes.get(path)
-        if node is None:
-            raise NoNodeError(path)
-        if version >= 0 and version != node.version:
-            raise BadVersionError(f"{path} is at version {node.version}, not {version}")
-        node.data = bytes(data)
-        node.version += 1
-        if not node.ephemeral:
-            self._record(path, node)
-        self._fire(path)
-        return node.version
+        return self._s._set(path, data, version).version
 
     def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:
-        node = self._nodes.get(path)
+        s = self._s
+        node = s._nodes.get(path)
         if node is None:
             raise NoNodeError(path)
         if version >= 0 and version != node.version:
             raise BadVersionError(f"{path} is at version {node.version}, not {version}")
-        prefix = path.rstrip("/") + "/"
-        below = [p for p in self._nodes if p.startswith(prefix)]
-        if below and not recursive:
+        if s._kids.get(path) and not recursive:
             raise NotEmptyError(path)
-        for p in below + [path]:
-            gone = self._nodes.pop(p)
-            if not gone.ephemeral:
-                self._record(p, None)
-        self._fire(path, _parent(path), *below)
+        for below in s._subtree(path):
+            s._delete(below)
 
     def children(self, path: str) -> list[str]:
-        if path not in self._nodes:
+        if path not in self._s._nodes:
             raise NoNodeError(path)
-        prefix = path.rstrip("/") + "/"
-        return sorted(
-            p[len(prefix) :] for p in self._nodes if p.startswith(prefix) and "/" not in p[len(prefix) :]
-        )
+        return sorted(self._s._kids.get(path, ()))
 
-    def watch(self, path: str, callback: Watcher) -> None:
-        self._watches[path].append(callback)
+    def watch(self, path: str, callback: object) -> None:
+        raise NotImplementedError("use the async get/exists/children with watch=")
 
     def close(self) -> None:
-        """Write everything queued, compact the journal into the snapshot, stop the writer."""
-        self._watches.clear()
-        writer, self._writer = self._writer, None
-        if writer is not None:
-            writer.close()
+        raise NotImplementedError("close the EmbeddedStore (async)")

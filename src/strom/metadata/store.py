@@ -13,8 +13,9 @@ Two interfaces live here while the broker moves from one to the other (issue 9):
   over with ``loop.call_soon_threadsafe``). A write returns once it is durable (ZooKeeper: once
   the ensemble committed it; embedded: once its journal line is fsynced). Reads may be served
   from a local cache only where the implementation guarantees read-your-writes on this session.
-* :class:`SyncMetadataStore`, the original synchronous interface of the embedded store, kept
-  until its last callers (topic registry, dynamic configs, producer ids) are migrated.
+* :class:`SyncMetadataStore`, the original synchronous interface of the embedded store
+  (``EmbeddedStore.sync``), kept until its last callers (topic registry, dynamic configs,
+  producer ids) are migrated.
 
 Implementations: :mod:`strom.metadata.embedded` (single node, default, no extra process) and
 :mod:`strom.metadata.zookeeper` through kazoo (cluster mode). The paths and JSON documents are
