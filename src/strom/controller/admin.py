@@ -14,25 +14,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from strom.controller import topics
 from strom.controller.assignment import assign_replicas, validate_assignment
-from strom.controller.service import async_store
+from strom.controller.service import cluster_store
 from strom.metadata.store import MetadataStore, NoNodeError
 from strom.metadata.topics import INTERNAL_TOPICS
 from strom.metadata.zk_model import BROKER_IDS_PATH, TOPICS_PATH, BrokerRegistration, broker_path
 from strom.protocol.errors import ErrorCode, KafkaError
-
-if TYPE_CHECKING:
-    from strom.broker.broker import Broker
-
-
-def cluster_store(broker: Broker) -> MetadataStore | None:
-    """The store to write topics to in cluster mode; None on a single node."""
-    if not broker.config.get("zookeeper.connect"):
-        return None
-    return async_store(broker)
 
 
 async def live_brokers(store: MetadataStore) -> dict[int, str | None]:
@@ -133,3 +122,5 @@ async def delete_topic(store: MetadataStore, name: str | None, topic_id: uuid.UU
     if not await topics.wait_for_deletion(store, name, timeout if timeout > 0 else 60.0):
         raise _timed_out(f"Deleting topic '{name}'", timeout)
     return name, doc.topic_id
+
+__all__ = ["add_partitions", "cluster_store", "create_topic", "delete_topic", "live_brokers"]

@@ -13,6 +13,8 @@ serving, it sends ControlledShutdown to the active controller (found in ``/contr
 repeats, ``controlled.shutdown.max.retries`` times ``controlled.shutdown.retry.backoff.ms``
 apart, until the answer lists no partition it still leads; then it stops. A broker that is the
 controller itself asks its own controller directly.
+
+Only in cluster mode (``zookeeper.connect`` set, see :func:`cluster_store`) for now.
 """
 
 from __future__ import annotations
@@ -51,6 +53,16 @@ def async_store(broker: Broker) -> MetadataStore | None:
     return None
 
 
+def cluster_store(broker: Broker) -> MetadataStore | None:
+    """The async store when the broker is in cluster mode (``zookeeper.connect`` set), else None.
+
+    A single node keeps its own topic path (:mod:`strom.broker.topic_lifecycle`) and runs no
+    controller until its partition layer serves LeaderAndIsr (issue 9's replication part)."""
+    if not broker.config.get("zookeeper.connect"):
+        return None
+    return async_store(broker)
+
+
 def active_controller(broker: Broker) -> Controller | None:
     """This broker's controller if it is the active one, else None (answer NOT_CONTROLLER)."""
     found = broker.extensions.get(EXTENSION)
@@ -58,12 +70,14 @@ def active_controller(broker: Broker) -> Controller | None:
 
 
 class ControllerService(Service):
+    """Runs the controller in cluster mode (nothing on a single node, see :func:`cluster_store`)."""
+
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.controller: Controller | None = None
 
     async def start(self) -> None:
-        store = async_store(self.broker)
+        store = cluster_store(self.broker)
         if store is None:
             return
         config = self.broker.config
@@ -84,7 +98,7 @@ class ControllerService(Service):
         return await spec.fn(ctx, request)
 
     async def prepare_stop(self) -> None:
-        store = async_store(self.broker)
+        store = cluster_store(self.broker)
         config = self.broker.config
         if store is None or not config.get_bool("controlled.shutdown.enable"):
             return

@@ -95,3 +95,44 @@ def test_session_suspended_resigns_at_once() -> None:
         assert {b: len(f.received) for b, f in cluster.brokers.items()} == sent_before
 
     run(scenario)
+
+
+def test_on_the_embedded_store_the_single_broker_wins_and_epochs_survive_restarts(tmp_path) -> None:
+    """The same controller on the real embedded store (one session, persisted to disk)."""
+    import asyncio
+
+    from strom.controller import Controller, ControllerSettings
+    from strom.controller import topics as topic_admin
+    from strom.metadata.embedded import EmbeddedStore
+    from strom.metadata.zk_model import BrokerRegistration, Endpoint, PartitionState
+    from tests.unit.controller.harness import FakeBroker
+
+    async def one_life(expected_epoch: int) -> PartitionState:
+        store = EmbeddedStore(tmp_path)
+        await store.start()
+        fake = FakeBroker(1)
+        reg = BrokerRegistration(1, (Endpoint("PLAINTEXT", "127.0.0.1", 9001),))
+        await store.create("/brokers/ids/1", reg.to_json(), ephemeral=True)
+        c = Controller(store, 1, fake.handle, settings=ControllerSettings(auto_rebalance=False))
+        await c.start()
+        try:
+            for _ in range(100):
+                if c.active:
+                    break
+                await asyncio.sleep(0.01)
+            assert c.epoch == expected_epoch
+            if expected_epoch == 1:
+                await topic_admin.create_topic(store, "t", {0: [1]}, {})
+            assert await topic_admin.wait_for_partitions(store, "t", [0], 5.0)
+            await c.idle()
+            data, _ = await store.get("/brokers/topics/t/partitions/0/state")
+            assert fake.leader_and_isr()[("t", 0)].leader == 1
+            return PartitionState.from_json(data)
+        finally:
+            await c.stop()
+            await store.close()
+
+    first = asyncio.run(one_life(1))
+    second = asyncio.run(one_life(2))
+    assert (first.leader, first.leader_epoch, first.isr) == (1, 0, (1,))
+    assert (second.leader, second.leader_epoch) == (1, 0)  # its leader never left
