@@ -150,7 +150,13 @@ class Broker:
         self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]
     ) -> TopicInfo:
         """Create a topic and its logs, all or nothing (validation is the caller's); raises
-        :class:`KafkaError` (TOPIC_ALREADY_EXISTS, KAFKA_STORAGE_ERROR …)."""
+        :class:`KafkaError` (TOPIC_ALREADY_EXISTS, KAFKA_STORAGE_ERROR …). In cluster mode the
+        controller creates it (:func:`strom.controller.admin.create_registered`)."""
+        from strom.controller import admin  # the controller imports the broker
+
+        if admin.cluster_store(self) is not None:
+            return await admin.create_registered(self, name, partitions, replication_factor,
+                                                 configs)  # fmt: skip
         return await self.lifecycle.create(name, partitions, configs)
 
     async def ensure_internal_topic(self, name: str, partitions: int, segment_bytes: int) -> TopicInfo:
@@ -160,7 +166,8 @@ class Broker:
         if info is not None:
             return info
         configs = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)}
-        return await self.create_topic(name, partitions, 1, configs)
+        rf = int(self.config.get(_INTERNAL_RF.get(name, ""), None) or 1)
+        return await self.create_topic(name, partitions, rf, configs)
 
     def _topic_overrides(self, topic: str) -> dict[str, str]:
         info = self.topics.get(topic)
@@ -218,6 +225,9 @@ class Broker:
         return cluster_id
 
 
+#: the replication factor of each internal topic (capped to the live brokers in a cluster)
+_INTERNAL_RF = {"__consumer_offsets": "offsets.topic.replication.factor",
+                "__transaction_state": "transaction.state.log.replication.factor"}  # fmt: skip
 ServiceFactory = Callable[[Broker], Service]
 _BUILTIN_SERVICE_MODULES = ("strom.broker.log_cleaner",)
 _SERVICE_FACTORIES: list[ServiceFactory] = []

@@ -12,8 +12,12 @@ The logs are made by the replicas when LeaderAndIsr reaches them.
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 import uuid
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from strom.controller import topics
 from strom.controller.assignment import assign_replicas, validate_assignment
@@ -22,6 +26,12 @@ from strom.metadata.store import MetadataStore, NoNodeError
 from strom.metadata.topics import INTERNAL_TOPICS
 from strom.metadata.zk_model import BROKER_IDS_PATH, TOPICS_PATH, BrokerRegistration, broker_path
 from strom.protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from strom.broker.broker import Broker
+    from strom.metadata.topics import TopicInfo
+
+log = logging.getLogger(__name__)
 
 
 async def live_brokers(store: MetadataStore) -> dict[int, str | None]:
@@ -38,6 +48,27 @@ async def live_brokers(store: MetadataStore) -> dict[int, str | None]:
             continue
         found[int(name)] = BrokerRegistration.from_json(int(name), data).rack
     return found
+
+
+async def create_registered(broker: Broker, name: str, partitions: int, replication_factor: int,
+                            configs: Mapping[str, str], timeout: float = 30.0) -> TopicInfo:  # fmt: skip
+    """``Broker.create_topic`` in cluster mode (auto-creation, internal topics): created through
+    the controller, returned once this broker's topic registry knows it. An internal topic's
+    replication factor is capped to the live brokers, with a warning (a development cluster)."""
+    store = cluster_store(broker)
+    assert store is not None
+    live = await live_brokers(store)
+    if name in INTERNAL_TOPICS and replication_factor > len(live) > 0:
+        log.warning("topic %s: replication factor %d capped to the %d live brokers", name,
+                    replication_factor, len(live))  # fmt: skip
+        replication_factor = len(live)
+    await create_topic(store, name, partitions, replication_factor, configs, None, live, timeout)
+    deadline = time.monotonic() + timeout
+    while (info := broker.topics.get(name)) is None:
+        if time.monotonic() >= deadline:
+            raise _timed_out(f"Registering topic '{name}' on broker {broker.node_id}", timeout)
+        await asyncio.sleep(0.02)
+    return info
 
 
 def _timed_out(what: str, timeout: float) -> KafkaError:
@@ -123,4 +154,5 @@ async def delete_topic(store: MetadataStore, name: str | None, topic_id: uuid.UU
         raise _timed_out(f"Deleting topic '{name}'", timeout)
     return name, doc.topic_id
 
-__all__ = ["add_partitions", "cluster_store", "create_topic", "delete_topic", "live_brokers"]
+__all__ = ["add_partitions", "cluster_store", "create_registered", "create_topic", "delete_topic",
+           "live_brokers"]

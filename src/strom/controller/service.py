@@ -53,6 +53,12 @@ def async_store(broker: Broker) -> MetadataStore | None:
     return None
 
 
+def _source_host(broker: Broker) -> str | None:
+    """Our listener address to bind outgoing connections to (None for a wildcard listener)."""
+    host = broker.listen[0]
+    return None if host in ("", "0.0.0.0", "::") else host
+
+
 def cluster_store(broker: Broker) -> MetadataStore | None:
     """The async store when the broker is in cluster mode (``zookeeper.connect`` set), else None.
 
@@ -82,7 +88,7 @@ class ControllerService(Service):
             return
         config = self.broker.config
         self.controller = Controller(
-            store, self.broker.node_id, self.local_call, source_host=self.broker.listen[0],
+            store, self.broker.node_id, self.local_call, source_host=_source_host(self.broker),
             settings=ControllerSettings.from_config(config.get),
         )  # fmt: skip
         self.broker.extensions[EXTENSION] = self.controller
@@ -105,7 +111,7 @@ class ControllerService(Service):
         retries = config.get_int("controlled.shutdown.max.retries")
         backoff_ms = config.get_int("controlled.shutdown.retry.backoff.ms")
         done = await controlled_shutdown(store, self.broker.node_id, self.controller,
-                                         source_host=self.broker.listen[0], retries=retries,
+                                         source_host=_source_host(self.broker), retries=retries,
                                          backoff=backoff_ms / 1000.0)  # fmt: skip
         if not done:
             log.warning("controlled shutdown of broker %d did not complete: stopping anyway",
