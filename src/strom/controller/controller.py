@@ -296,8 +296,7 @@ class Controller:
             names = await self.store.children(TOPICS_PATH, watch=self._watch(self._on_topics))
         except NoNodeError:
             names = []
-        for name in names:
-            await self._load_topic(name)
+        await asyncio.gather(*(self._load_topic(name) for name in names))
         batch = self.batch()
         batch.add_update_metadata(ctx.live_ids(), ctx.partitions())
         fresh = [tp for tp in ctx.partitions() if tp not in ctx.states]
@@ -342,11 +341,11 @@ class Controller:
             return None
         doc = TopicDoc.from_json(name, data)
         ctx.topics[name] = doc
-        states = self.states()
-        for partition in doc.assignment:
-            found = await states.read((name, partition))
+        tps = [(name, p) for p in sorted(doc.assignment)]
+        for tp, found in zip(tps, await asyncio.gather(*(self.states().read(tp) for tp in tps)),
+                             strict=True):  # fmt: skip
             if found is not None:
-                ctx.states[(name, partition)] = found
+                ctx.states[tp] = found
         return doc
 
     async def unclean_allowed(self, topic: str) -> bool:

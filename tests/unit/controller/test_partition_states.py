@@ -257,3 +257,22 @@ def test_cluster_admin_path_assigns_over_live_racks_and_waits_for_the_controller
         assert await cluster.admin.exists("/brokers/topics/t") is None
 
     run(scenario, racks={1: "a", 2: "a", 3: "b", 4: "b"})
+
+
+def test_controlled_shutdown_of_the_controllers_own_broker() -> None:
+    async def scenario(cluster: Cluster) -> None:
+        from strom.controller.service import controlled_shutdown
+
+        await cluster.start(1, 2, 3)
+        await cluster.create_topic("t", {0: [1, 2], 1: [1, 3], 2: [2, 1]})
+        c = cluster.active()
+        me = c.broker_id
+        assert await controlled_shutdown(c.store, me, c, retries=2, backoff=0.01)
+        await cluster.settle()
+        for p in range(3):
+            state, _ = await cluster.state("t", p)
+            assert state.leader != me and me not in state.isr, (p, state)
+        # a broker that is not registered cannot shut down through the controller
+        assert not await controlled_shutdown(c.store, 42, c, retries=1, backoff=0.01)
+
+    run(scenario)
