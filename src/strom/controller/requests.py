@@ -21,6 +21,7 @@ StopReplica (without deletion) for them; the answer lists the partitions it stil
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from dataclasses import dataclass
@@ -78,6 +79,7 @@ async def alter_partition(controller: Controller, broker_id: int, broker_epoch: 
     states = controller.states()
     batch = controller.batch()
     results: list[IsrResult] = []
+    writes: list[tuple[int, TP, tuple[int, ...], PartitionState, int]] = []
     changed: list[TP] = []
     for p in proposals:
         name = by_id.get(p.topic_id) if p.topic_id is not None else p.topic
@@ -119,15 +121,20 @@ async def alter_partition(controller: Controller, broker_id: int, broker_epoch: 
             continue
         new = PartitionState(s.leader, s.leader_epoch, tuple(p.new_isr), ctx.epoch,
                              p.leader_recovery_state)  # fmt: skip
-        written = await states.write(tp, new, current.version)
+        writes.append((len(results), tp, s.isr, new, current.version))
+        results.append(IsrResult(ErrorCode.unknown_server_error))  # replaced below
+    # the accepted changes are written concurrently (a leader of many partitions shrinking)
+    written_all = await asyncio.gather(*(states.write(tp, new, version)
+                                         for _i, tp, _old, new, version in writes))  # fmt: skip
+    for (i, tp, old_isr, new, _v), written in zip(writes, written_all, strict=True):
         if written is None:
-            results.append(IsrResult(ErrorCode.invalid_update_version))
+            results[i] = IsrResult(ErrorCode.invalid_update_version)
             continue
-        log.info("partition %s-%d: ISR %s -> %s (leader %d)", *tp, list(s.isr), list(new.isr),
-                 s.leader)  # fmt: skip
+        log.info("partition %s-%d: ISR %s -> %s (leader %d)", *tp, list(old_isr), list(new.isr),
+                 new.leader)  # fmt: skip
         batch.add_update_metadata(ctx.live_ids(), [tp])
         changed.append(tp)
-        results.append(_answer(written.state, written.version))
+        results[i] = _answer(written.state, written.version)
     controller.send(batch)
     if changed:
         from strom.controller import reassignment
