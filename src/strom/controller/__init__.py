@@ -2,7 +2,9 @@
 
 - :mod:`.election`: the office (``/controller``, ``/controller_epoch``) and its fencing;
 - :mod:`.context`: what the active controller knows, and the leader-election rules;
-- :mod:`.controller`: the event queue, failover, broker and topic changes;
+- :mod:`.controller`: the event queue, the office's terms, failover;
+- :mod:`.changes`: broker and topic changes seen by watches;
+- :mod:`.admin`: the cluster path of CreateTopics / CreatePartitions / DeleteTopics;
 - :mod:`.partitions`: partition-state writes fenced by the controller epoch;
 - :mod:`.channel` / :mod:`.batch`: LeaderAndIsr, UpdateMetadata and StopReplica to the brokers;
 - :mod:`.requests`: AlterPartition, ControlledShutdown, ElectLeaders, preferred rebalance;

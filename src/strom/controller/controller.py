@@ -1,4 +1,5 @@
-"""The controller: election, the event queue, start-up, broker and topic changes.
+"""The controller: election, the event queue, start-up (broker and topic changes:
+:mod:`strom.controller.changes`).
 
 Kafka's ``KafkaController`` (ZooKeeper mode). Every broker runs one; the one that holds
 ``/controller`` (:mod:`strom.controller.election`) is *active*. All its work runs as events,
@@ -31,7 +32,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from strom.controller import election
+from strom.controller import changes, election
 from strom.controller.batch import RequestBatch
 from strom.controller.channel import ChannelManager, ConnectionFactory, LocalCall
 from strom.controller.context import TP, ControllerContext, LiveBroker, TopicDoc, offline_election
@@ -293,7 +294,7 @@ class Controller:
             ctx.brokers[broker_id] = live
             channel.add_broker(broker_id, live.registration)
         try:
-            names = await self.store.children(TOPICS_PATH, watch=self._watch(self._on_topics))
+            names = await self.store.children(TOPICS_PATH, watch=self._watch(lambda: changes.on_topics(self)))
         except NoNodeError:
             names = []
         await asyncio.gather(*(self._load_topic(name) for name in names))
@@ -318,10 +319,10 @@ class Controller:
 
     async def _read_brokers(self) -> dict[int, LiveBroker]:
         try:
-            ids = await self.store.children(BROKER_IDS_PATH, watch=self._watch(self._on_brokers))
+            ids = await self.store.children(BROKER_IDS_PATH, watch=self._watch(lambda: changes.on_brokers(self)))
         except NoNodeError:
             await self.store.create(BROKER_IDS_PATH, make_parents=True)
-            ids = await self.store.children(BROKER_IDS_PATH, watch=self._watch(self._on_brokers))
+            ids = await self.store.children(BROKER_IDS_PATH, watch=self._watch(lambda: changes.on_brokers(self)))
         found: dict[int, LiveBroker] = {}
         for name in ids:
             try:
@@ -335,7 +336,7 @@ class Controller:
         ctx, _ = self._context()
         try:
             data, _stat = await self.store.get(
-                topic_path(name), watch=self._watch(lambda: self._on_topic_changed(name))
+                topic_path(name), watch=self._watch(lambda: changes.on_topic_changed(self, name))
             )
         except NoNodeError:
             return None
@@ -368,101 +369,6 @@ class Controller:
             log.warning("partition %s-%d has no eligible leader (ISR %s): offline", *tp,
                         list(ctx.states[tp].state.isr) if tp in ctx.states else [])  # fmt: skip
         return changed
-
-    # brokers -----------------------------------------------------------------------------------
-    async def _on_brokers(self) -> None:
-        ctx, channel = self._context()
-        now = await self._read_brokers()
-        dead = {b for b in ctx.brokers if b not in now or now[b].epoch != ctx.brokers[b].epoch}
-        new = {b for b in now if b not in ctx.brokers or b in dead}
-        if dead:
-            log.info("controller: brokers %s left (or restarted)", sorted(dead))
-            for b in dead:
-                del ctx.brokers[b]
-                ctx.shutting_down.discard(b)
-                await channel.remove_broker(b)
-            await self._on_brokers_lost(dead)
-        if new:
-            log.info("controller: brokers %s joined", sorted(new))
-            for b in new:
-                ctx.brokers[b] = now[b]
-                channel.add_broker(b, now[b].registration)
-            await self._on_brokers_joined(new)
-
-    async def _on_brokers_lost(self, dead: set[int]) -> None:
-        ctx, _ = self._context()
-        batch = self.batch()
-        led = [tp for tp in ctx.offline() if ctx.states[tp].state.leader in dead]
-        await self._elect_offline(led, batch)
-        states = self.states()
-        for b in sorted(dead):
-            await states.update(ctx.hosted_by(b), states.remove_from_isr(b), batch)
-        hosted = {tp for b in dead for tp in ctx.hosted_by(b)}
-        batch.add_update_metadata(ctx.live_ids(), hosted)
-        self.send(batch)
-        from strom.controller import topics
-
-        for name in list(ctx.deletion_waits):
-            for b in dead:
-                topics.replica_answered(self, name, b)
-
-    async def _on_brokers_joined(self, new: set[int]) -> None:
-        ctx, _ = self._context()
-        batch = self.batch()
-        batch.add_update_metadata(new, ctx.partitions())
-        batch.add_update_metadata(ctx.live_ids() - new)
-        for b in new:
-            for tp in ctx.hosted_by(b):
-                if tp in ctx.states:
-                    batch.add_leader_and_isr([b], tp)
-        fresh = [tp for tp in ctx.partitions() if tp not in ctx.states]
-        await self.states().initialize(fresh, batch)
-        await self._elect_offline(ctx.offline(), batch)
-        self.send(batch)
-        from strom.controller import reassignment
-
-        await reassignment.check_all(self)
-
-    # topics ------------------------------------------------------------------------------------
-    async def _on_topics(self) -> None:
-        ctx, _ = self._context()
-        names = set(await self.store.children(TOPICS_PATH, watch=self._watch(self._on_topics)))
-        for gone in set(ctx.topics) - names:
-            ctx.topics.pop(gone, None)
-            for tp in [tp for tp in ctx.states if tp[0] == gone]:
-                del ctx.states[tp]
-        batch = self.batch()
-        for name in sorted(names - set(ctx.topics)):
-            doc = await self._load_topic(name)
-            if doc is not None:
-                log.info("controller: new topic %s, %d partitions", name, len(doc.assignment))
-                fresh = [(name, p) for p in sorted(doc.assignment) if (name, p) not in ctx.states]
-                await self.states().initialize(fresh, batch)
-                await self._elect_offline([tp for tp in ctx.offline() if tp[0] == name], batch)
-        self.send(batch)
-
-    async def _on_topic_changed(self, name: str) -> None:
-        """The topic's document changed: partitions added (CreatePartitions)."""
-        ctx, _ = self._context()
-        old = ctx.topics.get(name)
-        if old is None:
-            return
-        try:
-            data, _ = await self.store.get(
-                topic_path(name), watch=self._watch(lambda: self._on_topic_changed(name))
-            )
-        except NoNodeError:
-            return
-        doc = TopicDoc.from_json(name, data)
-        added = sorted(set(doc.assignment) - set(old.assignment))
-        if not added:
-            return
-        for p in added:
-            old.assignment[p] = doc.assignment[p]
-        log.info("controller: topic %s grew by partitions %s", name, added)
-        batch = self.batch()
-        await self.states().initialize([(name, p) for p in added], batch)
-        self.send(batch)
 
     # preferred-leader rebalance ----------------------------------------------------------------
     async def _rebalance_timer(self) -> None:
