@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from strom.metadata.topics import TopicInfo
 
 log = logging.getLogger(__name__)
+_BROKERS_WAIT_S = 10.0  # how long auto-creation waits for the replication factor's brokers
 
 
 async def live_brokers(store: MetadataStore) -> dict[int, str | None]:
@@ -53,11 +54,12 @@ async def live_brokers(store: MetadataStore) -> dict[int, str | None]:
 async def create_registered(broker: Broker, name: str, partitions: int, replication_factor: int,
                             configs: Mapping[str, str], timeout: float = 30.0) -> TopicInfo:  # fmt: skip
     """``Broker.create_topic`` in cluster mode (auto-creation, internal topics): created through
-    the controller, returned once this broker's topic registry knows it. An internal topic's
-    replication factor is capped to the live brokers, with a warning (a development cluster)."""
+    the controller, returned once this broker's topic registry knows it. It waits (up to 10 s)
+    for as many live brokers as the replication factor; then an internal topic's replication
+    factor is capped to the live brokers, with a warning (a development cluster)."""
     store = cluster_store(broker)
     assert store is not None
-    live = await live_brokers(store)
+    live = await _enough_brokers(store, replication_factor, min(timeout, _BROKERS_WAIT_S))
     if name in INTERNAL_TOPICS and replication_factor > len(live) > 0:
         log.warning("topic %s: replication factor %d capped to the %d live brokers", name,
                     replication_factor, len(live))  # fmt: skip
@@ -69,6 +71,18 @@ async def create_registered(broker: Broker, name: str, partitions: int, replicat
             raise _timed_out(f"Registering topic '{name}' on broker {broker.node_id}", timeout)
         await asyncio.sleep(0.02)
     return info
+
+
+async def _enough_brokers(store: MetadataStore, wanted: int,
+                          timeout: float) -> dict[int, str | None]:  # fmt: skip
+    """The live brokers once there are ``wanted`` of them, or whatever registered within
+    ``timeout`` (brokers of a cluster starting together register within moments)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        live = await live_brokers(store)
+        if len(live) >= wanted or time.monotonic() >= deadline:
+            return live
+        await asyncio.sleep(0.1)
 
 
 def _timed_out(what: str, timeout: float) -> KafkaError:
