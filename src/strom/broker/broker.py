@@ -233,7 +233,11 @@ _BUILTIN_SERVICE_MODULES = ("strom.broker.log_cleaner",)
 _SERVICE_FACTORIES: list[ServiceFactory] = []
 
 
-def register_service(factory: ServiceFactory) -> ServiceFactory:
-    """Have every broker start a service made by ``factory(broker)`` (import-time hook)."""
-    _SERVICE_FACTORIES.append(factory)
+def register_service(factory: ServiceFactory, *, first: bool = False) -> ServiceFactory:
+    """Have every broker start a service made by ``factory(broker)`` (import-time hook);
+    ``first``: before the others (the controller, which the coordinators' topics need)."""
+    if first:
+        _SERVICE_FACTORIES.insert(0, factory)
+    else:
+        _SERVICE_FACTORIES.append(factory)
     return factory

@@ -64,7 +64,13 @@ async def create_registered(broker: Broker, name: str, partitions: int, replicat
         log.warning("topic %s: replication factor %d capped to the %d live brokers", name,
                     replication_factor, len(live))  # fmt: skip
         replication_factor = len(live)
-    await create_topic(store, name, partitions, replication_factor, configs, None, live, timeout)
+    try:
+        await create_topic(store, name, partitions, replication_factor, configs, None, live,
+                           timeout)  # fmt: skip
+    except KafkaError as exc:
+        if exc.error_code != ErrorCode.topic_already_exists:
+            raise
+        # another broker created it meanwhile (auto-creation, internal topics): use that one
     deadline = time.monotonic() + timeout
     while (info := broker.topics.get(name)) is None:
         if time.monotonic() >= deadline:

@@ -123,7 +123,7 @@ class ControllerService(Service):
             self.broker.extensions.pop(EXTENSION, None)
 
 
-register_service(ControllerService)
+register_service(ControllerService, first=True)  # the coordinators create topics through it
 
 
 async def _ask(store: MetadataStore, broker_id: int, broker_epoch: int, local: Controller | None,
