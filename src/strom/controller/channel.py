@@ -55,7 +55,8 @@ class _BrokerChannel:
     def __init__(self, owner: ChannelManager, broker_id: int, reg: BrokerRegistration) -> None:
         self.owner = owner
         self.broker_id = broker_id
-        self.queue: asyncio.Queue[_Item] = asyncio.Queue()
+        self.queue: asyncio.Queue[_Item | None] = asyncio.Queue()
+        self.closed = False
         self.connection: Connection | None = None
         self.inflight = False
         if broker_id != owner.own_id:
@@ -69,11 +70,13 @@ class _BrokerChannel:
                                           self.owner.request_timeout)  # fmt: skip
 
     async def _run(self) -> None:
-        while True:
+        while not self.closed:
             item = await self.queue.get()
+            if item is None:  # closed
+                return
             self.inflight = True
             backoff = _BACKOFF_MIN
-            while True:
+            while not self.closed:
                 try:
                     response = await self._send(item)
                 except (BrokerConnectionError, OSError) as exc:
@@ -86,7 +89,7 @@ class _BrokerChannel:
                     log.exception("controller request %d to broker %d failed",
                                   item.api_key, self.broker_id)  # fmt: skip
                     break
-                if item.callback is not None:
+                if item.callback is not None and not self.closed:
                     try:
                         item.callback(response)
                     except Exception:
@@ -96,9 +99,14 @@ class _BrokerChannel:
             self.inflight = False
 
     async def close(self) -> None:
+        # A flag and a sentinel as well as the cancellation: a cancellation can be swallowed
+        # (Python 3.11's wait_for returning a result that raced with it), and a channel must
+        # stop sending whatever it was doing. Never wait for it for long.
+        self.closed = True
+        self.queue.put_nowait(None)
         self.task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
-            await self.task
+            await asyncio.wait({self.task}, timeout=1.0)
         if self.connection is not None:
             self.connection.close()
 

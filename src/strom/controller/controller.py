@@ -132,7 +132,7 @@ class Controller:
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+                await asyncio.wait({self._task}, timeout=1.0)
 
     def call(self, fn: Callable[[], Awaitable[T]]) -> asyncio.Future[T]:
         """Run ``fn`` as an event of the current term (NotControllerError if not active)."""
