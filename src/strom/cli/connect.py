@@ -1,7 +1,9 @@
-"""``strom connect standalone WORKER.properties [CONNECTOR.properties|.json ...]``.
+"""``strom connect standalone WORKER.properties [CONNECTOR.properties|.json ...]`` and
+``strom connect distributed WORKER.properties``.
 
-Runs a Connect worker in this process (see :mod:`strom.connect.standalone`). The runtime and
-its web stack are imported only when the command runs.
+Runs a Connect worker in this process (see :mod:`strom.connect.standalone` and
+:mod:`strom.connect.distributed_worker`). The runtime and its web stack are imported only when
+the command runs.
 """
 
 from __future__ import annotations
@@ -24,6 +26,11 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     s.add_argument("connectors", type=Path, nargs="*",
                    help="connector configurations (.properties or .json)")
     s.set_defaults(func=run)
+    d = sub.add_parser("distributed", parents=parents,
+                       help="a worker of a Connect cluster (configs, offsets and statuses in "
+                            "compacted topics; work shared through a group)")
+    d.add_argument("worker", type=Path, help="worker .properties file")
+    d.set_defaults(func=run, connectors=[])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"strom Connect needs the 'connect' extra (pip install "
                        f"'strom[connect]'): {', '.join(missing)} not installed")
     try:
+        from strom.connect.distributed_worker import run_distributed
         from strom.connect.standalone import WorkerConfigError, run_standalone
     except ImportError as exc:
         raise CliError(f"strom Connect needs the 'connect' extra (pip install "
@@ -43,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
         if not path.is_file():
             raise CliError(f"no such file: {path}")
     try:
+        if args.mode == "distributed":
+            return run_distributed(args.worker)
         return run_standalone(args.worker, list(args.connectors))
     except (WorkerConfigError, ValueError, OSError) as exc:
         raise CliError(" ".join(str(exc).split("\n"))) from None

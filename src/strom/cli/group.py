@@ -97,7 +97,7 @@ def list_(args: argparse.Namespace) -> int:
     return 0
 
 
-def _offset_rows(args: argparse.Namespace, admin: AdminClient, desc: Any) -> list[dict[str, Any]]:
+def offset_rows(args: argparse.Namespace, admin: AdminClient, desc: Any) -> list[dict[str, Any]]:
     """One row per partition of every topic the group reads (committed or assigned), those
     without a commit too (CURRENT-OFFSET and LAG ``-``), then members without partitions."""
     committed = committed_offsets(admin, args.group, args.bootstrap_server)
@@ -176,12 +176,12 @@ def describe(args: argparse.Namespace) -> int:
                 "assignment_strategy": desc.partition_assignor or None,
                 "state": state_name(desc.state),
                 "members": len(desc.members),
-                "total_lag": total_lag(_offset_rows(args, admin, desc)),
+                "total_lag": total_lag(offset_rows(args, admin, desc)),
             }
         ]
         headers = STATE_HEADERS
     else:
-        rows = _offset_rows(args, admin, desc)
+        rows = offset_rows(args, admin, desc)
         headers = OFFSETS_HEADERS
     if args.format == "json":
         print_json(rows)

@@ -132,31 +132,39 @@ def plan(
     return targets
 
 
+def check_inactive(desc: Any, group: str) -> None:
+    """Refuse to move the offsets of a group that has members (they would overwrite them)."""
+    if desc.members or desc.state not in INACTIVE:
+        raise CliError(
+            f"cannot reset offsets of group {group!r}: it is active (state "
+            f"{state_name(desc.state)}, {len(desc.members)} member(s)); stop its consumers first"
+        )
+
+
+def apply_offsets(
+    admin: AdminClient, group: str, targets: dict[tuple[str, int], int], bootstrap: str
+) -> None:
+    """Commit ``targets`` as the group's offsets (AlterConsumerGroupOffsets)."""
+    request = ConsumerGroupTopicPartitions(
+        group, [TopicPartition(t, p, off) for (t, p), off in sorted(targets.items())]
+    )
+    futures = admin.alter_consumer_group_offsets([request], request_timeout=timeout())
+    result = wait_for(futures[group], f"cannot reset offsets of group {group!r}", bootstrap)
+    failed = [tp for tp in result.topic_partitions if tp.error is not None]
+    if failed:
+        tp = failed[0]
+        raise CliError(f"cannot reset offset of {tp.topic}-{tp.partition}: {tp.error}")
+
+
 def run(args: argparse.Namespace) -> int:
     """Print the plan; with --execute commit it first (refused while the group is active)."""
     admin = admin_client(args)
     desc = describe_group(admin, args.group, args.bootstrap_server, must_exist=False)
-    if desc.members or desc.state not in INACTIVE:
-        raise CliError(
-            f"cannot reset offsets of group {args.group!r}: it is active (state "
-            f"{state_name(desc.state)}, {len(desc.members)} member(s)); stop its consumers first"
-        )
+    check_inactive(desc, args.group)
     committed = committed_offsets(admin, args.group, args.bootstrap_server)
     targets = plan(args, admin, committed)
     if args.execute:
-        request = ConsumerGroupTopicPartitions(
-            args.group, [TopicPartition(t, p, off) for (t, p), off in targets.items()]
-        )
-        futures = admin.alter_consumer_group_offsets([request], request_timeout=timeout())
-        result = wait_for(
-            futures[args.group],
-            f"cannot reset offsets of group {args.group!r}",
-            args.bootstrap_server,
-        )
-        failed = [tp for tp in result.topic_partitions if tp.error is not None]
-        if failed:
-            tp = failed[0]
-            raise CliError(f"cannot reset offset of {tp.topic}-{tp.partition}: {tp.error}")
+        apply_offsets(admin, args.group, targets, args.bootstrap_server)
     rows = [
         {"group": args.group, "topic": t, "partition": p, "new_offset": off}
         for (t, p), off in targets.items()

@@ -25,6 +25,7 @@ from strom.cli.errors import DEFAULT_TIMEOUT_S, CliError, describe_kafka_error, 
 PROG = "strom"
 _SUBCOMMAND_MODULES = (
     "topic", "produce", "consume", "group", "cluster", "profile", "txn", "connect", "connector",
+    "console",
 )
 
 

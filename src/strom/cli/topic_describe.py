@@ -70,7 +70,7 @@ def _source_name(source: Any) -> str:
         return str(source)
 
 
-def _configs(admin: Any, name: str, bootstrap: str) -> list[dict[str, Any]]:
+def topic_configs(admin: Any, name: str, bootstrap: str) -> list[dict[str, Any]]:
     resource = ConfigResource(ConfigResource.Type.TOPIC, name)
     futures = admin.describe_configs([resource], request_timeout=timeout())
     entries = wait_for(futures[resource], f"cannot describe configs of {name!r}", bootstrap)
@@ -87,7 +87,7 @@ def _configs(admin: Any, name: str, bootstrap: str) -> list[dict[str, Any]]:
     ]
 
 
-def _topic_documents(args: argparse.Namespace, admin: Any) -> list[dict[str, Any]]:
+def topic_documents(args: argparse.Namespace, admin: Any) -> list[dict[str, Any]]:
     futures = admin.describe_topics(TopicCollection(args.names), request_timeout=timeout())
     documents = []
     for name in args.names:
@@ -114,7 +114,7 @@ def _topic_documents(args: argparse.Namespace, admin: Any) -> list[dict[str, Any
     return documents
 
 
-def _sizes(bootstrap: str, keys: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+def partition_sizes(bootstrap: str, keys: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
     """Bytes of each partition's log on the (first bootstrap) broker, summed over its dirs."""
     wanted: dict[str, list[int]] = {}
     for name, index in keys:
@@ -135,13 +135,13 @@ def _sizes(bootstrap: str, keys: list[tuple[str, int]]) -> dict[tuple[str, int],
     return sizes
 
 
-def _partition_rows(args: argparse.Namespace, admin: Any, docs: list[dict[str, Any]]) -> list[
+def partition_rows(args: argparse.Namespace, admin: Any, docs: list[dict[str, Any]]) -> list[
     dict[str, Any]
 ]:
     keys = [(d["name"], p["partition"]) for d in docs for p in d["partitions"]]
     start = end_offsets(admin, keys, args.bootstrap_server, OffsetSpec.earliest())
     end = end_offsets(admin, keys, args.bootstrap_server, OffsetSpec.latest())
-    sizes = _sizes(args.bootstrap_server, keys)
+    sizes = partition_sizes(args.bootstrap_server, keys)
     rows = []
     for d in docs:
         for p in d["partitions"]:
@@ -165,9 +165,9 @@ def _partition_rows(args: argparse.Namespace, admin: Any, docs: list[dict[str, A
 def describe(args: argparse.Namespace) -> int:
     """Kafka's describe format by default; ``-p`` partitions; ``-c`` configs."""
     admin = admin_client(args)
-    docs = _topic_documents(args, admin)
+    docs = topic_documents(args, admin)
     if args.print_partitions:
-        rows = _partition_rows(args, admin, docs)
+        rows = partition_rows(args, admin, docs)
         if args.format == "json":
             print_json(rows)
         else:
@@ -180,7 +180,7 @@ def describe(args: argparse.Namespace) -> int:
                 ],
             )
         return 0
-    configs = [row for d in docs for row in _configs(admin, d["name"], args.bootstrap_server)]
+    configs = [row for d in docs for row in topic_configs(admin, d["name"], args.bootstrap_server)]
     if args.print_configs:
         if args.format == "json":
             print_json(configs)

@@ -4,13 +4,17 @@ Status codes and bodies are Kafka Connect's: errors are ``{"error_code": status,
 "message": ...}``; creation 201, pause/resume 202, delete/stop/plain restart 204, restart
 with ``includeTasks``/``onlyFailed`` 202 with the connector's status.
 Endpoints are plain functions: Starlette runs them in its thread pool, so the herder's lock
-and task joins never block the event loop.
+and task joins never block the event loop. A herder may raise
+:class:`~strom.connect.forward.ForwardRequest` (distributed mode: not the leader, not the
+task's owner): the request is then sent on to that worker as it came (``?forward=`` hop
+protection, see :mod:`strom.connect.forward`) and its answer returned.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.applications import Starlette
@@ -20,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from strom.connect.forward import ForwardRequest, forward
 from strom.connect.herder import RestError, StandaloneHerder
 from strom.connect.plugins import plugin_list
 
@@ -42,6 +47,28 @@ async def _body(request: Request) -> Any:
         raise RestError(400, f"Cannot deserialize the request body: {exc}") from None
 
 
+Endpoint = Callable[[Request], Any]
+
+
+def _forwarding(endpoint: Endpoint) -> Callable[[Request], Awaitable[Response]]:
+    """Run ``endpoint`` (in the thread pool if sync); forward it if the herder says so."""
+    is_async = inspect.iscoroutinefunction(endpoint)
+
+    async def wrapper(request: Request) -> Response:
+        body = await request.body()  # cached on the request for the endpoint too
+        try:
+            if is_async:
+                return await endpoint(request)  # type: ignore[no-any-return]
+            return await run_in_threadpool(endpoint, request)  # type: ignore[no-any-return]
+        except ForwardRequest as exc:
+            status, raw = await run_in_threadpool(
+                forward, exc, request.method, request.url.path,
+                list(request.query_params.multi_items()), body)
+            return Response(raw, status_code=status, media_type="application/json")
+
+    return wrapper
+
+
 def build_app(herder: StandaloneHerder, cluster_id: Callable[[], str | None]) -> Starlette:
     h = herder
 
@@ -57,20 +84,26 @@ def build_app(herder: StandaloneHerder, cluster_id: Callable[[], str | None]) ->
             name = body.get("name") or body["config"].get("name")
             if not name or not str(name).strip():
                 raise RestError(400, "Connector name must not be empty")
-            _, info = h.put_config(str(name), body["config"], allow_replace=False)
+            _, info = await run_in_threadpool(h.put_config, str(name), body["config"],
+                                              allow_replace=False)
             return JSONResponse(info, status_code=201,
                                 headers={"Location": f"/connectors/{name}"})
         expand = request.query_params.getlist("expand")
-        names = h.names()
+        names = await run_in_threadpool(h.names)
         if not expand:
             return JSONResponse(names)
         out: dict[str, Any] = {}
         for n in names:
             entry: dict[str, Any] = {}
-            if "status" in expand:
-                entry["status"] = h.status(n)
-            if "info" in expand:
-                entry["info"] = h.info(n)
+            try:
+                if "status" in expand:
+                    entry["status"] = h.status(n)
+                if "info" in expand:
+                    entry["info"] = h.info(n)
+            except RestError as exc:
+                if exc.status != 404:
+                    raise
+                continue  # deleted meanwhile, or no status yet: left out, as Kafka does
             out[n] = entry
         return JSONResponse(out)
 
@@ -87,7 +120,8 @@ def build_app(herder: StandaloneHerder, cluster_id: Callable[[], str | None]) ->
             body = await _body(request)
             if not isinstance(body, dict):
                 raise RestError(400, "Request body must be a JSON object of configs")
-            created, info = h.put_config(name, body, allow_replace=True)
+            created, info = await run_in_threadpool(h.put_config, name, body,
+                                                    allow_replace=True)
             return JSONResponse(info, status_code=201 if created else 200)
         return JSONResponse(h.config(name))
 
@@ -131,6 +165,16 @@ def build_app(herder: StandaloneHerder, cluster_id: Callable[[], str | None]) ->
         result = await run_in_threadpool(h.connector_offsets, name, request.method, body)
         return JSONResponse(result)
 
+    async def task_configs(request: Request) -> Response:
+        """Internal (worker to leader): a connector's new task configs, a JSON list."""
+        body = await _body(request)
+        put = getattr(h, "put_task_configs", None)
+        if put is None:
+            raise RestError(500, "Kafka Connect in standalone mode does not support externally "
+                                 "setting task configurations.")
+        await run_in_threadpool(put, request.path_params["name"], body)
+        return Response(status_code=204)
+
     def plugins(request: Request) -> Response:
         only = request.query_params.get("connectorsOnly", "true").lower() != "false"
         return JSONResponse(plugin_list(connectors_only=only))
@@ -168,6 +212,7 @@ def build_app(herder: StandaloneHerder, cluster_id: Callable[[], str | None]) ->
         Route(n + "/config", config, methods=["GET", "PUT"]),
         Route(n + "/status", status, methods=["GET"]),
         Route(n + "/tasks", tasks, methods=["GET"]),
+        Route(n + "/tasks", task_configs, methods=["POST"]),
         Route(n + "/tasks/{task:int}/status", task_status, methods=["GET"]),
         Route(n + "/restart", restart, methods=["POST"]),
         Route(n + "/tasks/{task:int}/restart", task_restart, methods=["POST"]),
@@ -178,5 +223,7 @@ def build_app(herder: StandaloneHerder, cluster_id: Callable[[], str | None]) ->
         Route("/connector-plugins", plugins, methods=["GET"]),
         Route("/connector-plugins/{plugin}/config/validate", validate, methods=["PUT"]),
     ]
+    routes = [Route(r.path, _forwarding(r.endpoint), methods=sorted(r.methods or ()))
+              for r in routes]
     return Starlette(routes=routes, exception_handlers={
         RestError: rest_error, HTTPException: http_error, Exception: internal_error})

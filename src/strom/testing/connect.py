@@ -1,9 +1,13 @@
-"""Start and stop a real ``strom connect standalone`` worker process, and talk REST to it.
+"""Start and stop a real ``strom connect`` worker process, and talk REST to it.
 
 :class:`ConnectWorkerProcess` writes the worker properties (REST listener on a free
 127.0.0.1 port, offsets file in its own directory), starts the worker with the given
 connector files, waits for the REST API, and stops it by its PID (SIGTERM, or SIGKILL for a
 crash test). :meth:`request` returns ``(status, parsed JSON body or None)``.
+With ``distributed=True`` it runs ``strom connect distributed`` instead: group
+``connect-cluster``, the three storage topics ``connect-configs``/``-offsets``/``-status``
+with replication factor 1, and the group timings short enough for tests (all overridable
+through ``settings``).
 """
 
 from __future__ import annotations
@@ -18,17 +22,36 @@ from typing import Any
 
 from strom.testing.process import ChildProcess, free_port
 
+DISTRIBUTED_DEFAULTS = {
+    "group.id": "connect-cluster",
+    "config.storage.topic": "connect-configs",
+    "offset.storage.topic": "connect-offsets",
+    "status.storage.topic": "connect-status",
+    "config.storage.replication.factor": "1",
+    "offset.storage.replication.factor": "1",
+    "status.storage.replication.factor": "1",
+    "offset.storage.partitions": "5",
+    "status.storage.partitions": "2",
+    "heartbeat.interval.ms": "500",
+    "session.timeout.ms": "6000",
+    "rebalance.timeout.ms": "20000",
+    "scheduled.rebalance.max.delay.ms": "2000",
+}
+
 
 class ConnectWorkerProcess(ChildProcess):
     name = "strom connect worker"
 
     def __init__(self, work_dir: Path, bootstrap: str, *,
                  connector_files: Sequence[Path] = (),
-                 settings: Mapping[str, str] | None = None) -> None:
+                 settings: Mapping[str, str] | None = None,
+                 distributed: bool = False) -> None:
         self.work_dir = Path(work_dir)
+        self.distributed = distributed
         self.port = free_port()
         self.connector_files = list(connector_files)
-        self.worker_file = self.work_dir / "worker.properties"
+        self.worker_file = self.work_dir / (f"worker-{self.port}.properties" if distributed
+                                            else "worker.properties")
         self.offsets_file = self.work_dir / "connect.offsets"
         self.log_file = self.work_dir / f"worker-{self.port}.log"
         self.settings = {
@@ -38,8 +61,11 @@ class ConnectWorkerProcess(ChildProcess):
             "offset.flush.interval.ms": "500",
             "key.converter": "org.apache.kafka.connect.storage.StringConverter",
             "value.converter": "org.apache.kafka.connect.storage.StringConverter",
-            **(settings or {}),
         }
+        if distributed:
+            del self.settings["offset.storage.file.filename"]
+            self.settings.update(DISTRIBUTED_DEFAULTS)
+        self.settings.update(settings or {})
         self._proc = None
 
     @property
@@ -51,8 +77,16 @@ class ConnectWorkerProcess(ChildProcess):
         self.worker_file.write_text("".join(f"{k}={v}\n" for k, v in self.settings.items()))
 
     def command(self) -> list[str]:
+        if self.distributed:
+            return [sys.executable, "-m", "strom", "connect", "distributed",
+                    str(self.worker_file)]
         return [sys.executable, "-m", "strom", "connect", "standalone", str(self.worker_file),
                 *map(str, self.connector_files)]
+
+    @property
+    def worker_id(self) -> str:
+        """The id this worker writes in statuses (its advertised host:port)."""
+        return f"127.0.0.1:{self.port}"
 
     def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         data = json.dumps(body).encode() if body is not None else None

@@ -1,0 +1,83 @@
+"""``strom console``: check the broker and the listen address, then serve the console.
+
+The broker is asked once before serving (an unreachable address is one line and exit 1, as
+every ``strom`` client command); afterwards a broker that goes away shows as an error on the
+page and the console recovers when it is back. uvicorn re-raises the signal that stopped it;
+no-op handlers make that a clean exit 0 once the app's shutdown (sampler stop, producer
+flush) has run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import socket
+import sys
+import threading
+import time
+import webbrowser
+
+import uvicorn
+
+from strom.cli import clients
+from strom.cli.errors import CliError
+from strom.console.app import build_app
+from strom.console.cluster import Cluster
+
+DEFAULT_LISTEN = "127.0.0.1:8080"
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """``HOST:PORT``, ``:PORT`` or ``PORT`` (host 127.0.0.1); IPv6 as ``[::1]:8080``."""
+    host, sep, port = value.rpartition(":")
+    if not sep:
+        host, port = "", value
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        number = int(port)
+    except ValueError:
+        raise CliError(f"invalid --listen {value!r}: expected HOST:PORT") from None
+    if not 0 <= number <= 65535:
+        raise CliError(f"invalid --listen {value!r}: port out of range")
+    return host, number
+
+
+def _check_bindable(host: str, port: int) -> None:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
+def _open_when_started(server: uvicorn.Server, url: str) -> None:
+    deadline = time.monotonic() + 30
+    while not server.started and time.monotonic() < deadline and not server.should_exit:
+        time.sleep(0.05)
+    if server.started and not webbrowser.open(url):
+        print(f"strom console: no web browser found; open {url} yourself", file=sys.stderr,
+              flush=True)
+
+
+def serve(args: argparse.Namespace) -> int:
+    host, port = parse_listen(args.listen)
+    _check_bindable(host, port)
+    clients.admin_client(args)  # fails with one line if the broker does not answer
+    cluster = Cluster(args.bootstrap_server, client_config=list(args.client_config or []))
+    app = build_app(cluster, read_only=args.read_only, connect_url=args.connect_url,
+                    sample_interval=args.sample_interval)
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
+                                           access_log=False))
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{port}/"
+    mode = ", read-only" if args.read_only else ""
+    print(f"strom console on {url} (brokers {args.bootstrap_server}{mode})", flush=True)
+    if args.open:
+        threading.Thread(target=_open_when_started, args=(server, url), daemon=True).start()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
+    server.run()
+    sys.stdout.flush()
+    return 0
