@@ -58,6 +58,14 @@ BROKER_DEFAULTS: dict[str, str] = {
     "replica.fetch.backoff.ms": "1000",
     "replica.high.watermark.checkpoint.interval.ms": "5000",
     "max.incremental.fetch.session.cache.slots": "1000",
+    # the controller (cluster mode, issue 9)
+    "auto.leader.rebalance.enable": "true",
+    "leader.imbalance.check.interval.seconds": "300",
+    "leader.imbalance.per.broker.percentage": "10",
+    "controlled.shutdown.enable": "true",
+    "controlled.shutdown.max.retries": "3",
+    "controlled.shutdown.retry.backoff.ms": "5000",
+    "controller.socket.timeout.ms": "30000",
 }
 
 

@@ -48,6 +48,9 @@ class Service:
 
     async def start(self) -> None: ...
 
+    async def prepare_stop(self) -> None:
+        """Called first at shutdown, while the broker still serves (controlled shutdown)."""
+
     async def stop(self) -> None: ...
 
 
@@ -111,6 +114,12 @@ class Broker:
         self.producer_ids = ProducerIdManager(self.store, self.node_id)
         dispatch.load_handlers()
         replication.start(self)  # leaders and followers before any service appends
+        # Registered before the services start, as Kafka does: the controller (a service) and
+        # the coordinators creating internal topics through it need this broker among the live.
+        # Peers that connect before the listener is up retry.
+        self.membership = BrokerMembership(self.store, self._registration(),
+                                           self._session_timeout_ms())  # fmt: skip
+        await self.membership.register()
         for module in _BUILTIN_SERVICE_MODULES:  # services no handler module imports
             importlib.import_module(module)
         for hook in _SERVICE_FACTORIES:
@@ -119,9 +128,6 @@ class Broker:
             await service.start()
         host, port = self.listen
         self._server = await start_server(self, host, port)
-        self.membership = BrokerMembership(self.store, self._registration(),
-                                           self._session_timeout_ms())  # fmt: skip
-        await self.membership.register()
         self._every(self._maintenance_interval(), self._maintenance)
         checkpoint_ms = self.config.get_int("log.flush.offset.checkpoint.interval.ms")
         self._every(max(checkpoint_ms, 100) / 1000.0, self._checkpoint_recovery_points)
@@ -154,6 +160,11 @@ class Broker:
 
     async def stop(self) -> None:
         self.stopping = True  # /health/ready answers 503 from now on
+        for service in reversed(self.services):
+            try:
+                await service.prepare_stop()
+            except Exception:
+                log.exception("error preparing %s to stop", type(service).__name__)
         if self._server is not None:
             self._server.close()
         for conn in list(self.connections):
@@ -195,7 +206,13 @@ class Broker:
         self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]
     ) -> TopicInfo:
         """Create a topic and its logs, all or nothing (validation is the caller's); raises
-        :class:`KafkaError` (TOPIC_ALREADY_EXISTS, KAFKA_STORAGE_ERROR …)."""
+        :class:`KafkaError` (TOPIC_ALREADY_EXISTS, KAFKA_STORAGE_ERROR …). In cluster mode the
+        controller creates it (:func:`strom.controller.admin.create_registered`)."""
+        from strom.controller import admin  # the controller imports the broker
+
+        if admin.cluster_store(self) is not None:
+            return await admin.create_registered(self, name, partitions, replication_factor,
+                                                 configs)  # fmt: skip
         return await self.lifecycle.create(name, partitions, configs)
 
     async def ensure_internal_topic(self, name: str, partitions: int, segment_bytes: int) -> TopicInfo:
@@ -205,8 +222,9 @@ class Broker:
         if info is not None:
             return info
         configs = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)}
+        rf = int(self.config.get(_INTERNAL_RF.get(name, ""), None) or 1)
         try:
-            return await self.create_topic(name, partitions, 1, configs)
+            return await self.create_topic(name, partitions, rf, configs)
         except KafkaError as exc:  # another broker of the cluster made it meanwhile
             info = self.topics.get(name)
             if exc.error_code is not ErrorCode.topic_already_exists or info is None:
@@ -300,12 +318,19 @@ class Broker:
         path.write_text(f"version=1\ncluster.id={cluster_id}\nnode.id={self.node_id}\n")
 
 
+#: the replication factor of each internal topic (capped to the live brokers in a cluster)
+_INTERNAL_RF = {"__consumer_offsets": "offsets.topic.replication.factor",
+                "__transaction_state": "transaction.state.log.replication.factor"}  # fmt: skip
 ServiceFactory = Callable[[Broker], Service]
 _BUILTIN_SERVICE_MODULES = ("strom.broker.log_cleaner",)
 _SERVICE_FACTORIES: list[ServiceFactory] = []
 
 
-def register_service(factory: ServiceFactory) -> ServiceFactory:
-    """Have every broker start a service made by ``factory(broker)`` (import-time hook)."""
-    _SERVICE_FACTORIES.append(factory)
+def register_service(factory: ServiceFactory, *, first: bool = False) -> ServiceFactory:
+    """Have every broker start a service made by ``factory(broker)`` (import-time hook);
+    ``first``: before the others (the controller, which the coordinators' topics need)."""
+    if first:
+        _SERVICE_FACTORIES.insert(0, factory)
+    else:
+        _SERVICE_FACTORIES.append(factory)
     return factory

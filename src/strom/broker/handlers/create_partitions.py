@@ -20,14 +20,24 @@ from typing import Any
 
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
+from strom.controller import admin
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
 
 API_KEY = 37
 log = logging.getLogger(__name__)
 
 
-async def _grow(ctx: RequestContext, topic: Any, validate_only: bool) -> None:
+async def _grow(ctx: RequestContext, topic: Any, validate_only: bool, timeout: float) -> None:
     broker = ctx.broker
+    store = admin.cluster_store(broker)
+    if store is not None:  # cluster mode: the controller makes them (strom.controller.admin)
+        assignment = None
+        if topic.assignments is not None and len(topic.assignments) > 0:
+            assignment = [[int(b) for b in a.broker_ids] for a in topic.assignments]
+        live = await admin.live_brokers(store)
+        await admin.add_partitions(store, topic.name, int(topic.count), assignment, live, timeout,
+                                   validate_only)  # fmt: skip
+        return
     info = broker.topics.get(topic.name)
     if info is None:
         raise KafkaError(
@@ -105,8 +115,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             code, message = ErrorCode.invalid_request, "Duplicate topic in request."
         else:
             try:
-                task = asyncio.ensure_future(_grow(ctx, topic, bool(request.validate_only)))
                 timeout = _timeout_s(request)  # <= 0: wait (NONE means they exist)
+                task = asyncio.ensure_future(
+                    _grow(ctx, topic, bool(request.validate_only), timeout))
                 await asyncio.wait({task}, timeout=timeout if timeout > 0 else None)
                 if not task.done():
                     task.add_done_callback(_log_outcome)

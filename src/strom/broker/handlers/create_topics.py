@@ -14,6 +14,10 @@ The topics of one request are created concurrently, each all or nothing
 goes on (as Kafka). NONE always means the topic exists: with ``timeout_ms`` <= 0
 (librdkafka's default operation timeout) the answer waits for the creation to finish, since
 Kafka registers a topic before answering even then and clients use it right away.
+
+In cluster mode (:mod:`strom.controller.admin`) the replicas are assigned over the live brokers
+(rack-aware, leaders spread; explicit assignments must name live brokers), the assignment is
+written to the store and the answer waits until the controller gave every partition a state.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from typing import Any
 from strom.broker import config_resources as cr
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
+from strom.controller import admin
 from strom.metadata.topics import validate_topic_name
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
 
@@ -43,10 +48,7 @@ class _Plan:
     partitions: int
     replication_factor: int
     configs: dict[str, str]
-
-
-def _live_brokers(ctx: RequestContext) -> list[int]:
-    return [ctx.broker.node_id]
+    assignment: dict[int, list[int]] | None = None
 
 
 def _collides(ctx: RequestContext, name: str) -> str | None:
@@ -60,7 +62,7 @@ def _collides(ctx: RequestContext, name: str) -> str | None:
     return None
 
 
-def _plan(ctx: RequestContext, topic: Any) -> _Plan:
+def _plan(ctx: RequestContext, topic: Any, brokers: list[int]) -> _Plan:
     broker = ctx.broker
     name = topic.name
     validate_topic_name(name)
@@ -72,9 +74,9 @@ def _plan(ctx: RequestContext, topic: Any) -> _Plan:
             ErrorCode.invalid_topic_exception,
             f"Topic '{name}' collides with existing topic: {other}",
         )
-    brokers = _live_brokers(ctx)
     num_partitions = int(topic.num_partitions)
     rf = int(topic.replication_factor)
+    assignment = None
     if topic.assignments:
         if num_partitions != -1 or rf != -1:
             raise KafkaError(
@@ -116,6 +118,8 @@ def _plan(ctx: RequestContext, topic: Any) -> _Plan:
                 "All partitions should have the same number of replicas",
             )
         num_partitions, rf = len(indexes), sizes.pop()
+        assignment = {int(a.partition_index): [int(b) for b in a.broker_ids]
+                      for a in topic.assignments}  # fmt: skip
     else:
         if num_partitions == -1:
             num_partitions = broker.config.get_int("num.partitions")
@@ -141,7 +145,7 @@ def _plan(ctx: RequestContext, topic: Any) -> _Plan:
             raise KafkaError(ErrorCode.invalid_config, f"Duplicate topic config: {config.name}")
         wanted[config.name] = config.value
     configs = cr.validate_overrides(broker, wanted)
-    return _Plan(name, num_partitions, rf, configs)
+    return _Plan(name, num_partitions, rf, configs, assignment)
 
 
 def _result(
@@ -196,6 +200,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     results: list[Any] = []
     creating: list[tuple[int, _Plan, asyncio.Task[Any]]] = []
     done: set[str] = set()
+    store = admin.cluster_store(ctx.broker)  # cluster mode: the controller creates the topic
+    live: dict[int, str | None] = (
+        await admin.live_brokers(store) if store else {ctx.broker.node_id: None})
     for topic in request.topics:
         name = topic.name
         if counts[name] > 1:
@@ -211,16 +218,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 )
             continue
         try:
-            plan = _plan(ctx, topic)
+            plan = _plan(ctx, topic, sorted(live))
         except Exception as exc:
             results.append(_failed(ctx, name, exc))
             continue
         if validate_only:
             results.append(_created(ctx, plan, uuid.UUID(int=0)))
             continue
-        task = asyncio.ensure_future(ctx.broker.create_topic(
-            plan.name, plan.partitions, plan.replication_factor, plan.configs
-        ))  # fmt: skip
+        task = asyncio.ensure_future(_create(ctx, plan, store, live, _timeout_s(request)))
         creating.append((len(results), plan, task))
         results.append(None)
     if creating:
@@ -238,8 +243,18 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             elif task.exception() is not None:
                 results[i] = _failed(ctx, plan.name, task.exception())
             else:
-                results[i] = _created(ctx, plan, task.result().topic_id)
+                results[i] = _created(ctx, plan, task.result())
     return ctx.respond(throttle_time=0, topics=tuple(results))
+
+
+async def _create(ctx: RequestContext, plan: _Plan, store: Any, live: dict[int, str | None],
+                  timeout: float) -> uuid.UUID:  # fmt: skip
+    if store is None:
+        info = await ctx.broker.create_topic(
+            plan.name, plan.partitions, plan.replication_factor, plan.configs)
+        return info.topic_id
+    return await admin.create_topic(store, plan.name, plan.partitions, plan.replication_factor,
+                                    plan.configs, plan.assignment, live, timeout)  # fmt: skip
 
 
 def _failed(ctx: RequestContext, name: str, exc: BaseException | None) -> Any:

@@ -5,7 +5,9 @@ Unknown names get UNKNOWN_TOPIC_OR_PARTITION, unknown ids UNKNOWN_TOPIC_ID; inte
 topic with TOPIC_DELETION_DISABLED when ``delete.topic.enable`` is false. The logs go first,
 then the registry entry: a crash in between leaves an empty topic, never old data under a
 recreated name. File work (closing, renaming, and in the background ``rmtree``) runs off the
-event loop (:mod:`strom.broker.topic_lifecycle`).
+event loop (:mod:`strom.broker.topic_lifecycle`). In cluster mode the deletion is requested
+from the controller (``/admin/delete_topics``) and answered once done or at ``timeout_ms``
+(REQUEST_TIMED_OUT; it goes on), see :mod:`strom.controller.admin`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
+from strom.controller import admin
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
 
 API_KEY = 20
@@ -24,9 +27,14 @@ log = logging.getLogger(__name__)
 
 
 async def _delete(
-    ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None
+    ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None, timeout: float
 ) -> tuple[str | None, uuid.UUID]:
     broker = ctx.broker
+    store = admin.cluster_store(broker)
+    if store is not None:  # cluster mode: the controller deletes it (strom.controller.admin)
+        if not broker.config.get_bool("delete.topic.enable"):
+            raise KafkaError(ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")
+        return await admin.delete_topic(store, name, topic_id, timeout)
     if topic_id is not None and topic_id != ZERO_UUID:
         info = broker.topics.by_id(topic_id)
         if info is None:
@@ -49,6 +57,13 @@ async def _delete(
     return info.name, info.topic_id
 
 
+def _timeout_s(request: Any) -> float:
+    timeout = request.timeout
+    if hasattr(timeout, "total_seconds"):
+        return float(timeout.total_seconds())
+    return int(timeout) / 1000.0
+
+
 @dispatch.handler(API_KEY, 1, 6)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if ctx.api_version >= 6:
@@ -58,7 +73,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     results = []
     for name, topic_id in wanted:
         try:
-            found_name, found_id = await _delete(ctx, name, topic_id)
+            found_name, found_id = await _delete(ctx, name, topic_id, _timeout_s(request))
             code, message = ErrorCode.none, None
         except Exception as exc:
             code, message = error_code_of(exc), str(exc)

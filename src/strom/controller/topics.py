@@ -1,0 +1,228 @@
+"""Topic creation, growth and deletion in a cluster: the admin side any broker writes, and the
+controller's deletion.
+
+Any broker (the CreateTopics / CreatePartitions / DeleteTopics handlers) writes the request into
+the store and the controller carries it out:
+
+* create: ``/config/topics/<t>`` (``{"version": 1, "config": {…}}``) first, then
+  ``/brokers/topics/<t>`` (``{"version": 3, "id": "<uuid>", "partitions": {"0": [1, 2]}}``; a
+  crash in between leaves an orphan config, never a topic with the wrong settings); the
+  controller's topic watch gives every partition its first state;
+* grow: the topic document is rewritten with the new partitions, conditional on its version;
+* delete: ``/admin/delete_topics/<t>`` is created.
+
+:func:`wait_for_partitions` lets a handler answer once the controller has made the states (the
+``timeout_ms`` of the request bounds it, as Kafka's delayed create).
+
+Deletion by the controller (Kafka's ``TopicDeletionManager``, simplified): every live broker
+gets UpdateMetadata announcing the partitions with leader -2 (deleted), every live replica
+StopReplica(delete); once each live replica answered (or left the cluster), the topic's nodes
+are removed, fenced by the controller epoch, and the request node last. A replica on a broker
+that is down when the topic is deleted is not waited for: that broker drops the log when it
+comes back and finds no such topic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from strom.controller.context import TopicDoc
+from strom.metadata.store import (
+    CheckOp,
+    DeleteOp,
+    MetadataStore,
+    MultiError,
+    NodeExistsError,
+    NoNodeError,
+    StoreError,
+)
+from strom.metadata.zk_model import (
+    CONTROLLER_EPOCH_PATH,
+    DELETE_TOPICS_PATH,
+    TOPIC_CONFIGS_PATH,
+    partition_state_path,
+    partitions_path,
+    topic_path,
+)
+from strom.protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from strom.controller.controller import Controller
+
+log = logging.getLogger(__name__)
+
+
+# the admin side (any broker) -------------------------------------------------------------------
+async def create_topic(store: MetadataStore, name: str, assignment: Mapping[int, list[int]],
+                       configs: Mapping[str, str]) -> uuid.UUID:  # fmt: skip
+    """Write a new topic; TOPIC_ALREADY_EXISTS if its document exists."""
+    if await store.exists(topic_path(name)) is not None:
+        raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+    config_doc = json.dumps({"version": 1, "config": dict(configs)}).encode()
+    config_path = f"{TOPIC_CONFIGS_PATH}/{name}"
+    try:
+        await store.create(config_path, config_doc)
+    except NodeExistsError:
+        await store.set(config_path, config_doc)
+    topic_id = uuid.uuid4()
+    doc = TopicDoc(name, topic_id, {p: list(r) for p, r in assignment.items()},
+                   extra={"version": 3})  # fmt: skip
+    try:
+        await store.create(topic_path(name), doc.to_json())
+    except NodeExistsError:
+        raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.") from None
+    return topic_id
+
+
+async def read_topic(store: MetadataStore, name: str) -> tuple[TopicDoc, int]:
+    try:
+        data, stat = await store.get(topic_path(name))
+    except NoNodeError:
+        raise KafkaError(ErrorCode.unknown_topic_or_partition,
+                         f"Topic '{name}' does not exist.") from None  # fmt: skip
+    return TopicDoc.from_json(name, data), stat.version
+
+
+async def add_partitions(store: MetadataStore, name: str, new: Mapping[int, list[int]]) -> None:
+    """Add partitions ``new`` to the topic, conditional on the document's version."""
+    doc, version = await read_topic(store, name)
+    clash = sorted(set(new) & set(doc.assignment))
+    if clash:
+        raise KafkaError(ErrorCode.invalid_partitions, f"Partitions {clash} already exist.")
+    if doc.adding or doc.removing:
+        raise KafkaError(ErrorCode.reassignment_in_progress,
+                         f"A partition reassignment of topic '{name}' is in progress.")  # fmt: skip
+    doc.assignment.update({p: list(r) for p, r in new.items()})
+    try:
+        await store.set(topic_path(name), doc.to_json(), version)
+    except StoreError as exc:
+        raise KafkaError(ErrorCode.reassignment_in_progress,
+                         f"Topic '{name}' changed meanwhile ({exc}); try again.") from None  # fmt: skip
+
+
+async def request_deletion(store: MetadataStore, name: str) -> None:
+    with contextlib.suppress(NodeExistsError):
+        await store.create(f"{DELETE_TOPICS_PATH}/{name}", make_parents=True)
+
+
+async def wait_for_partitions(store: MetadataStore, name: str, partitions: list[int],
+                              timeout: float) -> bool:  # fmt: skip
+    """True once every partition of ``partitions`` has a state node (the controller made it)."""
+    deadline = time.monotonic() + timeout
+    delay = 0.01
+    while True:
+        states = await asyncio.gather(*(store.exists(partition_state_path(name, p))
+                                        for p in partitions))  # fmt: skip
+        if all(s is not None for s in states):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+        delay = min(delay * 2, 0.2)
+
+
+async def wait_for_deletion(store: MetadataStore, name: str, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    delay = 0.01
+    while await store.exists(f"{DELETE_TOPICS_PATH}/{name}") is not None:
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.2)
+    return True
+
+
+# the controller's deletion ---------------------------------------------------------------------
+async def on_delete_requests(controller: Controller) -> None:
+    ctx, _ = controller._context()
+    watch = controller._watch(lambda: on_delete_requests(controller))
+    try:
+        names = await controller.store.children(DELETE_TOPICS_PATH, watch=watch)
+    except NoNodeError:
+        with contextlib.suppress(NodeExistsError):
+            await controller.store.create(DELETE_TOPICS_PATH, make_parents=True)
+        names = await controller.store.children(DELETE_TOPICS_PATH, watch=watch)
+    for name in names:
+        if name not in ctx.topics:
+            with contextlib.suppress(NoNodeError):
+                await controller.store.delete(f"{DELETE_TOPICS_PATH}/{name}")
+            continue
+        if name not in ctx.deleting:
+            _start(controller, name)
+
+
+def _start(controller: Controller, name: str) -> None:
+    ctx, _ = controller._context()
+    ctx.deleting.add(name)
+    tps = ctx.partitions([name])
+    waits = {b for tp in tps for b in ctx.replicas(tp) if ctx.live(b)}
+    ctx.deletion_waits[name] = set(waits)
+    log.info("controller: deleting topic %s (replicas on brokers %s)", name, sorted(waits))
+    batch = controller.batch()
+    batch.deleted = set(tps)
+    batch.add_update_metadata(ctx.live_ids(), tps)
+    for tp in tps:
+        batch.add_stop_replica(ctx.replicas(tp), tp, delete=True)
+    term = controller.term
+
+    def answered(broker: int, response: Any) -> None:
+        if controller.term != term or controller.ctx is None:
+            return
+        if getattr(response, "error_code", 0):
+            log.warning("StopReplica of topic %s on broker %d: error %s", name, broker,
+                        response.error_code)  # fmt: skip
+        replica_answered(controller, name, broker)
+
+    batch.stop_callback = answered
+    controller.send(batch)
+    if not waits:
+        controller._submit(lambda: _finish(controller, name))
+
+
+def replica_answered(controller: Controller, name: str, broker: int) -> None:
+    """A replica of a topic being deleted is gone (it answered, or its broker left)."""
+    ctx = controller.ctx
+    if ctx is None or name not in ctx.deletion_waits:
+        return
+    waits = ctx.deletion_waits[name]
+    waits.discard(broker)
+    if not waits:
+        del ctx.deletion_waits[name]
+        controller._submit(lambda: _finish(controller, name))
+
+
+async def _finish(controller: Controller, name: str) -> None:
+    ctx, _ = controller._context()
+    doc = ctx.topics.get(name)
+    if doc is not None:
+        ops: list[Any] = [CheckOp(CONTROLLER_EPOCH_PATH, ctx.epoch_version)]
+        for p in sorted(doc.assignment):
+            state = partition_state_path(name, p)
+            ops += [DeleteOp(state), DeleteOp(state.rsplit("/", 1)[0])]
+        ops += [DeleteOp(partitions_path(name)), DeleteOp(topic_path(name))]
+        try:
+            await controller.store.multi(ops)
+        except MultiError as exc:
+            if exc.index == 0:
+                from strom.controller.partitions import ControllerMovedError
+
+                raise ControllerMovedError(str(exc)) from None
+            # a partition without state (never online): remove what is there
+            with contextlib.suppress(NoNodeError):
+                await controller.store.delete(topic_path(name), recursive=True)
+    with contextlib.suppress(NoNodeError):
+        await controller.store.delete(f"{TOPIC_CONFIGS_PATH}/{name}")
+    with contextlib.suppress(NoNodeError):
+        await controller.store.delete(f"{DELETE_TOPICS_PATH}/{name}")
+    ctx.topics.pop(name, None)
+    for tp in [tp for tp in ctx.states if tp[0] == name]:
+        del ctx.states[tp]
+    ctx.deleting.discard(name)
+    log.info("controller: topic %s deleted", name)

@@ -1,0 +1,155 @@
+"""The controller with real processes: ZooKeeper and three brokers (strom.testing.cluster).
+
+* kill -9 of a partition's leader: a new leader from the ISR, with a higher leader epoch,
+  within the session timeout (plus the election);
+* kill -9 of the controller: a new controller with a higher epoch;
+* the controller SIGSTOPped past its session and resumed: a new controller took over, a
+  request carrying the old epoch is refused (STALE_CONTROLLER_EPOCH), and every broker's
+  metadata agrees;
+* SIGTERM of a leader: controlled shutdown moves its leaderships before it exits.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from strom.testing.zookeeper import zookeeper_available
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not zookeeper_available(), reason="apt-get install -y zookeeper"),
+]
+cluster_mod = pytest.importorskip("strom.testing.cluster")
+SESSION_MS = 6000
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[object]:
+    c = cluster_mod.ClusterProcess(tmp_path, brokers=3, session_timeout_ms=SESSION_MS,
+                                   settings={"auto.leader.rebalance.enable": "false"})  # fmt: skip
+    with c:
+        yield c
+
+
+def _zk_json(cluster: object, path: str) -> object:
+    from kazoo.client import KazooClient
+
+    zk = KazooClient(hosts=cluster.zk_connect)  # type: ignore[attr-defined]
+    zk.start(10)
+    try:
+        data, _ = zk.get(path)
+    finally:
+        zk.stop()
+        zk.close()
+    return json.loads(data)
+
+
+def _state(cluster: object, topic: str, partition: int) -> dict[str, object]:
+    found = _zk_json(cluster, f"/brokers/topics/{topic}/partitions/{partition}/state")
+    assert isinstance(found, dict)
+    return found
+
+
+def _create(cluster: object, topic: str, partitions: int = 1) -> None:
+    from confluent_kafka.admin import NewTopic
+
+    admin = cluster.admin()  # type: ignore[attr-defined]
+    admin.create_topics([NewTopic(topic, partitions, 3)])[topic].result(30)
+    for p in range(partitions):
+        cluster.wait_for_isr(topic, p, {1, 2, 3}, timeout=30)  # type: ignore[attr-defined]
+
+
+def _metadata_from(broker: object, topic: str) -> dict[int, tuple[int, int, tuple[int, ...]]]:
+    """partition -> (leader, leader epoch, isr) as this one broker answers Metadata."""
+    from strom.cli.wire import WireConnection
+    from strom.protocol.messages import build, request_module
+
+    wanted = build(request_module(3, 12).MetadataRequestTopic, name=topic, topic_id=None)
+    with WireConnection(broker.bootstrap) as conn:  # type: ignore[attr-defined]
+        resp = conn.request(3, 12, topics=(wanted,),
+                            allow_auto_topic_creation=False,
+                            include_topic_authorized_operations=False)  # fmt: skip
+    [t] = resp.topics
+    return {int(p.partition_index): (int(p.leader_id), int(p.leader_epoch),
+                                     tuple(sorted(int(b) for b in p.isr_nodes)))
+            for p in t.partitions}  # fmt: skip
+
+
+def test_leader_killed_new_leader_from_isr_with_higher_epoch(cluster: object) -> None:
+    _create(cluster, "orders")
+    before = _state(cluster, "orders", 0)
+    leader = int(before["leader"])  # type: ignore[call-overload]
+    start = time.monotonic()
+    cluster.kill(leader)  # type: ignore[attr-defined]
+    new = cluster.wait_for_leader("orders", 0, not_in={leader},  # type: ignore[attr-defined]
+                                  timeout=SESSION_MS / 1000 + 10)
+    took = time.monotonic() - start
+    after = _state(cluster, "orders", 0)
+    assert int(after["leader"]) == new and new in before["isr"]  # type: ignore[call-overload, operator]
+    assert int(after["leader_epoch"]) > int(before["leader_epoch"])  # type: ignore[call-overload]
+    assert leader not in after["isr"]  # type: ignore[operator]
+    assert took < SESSION_MS / 1000 + 10
+
+
+def test_controller_killed_new_one_with_higher_epoch(cluster: object) -> None:
+    first = cluster.controller_id()  # type: ignore[attr-defined]
+    epoch = int(_zk_json(cluster, "/controller_epoch"))  # type: ignore[call-overload]
+    cluster.kill(first)  # type: ignore[attr-defined]
+    cluster_mod.wait_until(lambda: cluster.controller_id() != first,  # type: ignore[attr-defined]
+                           SESSION_MS / 1000 + 15, "a new controller")
+    assert int(_zk_json(cluster, "/controller_epoch")) > epoch  # type: ignore[call-overload]
+    second = _zk_json(cluster, "/controller")
+    assert isinstance(second, dict) and second["brokerid"] != first
+
+
+def test_paused_controller_is_deposed_and_its_epoch_refused(cluster: object) -> None:
+    _create(cluster, "t", partitions=3)
+    old = cluster.controller_id()  # type: ignore[attr-defined]
+    old_epoch = int(_zk_json(cluster, "/controller_epoch"))  # type: ignore[call-overload]
+    cluster.pause(old)  # type: ignore[attr-defined]
+    try:
+        cluster_mod.wait_until(
+            lambda: int(_zk_json(cluster, "/controller_epoch")) > old_epoch,  # type: ignore[call-overload]
+            SESSION_MS / 1000 * 3 + 15, "a new controller epoch")
+    finally:
+        cluster.resume(old)  # type: ignore[attr-defined]
+    new_epoch = int(_zk_json(cluster, "/controller_epoch"))  # type: ignore[call-overload]
+    new = _zk_json(cluster, "/controller")["brokerid"]  # type: ignore[index]
+    assert new != old
+    # a request carrying the deposed controller's epoch is refused by every live broker
+    from strom.cli.wire import WireConnection
+    from strom.protocol.errors import ErrorCode
+
+    for broker_id, broker in cluster.brokers.items():  # type: ignore[attr-defined]
+        with WireConnection(broker.bootstrap) as conn:
+            resp = conn.request(6, 8, controller_id=old, controller_epoch=old_epoch,
+                                broker_epoch=-1, topic_states=(), live_brokers=())  # fmt: skip
+        assert resp.error_code == ErrorCode.stale_controller_epoch, broker_id
+    # every broker's metadata agrees, and with the state the new controller wrote
+    def agreed() -> bool:
+        views = [_metadata_from(b, "t") for b in cluster.brokers.values()]  # type: ignore[attr-defined]
+        states = {p: _state(cluster, "t", p) for p in range(3)}
+        want = {p: (int(s["leader"]), int(s["leader_epoch"]), tuple(sorted(s["isr"])))  # type: ignore[call-overload, arg-type]
+                for p, s in states.items()}
+        return all(v == want for v in views)
+
+    cluster_mod.wait_until(agreed, 30, "every broker's metadata agrees with ZooKeeper")
+    assert int(_zk_json(cluster, "/controller_epoch")) == new_epoch  # the old one stood down
+
+
+def test_sigterm_moves_leadership_first(cluster: object) -> None:
+    _create(cluster, "s", partitions=3)
+    leaders = {p: int(_state(cluster, "s", p)["leader"]) for p in range(3)}  # type: ignore[call-overload]
+    victim = leaders[0]
+    start = time.monotonic()
+    assert cluster.stop(victim) == 0  # type: ignore[attr-defined]
+    took = time.monotonic() - start
+    for p in range(3):
+        state = _state(cluster, "s", p)
+        assert int(state["leader"]) != victim and victim not in state["isr"], (p, state)  # type: ignore[call-overload, operator]
+    assert took < 20
