@@ -20,7 +20,7 @@ from typing import Any
 from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
 
 from strom.cli.clients import add_client_options, admin_client, metadata
-from strom.cli.errors import CliError, describe_kafka_error, timeout, wait_for
+from strom.cli.errors import CliError, describe_kafka_error, wait_for
 from strom.cli.output import print_json
 
 ELECTION_NOT_NEEDED = 84
@@ -64,8 +64,9 @@ def elect_leaders(args: argparse.Namespace) -> int:
             raise CliError(f"topic {args.topic!r} has no partition {args.partition}")
         ids = [args.partition] if args.partition is not None else sorted(topic.partitions)
         partitions = [TopicPartition(args.topic, i) for i in ids]
-    future = admin.elect_leaders(election, partitions, request_timeout=timeout(),
-                                 operation_timeout=timeout())  # fmt: skip
+    # No request_timeout/operation_timeout: confluent-kafka 2.16's elect_leaders refuses both
+    # (a SystemError in its C argument parsing); wait_for bounds the wait instead.
+    future = admin.elect_leaders(election, partitions)
     results = wait_for(future, "leader election failed", args.bootstrap_server)
     done, not_needed, failed = [], [], []
     for tp, err in sorted(results.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
