@@ -4,35 +4,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from strom.testing.connect import ConnectWorkerProcess
-
-
-@pytest.fixture(scope="module")
-def worker(broker: Any, tmp_path_factory: pytest.TempPathFactory
-           ) -> Iterator[ConnectWorkerProcess]:
-    proc = ConnectWorkerProcess(tmp_path_factory.mktemp("worker"), broker.bootstrap)
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.stop()
-
-
-def wait_for(check: Callable[[], Any], what: str, timeout: float = 25.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+from tests.integration.connect_helpers import wait_for
 
 
 def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,7 @@ from confluent_kafka import Consumer, TopicPartition
 from strom.testing.connect import ConnectWorkerProcess
 from strom.testing.postgres import PostgresProcess, postgres_binaries
 from strom.testing.process import free_port
+from tests.integration.connect_helpers import wait_for
 
 sa = pytest.importorskip("sqlalchemy", reason="the jdbc extra (sqlalchemy) is not installed")
 pytest.importorskip("psycopg", reason="the jdbc extra (psycopg) is not installed")
@@ -31,26 +32,6 @@ def pg() -> Iterator[PostgresProcess]:
         yield proc
 
 
-@pytest.fixture(scope="module")
-def worker(broker: Any, tmp_path_factory: pytest.TempPathFactory
-           ) -> Iterator[ConnectWorkerProcess]:
-    proc = ConnectWorkerProcess(tmp_path_factory.mktemp("worker"), broker.bootstrap)
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.stop()
-
-
-def wait_for(check: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
 
 
 def sql(url: str, statement: str, **params: Any) -> list[tuple[Any, ...]]:
@@ -130,7 +111,7 @@ def test_postgres_incremental_source_and_upsert_sink(
             except sa.exc.ProgrammingError:  # not created by the sink yet
                 return []
 
-        assert wait_for(lambda: latest() == expected, "upserted rows")
+        assert wait_for(lambda: latest() == expected, "upserted rows", timeout=30.0)
     finally:
         reader.close()
         worker.request("DELETE", "/connectors/pg-source")
@@ -181,6 +162,6 @@ def test_unreachable_database_fails_then_restarts(worker: ConnectWorkerProcess,
             status = worker.request("GET", "/connectors/later/status")[1]
             assert status["connector"]["state"] == "RUNNING"
             wait_for(lambda: [t["state"] for t in worker.request(
-                "GET", "/connectors/later/status")[1]["tasks"]] == ["RUNNING"], "task RUNNING")
+                "GET", "/connectors/later/status")[1]["tasks"]] == ["RUNNING"], "task RUNNING", timeout=30.0)
     finally:
         worker.request("DELETE", "/connectors/later")

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -14,27 +12,7 @@ from strom.cli.main import main
 from strom.testing import BrokerProcess
 from strom.testing.connect import ConnectWorkerProcess
 from tests.integration.cli_helpers import assert_clean_error, strom
-
-
-@pytest.fixture(scope="module")
-def worker(broker: Any, tmp_path_factory: pytest.TempPathFactory
-           ) -> Iterator[ConnectWorkerProcess]:
-    proc = ConnectWorkerProcess(tmp_path_factory.mktemp("worker"), broker.bootstrap)
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.stop()
-
-
-def wait_for(check: Callable[[], Any], what: str, timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+from tests.integration.connect_helpers import wait_for
 
 
 def state(worker: ConnectWorkerProcess, name: str) -> tuple[str, list[str]]:
@@ -51,7 +29,7 @@ def sink_config(tmp_path: Path, topic: str, **extra: str) -> dict[str, str]:
 def test_root_and_plugins(worker: ConnectWorkerProcess, broker: BrokerProcess) -> None:
     status, body = worker.request("GET", "/")
     assert status == 200 and body["version"] and "commit" in body
-    wait_for(lambda: worker.request("GET", "/")[1]["kafka_cluster_id"], "cluster id")
+    wait_for(lambda: worker.request("GET", "/")[1]["kafka_cluster_id"], "cluster id", timeout=20.0)
     status, plugins = worker.request("GET", "/connector-plugins")
     assert status == 200
     assert {"class": "org.apache.kafka.connect.file.FileStreamSourceConnector",
@@ -161,7 +139,7 @@ def test_paused_sink_moves_no_data_until_resumed(
         assert out.read_text() == "before\n"
         time.sleep(0.1)
     assert worker.request("PUT", "/connectors/c7/resume") == (202, None)
-    wait_for(lambda: out.read_text() == "before\nwhile-paused\n", "record after resume")
+    wait_for(lambda: out.read_text() == "before\nwhile-paused\n", "record after resume", timeout=20.0)
     assert worker.request("DELETE", "/connectors/c7")[0] == 204
 
 
