@@ -85,7 +85,6 @@ def test_under_min_isr_shows_in_describe_and_fails_health(tmp_path: Path, topic_
         assert cli.lines("cluster", "health")[0] == "Healthy: true"
 
 
-@pytest.mark.skip(reason="a single node runs no controller yet and answers NOT_CONTROLLER (issue 9, session 15 note)")
 def test_elect_leaders(cli: Cli, topic_name: str) -> None:
     cli.ok("topic", "create", topic_name, "--partitions", "2")
     assert "--topic" in cli.fail("cluster", "elect-leaders", "--partition", "0")
@@ -99,7 +98,6 @@ def test_elect_leaders(cli: Cli, topic_name: str) -> None:
     assert out == [f"Valid replica already elected for partitions {topic_name}-0, {topic_name}-1"]
 
 
-@pytest.mark.skip(reason="a single node runs no controller yet and answers NOT_CONTROLLER (issue 9, session 15 note)")
 def test_reassign_generate_execute_verify(cli: Cli, topic_name: str, tmp_path: Path) -> None:
     cli.ok("topic", "create", topic_name, "--partitions", "3")
     move = tmp_path / "move.json"

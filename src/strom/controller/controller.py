@@ -38,16 +38,20 @@ from strom.controller.channel import ChannelManager, ConnectionFactory, LocalCal
 from strom.controller.context import TP, ControllerContext, LiveBroker, TopicDoc, offline_election
 from strom.controller.partitions import ControllerMovedError, PartitionStates
 from strom.metadata.store import (
+    CheckOp,
     MetadataStore,
+    MultiError,
     NodeExistsError,
     NoNodeError,
     SessionLostError,
     SessionState,
+    SetOp,
     StoreError,
     WatchEvent,
 )
 from strom.metadata.zk_model import (
     BROKER_IDS_PATH,
+    CONTROLLER_EPOCH_PATH,
     DELETE_TOPICS_PATH,
     TOPIC_CONFIGS_PATH,
     TOPICS_PATH,
@@ -282,6 +286,18 @@ class Controller:
     def states(self) -> PartitionStates:
         ctx, _ = self._context()
         return PartitionStates(self.store, ctx)
+
+    async def write_topic(self, topic: str) -> None:
+        """Write ``topic``'s document from the context (a reassignment), fenced by the
+        controller epoch (ControllerMovedError when another controller holds the office)."""
+        ctx, _ = self._context()
+        try:
+            await self.store.multi([CheckOp(CONTROLLER_EPOCH_PATH, ctx.epoch_version),
+                                    SetOp(topic_path(topic), ctx.topics[topic].to_json())])  # fmt: skip
+        except MultiError as exc:
+            if exc.index == 0:
+                raise ControllerMovedError(str(exc)) from None
+            raise
 
     # failover ----------------------------------------------------------------------------------
     async def _failover(self) -> None:

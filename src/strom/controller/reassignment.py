@@ -24,8 +24,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from strom.controller.context import TP, ControllerContext, reassignment_election
-from strom.metadata.store import CheckOp, MultiError, SetOp
-from strom.metadata.zk_model import CONTROLLER_EPOCH_PATH, PartitionState, topic_path
+from strom.metadata.zk_model import PartitionState
 from strom.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -50,19 +49,6 @@ def target(ctx: ControllerContext, tp: TP) -> list[int]:
 def in_progress(ctx: ControllerContext, tp: TP) -> bool:
     doc = ctx.topics.get(tp[0])
     return doc is not None and (tp[1] in doc.adding or tp[1] in doc.removing)
-
-
-async def _write_doc(controller: Controller, topic: str) -> None:
-    ctx, _ = controller._context()
-    try:
-        await controller.store.multi([CheckOp(CONTROLLER_EPOCH_PATH, ctx.epoch_version),
-                                      SetOp(topic_path(topic), ctx.topics[topic].to_json())])  # fmt: skip
-    except MultiError as exc:
-        from strom.controller.partitions import ControllerMovedError
-
-        if exc.index == 0:
-            raise ControllerMovedError(str(exc)) from None
-        raise
 
 
 async def alter(controller: Controller, wanted: dict[TP, list[int] | None]) -> dict[TP, Outcome]:
@@ -97,7 +83,7 @@ async def alter(controller: Controller, wanted: dict[TP, list[int] | None]) -> d
         results[tp] = (ErrorCode.none, None)
         log.info("controller: reassigning %s-%d from %s to %s", *tp, ors, trs)
     for topic in sorted({tp[0] for tp in started}):
-        await _write_doc(controller, topic)
+        await controller.write_topic(topic)
     states = controller.states()
     batch = controller.batch()
     bump = states.elect(lambda tp, s: (s.leader, tuple(s.isr)) if ctx.live(s.leader) else None)
@@ -157,7 +143,7 @@ async def check(controller: Controller, tps: Iterable[TP]) -> None:
         return PartitionState(picked[0], s.leader_epoch + 1, picked[1], ctx.epoch, 0)
 
     for topic in sorted({tp[0] for tp in ready}):
-        await _write_doc(controller, topic)
+        await controller.write_topic(topic)
     await states.update(ready, move, batch)
     for tp in ready:
         batch.add_stop_replica(removed[tp], tp, delete=True)

@@ -28,7 +28,8 @@ from strom.broker import dispatch
 from strom.broker.broker import Service, register_service
 from strom.broker.context import RequestContext
 from strom.broker.interbroker.connection import BrokerConnection, BrokerConnectionError
-from strom.controller import election, requests
+from strom.broker.local_leadership import local_controller_active
+from strom.controller import election, requests, single_node
 from strom.controller.controller import Controller, ControllerSettings, NotControllerError
 from strom.metadata.store import MetadataStore, NoNodeError, StoreError
 from strom.metadata.zk_model import BrokerRegistration, broker_path
@@ -73,6 +74,15 @@ def active_controller(broker: Broker) -> Controller | None:
     """This broker's controller if it is the active one, else None (answer NOT_CONTROLLER)."""
     found = broker.extensions.get(EXTENSION)
     return found if isinstance(found, Controller) and found.active else None
+
+
+def admin_controller(broker: Broker) -> Controller | None:
+    """The controller serving ElectLeaders and the reassignment APIs: the active one, or on a
+    single node (it leads itself, :mod:`strom.broker.local_leadership`) its stand-in
+    (:mod:`strom.controller.single_node`); None elsewhere (answer NOT_CONTROLLER)."""
+    if local_controller_active(broker):
+        return single_node.controller_for(broker)
+    return active_controller(broker)
 
 
 class ControllerService(Service):

@@ -1,7 +1,8 @@
 """AlterPartitionReassignments (key 45, v0-1): start, change or cancel (null replicas)
 partition moves (:mod:`strom.controller.reassignment`).
 
-Served by the active controller (NOT_CONTROLLER elsewhere). Per partition: NONE once the move
+Served by the active controller, or a single node's own (:mod:`strom.controller.single_node`)
+(NOT_CONTROLLER elsewhere). Per partition: NONE once the move
 is recorded (it completes in the background), UNKNOWN_TOPIC_OR_PARTITION,
 INVALID_REPLICA_ASSIGNMENT (empty, duplicate or dead brokers), NO_REASSIGNMENT_IN_PROGRESS
 for a cancellation with nothing to cancel; v1 with ``allow_replication_factor_change`` false
@@ -17,7 +18,7 @@ from strom.broker.context import RequestContext
 from strom.controller import reassignment
 from strom.controller.context import TP
 from strom.controller.controller import Controller, NotControllerError
-from strom.controller.service import active_controller
+from strom.controller.service import admin_controller
 from strom.protocol.errors import ErrorCode
 
 API_KEY = 45
@@ -51,7 +52,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             wanted[(t.name, int(p.partition_index))] = (
                 None if p.replicas is None else [int(b) for b in p.replicas])
     allow = bool(getattr(request, "allow_replication_factor_change", True))
-    controller = active_controller(ctx.broker)
+    controller = admin_controller(ctx.broker)
     try:
         if controller is None:
             raise NotControllerError("not the controller")

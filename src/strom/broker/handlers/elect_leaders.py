@@ -1,6 +1,7 @@
 """ElectLeaders (key 43, v0-2): preferred (0) or unclean (1) leader election on request.
 
-Served by the active controller (NOT_CONTROLLER elsewhere: top-level from v1, per partition in
+Served by the active controller, or a single node's own (:mod:`strom.controller.single_node`)
+(NOT_CONTROLLER elsewhere: top-level from v1, per partition in
 v0). Null ``topic_partitions`` means every partition (for a preferred election: every one not
 led by its preferred replica). Per partition: NONE, ELECTION_NOT_NEEDED (already led by the
 preferred replica, or, for unclean, by a live leader), PREFERRED_LEADER_NOT_AVAILABLE,
@@ -17,7 +18,7 @@ from strom.broker.context import RequestContext
 from strom.controller import requests
 from strom.controller.context import TP
 from strom.controller.controller import NotControllerError
-from strom.controller.service import active_controller
+from strom.controller.service import admin_controller
 from strom.protocol.errors import ErrorCode
 
 API_KEY = 43
@@ -43,7 +44,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     wanted: list[TP] | None = None
     if request.topic_partitions is not None:
         wanted = [(t.topic, int(p)) for t in request.topic_partitions for p in t.partitions]
-    controller = active_controller(ctx.broker)
+    controller = admin_controller(ctx.broker)
     try:
         if controller is None:
             raise NotControllerError("not the controller")

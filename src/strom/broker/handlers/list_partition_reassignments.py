@@ -1,7 +1,8 @@
 """ListPartitionReassignments (key 46, v0): the partition moves in flight, with their full
 replica list and the replicas being added and removed.
 
-Served by the active controller (NOT_CONTROLLER elsewhere). Null ``topics`` lists every move;
+Served by the active controller, or a single node's own (:mod:`strom.controller.single_node`)
+(NOT_CONTROLLER elsewhere). Null ``topics`` lists every move;
 a named partition that is not moving (or does not exist) is left out, as in Kafka.
 """
 
@@ -14,7 +15,7 @@ from strom.broker.context import RequestContext
 from strom.controller import reassignment
 from strom.controller.context import TP
 from strom.controller.controller import Controller, NotControllerError
-from strom.controller.service import active_controller
+from strom.controller.service import admin_controller
 from strom.protocol.errors import ErrorCode
 
 API_KEY = 46
@@ -30,7 +31,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     wanted: list[TP] | None = None
     if request.topics is not None:
         wanted = [(t.name, int(p)) for t in request.topics for p in t.partition_indexes]
-    controller = active_controller(ctx.broker)
+    controller = admin_controller(ctx.broker)
     try:
         if controller is None:
             raise NotControllerError("not the controller")

@@ -1,0 +1,172 @@
+"""The controller's admin requests on a single node: ElectLeaders, AlterPartitionReassignments,
+ListPartitionReassignments.
+
+A single node (the embedded store, no ``zookeeper.connect``) runs no :class:`Controller`: it
+leads every partition it hosts itself (:mod:`strom.broker.local_leadership`) and names itself the
+controller in Metadata and DescribeCluster. So that these admin APIs answer as Kafka's do against
+one broker, :class:`SingleNodeController` stands in for the active controller: a
+:class:`Controller` whose context is built, for each request, from this broker alone (itself the
+only live broker, at its broker epoch; the topic registry's assignment of every partition hosted
+here; each partition's leader, leader epoch, ISR and partition epoch from the replica manager),
+on which the handlers run the controller's own functions
+(:func:`strom.controller.requests.elect_leaders`, :func:`strom.controller.reassignment.alter`,
+:func:`~strom.controller.reassignment.ongoing`). The rules are the controller's; none is
+restated here.
+
+On one broker those functions find nothing to hand over: the only live replica already leads
+with ISR [itself]. So a preferred or unclean election answers ELECTION_NOT_NEEDED, a
+reassignment to [this broker] completes within the request (its target is in the ISR), and one
+naming another broker is refused (INVALID_REPLICA_ASSIGNMENT: not live). What they write is
+applied as follows (:class:`_LocalStates`, :meth:`SingleNodeController.write_topic`):
+
+* a partition state keeping its leader and ISR is taken into the request's context only: the
+  broker keeps LocalLeadership's leader epoch (bumping it would hand nothing over, and
+  LocalLeadership starts at the same epoch after a restart, so it must never move);
+* a state moving the leader or the ISR is refused (no broker could take it);
+* a topic document whose assignment changed is written in the topic registry's format (only
+  possible for a partition assigned to brokers that are gone, moved back to this one).
+
+The requests a controller would send are not sent: they would tell this broker what it does.
+Requests run one at a time, as controller events do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from strom.broker.local_leadership import LOCAL_CONTROLLER_EPOCH
+from strom.controller.batch import RequestBatch
+from strom.controller.context import ControllerContext, LeaderIsr, LiveBroker, TopicDoc
+from strom.controller.controller import Controller, NotControllerError
+from strom.controller.partitions import PartitionStates
+from strom.metadata.topics import TopicInfo, topic_document
+from strom.metadata.zk_model import BrokerRegistration, Endpoint, PartitionState, topic_path
+
+if TYPE_CHECKING:
+    from strom.broker.broker import Broker
+    from strom.controller.channel import ChannelManager
+    from strom.controller.context import TP
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+EXTENSION = "single_node_controller"
+
+
+async def _no_local_call(api_key: int, api_version: int, request: Any) -> Any:
+    raise AssertionError("a single node's controller sends no requests")
+
+
+class _LocalStates(PartitionStates):
+    """Partition-state writes of one request on a single node (see the module docstring)."""
+
+    async def write(self, tp: TP, new: PartitionState, version: int) -> LeaderIsr | None:
+        current = self.ctx.states.get(tp)
+        if current is None or current.version != version:
+            return None
+        old = current.state
+        if new.leader != old.leader or set(new.isr) != set(old.isr):
+            log.warning("partition %s-%d: a single node cannot move leader %d ISR %s to %d %s",
+                        tp[0], tp[1], old.leader, list(old.isr), new.leader, list(new.isr))  # fmt: skip
+            return None
+        self.ctx.states[tp] = written = LeaderIsr(old, version)
+        return written
+
+
+class SingleNodeController(Controller):
+    """The controller of a single node's admin requests (see the module docstring)."""
+
+    def __init__(self, broker: Broker) -> None:
+        super().__init__(broker.store, broker.node_id, _no_local_call)
+        self.broker = broker
+        self._lock = asyncio.Lock()
+
+    @property
+    def active(self) -> bool:
+        return True
+
+    @property
+    def epoch(self) -> int:
+        return LOCAL_CONTROLLER_EPOCH
+
+    async def start(self) -> None:
+        """Nothing to stand for: a single node always holds the office."""
+
+    async def stop(self) -> None:
+        """Nothing runs between requests."""
+
+    def call(self, fn: Callable[[], Awaitable[T]]) -> asyncio.Future[T]:
+        """Run ``fn`` on a context of this broker, one request at a time."""
+        return asyncio.ensure_future(self._serialized(fn))
+
+    async def _serialized(self, fn: Callable[[], Awaitable[T]]) -> T:
+        async with self._lock:
+            self.ctx = self._build()
+            try:
+                return await fn()
+            finally:
+                self.ctx = None
+
+    def _build(self) -> ControllerContext:
+        broker = self.broker
+        me = broker.node_id
+        host, port = broker.advertised
+        registration = BrokerRegistration(me, (Endpoint("PLAINTEXT", host, port),),
+                                          rack=broker.config.get("broker.rack"))  # fmt: skip
+        ctx = ControllerContext(epoch=LOCAL_CONTROLLER_EPOCH)
+        ctx.brokers[me] = LiveBroker(registration, int(getattr(broker, "broker_epoch", -1)))
+        hosted: dict[str, dict[int, LeaderIsr]] = {}
+        for (topic, index), part in broker.replicas.partitions.items():
+            if part.leader_id < 0:
+                continue
+            state = PartitionState(part.leader_id, part.leader_epoch, tuple(part.isr),
+                                   LOCAL_CONTROLLER_EPOCH)  # fmt: skip
+            hosted.setdefault(topic, {})[index] = LeaderIsr(state, part.partition_epoch)
+        for info in broker.topics:
+            found = hosted.get(info.name)
+            if not found:
+                continue  # being created or deleted: not a partition of this broker yet / now
+            assignment = {p: list(r) for p, r in info.replicas.items() if p in found}
+            ctx.topics[info.name] = TopicDoc(info.name, info.topic_id, assignment)
+            for p in assignment:
+                ctx.states[(info.name, p)] = found[p]
+        return ctx
+
+    def _context(self) -> tuple[ControllerContext, ChannelManager]:
+        if self.ctx is None:
+            raise NotControllerError("a single node's controller works within a request only")
+        return self.ctx, None  # type: ignore[return-value]  # nothing is ever sent
+
+    def batch(self) -> RequestBatch:
+        ctx, _ = self._context()
+        return RequestBatch(ctx, self.broker_id)
+
+    def send(self, batch: RequestBatch) -> None:
+        """The batch could only tell this broker what it already does: dropped."""
+
+    def states(self) -> PartitionStates:
+        ctx, _ = self._context()
+        return _LocalStates(self.store, ctx)
+
+    async def write_topic(self, topic: str) -> None:
+        ctx, _ = self._context()
+        doc = ctx.topics[topic]
+        info = self.broker.topics.get(topic)
+        if info is None:
+            return
+        replicas = {**info.replicas, **{p: list(r) for p, r in doc.assignment.items()}}
+        if replicas == info.replicas:
+            return
+        log.info("topic %s: assignment %s -> %s", topic, info.replicas, replicas)
+        moved = TopicInfo(topic, info.topic_id, replicas, info.configs)
+        await self.store.set(topic_path(topic), topic_document(moved))
+
+
+def controller_for(broker: Broker) -> SingleNodeController:
+    """This single node's stand-in controller (made at the first admin request)."""
+    found = broker.extensions.get(EXTENSION)
+    if not isinstance(found, SingleNodeController):
+        found = broker.extensions[EXTENSION] = SingleNodeController(broker)
+    return found
