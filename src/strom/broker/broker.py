@@ -32,7 +32,6 @@ from strom.metadata.embedded import EmbeddedStore
 from strom.metadata.store import MetadataStore
 from strom.metadata.topics import TopicInfo, TopicRegistry
 from strom.metadata.zk_model import BrokerRegistration, Endpoint
-from strom.protocol.errors import ErrorCode, KafkaError
 from strom.storage import file_handles
 from strom.storage.flusher import Flusher
 from strom.storage.log_manager import LogManager
@@ -114,9 +113,8 @@ class Broker:
         self.producer_ids = ProducerIdManager(self.store, self.node_id)
         dispatch.load_handlers()
         replication.start(self)  # leaders and followers before any service appends
-        # Registered before the services start, as Kafka does: the controller (a service) and
-        # the coordinators creating internal topics through it need this broker among the live.
-        # Peers that connect before the listener is up retry.
+        # Registered before the services start, as Kafka does: the controller (a service)
+        # needs this broker among the live. Peers that connect before the listener is up retry.
         self.membership = BrokerMembership(self.store, self._registration(),
                                            self._session_timeout_ms())  # fmt: skip
         await self.membership.register()
@@ -176,6 +174,9 @@ class Broker:
                 await service.stop()
             except Exception:
                 log.exception("error stopping %s", type(service).__name__)
+        creating = self.extensions.get("internal_topics")
+        if creating is not None:  # internal topics being created (strom.broker.internal_topics)
+            await creating.close()
         if hasattr(self, "replicas"):
             await replication.stop(self)
         if hasattr(self, "lifecycle"):
@@ -214,22 +215,6 @@ class Broker:
             return await admin.create_registered(self, name, partitions, replication_factor,
                                                  configs)  # fmt: skip
         return await self.lifecycle.create(name, partitions, configs)
-
-    async def ensure_internal_topic(self, name: str, partitions: int, segment_bytes: int) -> TopicInfo:
-        """An internal compacted topic (``__consumer_offsets``, ``__transaction_state``), created
-        with ``partitions`` on first start; an existing one is kept as it is."""
-        info = self.topics.get(name)
-        if info is not None:
-            return info
-        configs = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)}
-        rf = int(self.config.get(_INTERNAL_RF.get(name, ""), None) or 1)
-        try:
-            return await self.create_topic(name, partitions, rf, configs)
-        except KafkaError as exc:  # another broker of the cluster made it meanwhile
-            info = self.topics.get(name)
-            if exc.error_code is not ErrorCode.topic_already_exists or info is None:
-                raise
-            return info
 
     def _topic_overrides(self, topic: str) -> dict[str, str]:
         info = self.topics.get(topic)
@@ -318,9 +303,6 @@ class Broker:
         path.write_text(f"version=1\ncluster.id={cluster_id}\nnode.id={self.node_id}\n")
 
 
-#: the replication factor of each internal topic (capped to the live brokers in a cluster)
-_INTERNAL_RF = {"__consumer_offsets": "offsets.topic.replication.factor",
-                "__transaction_state": "transaction.state.log.replication.factor"}  # fmt: skip
 ServiceFactory = Callable[[Broker], Service]
 _BUILTIN_SERVICE_MODULES = ("strom.broker.log_cleaner",)
 _SERVICE_FACTORIES: list[ServiceFactory] = []

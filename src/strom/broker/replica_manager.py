@@ -17,12 +17,18 @@ High watermarks persist in ``<data dir>/replication-offset-checkpoint`` (Kafka's
 from it (not from its log end, which may hold records never committed).
 
 Appends and HW moves wake long-polling fetchers through the purgatory (key (topic, partition)).
+
+Leadership listeners (:meth:`ReplicaManager.on_leadership`, Kafka's ``onLeadershipChange``:
+the group and transaction coordinators) hear ``(topic, partition, leading)`` when this broker
+starts leading a partition (``True``, after the partition is a leader) and when it stops
+(``False``: it became a follower, or the replica was stopped). A listener's error is logged and
+does not fail the LeaderAndIsr.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from strom.broker.delayed_produce import DelayedProducePurgatory
@@ -43,6 +49,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 HW_CHECKPOINT_FILE = "replication-offset-checkpoint"
 TopicPartition = tuple[str, int]
+LeadershipListener = Callable[[str, int, bool], None]
 
 
 class ReplicaManager:
@@ -59,6 +66,21 @@ class ReplicaManager:
         self.isr_changes: IsrChangeManager | None = None
         self._hw_written: dict[TopicPartition, int] = {}
         self._deleted: list[Log] = []
+        self._listeners: list[LeadershipListener] = []
+
+    # --- leadership listeners ------------------------------------------------------------------
+
+    def on_leadership(self, listener: LeadershipListener) -> None:
+        """Call ``listener(topic, partition, leading)`` at every change of this broker's
+        leadership of a partition (see the module docstring)."""
+        self._listeners.append(listener)
+
+    def _leadership_changed(self, topic: str, index: int, leading: bool) -> None:
+        for listener in self._listeners:
+            try:
+                listener(topic, index, leading)
+            except Exception:
+                log.exception("leadership listener failed for %s-%d", topic, index)
 
     # --- lookups -------------------------------------------------------------------------------
 
@@ -176,6 +198,7 @@ class ReplicaManager:
         isr = tuple(int(r) for r in state.isr)
         leader = int(state.leader)
         if leader == self.node_id:
+            was_leader = part.is_leader
             if self.fetchers is not None:
                 self.fetchers.remove(key)
             if part.make_leader(leader_epoch, int(state.partition_epoch), replicas, isr,
@@ -183,6 +206,8 @@ class ReplicaManager:
                 log.debug("became leader of %s-%d at epoch %d (isr %s, end offset %d)",
                          topic, index, leader_epoch, list(isr), log_.log_end_offset)  # fmt: skip
             self._hw_moved(part)
+            if not was_leader:
+                self._leadership_changed(topic, index, True)
         else:
             was_leader = part.is_leader
             if part.make_follower(leader, leader_epoch, int(state.partition_epoch), replicas,
@@ -193,6 +218,7 @@ class ReplicaManager:
                     self.fetchers.add(key, leader, leader_epoch)
             if was_leader:
                 self.delayed.fail_all(key, ErrorCode.not_leader_or_follower)
+                self._leadership_changed(topic, index, False)
             self.purgatory.notify(key)
         return ErrorCode.none
 
@@ -207,6 +233,8 @@ class ReplicaManager:
             self.fetchers.remove(key)
         self.partitions.pop(key, None)
         self.delayed.fail_all(key, ErrorCode.not_leader_or_follower)
+        if part is not None and part.is_leader:
+            self._leadership_changed(topic, index, False)
         if delete:
             found = self.logs.detach(topic, index)
             if found is not None:

@@ -28,6 +28,7 @@ from strom.broker.group.membership import Membership
 from strom.broker.group.model import (
     Group,
     GroupState,
+    JoinResult,
     Member,
     OffsetEntry,
     SyncCallback,
@@ -65,8 +66,13 @@ class GroupCoordinator(Membership, OffsetOps):
         else:
             self._loaded_meta[k.group] = None if value is None else rec.decode_group_value(value)
 
-    def finish_loading(self) -> None:
+    def finish_loading(self, partition: int | None = None) -> None:
+        """Build the groups replayed since loading began; with ``partition`` only that
+        partition's (a marker replayed there may name other partitions' groups, which their
+        own partition's log has), which this coordinator then owns."""
         for gid in set(self._loaded_meta) | set(self._loaded_offsets):
+            if partition is not None and self.partition_for(gid) != partition:
+                continue
             meta = self._loaded_meta.get(gid)
             offsets = self._loaded_offsets.get(gid) or {}
             if meta is None and not offsets:
@@ -93,7 +99,39 @@ class GroupCoordinator(Membership, OffsetOps):
         self._loaded_meta.clear()
         self._loaded_offsets.clear()
         self.loading = False
-        log.info("group coordinator loaded %d groups", len(self.groups))
+        if partition is None:
+            log.info("group coordinator loaded %d groups", len(self.groups))
+        elif self.owned is not None:
+            self.owned.add(partition)
+
+    def unload_partition(self, partition: int) -> None:
+        """This broker stopped leading ``partition``: forget its groups (timers cancelled,
+        waiting JoinGroup/SyncGroup answered NOT_COORDINATOR, so their members find the new
+        coordinator) and their pending transactional offsets (Kafka's onResignation)."""
+        if self.owned is not None:
+            self.owned.discard(partition)
+        dropped = 0
+        for gid, group in list(self.groups.items()):
+            if self.partition_for(gid) != partition:
+                continue
+            for timer in (group.join_timer, group.sync_timer, *group.pending_members.values()):
+                cancel(timer)
+            for member in group.members.values():
+                cancel(member.heartbeat_timer)
+                join, member.join_callback = member.join_callback, None
+                sync, member.sync_callback = member.sync_callback, None
+                if join is not None:
+                    join(JoinResult(E.not_coordinator, member.member_id))
+                if sync is not None:
+                    sync(SyncResult(E.not_coordinator))
+            del self.groups[gid]
+            dropped += 1
+        for pid, pending in list(self.pending_txn_offsets.items()):
+            for key in [k for k in pending if self.partition_for(k[0]) == partition]:
+                del pending[key]
+            if not pending:
+                del self.pending_txn_offsets[pid]
+        log.info("group coordinator unloaded %d groups of partition %d", dropped, partition)
 
     # SyncGroup -------------------------------------------------------------------------------
     def sync(
@@ -104,8 +142,8 @@ class GroupCoordinator(Membership, OffsetOps):
         def fail(code: ErrorCode) -> None:
             callback(SyncResult(code))
 
-        if self.loading:
-            return fail(E.coordinator_load_in_progress)
+        if (code := self.not_here(group_id)) is not None:
+            return fail(code)
         group = self.groups.get(group_id)
         if group is None:
             return fail(E.unknown_member_id)
@@ -161,8 +199,8 @@ class GroupCoordinator(Membership, OffsetOps):
     def heartbeat(
         self, group_id: str, member_id: str, instance_id: str | None, generation: int
     ) -> ErrorCode:
-        if self.loading:
-            return E.coordinator_load_in_progress
+        if (code := self.not_here(group_id)) is not None:
+            return code
         group = self.groups.get(group_id)
         if group is None:
             return E.unknown_member_id
@@ -185,8 +223,8 @@ class GroupCoordinator(Membership, OffsetOps):
     def leave(
         self, group_id: str, leaving: list[tuple[str, str | None]]
     ) -> tuple[ErrorCode, list[ErrorCode]]:
-        if self.loading:
-            return E.coordinator_load_in_progress, [E.coordinator_load_in_progress] * len(leaving)
+        if (code := self.not_here(group_id)) is not None:
+            return code, [code] * len(leaving)
         group = self.groups.get(group_id)
         if group is None:
             return E.none, [E.unknown_member_id] * len(leaving)

@@ -37,8 +37,8 @@ class Membership(Rebalancer):
         cfg = self.config
         if not group_id:
             return fail(E.invalid_group_id)
-        if self.loading:
-            return fail(E.coordinator_load_in_progress)
+        if (code := self.not_here(group_id)) is not None:
+            return fail(code)
         if not cfg.min_session_timeout_ms <= session_timeout_ms <= cfg.max_session_timeout_ms:
             return fail(E.invalid_session_timeout)
         group = self.groups.get(group_id)

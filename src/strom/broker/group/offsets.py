@@ -46,8 +46,8 @@ class OffsetOps(Rebalancer):
         def every(code: ErrorCode) -> dict[TopicPartition, ErrorCode]:
             return {tp: code for tp in offsets}
 
-        if self.loading:
-            return every(E.coordinator_load_in_progress)
+        if (code := self.not_here(group_id)) is not None:
+            return every(code)
         group = self.groups.get(group_id)
         if group is None:
             if generation >= 0:
@@ -110,8 +110,8 @@ class OffsetOps(Rebalancer):
         def every(code: ErrorCode) -> dict[TopicPartition, ErrorCode]:
             return {tp: code for tp in offsets}
 
-        if self.loading:
-            return every(E.coordinator_load_in_progress)
+        if (code := self.not_here(group_id)) is not None:
+            return every(code)
         group = self.groups.get(group_id)
         if group is not None and group.state is GroupState.DEAD:
             return every(E.coordinator_not_available)
@@ -175,8 +175,8 @@ class OffsetOps(Rebalancer):
     ) -> dict[TopicPartition, OffsetEntry | None]:
         """Committed offsets (None = nothing committed); all of the group's if ``partitions``
         is None."""
-        if self.loading:
-            raise KafkaError(E.coordinator_load_in_progress)
+        if (code := self.not_here(group_id)) is not None:
+            raise KafkaError(code)
         group = self.groups.get(group_id)
         stored = group.offsets if group is not None and group.state is not GroupState.DEAD else {}
         if partitions is None:
@@ -186,8 +186,8 @@ class OffsetOps(Rebalancer):
     def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
         result: dict[str, ErrorCode] = {}
         for gid in group_ids:
-            if self.loading:
-                result[gid] = E.coordinator_load_in_progress
+            if (code := self.not_here(gid)) is not None:
+                result[gid] = code
                 continue
             group = self.groups.get(gid)
             if group is None or group.state is GroupState.DEAD:
@@ -212,8 +212,8 @@ class OffsetOps(Rebalancer):
     def delete_offsets(
         self, group_id: str, partitions: list[TopicPartition]
     ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
-        if self.loading:
-            return E.coordinator_load_in_progress, {}
+        if (code := self.not_here(group_id)) is not None:
+            return code, {}
         group = self.groups.get(group_id)
         if group is None or group.state is GroupState.DEAD:
             return E.group_id_not_found, {}

@@ -81,6 +81,9 @@ class Rebalancer:
         self._append = append
         self.groups: dict[str, Group] = {}
         self.loading = True
+        # the partitions of __consumer_offsets whose groups this coordinator serves (it leads
+        # them and loaded them); None: every partition (a single coordinator, unit tests)
+        self.owned: set[int] | None = None
         # filled by GroupCoordinator.replay while loading, emptied by finish_loading
         self._loaded_meta: dict[str, rec.GroupValue | None] = {}
         self._loaded_offsets: dict[str, dict[tuple[str, int], OffsetEntry]] = {}
@@ -95,6 +98,16 @@ class Rebalancer:
     # persistence -----------------------------------------------------------------------------
     def partition_for(self, group_id: str) -> int:
         return rec.partition_for(group_id, self.config.offsets_partitions)
+
+    def not_here(self, group_id: str) -> ErrorCode | None:
+        """COORDINATOR_LOAD_IN_PROGRESS while loading, NOT_COORDINATOR for a group of a
+        partition this coordinator does not own, else None (Kafka's checks before every
+        group operation)."""
+        if self.loading:
+            return E.coordinator_load_in_progress
+        if self.owned is not None and self.partition_for(group_id) not in self.owned:
+            return E.not_coordinator
+        return None
 
     def append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
         if records:
@@ -146,8 +159,8 @@ class Rebalancer:
         )  # fmt: skip
 
     def get_group(self, group_id: str) -> Group | None:
-        if self.loading:
-            raise KafkaError(E.coordinator_load_in_progress)
+        if (code := self.not_here(group_id)) is not None:
+            raise KafkaError(code)
         return self.groups.get(group_id)
 
     # heartbeats ------------------------------------------------------------------------------

@@ -1,11 +1,17 @@
 """The group coordinator as a broker service: ``__consumer_offsets``, timers, loading.
 
-At start-up the internal topic ``__consumer_offsets`` is created if missing
-(``offsets.topic.num.partitions`` partitions, ``cleanup.policy=compact``, ``segment.bytes`` from
-``offsets.topic.segment.bytes``), then every partition is replayed into the coordinator before
-the broker listens. Records are appended as ordinary record batches (no compression, CreateTime)
-straight to the partition logs. Timers are the event loop's ``call_later``; expired offsets are
-swept every ``offsets.retention.check.interval.ms``.
+``__consumer_offsets`` is created by the first FindCoordinator of a group
+(:mod:`strom.broker.internal_topics`), not here. The coordinator serves the groups of the
+partitions this broker leads (Kafka's onElection / onResignation, through the replica manager's
+leadership listener): when it becomes a partition's leader, the partition's log is replayed into
+the coordinator (synchronously, so no request sees it half loaded); when it stops leading it,
+that partition's groups are dropped, and their requests here get NOT_COORDINATOR. At start-up
+the partitions already led (a single node leads what it hosts) are loaded before the broker
+listens. Records are appended as ordinary record batches (no compression, CreateTime) to the
+partition as its leader; a handler that must not answer before they are replicated awaits
+:func:`wait_replicated` (offset commits: Kafka's ``offsets.commit.required.acks=-1``). Timers are
+the event loop's ``call_later``; expired offsets are swept every
+``offsets.retention.check.interval.ms``.
 
 Handlers reach the coordinator with :func:`coordinator_of` and turn its callbacks into awaits
 with :func:`wait_for_callback`.
@@ -18,6 +24,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from strom.broker import internal_topics
 from strom.broker.broker import Service, register_service
 from strom.broker.group.coordinator import CoordinatorConfig, GroupCoordinator
 from strom.protocol import record_batch as rb
@@ -29,7 +36,7 @@ if TYPE_CHECKING:
     from strom.broker.broker import Broker
 
 log = logging.getLogger(__name__)
-OFFSETS_TOPIC = "__consumer_offsets"
+OFFSETS_TOPIC = internal_topics.OFFSETS_TOPIC
 EXTENSION = "group_coordinator"
 T = TypeVar("T")
 
@@ -55,11 +62,9 @@ class GroupService(Service):
     async def start(self) -> None:
         broker = self.broker
         cfg = broker.config
-        info = await broker.ensure_internal_topic(
-            OFFSETS_TOPIC, cfg.get_int("offsets.topic.num.partitions"), cfg.get_int("offsets.topic.segment.bytes")
-        )
+        partitions = internal_topics.partition_count(broker, OFFSETS_TOPIC)
         config = CoordinatorConfig(
-            offsets_partitions=info.partition_count,
+            offsets_partitions=partitions,
             initial_rebalance_delay_ms=cfg.get_int("group.initial.rebalance.delay.ms"),
             min_session_timeout_ms=cfg.get_int("group.min.session.timeout.ms"),
             max_session_timeout_ms=cfg.get_int("group.max.session.timeout.ms"),
@@ -69,8 +74,18 @@ class GroupService(Service):
         )
         self.coordinator = GroupCoordinator(config, broker.clock, AsyncioTimers(), self._append)
         self.coordinator.append_txn = self._append_txn
+        self.coordinator.owned = set()
         broker.extensions[EXTENSION] = self
-        self._load(info.partition_count)
+        broker.replicas.on_leadership(self._leadership)
+        loaded = 0
+        for partition in range(partitions):
+            part = broker.replicas.partitions.get((OFFSETS_TOPIC, partition))
+            if part is not None and part.is_leader:
+                self._load(partition)
+                loaded += 1
+        self.coordinator.loading = False
+        log.info("group coordinator: loaded %d partitions of %s, %d groups", loaded,
+                 OFFSETS_TOPIC, len(self.coordinator.groups))  # fmt: skip
         interval = max(cfg.get_int("offsets.retention.check.interval.ms"), 100) / 1000.0
         broker.every(interval, self._expire)
 
@@ -90,14 +105,24 @@ class GroupService(Service):
                 if member.heartbeat_timer is not None:
                     member.heartbeat_timer.cancel()
 
-    def _load(self, partitions: int) -> None:
+    def _leadership(self, topic: str, partition: int, leading: bool) -> None:
+        coord = self.coordinator
+        if topic != OFFSETS_TOPIC or coord is None or partition >= coord.config.offsets_partitions:
+            return
+        if leading:
+            self._load(partition)
+        else:
+            coord.unload_partition(partition)
+
+    def _load(self, partition: int) -> None:
+        """Replay ``partition`` of ``__consumer_offsets`` (this broker now leads it) up to its
+        log end, as Kafka's loadGroupsForPartition; its groups are served from then on."""
         coord = self.coordinator
         assert coord is not None
         count = 0
-        for partition in range(partitions):
-            log_ = self.broker.logs.get(OFFSETS_TOPIC, partition)
-            if log_ is None:  # another broker's partition (cluster mode)
-                continue
+        coord.loading = True
+        log_ = self.broker.logs.get(OFFSETS_TOPIC, partition)
+        if log_ is not None:
             offset = log_.log_start_offset
             end = log_.log_end_offset
             while offset < end:
@@ -128,8 +153,8 @@ class GroupService(Service):
                                     OFFSETS_TOPIC, partition, record.offset, exc,
                                 )  # fmt: skip
                     offset = header.next_offset
-        coord.finish_loading()
-        log.info("replayed %d records of %s", count, OFFSETS_TOPIC)
+        coord.finish_loading(partition)
+        log.debug("replayed %d records of %s-%d", count, OFFSETS_TOPIC, partition)
 
     def _append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
         now = self.broker.clock.time_ms()
@@ -154,6 +179,31 @@ def coordinator_of(broker: Broker) -> GroupCoordinator:
         raise KafkaError(ErrorCode.coordinator_not_available, "group coordinator not started")
     coord: GroupCoordinator = service.coordinator
     return coord
+
+
+async def wait_replicated(broker: Broker, partition: int) -> ErrorCode:
+    """Wait until everything appended to ``__consumer_offsets``-``partition`` so far is below
+    its high watermark (replicated to the ISR), at most ``offsets.commit.timeout.ms``; the
+    error for the request's answer, mapped as Kafka's GroupMetadataManager does (a single
+    node's HW is its log end: no wait)."""
+    try:
+        part = broker.replicas.leader_partition(OFFSETS_TOPIC, partition)
+    except KafkaError:
+        return ErrorCode.not_coordinator
+    end = part.log.log_end_offset
+    if part.log.high_watermark >= end:
+        return ErrorCode.none
+    future = broker.replicas.delayed.watch((OFFSETS_TOPIC, partition), end - 1)
+    timeout_ms = int(broker.config.get("offsets.commit.timeout.ms") or 5000)
+    try:
+        code = await asyncio.wait_for(future, timeout_ms / 1000)
+    except TimeoutError:
+        return ErrorCode.request_timed_out
+    if code in (ErrorCode.none, ErrorCode.request_timed_out):
+        return code
+    if code in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error):
+        return ErrorCode.not_coordinator
+    return ErrorCode.coordinator_not_available
 
 
 async def wait_for_callback(register: Callable[[Callable[[T], None]], Any]) -> T:

@@ -2,7 +2,11 @@
 
 A group's coordinator is the leader of its ``__consumer_offsets`` partition, a transactional
 id's the leader of its ``__transaction_state`` partition, as the metadata cache says (on a
-single node: this broker, always); no leader known is COORDINATOR_NOT_AVAILABLE.
+single node: this broker, always); no leader known is COORDINATOR_NOT_AVAILABLE. The internal
+topic is created by the first FindCoordinator that needs it (:mod:`strom.broker.internal_topics`;
+COORDINATOR_NOT_AVAILABLE until it exists). When this broker is the leader but its coordinator
+has not loaded the partition yet: COORDINATOR_LOAD_IN_PROGRESS while loading, else
+COORDINATOR_NOT_AVAILABLE (the LeaderAndIsr making it the leader is on its way).
 
 v0–3 ask for one key; v4+ for a batch (``coordinator_keys``). Key type 0 is a group, key
 type 1 a transactional id (the transaction coordinator); key type 2 (share group, v6) is
@@ -14,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import dispatch, internal_topics
 from strom.broker.context import RequestContext
 from strom.broker.group.service import EXTENSION, OFFSETS_TOPIC
 from strom.broker.metadata_cache import BrokerInfo
@@ -45,31 +49,28 @@ def _leader(ctx: RequestContext, topic: str, partition: int) -> Lookup:
     return ErrorCode.none, None, found
 
 
-def _lookup(ctx: RequestContext, key: str, key_type: int) -> Lookup:
-    if key_type == TXN_KEY_TYPE:
-        if not key:
-            return ErrorCode.invalid_request, "empty transactional id", None
-        txn = ctx.broker.extensions.get(TXN_EXTENSION)
-        if txn is None or txn.coordinator is None:
-            return ErrorCode.coordinator_not_available, "transaction coordinator not started", None
-        found = _leader(ctx, TXN_TOPIC, txn.coordinator.partition_for(key))
-        if found[0] != ErrorCode.none or found[2] is not None:
-            return found
-        if txn.coordinator.loading:
-            return ErrorCode.coordinator_load_in_progress, None, None
-        return ErrorCode.none, None, None
-    if key_type != GROUP_KEY_TYPE:
+async def _lookup(ctx: RequestContext, key: str, key_type: int) -> Lookup:
+    if key_type not in (GROUP_KEY_TYPE, TXN_KEY_TYPE):
         return ErrorCode.invalid_request, f"unknown key type {key_type}", None
+    group = key_type == GROUP_KEY_TYPE
     if not key:
-        return ErrorCode.invalid_request, "empty group id", None
-    service = ctx.broker.extensions.get(EXTENSION)
+        return ErrorCode.invalid_request, f"empty {'group' if group else 'transactional'} id", None
+    topic, extension = (OFFSETS_TOPIC, EXTENSION) if group else (TXN_TOPIC, TXN_EXTENSION)
+    service = ctx.broker.extensions.get(extension)
     if service is None or service.coordinator is None:
-        return ErrorCode.coordinator_not_available, "group coordinator not started", None
-    found = _leader(ctx, OFFSETS_TOPIC, service.coordinator.partition_for(key))
+        return ErrorCode.coordinator_not_available, f"{topic} coordinator not started", None
+    if await internal_topics.of(ctx.broker).ensure(topic) is None:
+        return ErrorCode.coordinator_not_available, f"{topic} is being created", None
+    coordinator = service.coordinator
+    partition = coordinator.partition_for(key)
+    found = _leader(ctx, topic, partition)
     if found[0] != ErrorCode.none or found[2] is not None:
         return found
-    if service.coordinator.loading:
-        return ErrorCode.coordinator_load_in_progress, None, None
+    code = coordinator.not_here(key)
+    if code == ErrorCode.not_coordinator:
+        return ErrorCode.coordinator_not_available, f"{topic}-{partition} not loaded yet", None
+    if code is not None:
+        return code, None, None
     return ErrorCode.none, None, None
 
 
@@ -94,8 +95,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
     if ctx.api_version >= 4:
         coordinators = tuple(
-            ctx.make("Coordinator", key=key, **answer(*_lookup(ctx, key, key_type)))
-            for key in request.coordinator_keys
+            [ctx.make("Coordinator", key=key, **answer(*await _lookup(ctx, key, key_type)))
+             for key in request.coordinator_keys]
         )
         return ctx.respond(throttle_time=0, coordinators=coordinators)
-    return ctx.respond(throttle_time=0, **answer(*_lookup(ctx, request.key, key_type)))
+    return ctx.respond(throttle_time=0, **answer(*await _lookup(ctx, request.key, key_type)))

@@ -13,7 +13,7 @@ from typing import Any
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
 from strom.broker.group.model import OffsetEntry
-from strom.broker.group.service import coordinator_of
+from strom.broker.group.service import coordinator_of, wait_replicated
 from strom.protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 8
@@ -59,6 +59,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             )
         except KafkaError as exc:
             codes.update({tp: exc.error_code for tp in wanted})
+        else:
+            # answered once replicated (Kafka's offsets.commit.required.acks=-1): an
+            # acknowledged commit survives the loss of this coordinator
+            done = [tp for tp in wanted if codes[tp] == ErrorCode.none]
+            if done:
+                coord = coordinator_of(ctx.broker)
+                code = await wait_replicated(ctx.broker, coord.partition_for(request.group_id))
+                codes.update(dict.fromkeys(done, code))
     topics = []
     for topic, name in zip(request.topics, names, strict=True):
         parts = tuple(

@@ -77,6 +77,17 @@ class TransactionCoordinator:
         self.txns: dict[str, TxnValue] = {}
         self._pid_index: dict[int, TxnValue] | None = None
         self.loading = True
+        # the partitions of __transaction_state this coordinator leads and loaded; None: all
+        self.owned: set[int] | None = None
+
+    def not_here(self, txn_id: str) -> ErrorCode | None:
+        """COORDINATOR_LOAD_IN_PROGRESS while loading, NOT_COORDINATOR for an id of a
+        partition this coordinator does not own, else None."""
+        if self.loading:
+            return E.coordinator_load_in_progress
+        if self.owned is not None and self.partition_for(txn_id) not in self.owned:
+            return E.not_coordinator
+        return None
 
     # persistence ------------------------------------------------------------------------------
     def partition_for(self, transactional_id: str) -> int:
@@ -97,24 +108,41 @@ class TransactionCoordinator:
             self.txns[txn_id] = value
         self._pid_index = None
 
-    def finish_loading(self) -> None:
-        """Complete the transactions a crash left between Prepare* and Complete*."""
+    def finish_loading(self, partition: int | None = None) -> None:
+        """Complete the transactions a crash left between Prepare* and Complete* (of
+        ``partition`` only when given, which this coordinator then owns)."""
         self.loading = False
+        if partition is not None and self.owned is not None:
+            self.owned.add(partition)
         for txn_id, value in list(self.txns.items()):
+            if partition is not None and self.partition_for(txn_id) != partition:
+                continue
             if value.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
                 log.info("completing transaction %s (%s) left by a restart", txn_id, value.state.name)
                 self._complete(txn_id, value, value.state is TxnState.PREPARE_COMMIT)
-        log.info("transaction coordinator loaded %d transactional ids", len(self.txns))
+        if partition is None:
+            log.info("transaction coordinator loaded %d transactional ids", len(self.txns))
+
+    def unload_partition(self, partition: int) -> None:
+        """This broker stopped leading ``partition``: forget its transactional ids (the new
+        leader loads them from the log)."""
+        if self.owned is not None:
+            self.owned.discard(partition)
+        gone = [t for t in self.txns if self.partition_for(t) == partition]
+        for txn_id in gone:
+            del self.txns[txn_id]
+        self._pid_index = None
+        log.info("transaction coordinator unloaded %d ids of partition %d", len(gone), partition)
 
     # InitProducerId ---------------------------------------------------------------------------
     def init_producer_id(self, txn_id: str, timeout_ms: int,
                          expected: ProducerIdAndEpoch | None = None) -> tuple[ErrorCode, int, int]:  # fmt: skip
         """(error, producer id, epoch) for a transactional producer; ``expected`` is the id and
         epoch the caller has (v3+). Who may bump: :func:`strom.broker.producer_ids.init_transactional`."""
-        if self.loading:
-            return E.coordinator_load_in_progress, -1, -1
         if not txn_id:
             return E.invalid_request, -1, -1
+        if (code := self.not_here(txn_id)) is not None:
+            return code, -1, -1
         if timeout_ms <= 0 or timeout_ms > self.config.max_timeout_ms:
             return E.invalid_transaction_timeout, -1, -1
         current = self.txns.get(txn_id)
@@ -163,8 +191,8 @@ class TransactionCoordinator:
     def check(self, txn_id: str, producer_id: int, producer_epoch: int) -> ErrorCode:
         """The error a request of (``producer_id``, ``producer_epoch``) for ``txn_id`` gets,
         or NONE when it is the current instance."""
-        if self.loading:
-            return E.coordinator_load_in_progress
+        if (code := self.not_here(txn_id)) is not None:
+            return code
         value = self.txns.get(txn_id)
         if value is None or value.producer_id != producer_id:
             return E.invalid_producer_id_mapping

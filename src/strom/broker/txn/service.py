@@ -1,10 +1,13 @@
 """The transaction coordinator as a broker service: ``__transaction_state``, markers, timers.
 
-At start-up ``__transaction_state`` is created if missing (``transaction.state.log.num.partitions``
-partitions, compacted), every partition is replayed into the coordinator, then transactions a
-crash left in PrepareCommit/PrepareAbort are completed. This runs after the group coordinator
-has loaded (its service starts first), so markers reaching ``__consumer_offsets`` publish or drop
-transactional offsets. Ongoing transactions found at start-up keep running; the timeout sweep
+``__transaction_state`` is created by the first FindCoordinator of a transactional id
+(:mod:`strom.broker.internal_topics`), not here. The coordinator serves the transactional ids
+of the partitions this broker leads: when it becomes a partition's leader (the replica
+manager's leadership listener, and at start-up for the partitions already led) the partition
+is replayed into the coordinator, then transactions a crash left in PrepareCommit/PrepareAbort
+are completed; when it stops leading it, that partition's ids are dropped (NOT_COORDINATOR
+for their requests here). The group coordinator's listener runs first (its service starts
+first), so markers reaching ``__consumer_offsets`` publish or drop transactional offsets. Ongoing transactions found at start-up keep running; the timeout sweep
 (``transaction.abort.timed.out.transaction.cleanup.interval.ms``) aborts them if their producer
 does not come back.
 
@@ -17,6 +20,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from strom.broker import internal_topics
 from strom.broker.broker import Service, register_service
 from strom.broker.group.service import EXTENSION as GROUP_EXTENSION
 from strom.broker.group.service import OFFSETS_TOPIC, GroupService
@@ -31,7 +35,7 @@ if TYPE_CHECKING:
     from strom.broker.broker import Broker
 
 log = logging.getLogger(__name__)
-TXN_TOPIC = "__transaction_state"
+TXN_TOPIC = internal_topics.TXN_TOPIC
 EXTENSION = "txn_coordinator"
 TopicPartition = tuple[str, int]
 
@@ -69,11 +73,9 @@ class TxnService(Service):
     async def start(self) -> None:
         broker = self.broker
         cfg = broker.config
-        info = await broker.ensure_internal_topic(
-            TXN_TOPIC, cfg.get_int("transaction.state.log.num.partitions"), cfg.get_int("transaction.state.log.segment.bytes")
-        )
+        partitions = internal_topics.partition_count(broker, TXN_TOPIC)
         config = TxnConfig(
-            partitions=info.partition_count,
+            partitions=partitions,
             max_timeout_ms=cfg.get_int("transaction.max.timeout.ms"),
             id_expiration_ms=cfg.get_int("transactional.id.expiration.ms"),
         )
@@ -81,8 +83,18 @@ class TxnService(Service):
             config, broker.clock, self._append,
             lambda markers: write_txn_markers(broker, markers), broker.producer_ids.next_id,
         )  # fmt: skip
+        self.coordinator.owned = set()
         broker.extensions[EXTENSION] = self
-        self._load(info.partition_count)
+        broker.replicas.on_leadership(self._leadership)
+        loaded = 0
+        for partition in range(partitions):
+            part = broker.replicas.partitions.get((TXN_TOPIC, partition))
+            if part is not None and part.is_leader:
+                self._load(partition)
+                loaded += 1
+        self.coordinator.loading = False
+        log.info("transaction coordinator: loaded %d partitions of %s, %d ids", loaded,
+                 TXN_TOPIC, len(self.coordinator.txns))  # fmt: skip
         abort_ms = cfg.get_int("transaction.abort.timed.out.transaction.cleanup.interval.ms")
         broker.every(max(abort_ms, 10) / 1000.0, self._abort_timed_out)
         expire_ms = cfg.get_int("transaction.remove.expired.transaction.cleanup.interval.ms")
@@ -96,14 +108,23 @@ class TxnService(Service):
         if self.coordinator is not None:
             self.coordinator.expire_ids()
 
-    def _load(self, partitions: int) -> None:
+    def _leadership(self, topic: str, partition: int, leading: bool) -> None:
+        coord = self.coordinator
+        if topic != TXN_TOPIC or coord is None or partition >= coord.config.partitions:
+            return
+        if leading:
+            self._load(partition)
+        else:
+            coord.unload_partition(partition)
+
+    def _load(self, partition: int) -> None:
+        """Replay ``partition`` of ``__transaction_state`` (this broker now leads it)."""
         coord = self.coordinator
         assert coord is not None
         count = 0
-        for partition in range(partitions):
-            log_ = self.broker.logs.get(TXN_TOPIC, partition)
-            if log_ is None:  # another broker's partition (cluster mode)
-                continue
+        coord.loading = True
+        log_ = self.broker.logs.get(TXN_TOPIC, partition)
+        if log_ is not None:
             offset = log_.log_start_offset
             while offset < log_.log_end_offset:
                 data = log_.read(offset, 1 << 20).records
@@ -124,8 +145,8 @@ class TxnService(Service):
                                 log.warning("%s-%d offset %d: skipping record: %s",
                                             TXN_TOPIC, partition, record.offset, exc)  # fmt: skip
                     offset = header.next_offset
-        log.info("replayed %d records of %s", count, TXN_TOPIC)
-        coord.finish_loading()
+        log.debug("replayed %d records of %s-%d", count, TXN_TOPIC, partition)
+        coord.finish_loading(partition)
 
     def _append(self, partition: int, key: bytes, value: bytes | None) -> None:
         batch = rb.build_batch([(key, value, [], self.broker.clock.time_ms())])

@@ -1,0 +1,100 @@
+"""The internal topics ``__consumer_offsets`` and ``__transaction_state``, created on first use.
+
+As in Kafka, neither exists until a client needs it: the first FindCoordinator of a group
+(``__consumer_offsets``) or of a transactional id (``__transaction_state``) creates it, and is
+answered COORDINATOR_NOT_AVAILABLE until it exists and its partition has a leader (clients
+retry). Creating it at broker start-up, as strom once did, let the first broker of a cluster
+create it alone, with its replication factor capped to the one live broker.
+
+Each topic is compacted, with ``<prefix>.num.partitions`` partitions, ``<prefix>.segment.bytes``
+and ``<prefix>.replication.factor`` replicas (3 by default). In a cluster the replication
+factor is capped to the live brokers with a WARNING (a development cluster;
+:func:`strom.controller.admin.create_registered`); a single node's topics have its one replica.
+One creation at a time per topic and broker (single flight); a failed creation is tried again
+by the next FindCoordinator; another broker creating it meanwhile is fine (the existing topic
+is used).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING
+
+from strom.protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from strom.broker.broker import Broker
+    from strom.metadata.topics import TopicInfo
+
+log = logging.getLogger(__name__)
+OFFSETS_TOPIC = "__consumer_offsets"
+TXN_TOPIC = "__transaction_state"
+#: topic -> the prefix of its broker configs (``<prefix>.num.partitions`` …)
+CONFIG_PREFIX = {OFFSETS_TOPIC: "offsets.topic", TXN_TOPIC: "transaction.state.log"}
+EXTENSION = "internal_topics"
+#: how long FindCoordinator waits for a creation it started before answering
+#: COORDINATOR_NOT_AVAILABLE (a single node's creation is local and done well within it)
+FIND_COORDINATOR_WAIT_S = 1.0
+
+
+def partition_count(broker: Broker, name: str) -> int:
+    """The topic's partition count if it exists, else the configured one it will have."""
+    info = broker.topics.get(name)
+    if info is not None:
+        return info.partition_count
+    return broker.config.get_int(f"{CONFIG_PREFIX[name]}.num.partitions")
+
+
+class InternalTopics:
+    """Single-flight creation of the internal topics of one broker."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._creating: dict[str, asyncio.Task[None]] = {}
+
+    async def ensure(self, name: str, wait_s: float = FIND_COORDINATOR_WAIT_S) -> TopicInfo | None:
+        """The topic if it exists; else start creating it (once) and wait up to ``wait_s``
+        for it; None while it is still being created (or its creation failed)."""
+        info = self.broker.topics.get(name)
+        if info is not None:
+            return info
+        task = self._creating.get(name)
+        if task is None or task.done():
+            task = asyncio.get_running_loop().create_task(self._create(name))
+            self._creating[name] = task
+        await asyncio.wait({task}, timeout=wait_s)
+        return self.broker.topics.get(name)
+
+    async def _create(self, name: str) -> None:
+        broker = self.broker
+        prefix = CONFIG_PREFIX[name]
+        partitions = broker.config.get_int(f"{prefix}.num.partitions")
+        rf = max(broker.config.get_int(f"{prefix}.replication.factor"), 1)
+        configs = {"cleanup.policy": "compact",
+                   "segment.bytes": str(broker.config.get_int(f"{prefix}.segment.bytes"))}  # fmt: skip
+        try:
+            await broker.create_topic(name, partitions, rf, configs)
+            log.info("created internal topic %s (%d partitions)", name, partitions)
+        except KafkaError as exc:
+            if exc.error_code is not ErrorCode.topic_already_exists:
+                log.warning("creating internal topic %s failed: %s", name, exc)
+        except Exception:
+            log.exception("creating internal topic %s failed", name)
+
+    async def close(self) -> None:
+        for task in self._creating.values():
+            task.cancel()
+        for task in self._creating.values():
+            with contextlib.suppress(BaseException):  # cancelled, or failed and logged
+                await task
+        self._creating.clear()
+
+
+def of(broker: Broker) -> InternalTopics:
+    """The broker's :class:`InternalTopics` (made on first use)."""
+    found = broker.extensions.get(EXTENSION)
+    if not isinstance(found, InternalTopics):
+        found = broker.extensions[EXTENSION] = InternalTopics(broker)
+    return found
