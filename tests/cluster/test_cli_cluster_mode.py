@@ -35,7 +35,6 @@ def parts(cli: Cli, *args: str) -> dict[str, dict[str, str]]:
     return {r["Partition"]: r for r in rows}
 
 
-@pytest.mark.skip(reason="fails since the four cluster branches were merged (session 15); see the session note, issue 9")
 def test_describe_and_health_follow_the_isr(tmp_path: Path) -> None:
     with ClusterProcess(tmp_path, brokers=3) as cluster:
         cli = Cli(cluster.bootstrap)
