@@ -71,9 +71,8 @@ class GroupReader:
                     self.position[p] = offset + 1
                     self.read += 1
                     uncommitted += 1
-                if uncommitted >= self.commit_every:
-                    if self._commit(consumer):
-                        uncommitted = 0
+                if uncommitted >= self.commit_every and self._commit(consumer):
+                    uncommitted = 0
                 if time.monotonic() - last_check > 1.0:
                     self._check_committed(consumer)
                     last_check = time.monotonic()
