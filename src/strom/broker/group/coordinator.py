@@ -131,7 +131,8 @@ class GroupCoordinator(Membership, OffsetOps):
                 del pending[key]
             if not pending:
                 del self.pending_txn_offsets[pid]
-        log.info("group coordinator unloaded %d groups of partition %d", dropped, partition)
+        if dropped:
+            log.info("group coordinator unloaded %d groups of partition %d", dropped, partition)
 
     # SyncGroup -------------------------------------------------------------------------------
     def sync(

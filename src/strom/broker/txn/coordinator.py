@@ -132,7 +132,8 @@ class TransactionCoordinator:
         for txn_id in gone:
             del self.txns[txn_id]
         self._pid_index = None
-        log.info("transaction coordinator unloaded %d ids of partition %d", len(gone), partition)
+        if gone:
+            log.info("transaction coordinator unloaded %d ids of partition %d", len(gone), partition)
 
     # InitProducerId ---------------------------------------------------------------------------
     def init_producer_id(self, txn_id: str, timeout_ms: int,
