@@ -130,10 +130,14 @@ class GroupReader:
                                      f"{timeout:g} s ({self.commit_errors[-3:]})")  # fmt: skip
             time.sleep(0.05)
 
-    def wait_position(self, ends: dict[int, int], timeout: float = 60.0) -> None:
-        """Until this member read every partition up to ``ends`` (partition -> end offset)."""
+    def wait_position(self, ends: dict[int, int], start: dict[int, int] | None = None,
+                      timeout: float = 60.0) -> None:  # fmt: skip
+        """Until this member read every partition up to ``ends`` (partition -> end offset);
+        ``start``: where the group's committed offsets had it begin (nothing to read there
+        when already at the end)."""
+        begin = start or {}
         deadline = time.monotonic() + timeout
-        while any(self.position.get(p, 0) < end for p, end in ends.items() if end > 0):
+        while any(self.position.get(p, begin.get(p, 0)) < end for p, end in ends.items()):
             if self._error is not None:
                 raise AssertionError(f"reader {self.name} failed: {self._error!r}")
             if time.monotonic() >= deadline:

@@ -49,7 +49,7 @@ def _resume_and_drain(cluster: object, group: str, history: History,
     ends = end_offsets(cluster.bootstrap, TOPIC, PARTITIONS)  # type: ignore[attr-defined]
     after = GroupReader(cluster.bootstrap, TOPIC, group, history, name="c2").start()  # type: ignore[attr-defined]
     try:
-        after.wait_position(ends, timeout=60)
+        after.wait_position(ends, before.acked_commits, timeout=60)
     finally:
         after.stop()
     for p, committed in before.acked_commits.items():
