@@ -436,3 +436,35 @@ def test_empty_group_without_offsets_is_removed_at_the_next_sweep() -> None:
     assert env.join("p", first[0].member_id)[0].error == E.unknown_member_id
     env.timers.advance(60_000)  # the pending member's timer was cancelled with the group
     assert env.join_new("p") == [] and env.coord.groups["p"].state is GroupState.PREPARING_REBALANCE
+
+
+def test_partitions_owned_loaded_and_unloaded_as_leadership_moves() -> None:
+    """A cluster coordinator serves only the partitions it leads: others are NOT_COORDINATOR;
+    losing a partition drops its groups (a waiting JoinGroup answered NOT_COORDINATOR), and
+    leading it again rebuilds them, offsets included, from that partition's log alone."""
+    env = Env(offsets_partitions=50)
+    ids = stable_group(env, 2, "g")
+    env.coord.commit_offsets("g", ids[0], None, 1, {("t", 0): OffsetEntry(42, -1, "")})
+    p = env.coord.partition_for("g")
+    other = next(g for g in (f"o{i}" for i in range(100)) if env.coord.partition_for(g) != p)
+    env.coord.owned = {p}
+    assert env.coord.heartbeat(other, "m", None, 1) == E.not_coordinator
+    assert env.coord.commit_offsets(other, "", None, -1, {("t", 0): OffsetEntry(1, -1, "")}) == {
+        ("t", 0): E.not_coordinator}
+    with pytest.raises(Exception) as raised:
+        env.coord.fetch_offsets(other, None)
+    assert getattr(raised.value, "error_code", None) == E.not_coordinator
+
+    waiting = env.join("g", ids[0])  # a rebalance: the JoinGroup waits for the other member
+    assert waiting == []
+    env.coord.unload_partition(p)
+    assert waiting[0].error == E.not_coordinator
+    assert "g" not in env.coord.groups and env.coord.owned == set()
+    assert env.coord.heartbeat("g", ids[0], None, 1) == E.not_coordinator
+
+    env.coord.loading = True  # leading p again: replay its log only
+    for key, value in env.log[p]:
+        env.coord.replay(key, value)
+    env.coord.finish_loading(p)
+    assert env.coord.owned == {p}
+    assert env.coord.fetch_offsets("g", [("t", 0)])[("t", 0)].offset == 42  # type: ignore[union-attr]

@@ -91,3 +91,22 @@ def test_acks_all_waits_for_the_isr(replicas: ReplicaManager) -> None:
         assert lost.result() == ErrorCode.not_leader_or_follower
 
     asyncio.run(run())
+
+
+def test_leadership_listeners_hear_each_change_once(replicas: ReplicaManager) -> None:
+    """The coordinators' hook: told when this broker starts leading a partition and when it
+    stops (follower, or replica stopped), not at each LeaderAndIsr; a failing listener is
+    logged and does not fail the request."""
+    heard: list[tuple[str, int, bool]] = []
+    replicas.on_leadership(lambda *_: (_ for _ in ()).throw(RuntimeError("listener bug")))
+    replicas.on_leadership(lambda t, p, leading: heard.append((t, p, leading)))
+    assert replicas.become_leader_or_follower(1, "t", _state(2, 1, (1, 2)), {}) == ErrorCode.none
+    assert heard == []  # a follower from the start: nothing to hand over
+    replicas.become_leader_or_follower(1, "t", _state(1, 2, (1, 2)), {})
+    replicas.become_leader_or_follower(1, "t", _state(1, 3, (1,)), {})  # still the leader
+    assert heard == [("t", 0, True)]
+    replicas.become_leader_or_follower(1, "t", _state(2, 4, (1, 2)), {})
+    assert heard == [("t", 0, True), ("t", 0, False)]
+    replicas.become_leader_or_follower(1, "t", _state(1, 5, (1, 2)), {})
+    assert replicas.stop_replica("t", 0, 5, delete=False) == ErrorCode.none
+    assert heard[2:] == [("t", 0, True), ("t", 0, False)]

@@ -146,3 +146,23 @@ def test_transactional_ids_expire_when_idle(clock: FakeClock) -> None:
     assert h.coord.expire_ids() == ["idle"]
     assert h.log[-1][2] is None  # tombstone
     assert set(Harness(clock, list(h.log)).coord.txns) == {"busy"}
+
+
+def test_partitions_owned_loaded_and_unloaded(clock: FakeClock) -> None:
+    """Ids of partitions not led here are NOT_COORDINATOR; unloading a partition forgets its
+    ids, loading it again (its records only) brings them back."""
+    h = Harness(clock)
+    _, pid, epoch = h.coord.init_producer_id("a", 60000)
+    p = h.coord.partition_for("a")
+    other = next(t for t in (f"x{i}" for i in range(100)) if h.coord.partition_for(t) != p)
+    h.coord.owned = {p}
+    assert h.coord.init_producer_id(other, 60000)[0] == E.not_coordinator
+    assert h.coord.check(other, 1, 0) == E.not_coordinator
+    h.coord.unload_partition(p)
+    assert "a" not in h.coord.txns and h.coord.check("a", pid, epoch) == E.not_coordinator
+    h.coord.loading = True
+    for partition, key, value in h.log:
+        if partition == p:
+            h.coord.replay(rec.decode_key(key), None if value is None else rec.decode_value(value))
+    h.coord.finish_loading(p)
+    assert h.coord.check("a", pid, epoch) == E.none
