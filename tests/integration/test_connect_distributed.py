@@ -49,11 +49,14 @@ def wait_for(what: str, check, timeout: float = 45.0, interval: float = 0.2):  #
 
 def request_until(worker: ConnectWorkerProcess, method: str, path: str, body: object = None,
                   timeout: float = 45.0) -> tuple[int, object]:
-    """Retry while the cluster answers 409 (a rebalance); the first other answer."""
+    """Retry while the cluster answers 409 *for a rebalance*; the first other answer (a 409
+    such as "already exists" is returned at once)."""
     deadline = time.monotonic() + timeout
     while True:
         status, doc = worker.request(method, path, body)
-        if status != 409 or time.monotonic() > deadline:
+        rebalancing = status == 409 and isinstance(doc, dict) and doc.get("message") == \
+            REBALANCE_409
+        if not rebalancing or time.monotonic() > deadline:
             return status, doc
         time.sleep(0.2)
 

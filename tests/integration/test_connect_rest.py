@@ -159,6 +159,41 @@ def test_unreachable_sink_fails_with_reason_then_restarts(
     assert worker.request("DELETE", "/connectors/c4")[0] == 204
 
 
+def test_sink_topics_regex_matches_whole_names_and_new_topics(
+        worker: ConnectWorkerProcess, broker: BrokerProcess, tmp_path: Path,
+        topic_name: str) -> None:
+    """``topics.regex`` as Kafka's consumer matches it: the whole name, Java-like syntax
+    (``\\d``), topics created later picked up at the next metadata refresh."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    sent = {f"{topic_name}-1": ["a1", "a2"], f"{topic_name}-2": ["b1"],
+            f"{topic_name}-1x": ["prefix-only"], f"{topic_name}-x": ["other"]}
+    for topic, values in sent.items():
+        for v in values:
+            producer.produce(topic, v.encode())
+    assert producer.flush(10) == 0
+    out = tmp_path / "out.txt"
+    regex = topic_name + r"-\d"
+    config = {"connector.class": "FileStreamSink", "topics.regex": regex, "file": str(out),
+              "consumer.override.metadata.max.age.ms": "500"}
+    bad = {**config, "topics.regex": "(", "errors.deadletterqueue.topic.name": "x"}
+    status, body = worker.request("PUT", "/connectors/rx/config", bad)
+    assert status == 400 and "topics.regex: Invalid regex" in body["message"]
+    dlq = {**config, "errors.deadletterqueue.topic.name": f"{topic_name}-9"}
+    status, body = worker.request("PUT", "/connectors/rx/config", dlq)
+    assert status == 400 and "may not be included in the regex matching" in body["message"]
+    assert worker.request("PUT", "/connectors/rx/config", config)[0] == 201
+    wait_for(lambda: out.exists() and len(out.read_text().splitlines()) == 3, "3 lines")
+    producer.produce(f"{topic_name}-3", b"c1")  # a new topic the regex matches
+    assert producer.flush(10) == 0
+    lines = wait_for(lambda: (x := out.read_text().splitlines()) and len(x) >= 4 and x,
+                     "the new topic's record")
+    assert sorted(lines) == ["a1", "a2", "b1", "c1"]  # nothing of -1x and -x
+    assert lines.index("a1") < lines.index("a2") and lines[-1] == "c1"
+    assert worker.request("DELETE", "/connectors/rx")[0] == 204
+
+
 def test_validate_endpoint(worker: ConnectWorkerProcess) -> None:
     status, body = worker.request("PUT", "/connector-plugins/FileStreamSource/config/validate",
                                   {"connector.class": "FileStreamSource", "name": "v",

@@ -39,6 +39,7 @@ from strom.connect.backing import OffsetBackingStore
 from strom.connect.converters import Converter
 from strom.connect.errors import ErrorHandler, Original, Tolerated
 from strom.connect.plugins import class_name
+from strom.connect.subscription import TopicSubscription
 from strom.connect.transforms.chain import TransformationChain
 
 LOG = logging.getLogger("strom.connect.task")
@@ -244,7 +245,6 @@ class WorkerSinkTask(WorkerTask):
         conf = {"group.id": f"connect-{self.connector}", "enable.auto.commit": False,
                 "auto.offset.reset": "earliest", **self.client_config}
         consumer = Consumer(conf)
-        subscription = [f"^{self.topics_regex}"] if self.topics_regex else self.topics
 
         def on_assign(c: Consumer, partitions: list[TopicPartition]) -> None:
             if self.paused.is_set():
@@ -256,11 +256,18 @@ class WorkerSinkTask(WorkerTask):
             lost = {(tp.topic, tp.partition) for tp in partitions}
             self.consumed = {k: v for k, v in self.consumed.items() if k not in lost}
 
-        consumer.subscribe(subscription, on_assign=on_assign, on_revoke=on_revoke)
+        subscription = TopicSubscription(consumer, self.topics, self.topics_regex,
+                                         self.client_config,
+                                         lambda c, topics: c.subscribe(
+                                             topics, on_assign=on_assign, on_revoke=on_revoke))
+        subscription.refresh(first=True)
         last_commit = time.monotonic()
         paused = False
         try:
             while not self.stopping.is_set():
+                if not subscription.refresh():
+                    self.stopping.wait(0.2)  # topics.regex matches no topic (yet)
+                    continue
                 if self.paused.is_set() != paused:
                     paused = self.paused.is_set()
                     assigned = consumer.assignment()
