@@ -144,17 +144,25 @@ def test_paused_sink_moves_no_data_until_resumed(
 
 
 def test_unreachable_sink_fails_with_reason_then_restarts(
-        worker: ConnectWorkerProcess, tmp_path: Path, topic_name: str) -> None:
+        worker: ConnectWorkerProcess, tmp_path: Path, topic_name: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A FAILED task's trace through REST and ``strom connector status``; ``strom connector
+    restart --include-tasks --only-failed`` brings it back once its file can be written."""
     missing = tmp_path / "missing-dir"
     config = sink_config(tmp_path, topic_name, file=str(missing / "out.txt"))
     assert worker.request("PUT", "/connectors/c4/config", config)[0] == 201
     wait_for(lambda: state(worker, "c4") == ("RUNNING", ["FAILED"]), "task failed")
     status, body = worker.request("GET", "/connectors/c4/tasks/0/status")
     assert "No such file or directory" in body["trace"]
+    assert main(["connector", "status", "c4", "--url", worker.url]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[2].split()[:3] == ["task", "0", "FAILED"]
+    assert "No such file or directory" in out[-1]
     missing.mkdir()
-    status, body = worker.request("POST", "/connectors/c4/restart?includeTasks=true"
-                                          "&onlyFailed=true")
-    assert status == 202
+    assert main(["connector", "restart", "c4", "--include-tasks", "--only-failed",
+                 "--format", "json", "--url", worker.url]) == 0
+    [doc] = json.loads(capsys.readouterr().out)
+    assert doc["name"] == "c4" and doc["connector"]["state"] == "RUNNING"
     wait_for(lambda: state(worker, "c4") == ("RUNNING", ["RUNNING"]), "task restarted")
     assert worker.request("DELETE", "/connectors/c4")[0] == 204
 
@@ -289,6 +297,20 @@ def test_offsets_endpoints(worker: ConnectWorkerProcess, broker: BrokerProcess,
     assert (status, body["message"]) == (
         200, "The offsets for this connector have been reset successfully")
     assert worker.request("GET", "/connectors/src6/offsets") == (200, {"offsets": []})
+    # A sink's offsets are its group's: rewound to 3 while stopped, it writes 3 and 4 again.
+    patch = {"offsets": [{"partition": {"kafka_topic": topic_name, "kafka_partition": 0},
+                          "offset": {"kafka_offset": 3}}]}
+    assert worker.request("PATCH", "/connectors/snk6/offsets", patch) == (
+        200, {"message": "The offsets for this connector have been altered successfully"})
+    assert worker.request("GET", "/connectors/snk6/offsets")[1]["offsets"][0]["offset"] == {
+        "kafka_offset": 3}
+    written = (tmp_path / "out.txt").read_text().splitlines()
+    assert sorted(written) == ["a", "b", "v0", "v1", "v2"]
+    assert worker.request("PUT", "/connectors/snk6/resume") == (202, None)
+    wait_for(lambda: (tmp_path / "out.txt").read_text().splitlines()[5:] == written[3:],
+             "records 3 and 4 written again")
+    assert worker.request("PUT", "/connectors/snk6/stop") == (204, None)
+    assert (tmp_path / "out.txt").read_text().splitlines() == written + written[3:]
     assert worker.request("DELETE", "/connectors/snk6/offsets")[0] == 200
     assert worker.request("GET", "/connectors/snk6/offsets") == (200, {"offsets": []})
     for name in ("src6", "snk6"):
