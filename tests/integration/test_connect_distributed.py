@@ -310,6 +310,21 @@ def test_distributed_lifecycle_through_the_follower_eager(cluster_broker: Broker
             "RUNNING", ["RUNNING", "RUNNING"]))
         wait_for("lines written by the sink", lambda: out.exists() and set(
             out.read_text().splitlines()) == {f"line {i}" for i in range(10)})
+        # A new task count, PUT through the follower, applied on every worker.
+        sink_config = {"connector.class": "FileStreamSink", "tasks.max": "1",
+                       "topics": "lines", "file": str(out)}
+        assert request_until(f, "PUT", "/connectors/sink/config", sink_config)[0] == 200
+        one_task = [({"connector": "sink", "task": 0}, {**sink_config, "name": "sink"})]
+
+        def tasks(w: ConnectWorkerProcess) -> list[tuple[object, object]] | None:
+            status, doc = w.request("GET", "/connectors/sink/tasks")
+            if status != 200:
+                return None  # 409 while the group rebalances
+            return [(t["id"], {k: v for k, v in t["config"].items() if k != "task.class"})
+                    for t in doc]  # type: ignore[union-attr]
+        wait_for("one sink task on every worker", lambda: all(
+            connector_state(w, "sink") == ("RUNNING", ["RUNNING"]) and tasks(w) == one_task
+            for w in workers))
 
         assert request_until(f, "PUT", "/connectors/src/pause")[0] == 202
         wait_for("PAUSED", lambda: connector_state(leader, "src") == ("PAUSED", ["PAUSED"]))
@@ -343,6 +358,11 @@ def test_distributed_lifecycle_through_the_follower_eager(cluster_broker: Broker
         got = wait_for("every line twice", lambda: len(
             x := topic_lines(bootstrap, "lines", 10, timeout=2)) >= 20 and x)
         assert Counter(got) == Counter({f"line {i}": 2 for i in range(10)})
+        # The reconfigured sink went on from its group's offsets: every line twice, no more.
+        wait_for("the replay written by the sink", lambda: len(out.read_text().splitlines())
+                 >= 20)
+        assert Counter(out.read_text().splitlines()) == Counter(
+            {f"line {i}": 2 for i in range(10)})
 
         status, doc = request_until(f, "POST", "/connectors/src/restart?includeTasks=true")
         assert status == 202 and doc["name"] == "src"  # type: ignore[index]
