@@ -14,7 +14,13 @@ from confluent_kafka import Consumer, TopicPartition
 from strom.testing.connect import ConnectWorkerProcess
 from strom.testing.postgres import PostgresProcess, postgres_binaries
 from strom.testing.process import free_port
-from tests.integration.connect_helpers import wait_for
+from tests.integration.connect_helpers import connect_broker, wait_for
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """This module's broker: the shared one's, without the initial rebalance delay."""
+    yield from connect_broker(tmp_path_factory)
 
 sa = pytest.importorskip("sqlalchemy", reason="the jdbc extra (sqlalchemy) is not installed")
 pytest.importorskip("psycopg", reason="the jdbc extra (psycopg) is not installed")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,7 +14,13 @@ from strom.cli.main import main
 from strom.testing import BrokerProcess
 from strom.testing.connect import ConnectWorkerProcess
 from tests.integration.cli_helpers import assert_clean_error, strom
-from tests.integration.connect_helpers import wait_for
+from tests.integration.connect_helpers import connect_broker, wait_for
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """This module's broker: the shared one's, without the initial rebalance delay."""
+    yield from connect_broker(tmp_path_factory)
 
 
 def state(worker: ConnectWorkerProcess, name: str) -> tuple[str, list[str]]:
