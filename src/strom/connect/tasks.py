@@ -177,15 +177,21 @@ class WorkerSourceTask(WorkerTask):
         batch = _SubmittedBatch()
         self.in_flight.append(batch)
         errors = self.errors
+        chained = bool(self.transforms.stages)
+        key_converter, value_converter = self.key_converter, self.value_converter
         for original in records:
             # Transforms then converters, each step through the error handler (Kafka's order);
             # a record dropped or tolerated still counts for its source offset below.
             errors.begin(_source_context(original))
             try:
-                r = self.transforms.apply(original, errors.run)
+                r = self.transforms.apply(original, errors.run) if chained else original
                 if r is None:
                     continue
-                key, value = self._convert(r)
+                try:  # converters are pure: on any failure, again through the error handler
+                    key = key_converter.from_connect_data(r.topic, r.key_schema, r.key)
+                    value = value_converter.from_connect_data(r.topic, r.value_schema, r.value)
+                except Exception:  # noqa: BLE001 - retried, tolerated or failed by _convert
+                    key, value = self._convert(r)
             except Tolerated:
                 continue
             kwargs: dict[str, Any] = {"key": key, "value": value,
