@@ -314,16 +314,22 @@ class WorkerSinkTask(WorkerTask):
         errors.begin(lambda: Original(topic, msg.partition(), msg.offset(), msg.key(),
                                       msg.value(), headers, timestamp))
         try:
-            key_schema, key = errors.run(
-                "KEY_CONVERTER", self.key_converter_class,
-                lambda: self.key_converter.to_connect_data(topic, msg.key()))
-            value_schema, value = errors.run(
-                "VALUE_CONVERTER", self.value_converter_class,
-                lambda: self.value_converter.to_connect_data(topic, msg.value()))
+            try:  # converters are pure: on any failure, again through the error handler
+                key_schema, key = self.key_converter.to_connect_data(topic, msg.key())
+                value_schema, value = self.value_converter.to_connect_data(topic, msg.value())
+            except Exception:  # noqa: BLE001 - retried, tolerated, reported or failed below
+                key_schema, key = errors.run(
+                    "KEY_CONVERTER", self.key_converter_class,
+                    lambda: self.key_converter.to_connect_data(topic, msg.key()))
+                value_schema, value = errors.run(
+                    "VALUE_CONVERTER", self.value_converter_class,
+                    lambda: self.value_converter.to_connect_data(topic, msg.value()))
             record = SinkRecord(topic=topic, partition=msg.partition(), key=key, value=value,
                                 key_schema=key_schema, value_schema=value_schema,
                                 timestamp=timestamp, headers=headers,
                                 kafka_offset=msg.offset())
+            if not self.transforms.stages:
+                return record
             return self.transforms.apply(record, errors.run)
         except Tolerated:
             return None
