@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -136,7 +137,7 @@ def test_kill_9_and_restart_loses_no_line(broker: BrokerProcess, tmp_path: Path,
                 written += 500
             committed = committed_offset(broker.bootstrap, topic_name)
             time.sleep(0.05)
-        worker.kill()
+        assert worker.kill() == -signal.SIGKILL  # the crash really happened
         seen_at_kill = len(lines_of(out))
         assert seen_at_kill < total
         with open(source_file, "a") as f:
