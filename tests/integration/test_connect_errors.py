@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from strom.testing.connect import ConnectWorkerProcess
-from tests.integration.connect_helpers import wait_for
+from tests.integration.connect_helpers import connect_broker, wait_for
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """This module's broker: the shared one's, without the initial rebalance delay."""
+    yield from connect_broker(tmp_path_factory)
 
 
 def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:

@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import json
+import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from strom.testing import BrokerProcess
 from strom.testing.connect import ConnectWorkerProcess
+from tests.integration.connect_helpers import connect_broker
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """This module's broker: the shared one's, without the initial rebalance delay."""
+    yield from connect_broker(tmp_path_factory)
 
 
 def connector_files(tmp_path: Path, topic: str, **overrides: str) -> list[Path]:
@@ -127,7 +137,7 @@ def test_kill_9_and_restart_loses_no_line(broker: BrokerProcess, tmp_path: Path,
                 written += 500
             committed = committed_offset(broker.bootstrap, topic_name)
             time.sleep(0.05)
-        worker.kill()
+        assert worker.kill() == -signal.SIGKILL  # the crash really happened
         seen_at_kill = len(lines_of(out))
         assert seen_at_kill < total
         with open(source_file, "a") as f:

@@ -14,7 +14,13 @@ from confluent_kafka import Consumer, TopicPartition
 from strom.testing.connect import ConnectWorkerProcess
 from strom.testing.postgres import PostgresProcess, postgres_binaries
 from strom.testing.process import free_port
-from tests.integration.connect_helpers import wait_for
+from tests.integration.connect_helpers import connect_broker, wait_for
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """This module's broker: the shared one's, without the initial rebalance delay."""
+    yield from connect_broker(tmp_path_factory)
 
 sa = pytest.importorskip("sqlalchemy", reason="the jdbc extra (sqlalchemy) is not installed")
 pytest.importorskip("psycopg", reason="the jdbc extra (psycopg) is not installed")
@@ -165,3 +171,70 @@ def test_unreachable_database_fails_then_restarts(worker: ConnectWorkerProcess,
                 "GET", "/connectors/later/status")[1]["tasks"]] == ["RUNNING"], "task RUNNING", timeout=30.0)
     finally:
         worker.request("DELETE", "/connectors/later")
+
+
+@needs_pg
+def test_postgres_query_timestamp_incrementing_and_evolving_upsert(pg: PostgresProcess) -> None:
+    """On PostgreSQL itself (tasks in-process, no broker): a ``query`` in
+    timestamp+incrementing mode sees new rows and updated ones, and resumes from its offset;
+    the sink's upsert creates its table, then adds a column when the schema grows."""
+    from strom.connect.api import SinkRecord, SourceTaskContext
+    from strom.connect.converters import Schema
+    from strom.connect.jdbc.sink import JdbcSinkTask
+    from strom.connect.jdbc.source import JdbcSourceTask
+
+    sql(pg.url, "CREATE TABLE stock (id SERIAL PRIMARY KEY, sku TEXT NOT NULL, "
+                "qty INTEGER NOT NULL, changed TIMESTAMP NOT NULL)")
+    sql(pg.url, "INSERT INTO stock (sku, qty, changed) VALUES "
+                "('a', 1, '2026-01-01 10:00'), ('b', 0, '2026-01-01 10:00'), "
+                "('c', 5, '2026-01-01 11:00')")
+    config = {"connection.url": pg.jdbc_url, "mode": "timestamp+incrementing",
+              "query": "SELECT id, sku, qty, changed FROM stock WHERE qty > 0",
+              "timestamp.column.name": "changed", "incrementing.column.name": "id",
+              "topic.prefix": "stock", "poll.interval.ms": "1", "batch.max.rows": "2",
+              "timestamp.delay.interval.ms": "0"}
+
+    def run(offsets: dict[str, Any]) -> list[Any]:
+        task = JdbcSourceTask()
+        task.initialize(SourceTaskContext(lambda p: offsets.get(json.dumps(p))))
+        task.start(dict(config))
+        try:
+            out: list[Any] = []
+            for _ in range(10):
+                out += task.poll() or []
+            return out
+        finally:
+            task.stop()
+
+    first = run({})
+    assert [(r.topic, r.value["id"], r.value["sku"]) for r in first] == [
+        ("stock", 1, "a"), ("stock", 3, "c")]
+    assert first[0].source_partition == {"query": config["query"]}
+    offsets = {json.dumps(first[-1].source_partition): first[-1].source_offset}
+    sql(pg.url, "UPDATE stock SET qty = 2, changed = '2026-01-02 09:00' WHERE sku = 'b'")
+    sql(pg.url, "INSERT INTO stock (sku, qty, changed) VALUES ('d', 7, '2026-01-02 10:00')")
+    assert [(r.value["id"], r.value["qty"]) for r in run(offsets)] == [(2, 2), (4, 7)]
+
+    user = Schema("struct", name="user", fields=(("id", Schema("int64")),
+                                                 ("name", Schema("string", optional=True))))
+    wider = Schema("struct", name="user", fields=(*user.fields,
+                                                  ("email", Schema("string", optional=True))))
+    sink = JdbcSinkTask()
+    sink.start({"connection.url": pg.url, "insert.mode": "upsert", "pk.mode": "record_key",
+                "pk.fields": "uid", "auto.create": "true", "auto.evolve": "true",
+                "table.name.format": "users_${topic}", "max.retries": "0"})
+    try:
+        def rec(value: dict[str, Any], key: str, offset: int, schema: Schema) -> SinkRecord:
+            return SinkRecord(topic="t", partition=0, key=key, value=value,
+                              value_schema=schema, kafka_offset=offset)
+
+        sink.put([rec({"id": 1, "name": "a"}, "u1", 0, user),
+                  rec({"id": 2, "name": "b"}, "u2", 1, user),
+                  rec({"id": 3, "name": "a2"}, "u1", 2, user)])
+        assert sql(pg.url, "SELECT * FROM users_t ORDER BY uid") == [
+            ("u1", 3, "a2"), ("u2", 2, "b")]
+        sink.put([rec({"id": 4, "name": "c", "email": "c@x"}, "u2", 3, wider)])
+        assert sql(pg.url, "SELECT * FROM users_t ORDER BY uid") == [
+            ("u1", 3, "a2", None), ("u2", 4, "c", "c@x")]
+    finally:
+        sink.stop()

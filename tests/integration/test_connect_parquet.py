@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,13 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from strom.testing.connect import ConnectWorkerProcess
+from tests.integration.connect_helpers import connect_broker
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """This module's broker: the shared one's, without the initial rebalance delay."""
+    yield from connect_broker(tmp_path_factory)
 
 pq = pytest.importorskip("pyarrow.parquet", reason="the parquet extra (pyarrow) is missing")
 

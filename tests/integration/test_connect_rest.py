@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,7 +14,13 @@ from strom.cli.main import main
 from strom.testing import BrokerProcess
 from strom.testing.connect import ConnectWorkerProcess
 from tests.integration.cli_helpers import assert_clean_error, strom
-from tests.integration.connect_helpers import wait_for
+from tests.integration.connect_helpers import connect_broker, wait_for
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """This module's broker: the shared one's, without the initial rebalance delay."""
+    yield from connect_broker(tmp_path_factory)
 
 
 def state(worker: ConnectWorkerProcess, name: str) -> tuple[str, list[str]]:
@@ -144,19 +152,62 @@ def test_paused_sink_moves_no_data_until_resumed(
 
 
 def test_unreachable_sink_fails_with_reason_then_restarts(
-        worker: ConnectWorkerProcess, tmp_path: Path, topic_name: str) -> None:
+        worker: ConnectWorkerProcess, tmp_path: Path, topic_name: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A FAILED task's trace through REST and ``strom connector status``; ``strom connector
+    restart --include-tasks --only-failed`` brings it back once its file can be written."""
     missing = tmp_path / "missing-dir"
     config = sink_config(tmp_path, topic_name, file=str(missing / "out.txt"))
     assert worker.request("PUT", "/connectors/c4/config", config)[0] == 201
     wait_for(lambda: state(worker, "c4") == ("RUNNING", ["FAILED"]), "task failed")
     status, body = worker.request("GET", "/connectors/c4/tasks/0/status")
     assert "No such file or directory" in body["trace"]
+    assert main(["connector", "status", "c4", "--url", worker.url]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[2].split()[:3] == ["task", "0", "FAILED"]
+    assert "No such file or directory" in out[-1]
     missing.mkdir()
-    status, body = worker.request("POST", "/connectors/c4/restart?includeTasks=true"
-                                          "&onlyFailed=true")
-    assert status == 202
+    assert main(["connector", "restart", "c4", "--include-tasks", "--only-failed",
+                 "--format", "json", "--url", worker.url]) == 0
+    [doc] = json.loads(capsys.readouterr().out)
+    assert doc["name"] == "c4" and doc["connector"]["state"] == "RUNNING"
     wait_for(lambda: state(worker, "c4") == ("RUNNING", ["RUNNING"]), "task restarted")
     assert worker.request("DELETE", "/connectors/c4")[0] == 204
+
+
+def test_sink_topics_regex_matches_whole_names_and_new_topics(
+        worker: ConnectWorkerProcess, broker: BrokerProcess, tmp_path: Path,
+        topic_name: str) -> None:
+    """``topics.regex`` as Kafka's consumer matches it: the whole name, Java-like syntax
+    (``\\d``), topics created later picked up at the next metadata refresh."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    sent = {f"{topic_name}-1": ["a1", "a2"], f"{topic_name}-2": ["b1"],
+            f"{topic_name}-1x": ["prefix-only"], f"{topic_name}-x": ["other"]}
+    for topic, values in sent.items():
+        for v in values:
+            producer.produce(topic, v.encode())
+    assert producer.flush(10) == 0
+    out = tmp_path / "out.txt"
+    regex = topic_name + r"-\d"
+    config = {"connector.class": "FileStreamSink", "topics.regex": regex, "file": str(out),
+              "consumer.override.metadata.max.age.ms": "500"}
+    bad = {**config, "topics.regex": "(", "errors.deadletterqueue.topic.name": "x"}
+    status, body = worker.request("PUT", "/connectors/rx/config", bad)
+    assert status == 400 and "topics.regex: Invalid regex" in body["message"]
+    dlq = {**config, "errors.deadletterqueue.topic.name": f"{topic_name}-9"}
+    status, body = worker.request("PUT", "/connectors/rx/config", dlq)
+    assert status == 400 and "may not be included in the regex matching" in body["message"]
+    assert worker.request("PUT", "/connectors/rx/config", config)[0] == 201
+    wait_for(lambda: out.exists() and len(out.read_text().splitlines()) == 3, "3 lines")
+    producer.produce(f"{topic_name}-3", b"c1")  # a new topic the regex matches
+    assert producer.flush(10) == 0
+    lines = wait_for(lambda: (x := out.read_text().splitlines()) and len(x) >= 4 and x,
+                     "the new topic's record")
+    assert sorted(lines) == ["a1", "a2", "b1", "c1"]  # nothing of -1x and -x
+    assert lines.index("a1") < lines.index("a2") and lines[-1] == "c1"
+    assert worker.request("DELETE", "/connectors/rx")[0] == 204
 
 
 def test_validate_endpoint(worker: ConnectWorkerProcess) -> None:
@@ -254,6 +305,20 @@ def test_offsets_endpoints(worker: ConnectWorkerProcess, broker: BrokerProcess,
     assert (status, body["message"]) == (
         200, "The offsets for this connector have been reset successfully")
     assert worker.request("GET", "/connectors/src6/offsets") == (200, {"offsets": []})
+    # A sink's offsets are its group's: rewound to 3 while stopped, it writes 3 and 4 again.
+    patch = {"offsets": [{"partition": {"kafka_topic": topic_name, "kafka_partition": 0},
+                          "offset": {"kafka_offset": 3}}]}
+    assert worker.request("PATCH", "/connectors/snk6/offsets", patch) == (
+        200, {"message": "The offsets for this connector have been altered successfully"})
+    assert worker.request("GET", "/connectors/snk6/offsets")[1]["offsets"][0]["offset"] == {
+        "kafka_offset": 3}
+    written = (tmp_path / "out.txt").read_text().splitlines()
+    assert sorted(written) == ["a", "b", "v0", "v1", "v2"]
+    assert worker.request("PUT", "/connectors/snk6/resume") == (202, None)
+    wait_for(lambda: (tmp_path / "out.txt").read_text().splitlines()[5:] == written[3:],
+             "records 3 and 4 written again")
+    assert worker.request("PUT", "/connectors/snk6/stop") == (204, None)
+    assert (tmp_path / "out.txt").read_text().splitlines() == written + written[3:]
     assert worker.request("DELETE", "/connectors/snk6/offsets")[0] == 200
     assert worker.request("GET", "/connectors/snk6/offsets") == (200, {"offsets": []})
     for name in ("src6", "snk6"):

@@ -8,6 +8,7 @@ raises: it returns one :class:`ConfigValue` per key with its error messages, the
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -121,6 +122,15 @@ def at_least(minimum: int) -> Validator:
         return None
 
     return check
+
+
+def valid_regex(value: Any) -> str | None:
+    """Kafka's RegexValidator, in Python's ``re`` syntax (what the runtime matches with)."""
+    try:
+        re.compile(str(value or ""))
+    except re.error as exc:
+        return f"Invalid regex: {exc}"
+    return None
 
 
 def non_empty_string(value: Any) -> str | None:

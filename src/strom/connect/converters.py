@@ -85,22 +85,27 @@ class Converter:
 
 
 class StringConverter(Converter):
-    def _encoding(self) -> str:
-        name = "key.converter.encoding" if self.is_key else "value.converter.encoding"
-        return self.config.get(name) or self.config.get("converter.encoding") or "utf-8"
+    encoding = "utf-8"
+
+    def configure(self, config: dict[str, str], is_key: bool) -> None:
+        super().configure(config, is_key)
+        name = "key.converter.encoding" if is_key else "value.converter.encoding"
+        self.encoding = config.get(name) or config.get("converter.encoding") or "utf-8"
 
     def from_connect_data(self, topic: str, schema: Schema | None, value: Any) -> bytes | None:
         if value is None:
             return None
+        if isinstance(value, str):
+            return value.encode(self.encoding)
         if isinstance(value, bytes):
             return value
-        return str(value).encode(self._encoding())
+        return str(value).encode(self.encoding)
 
     def to_connect_data(self, topic: str, data: bytes | None) -> tuple[Schema | None, Any]:
         if data is None:
             return OPTIONAL_STRING_SCHEMA, None
         try:
-            return OPTIONAL_STRING_SCHEMA, data.decode(self._encoding())
+            return OPTIONAL_STRING_SCHEMA, data.decode(self.encoding)
         except UnicodeDecodeError as exc:
             raise DataError(f"Failed to deserialize string: {exc}") from None
 

@@ -16,6 +16,7 @@ record's original key, value and headers, plus Kafka's ``__connect.errors.*`` he
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -88,7 +89,19 @@ def definitions(config: dict[str, str], sink: bool) -> tuple[ConfigDef, dict[str
         key = "errors.deadletterqueue.topic.name"
         errors[key] = [f"The DLQ topic '{dlq}' may not be included in the list of topics "
                        f"('topics={config.get('topics')}') consumed by the connector"]
+    regex = config.get("topics.regex", "").strip()
+    if sink and dlq and regex and _fullmatch(regex, dlq):
+        errors["errors.deadletterqueue.topic.name"] = [
+            f"The DLQ topic '{dlq}' may not be included in the regex matching the topics "
+            f"('topics.regex={regex}') consumed by the connector"]
     return (SINK_ERRORS_DEF if sink else ERRORS_DEF), errors
+
+
+def _fullmatch(regex: str, topic: str) -> bool:
+    try:
+        return re.fullmatch(regex, topic) is not None
+    except re.error:
+        return False  # reported on topics.regex itself
 
 
 class ErrorHandler:

@@ -107,19 +107,21 @@ class FileStreamSourceTask(SourceTask):
         if b"\n" not in self.buffer:
             time.sleep(0.05)  # no complete line yet: the rest may still be written
             return None
+        # Complete lines only; the buffer is cut once per poll (not once per line).
+        lines = self.buffer.split(b"\n", self.batch_size)
+        rest = lines.pop()  # text after the last newline taken (or the lines beyond a batch)
+        partition = self._partition()  # one dict for the batch: records never change it
         records: list[SourceRecord] = []
-        while len(records) < self.batch_size:
-            end = self.buffer.find(b"\n")
-            if end < 0:
-                break
-            raw, self.buffer = self.buffer[:end], self.buffer[end + 1:]
-            self.position += end + 1
-            line = raw.rstrip(b"\r").decode("utf-8", errors="replace")
+        position = self.position
+        for raw in lines:
+            position += len(raw) + 1
             records.append(SourceRecord(
-                topic=self.topic, value=line, value_schema=STRING_SCHEMA,
-                source_partition=self._partition(),
-                source_offset={"position": self.position},
+                topic=self.topic, value=raw.rstrip(b"\r").decode("utf-8", errors="replace"),
+                value_schema=STRING_SCHEMA, source_partition=partition,
+                source_offset={"position": position},
             ))
+        self.position = position
+        self.buffer = rest
         return records
 
     def stop(self) -> None:

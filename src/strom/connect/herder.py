@@ -20,7 +20,7 @@ from strom.connect import errors as errors_api
 from strom.connect import offsets as offsets_api
 from strom.connect.api import Connector, ConnectorContext, SinkConnector, SourceConnector
 from strom.connect.backing import ConfigBackingStore, OffsetBackingStore
-from strom.connect.config import ConfigDef, ConfigKey, at_least, non_empty_string
+from strom.connect.config import ConfigDef, ConfigKey, at_least, non_empty_string, valid_regex
 from strom.connect.converters import Converter
 from strom.connect.plugins import PluginNotFound, class_name, find_connector, find_converter
 from strom.connect.tasks import WorkerSinkTask, WorkerSourceTask, WorkerTask
@@ -44,7 +44,7 @@ COMMON_DEF = ConfigDef([
 SINK_DEF = ConfigDef([
     ConfigKey("topics", "LIST", "", "HIGH", "List of topics to consume.", group="Common"),
     ConfigKey("topics.regex", "STRING", "", "HIGH", "Regular expression of topics to consume.",
-              group="Common"),
+              group="Common", validator=valid_regex),
 ])
 
 
@@ -381,16 +381,23 @@ class StandaloneHerder:
         common["errors"] = errors_api.ErrorHandler(rt.name, index, rt.config,
                                                    sink=rt.type == "sink", client_config=base)
         if rt.type == "sink":
-            consumer = {k[9:]: v for k, v in self.worker_config.items()
-                        if k.startswith("consumer.")}
+            consumer = {**{k[9:]: v for k, v in self.worker_config.items()
+                           if k.startswith("consumer.")}, **_overrides(rt.config, "consumer")}
             topics = [t.strip() for t in rt.config.get("topics", "").split(",") if t.strip()]
             return WorkerSinkTask(**common, client_config={**base, **consumer}, topics=topics,
                                   topics_regex=rt.config.get("topics.regex") or None)
-        producer = {k[9:]: v for k, v in self.worker_config.items()
-                    if k.startswith("producer.")}
+        producer = {**{k[9:]: v for k, v in self.worker_config.items()
+                       if k.startswith("producer.")}, **_overrides(rt.config, "producer")}
         return self._source_task(rt, index, common, {**base, **producer})
 
     def _source_task(self, rt: ConnectorRuntime, index: int, common: dict[str, Any],
                      client_config: dict[str, Any]) -> WorkerTask:
         """The worker task of a source task (distributed mode may make it exactly-once)."""
         return WorkerSourceTask(**common, client_config=client_config, offsets=self.offsets)
+
+
+def _overrides(config: dict[str, str], client: str) -> dict[str, str]:
+    """``consumer.override.*``/``producer.override.*`` (KIP-458; Kafka 3's default policy
+    ``All``, the only one strom has): they win over the worker's ``consumer.*``/``producer.*``."""
+    prefix = f"{client}.override."
+    return {k[len(prefix):]: v for k, v in config.items() if k.startswith(prefix)}

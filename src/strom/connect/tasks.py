@@ -39,6 +39,7 @@ from strom.connect.backing import OffsetBackingStore
 from strom.connect.converters import Converter
 from strom.connect.errors import ErrorHandler, Original, Tolerated
 from strom.connect.plugins import class_name
+from strom.connect.subscription import TopicSubscription
 from strom.connect.transforms.chain import TransformationChain
 
 LOG = logging.getLogger("strom.connect.task")
@@ -176,15 +177,21 @@ class WorkerSourceTask(WorkerTask):
         batch = _SubmittedBatch()
         self.in_flight.append(batch)
         errors = self.errors
+        chained = bool(self.transforms.stages)
+        key_converter, value_converter = self.key_converter, self.value_converter
         for original in records:
             # Transforms then converters, each step through the error handler (Kafka's order);
             # a record dropped or tolerated still counts for its source offset below.
             errors.begin(_source_context(original))
             try:
-                r = self.transforms.apply(original, errors.run)
+                r = self.transforms.apply(original, errors.run) if chained else original
                 if r is None:
                     continue
-                key, value = self._convert(r)
+                try:  # converters are pure: on any failure, again through the error handler
+                    key = key_converter.from_connect_data(r.topic, r.key_schema, r.key)
+                    value = value_converter.from_connect_data(r.topic, r.value_schema, r.value)
+                except Exception:  # noqa: BLE001 - retried, tolerated or failed by _convert
+                    key, value = self._convert(r)
             except Tolerated:
                 continue
             kwargs: dict[str, Any] = {"key": key, "value": value,
@@ -244,7 +251,6 @@ class WorkerSinkTask(WorkerTask):
         conf = {"group.id": f"connect-{self.connector}", "enable.auto.commit": False,
                 "auto.offset.reset": "earliest", **self.client_config}
         consumer = Consumer(conf)
-        subscription = [f"^{self.topics_regex}"] if self.topics_regex else self.topics
 
         def on_assign(c: Consumer, partitions: list[TopicPartition]) -> None:
             if self.paused.is_set():
@@ -256,11 +262,18 @@ class WorkerSinkTask(WorkerTask):
             lost = {(tp.topic, tp.partition) for tp in partitions}
             self.consumed = {k: v for k, v in self.consumed.items() if k not in lost}
 
-        consumer.subscribe(subscription, on_assign=on_assign, on_revoke=on_revoke)
+        subscription = TopicSubscription(consumer, self.topics, self.topics_regex,
+                                         self.client_config,
+                                         lambda c, topics: c.subscribe(
+                                             topics, on_assign=on_assign, on_revoke=on_revoke))
+        subscription.refresh(first=True)
         last_commit = time.monotonic()
         paused = False
         try:
             while not self.stopping.is_set():
+                if not subscription.refresh():
+                    self.stopping.wait(0.2)  # topics.regex matches no topic (yet)
+                    continue
                 if self.paused.is_set() != paused:
                     paused = self.paused.is_set()
                     assigned = consumer.assignment()
@@ -301,16 +314,22 @@ class WorkerSinkTask(WorkerTask):
         errors.begin(lambda: Original(topic, msg.partition(), msg.offset(), msg.key(),
                                       msg.value(), headers, timestamp))
         try:
-            key_schema, key = errors.run(
-                "KEY_CONVERTER", self.key_converter_class,
-                lambda: self.key_converter.to_connect_data(topic, msg.key()))
-            value_schema, value = errors.run(
-                "VALUE_CONVERTER", self.value_converter_class,
-                lambda: self.value_converter.to_connect_data(topic, msg.value()))
+            try:  # converters are pure: on any failure, again through the error handler
+                key_schema, key = self.key_converter.to_connect_data(topic, msg.key())
+                value_schema, value = self.value_converter.to_connect_data(topic, msg.value())
+            except Exception:  # noqa: BLE001 - retried, tolerated, reported or failed below
+                key_schema, key = errors.run(
+                    "KEY_CONVERTER", self.key_converter_class,
+                    lambda: self.key_converter.to_connect_data(topic, msg.key()))
+                value_schema, value = errors.run(
+                    "VALUE_CONVERTER", self.value_converter_class,
+                    lambda: self.value_converter.to_connect_data(topic, msg.value()))
             record = SinkRecord(topic=topic, partition=msg.partition(), key=key, value=value,
                                 key_schema=key_schema, value_schema=value_schema,
                                 timestamp=timestamp, headers=headers,
                                 kafka_offset=msg.offset())
+            if not self.transforms.stages:
+                return record
             return self.transforms.apply(record, errors.run)
         except Tolerated:
             return None
