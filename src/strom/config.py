@@ -75,6 +75,7 @@ BROKER_DEFAULTS: dict[str, str] = {
 EXTRA_KNOWN_KEYS: set[str] = {
     "broker.id",
     "broker.rack",
+    "replica.selector.class",  # KIP-392 (strom.broker.replica_selector); unset: the leader
     "zookeeper.connect",  # set: a cluster member on ZooKeeper; unset: the embedded store
     "zookeeper.connection.timeout.ms",  # unset: zookeeper.session.timeout.ms
     "strom.fetch.sendfile.enable",

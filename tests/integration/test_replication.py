@@ -71,14 +71,17 @@ def _list_offsets(broker: BrokerProcess, topic: str) -> tuple[int, int]:
     return int(p.error_code), int(p.offset)
 
 
-def _fetch_error(broker: BrokerProcess, topic: str) -> int:
-    answer = wire.request(broker.bootstrap, 1, 12, replica_id=-1, max_wait=0, min_bytes=0,
+def _fetch(broker: BrokerProcess, topic: str, version: int) -> tuple[int, int, int]:
+    """(error code, high watermark, record bytes) of a consumer's Fetch of partition 0."""
+    rack = {"rack_id": ""} if version >= 11 else {}
+    answer = wire.request(broker.bootstrap, 1, version, replica_id=-1, max_wait=0, min_bytes=0,
                           max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
-                          forgotten_topics_data=(), rack_id="", topics=(
-                              wire.part(1, 12, "FetchTopic", topic=topic, partitions=(
-                                  wire.part(1, 12, "FetchPartition", partition=0, fetch_offset=0,
-                                            partition_max_bytes=1 << 20),)),))  # fmt: skip
-    return int(answer.responses[0].partitions[0].error_code)
+                          forgotten_topics_data=(), **rack, topics=(
+                              wire.part(1, version, "FetchTopic", topic=topic, partitions=(
+                                  wire.part(1, version, "FetchPartition", partition=0,
+                                            fetch_offset=0, partition_max_bytes=1 << 20),)),))  # fmt: skip
+    p = answer.responses[0].partitions[0]
+    return int(p.error_code), int(p.high_watermark), len(p.records or b"")
 
 
 def _messages(prefix: str, n: int) -> list[dict[str, bytes]]:
@@ -97,7 +100,11 @@ def test_acks_all_replicates_and_the_follower_takes_over(cluster: FakeController
     _wait("the follower's copy", lambda: _segment(b2, "rep") == _segment(b1, "rep"))
     # the follower refuses clients (librdkafka would go to the leader: ask on the wire)
     assert _list_offsets(b2, "rep") == (NOT_LEADER_OR_FOLLOWER, -1)
-    assert _fetch_error(b2, "rep") == NOT_LEADER_OR_FOLLOWER
+    assert _fetch(b2, "rep", 10)[0] == NOT_LEADER_OR_FOLLOWER
+    # ... but from Fetch v11 it serves consumers up to its high watermark (KIP-392)
+    _wait("the follower's high watermark", lambda: _fetch(b2, "rep", 12)[1] == 20)
+    code, _hw, size = _fetch(b2, "rep", 12)
+    assert code == 0 and size == len(_segment(b1, "rep"))
     assert _list_offsets(b1, "rep") == (0, 20)
     # leadership moves to broker 2 in epoch 2: it serves the same records
     moved = PartitionState(leader=2, leader_epoch=2, replicas=[1, 2], isr=[1, 2],

@@ -23,6 +23,7 @@ from strom.broker import dispatch, dynamic_config, replication
 from strom.broker.observability import BrokerMetrics, broker_health
 from strom.broker.producer_ids import ProducerIdManager
 from strom.broker.replica_manager import ReplicaManager
+from strom.broker.replica_selector import check_selector
 from strom.broker.server import start_server
 from strom.broker.topic_lifecycle import TopicLifecycle
 from strom.clock import Clock, SystemClock
@@ -68,6 +69,8 @@ class Broker:
         self.advertised = advertised or listen
         self.clock: Clock = clock or SystemClock()
         self.node_id = config.node_id
+        # KIP-392: which replica a consumer with a rack reads from (None: always the leader)
+        self.replica_selector = check_selector(config.get("replica.selector.class"))
         self.cluster_id = ""
         self.connections: set[KafkaConnection] = set()
         self.services: list[Service] = []

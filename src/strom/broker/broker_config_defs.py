@@ -99,6 +99,8 @@ _STATIC: dict[str, BrokerConfigDef] = {
         "how often high watermarks are checkpointed"),
     "replica.lag.time.max.ms": _B("long", "30000",
         "a follower not caught up for this long leaves the ISR"),
+    "replica.selector.class": _B("class", None,
+        "how a leader picks the replica a consumer with client.rack reads from (KIP-392)"),
     "socket.request.max.bytes": _B("int", "104857600", "largest request accepted"),
     "transaction.state.log.replication.factor": _B("short", "3",
         "replication factor of __transaction_state"),

@@ -157,7 +157,8 @@ class SessionContext:
                 if cached is None:
                     kept.append(p)
                     continue
-                changed = (p.records or p.error_code != 0 or cached.hw != p.high_watermark
+                changed = (p.records or p.error_code != 0 or p.preferred_read_replica >= 0
+                           or cached.hw != p.high_watermark
                            or cached.lso != p.last_stable_offset
                            or cached.log_start != p.log_start_offset)  # fmt: skip
                 cached.hw, cached.lso = p.high_watermark, p.last_stable_offset

@@ -95,6 +95,12 @@ class ReplicaManager:
     def leader_partition(self, topic: str, index: int, current_epoch: int = -1) -> Partition:
         """The partition if this broker leads it in ``current_epoch`` (-1: any); raises
         UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH."""
+        return self.replica_partition(topic, index, current_epoch, followers=False)
+
+    def replica_partition(self, topic: str, index: int, current_epoch: int = -1, *,
+                          followers: bool) -> Partition:  # fmt: skip
+        """As :meth:`leader_partition`, but with ``followers`` a follower's replica is returned
+        too (a consumer reading from the closest replica, KIP-392)."""
         part = self.partitions.get((topic, index))
         if part is None or self.logs.get(topic, index) is not part.log:
             if self.logs.get(topic, index) is None:
@@ -106,7 +112,7 @@ class ReplicaManager:
         if code != ErrorCode.none:
             raise KafkaError(code, f"leader epoch {current_epoch} of {topic}-{index}: this "
                                    f"broker's is {part.leader_epoch}")  # fmt: skip
-        if not part.is_leader:
+        if not part.is_leader and not (followers and part.leader_id >= 0):
             raise KafkaError(ErrorCode.not_leader_or_follower,
                              f"broker {self.node_id} is not the leader of {topic}-{index}")  # fmt: skip
         return part

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from strom.broker.replica_selector import check_selector
 from strom.config import BrokerConfig, ConfigError
 
 log = logging.getLogger("strom")
@@ -171,6 +172,10 @@ def run(args: argparse.Namespace) -> int:
             else (listen[0] if listen[0] not in ("0.0.0.0", "::") else "localhost", listen[1])
         )
         _check_data_dir(data_dir)
+        try:
+            check_selector(config.get("replica.selector.class"))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         _check_port(*listen)
         admin_address = admin.parse_listener(config.get(admin.CONFIG_KEY) or "")
         if admin_address is not None:

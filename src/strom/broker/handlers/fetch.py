@@ -15,9 +15,13 @@ Rules kept from Kafka (KIP-74 and the protocol guide):
 - incremental fetch sessions (KIP-227, :mod:`strom.broker.fetch_session`): a request may open
   a session, then send only the partitions that changed; its response holds only the
   partitions with news.
-Topic ids (v13+) are resolved through the topic registry. Only the partition's leader serves
-it (NOT_LEADER_OR_FOLLOWER elsewhere); a partition's ``current_leader_epoch`` (v9+) is checked
-first: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (:meth:`Partition.check_leader_epoch`).
+Topic ids (v13+) are resolved through the topic registry. The partition's leader serves it;
+from v11 a follower serves consumers too, up to its own high watermark, and the leader may
+send a consumer that names its rack to a follower in that rack (KIP-392,
+:mod:`strom.broker.replica_selector`: the partition comes back empty with
+``preferred_read_replica`` set, at once); anywhere else NOT_LEADER_OR_FOLLOWER. A partition's
+``current_leader_epoch`` (v9+) is checked first: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH
+(:meth:`Partition.check_leader_epoch`).
 A follower's fetch (``replica_id`` >= 0; v15+ ``replica_state.replica_id``) reads up to the log
 end offset instead of the high watermark, and its fetch offset tells the leader its log end
 offset (:meth:`ReplicaManager.follower_fetched`: HW, ISR expansion, acks=all waiters).
@@ -37,6 +41,7 @@ from typing import Any
 
 from strom.broker import dispatch, fetch_session, zero_copy
 from strom.broker.context import RequestContext
+from strom.broker.replica_selector import preferred_read_replica
 from strom.protocol.errors import ErrorCode, error_code_of
 from strom.protocol.hot_path import FetchPartition, FetchResponse, FetchTopic
 
@@ -50,14 +55,15 @@ _NULL_TOPIC_ID = uuid.UUID(int=0)
 
 def _partition(ctx: RequestContext, index: int, code: ErrorCode, *, hw: int = -1,
                log_start: int = -1, records: Any = b"", lso: int | None = None,
-               aborted: tuple[tuple[int, int], ...] | None = None) -> FetchPartition:  # fmt: skip
+               aborted: tuple[tuple[int, int], ...] | None = None,
+               read_replica: int = -1) -> FetchPartition:  # fmt: skip
     # A plain tuple, encoded by strom.protocol.hot_path (kio's generic build and encode cost
     # ~7 µs a partition); ``records`` is bytes or a zero-copy file region, ``aborted`` holds
     # (producer id, first offset) pairs.
     if code:
         ctx.broker.metrics.request_error(API_KEY, code)
-    return FetchPartition(index, code, hw, hw if lso is None else lso, log_start, aborted, -1,
-                          records)  # fmt: skip
+    return FetchPartition(index, code, hw, hw if lso is None else lso, log_start, aborted,
+                          read_replica, records)  # fmt: skip
 
 
 def _replica_id(ctx: RequestContext, request: Any) -> int:
@@ -108,6 +114,9 @@ class _FetchPlan:
         metrics = ctx.broker.metrics
         known = ctx.broker.topics
         self.replica_id = _replica_id(ctx, request)
+        # KIP-392: a consumer (v11+) may read from a follower; its leader may send it to one
+        self.from_followers = self.replica_id < 0 and ctx.api_version >= 11
+        self.client_rack = str(getattr(request, "rack_id", "") or "")
         for topic, name in zip(topics, self.names, strict=True):
             if name is not None:
                 self.keys.extend((name, p.partition) for p in topic.partitions)
@@ -155,6 +164,8 @@ class _FetchPlan:
                     errors = True
                     if name in ctx.broker.topics:
                         ctx.broker.metrics.topic(name).failed_fetch_requests += 1
+                elif part.preferred_read_replica >= 0:
+                    errors = True  # answered at once, as Kafka does (no long poll)
                 if size:
                     self.sent.append((name, size))
                 total += size
@@ -169,8 +180,9 @@ class _FetchPlan:
         self.caught_up.pop((topic, p.partition), None)
         replicas = ctx.broker.replicas
         try:
-            leader = replicas.leader_partition(topic, p.partition,
-                                               int(getattr(p, "current_leader_epoch", -1)))  # fmt: skip
+            leader = replicas.replica_partition(topic, p.partition,
+                                                int(getattr(p, "current_leader_epoch", -1)),
+                                                followers=self.from_followers)  # fmt: skip
         except Exception as exc:
             return _partition(ctx, p.partition, error_code_of(exc)), 0
         log_ = leader.log
@@ -184,6 +196,12 @@ class _FetchPlan:
         start = log_.log_start_offset
         if offset < start or offset > log_.log_end_offset:
             return _partition(ctx, p.partition, ErrorCode.offset_out_of_range, hw=hw, log_start=start), 0
+        if leader.is_leader and self.from_followers and ctx.broker.replica_selector:
+            preferred = preferred_read_replica(ctx.broker.replica_selector, leader,
+                                               replicas.cache, self.client_rack, offset)  # fmt: skip
+            if preferred >= 0:  # no records: the client fetches from there next
+                return _partition(ctx, p.partition, ErrorCode.none, hw=hw, log_start=start,
+                                  lso=lso, read_replica=preferred), 0  # fmt: skip
         if offset >= bound:  # caught up: valid until an append moves the HW (and the LSO)
             part = _partition(ctx, p.partition, ErrorCode.none, hw=hw, log_start=start, lso=lso,
                               aborted=self._aborted(log_, offset, bound))  # fmt: skip
