@@ -17,14 +17,19 @@ High watermarks persist in ``<data dir>/replication-offset-checkpoint`` (Kafka's
 from it (not from its log end, which may hold records never committed).
 
 Appends and HW moves wake long-polling fetchers through the purgatory (key (topic, partition)).
+Coordinators hear when this broker starts or stops leading a partition of an internal topic
+through :attr:`ReplicaManager.ownership` (:mod:`strom.broker.coordinator_partitions`), and
+append with :meth:`ReplicaManager.append_replicated` (acks=all: done at the high watermark).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from strom.broker.coordinator_partitions import CoordinatorPartitions
 from strom.broker.delayed_produce import DelayedProducePurgatory
 from strom.broker.metadata_cache import MetadataCache
 from strom.broker.partition import Partition
@@ -54,6 +59,7 @@ class ReplicaManager:
         self.delayed = DelayedProducePurgatory()
         self.partitions: dict[TopicPartition, Partition] = {}
         self.cache = MetadataCache(node_id)
+        self.ownership = CoordinatorPartitions()
         self.controller_epoch = -1
         self.fetchers: ReplicaFetcherManager | None = None
         self.isr_changes: IsrChangeManager | None = None
@@ -101,6 +107,27 @@ class ReplicaManager:
         if part.maybe_advance_hw():
             self._hw_moved(part)
         self.purgatory.notify(key)
+        return result
+
+    async def append_replicated(self, topic: str, partition: int, records: bytes,
+                                origin: AppendOrigin, timeout_s: float) -> AppendResult:  # fmt: skip
+        """acks=all for the broker's own writers (coordinators, transaction markers): append
+        as the leader, then wait until the high watermark passes the records. Raises
+        KafkaError: NOT_ENOUGH_REPLICAS (before the append), NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        NOT_LEADER_OR_FOLLOWER (leadership lost while waiting), REQUEST_TIMED_OUT."""
+        self.check_min_isr(self.leader_partition(topic, partition))
+        result = self.append(topic, partition, records, origin)
+        log_ = self.get_log(topic, partition)
+        if log_.high_watermark > result.last_offset:
+            return result
+        future = self.delayed.watch((topic, partition), result.last_offset)
+        try:
+            code = await asyncio.wait_for(future, timeout_s)
+        except TimeoutError:
+            raise KafkaError(ErrorCode.request_timed_out,
+                             f"{topic}-{partition} not replicated within {timeout_s}s") from None
+        if code != ErrorCode.none:
+            raise KafkaError(code, f"{topic}-{partition}: {code.name}")
         return result
 
     def check_min_isr(self, part: Partition) -> None:
@@ -183,6 +210,7 @@ class ReplicaManager:
                 log.debug("became leader of %s-%d at epoch %d (isr %s, end offset %d)",
                          topic, index, leader_epoch, list(isr), log_.log_end_offset)  # fmt: skip
             self._hw_moved(part)
+            self.ownership.elected(topic, index, leader_epoch)
         else:
             was_leader = part.is_leader
             if part.make_follower(leader, leader_epoch, int(state.partition_epoch), replicas,
@@ -193,6 +221,7 @@ class ReplicaManager:
                     self.fetchers.add(key, leader, leader_epoch)
             if was_leader:
                 self.delayed.fail_all(key, ErrorCode.not_leader_or_follower)
+            self.ownership.resigned(topic, index)
             self.purgatory.notify(key)
         return ErrorCode.none
 
@@ -207,6 +236,7 @@ class ReplicaManager:
             self.fetchers.remove(key)
         self.partitions.pop(key, None)
         self.delayed.fail_all(key, ErrorCode.not_leader_or_follower)
+        self.ownership.resigned(topic, index)
         if delete:
             found = self.logs.detach(topic, index)
             if found is not None:
@@ -225,6 +255,7 @@ class ReplicaManager:
             key = (topic, index)
             self.partitions.pop(key, None)
             self.delayed.fail_all(key, ErrorCode.not_leader_or_follower)
+            self.ownership.resigned(topic, index)
             if self.fetchers is not None:
                 self.fetchers.remove(key)
         self.cache.remove_topic(topic, partitions)

@@ -24,8 +24,8 @@ def _time(ms: int) -> datetime.datetime:
 def _state(ctx: RequestContext, txn_id: str) -> Any:
     try:
         coord = txn_coordinator_of(ctx.broker)
-        code = ErrorCode.coordinator_load_in_progress if coord.loading else ErrorCode.none
-        value = None if coord.loading else coord.txns.get(txn_id)
+        code = coord.ownership(txn_id)
+        value = None if code != ErrorCode.none else coord.txns.get(txn_id)
     except KafkaError as exc:
         code, value = exc.error_code, None
     if value is None:

@@ -55,8 +55,11 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> Lookup:
         found = _leader(ctx, TXN_TOPIC, txn.coordinator.partition_for(key))
         if found[0] != ErrorCode.none or found[2] is not None:
             return found
-        if txn.coordinator.loading:
-            return ErrorCode.coordinator_load_in_progress, None, None
+        owned = txn.coordinator.ownership(key)
+        if owned == ErrorCode.coordinator_load_in_progress:
+            return owned, None, None
+        if owned != ErrorCode.none:  # led here by the cache, not yet by LeaderAndIsr
+            return ErrorCode.coordinator_not_available, "not loaded yet", None
         return ErrorCode.none, None, None
     if key_type != GROUP_KEY_TYPE:
         return ErrorCode.invalid_request, f"unknown key type {key_type}", None
