@@ -215,13 +215,15 @@ class Broker:
                                                  configs)  # fmt: skip
         return await self.lifecycle.create(name, partitions, configs)
 
-    async def ensure_internal_topic(self, name: str, partitions: int, segment_bytes: int) -> TopicInfo:
+    async def ensure_internal_topic(self, name: str, partitions: int, segment_bytes: int,
+                                    extra: dict[str, str] | None = None) -> TopicInfo:  # fmt: skip
         """An internal compacted topic (``__consumer_offsets``, ``__transaction_state``), created
-        with ``partitions`` on first start; an existing one is kept as it is."""
+        with ``partitions`` (and ``extra`` topic configs) on first start; an existing one is
+        kept as it is."""
         info = self.topics.get(name)
         if info is not None:
             return info
-        configs = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)}
+        configs = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes), **(extra or {})}
         rf = int(self.config.get(_INTERNAL_RF.get(name, ""), None) or 1)
         try:
             return await self.create_topic(name, partitions, rf, configs)

@@ -1,7 +1,8 @@
 """The transaction coordinator as a broker service: ``__transaction_state``, loading, timers.
 
 At start-up ``__transaction_state`` is created if missing (``transaction.state.log.num.partitions``
-partitions, compacted). The service then listens to the leadership of its partitions
+partitions; in a cluster ``transaction.state.log.replication.factor`` replicas and
+``min.insync.replicas`` = ``transaction.state.log.min.isr``, compacted). The service then listens to the leadership of its partitions
 (:mod:`strom.broker.coordinator_partitions`): when this broker becomes the leader of one, in
 a leader epoch, the coordinator loads it (:meth:`TransactionCoordinator.begin_load`, its
 transactional ids answer COORDINATOR_LOAD_IN_PROGRESS; the log replayed in a task; then
@@ -78,9 +79,14 @@ class TxnService(Service):
     async def start(self) -> None:
         broker = self.broker
         cfg = broker.config
+        extra = {}
+        if cfg.get("zookeeper.connect"):  # replicated: Kafka's transaction.state.log.min.isr
+            rf = cfg.get_int("transaction.state.log.replication.factor")
+            extra["min.insync.replicas"] = str(max(1, min(cfg.get_int("transaction.state.log.min.isr"), rf)))
         info = await broker.ensure_internal_topic(
-            TXN_TOPIC, cfg.get_int("transaction.state.log.num.partitions"), cfg.get_int("transaction.state.log.segment.bytes")
-        )
+            TXN_TOPIC, cfg.get_int("transaction.state.log.num.partitions"),
+            cfg.get_int("transaction.state.log.segment.bytes"), extra,
+        )  # fmt: skip
         config = TxnConfig(
             partitions=info.partition_count,
             max_timeout_ms=cfg.get_int("transaction.max.timeout.ms"),
