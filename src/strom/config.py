@@ -42,8 +42,9 @@ BROKER_DEFAULTS: dict[str, str] = {
     "log.cleaner.backoff.ms": "15000",
     "transactional.id.expiration.ms": "604800000",
     "transaction.state.log.num.partitions": "50",
-    "transaction.state.log.replication.factor": "3",
     "transaction.state.log.segment.bytes": "104857600",
+    "transaction.state.log.replication.factor": "3",  # capped to the live brokers (cluster)
+    "transaction.state.log.min.isr": "2",  # a cluster's __transaction_state min.insync.replicas
     "transaction.max.timeout.ms": "900000",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
     "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",

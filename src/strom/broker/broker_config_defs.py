@@ -103,7 +103,9 @@ _STATIC: dict[str, BrokerConfigDef] = {
         "how a leader picks the replica a consumer with client.rack reads from (KIP-392)"),
     "socket.request.max.bytes": _B("int", "104857600", "largest request accepted"),
     "transaction.state.log.replication.factor": _B("short", "3",
-        "replication factor of __transaction_state"),
+        "replication factor of __transaction_state (cluster mode; capped to the live brokers)"),
+    "transaction.state.log.min.isr": _B("int", "2",
+        "min.insync.replicas of __transaction_state (cluster mode; at most its replication factor)"),
     "transactional.id.expiration.ms": _B("int", "604800000",
         "how long an idle transactional id is kept"),
 }  # fmt: skip

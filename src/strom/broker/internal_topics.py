@@ -7,7 +7,8 @@ retry). Creating it at broker start-up, as strom once did, let the first broker 
 create it alone, with its replication factor capped to the one live broker.
 
 Each topic is compacted, with ``<prefix>.num.partitions`` partitions, ``<prefix>.segment.bytes``
-and ``<prefix>.replication.factor`` replicas (3 by default). In a cluster the replication
+and ``<prefix>.replication.factor`` replicas (3 by default); in a cluster
+``__transaction_state`` has ``min.insync.replicas`` = ``transaction.state.log.min.isr``. In a cluster the replication
 factor is capped to the live brokers with a WARNING (a development cluster;
 :func:`strom.controller.admin.create_registered`); a single node's topics have its one replica.
 One creation at a time per topic and broker (single flight); a failed creation is tried again
@@ -74,6 +75,10 @@ class InternalTopics:
         rf = max(broker.config.get_int(f"{prefix}.replication.factor"), 1)
         configs = {"cleanup.policy": "compact",
                    "segment.bytes": str(broker.config.get_int(f"{prefix}.segment.bytes"))}  # fmt: skip
+        if name == TXN_TOPIC and broker.config.get("zookeeper.connect"):
+            # Kafka's transaction.state.log.min.isr (lowered with the RF when that is capped)
+            min_isr = min(broker.config.get_int("transaction.state.log.min.isr"), rf)
+            configs["min.insync.replicas"] = str(max(1, min_isr))
         try:
             await broker.create_topic(name, partitions, rf, configs)
             log.info("created internal topic %s (%d partitions)", name, partitions)

@@ -17,20 +17,19 @@ High watermarks persist in ``<data dir>/replication-offset-checkpoint`` (Kafka's
 from it (not from its log end, which may hold records never committed).
 
 Appends and HW moves wake long-polling fetchers through the purgatory (key (topic, partition)).
-
-Leadership listeners (:meth:`ReplicaManager.on_leadership`, Kafka's ``onLeadershipChange``:
-the group and transaction coordinators) hear ``(topic, partition, leading)`` when this broker
-starts leading a partition (``True``, after the partition is a leader) and when it stops
-(``False``: it became a follower, or the replica was stopped). A listener's error is logged and
-does not fail the LeaderAndIsr.
+Coordinators hear when this broker starts or stops leading a partition of an internal topic
+through :attr:`ReplicaManager.ownership` (:mod:`strom.broker.coordinator_partitions`), and
+append with :meth:`ReplicaManager.append_replicated` (acks=all: done at the high watermark).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from strom.broker.coordinator_partitions import CoordinatorPartitions
 from strom.broker.delayed_produce import DelayedProducePurgatory
 from strom.broker.metadata_cache import MetadataCache
 from strom.broker.partition import Partition
@@ -49,7 +48,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 HW_CHECKPOINT_FILE = "replication-offset-checkpoint"
 TopicPartition = tuple[str, int]
-LeadershipListener = Callable[[str, int, bool], None]
 
 
 class ReplicaManager:
@@ -61,26 +59,12 @@ class ReplicaManager:
         self.delayed = DelayedProducePurgatory()
         self.partitions: dict[TopicPartition, Partition] = {}
         self.cache = MetadataCache(node_id)
+        self.ownership = CoordinatorPartitions()
         self.controller_epoch = -1
         self.fetchers: ReplicaFetcherManager | None = None
         self.isr_changes: IsrChangeManager | None = None
         self._hw_written: dict[TopicPartition, int] = {}
         self._deleted: list[Log] = []
-        self._listeners: list[LeadershipListener] = []
-
-    # --- leadership listeners ------------------------------------------------------------------
-
-    def on_leadership(self, listener: LeadershipListener) -> None:
-        """Call ``listener(topic, partition, leading)`` at every change of this broker's
-        leadership of a partition (see the module docstring)."""
-        self._listeners.append(listener)
-
-    def _leadership_changed(self, topic: str, index: int, leading: bool) -> None:
-        for listener in self._listeners:
-            try:
-                listener(topic, index, leading)
-            except Exception:
-                log.exception("leadership listener failed for %s-%d", topic, index)
 
     # --- lookups -------------------------------------------------------------------------------
 
@@ -129,6 +113,27 @@ class ReplicaManager:
         if part.maybe_advance_hw():
             self._hw_moved(part)
         self.purgatory.notify(key)
+        return result
+
+    async def append_replicated(self, topic: str, partition: int, records: bytes,
+                                origin: AppendOrigin, timeout_s: float) -> AppendResult:  # fmt: skip
+        """acks=all for the broker's own writers (coordinators, transaction markers): append
+        as the leader, then wait until the high watermark passes the records. Raises
+        KafkaError: NOT_ENOUGH_REPLICAS (before the append), NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        NOT_LEADER_OR_FOLLOWER (leadership lost while waiting), REQUEST_TIMED_OUT."""
+        self.check_min_isr(self.leader_partition(topic, partition))
+        result = self.append(topic, partition, records, origin)
+        log_ = self.get_log(topic, partition)
+        if log_.high_watermark > result.last_offset:
+            return result
+        future = self.delayed.watch((topic, partition), result.last_offset)
+        try:
+            code = await asyncio.wait_for(future, timeout_s)
+        except TimeoutError:
+            raise KafkaError(ErrorCode.request_timed_out,
+                             f"{topic}-{partition} not replicated within {timeout_s}s") from None
+        if code != ErrorCode.none:
+            raise KafkaError(code, f"{topic}-{partition}: {code.name}")
         return result
 
     def check_min_isr(self, part: Partition) -> None:
@@ -204,7 +209,6 @@ class ReplicaManager:
         isr = tuple(int(r) for r in state.isr)
         leader = int(state.leader)
         if leader == self.node_id:
-            was_leader = part.is_leader
             if self.fetchers is not None:
                 self.fetchers.remove(key)
             if part.make_leader(leader_epoch, int(state.partition_epoch), replicas, isr,
@@ -212,8 +216,7 @@ class ReplicaManager:
                 log.debug("became leader of %s-%d at epoch %d (isr %s, end offset %d)",
                          topic, index, leader_epoch, list(isr), log_.log_end_offset)  # fmt: skip
             self._hw_moved(part)
-            if not was_leader:
-                self._leadership_changed(topic, index, True)
+            self.ownership.elected(topic, index, leader_epoch)
         else:
             was_leader = part.is_leader
             if part.make_follower(leader, leader_epoch, int(state.partition_epoch), replicas,
@@ -224,7 +227,7 @@ class ReplicaManager:
                     self.fetchers.add(key, leader, leader_epoch)
             if was_leader:
                 self.delayed.fail_all(key, ErrorCode.not_leader_or_follower)
-                self._leadership_changed(topic, index, False)
+            self.ownership.resigned(topic, index)
             self.purgatory.notify(key)
         return ErrorCode.none
 
@@ -239,8 +242,7 @@ class ReplicaManager:
             self.fetchers.remove(key)
         self.partitions.pop(key, None)
         self.delayed.fail_all(key, ErrorCode.not_leader_or_follower)
-        if part is not None and part.is_leader:
-            self._leadership_changed(topic, index, False)
+        self.ownership.resigned(topic, index)
         if delete:
             found = self.logs.detach(topic, index)
             if found is not None:
@@ -259,6 +261,7 @@ class ReplicaManager:
             key = (topic, index)
             self.partitions.pop(key, None)
             self.delayed.fail_all(key, ErrorCode.not_leader_or_follower)
+            self.ownership.resigned(topic, index)
             if self.fetchers is not None:
                 self.fetchers.remove(key)
         self.cache.remove_topic(topic, partitions)

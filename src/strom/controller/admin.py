@@ -64,6 +64,9 @@ async def create_registered(broker: Broker, name: str, partitions: int, replicat
         log.warning("topic %s: replication factor %d capped to the %d live brokers", name,
                     replication_factor, len(live))  # fmt: skip
         replication_factor = len(live)
+        min_isr = configs.get("min.insync.replicas")
+        if min_isr is not None and int(min_isr) > replication_factor:  # writable when capped
+            configs = {**configs, "min.insync.replicas": str(replication_factor)}
     try:
         await create_topic(store, name, partitions, replication_factor, configs, None, live,
                            timeout)  # fmt: skip

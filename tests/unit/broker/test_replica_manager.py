@@ -12,6 +12,7 @@ from strom.broker.replica_manager import ReplicaManager
 from strom.clock import FakeClock
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.record_batch import build_batch
+from strom.storage.batch_validation import AppendOrigin
 from strom.storage.log_manager import LogManager
 
 
@@ -93,20 +94,56 @@ def test_acks_all_waits_for_the_isr(replicas: ReplicaManager) -> None:
     asyncio.run(run())
 
 
-def test_leadership_listeners_hear_each_change_once(replicas: ReplicaManager) -> None:
-    """The coordinators' hook: told when this broker starts leading a partition and when it
-    stops (follower, or replica stopped), not at each LeaderAndIsr; a failing listener is
-    logged and does not fail the request."""
-    heard: list[tuple[str, int, bool]] = []
-    replicas.on_leadership(lambda *_: (_ for _ in ()).throw(RuntimeError("listener bug")))
-    replicas.on_leadership(lambda t, p, leading: heard.append((t, p, leading)))
-    assert replicas.become_leader_or_follower(1, "t", _state(2, 1, (1, 2)), {}) == ErrorCode.none
-    assert heard == []  # a follower from the start: nothing to hand over
-    replicas.become_leader_or_follower(1, "t", _state(1, 2, (1, 2)), {})
-    replicas.become_leader_or_follower(1, "t", _state(1, 3, (1,)), {})  # still the leader
-    assert heard == [("t", 0, True)]
-    replicas.become_leader_or_follower(1, "t", _state(2, 4, (1, 2)), {})
-    assert heard == [("t", 0, True), ("t", 0, False)]
-    replicas.become_leader_or_follower(1, "t", _state(1, 5, (1, 2)), {})
-    assert replicas.stop_replica("t", 0, 5, delete=False) == ErrorCode.none
-    assert heard[2:] == [("t", 0, True), ("t", 0, False)]
+class _Listener:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, int, int]] = []
+
+    def on_elected(self, partition: int, leader_epoch: int) -> None:
+        self.events.append(("elected", partition, leader_epoch))
+
+    def on_resigned(self, partition: int) -> None:
+        self.events.append(("resigned", partition, -1))
+
+
+def test_coordinators_hear_of_internal_partition_leadership(replicas: ReplicaManager) -> None:
+    topic = "__transaction_state"
+    # led before anyone listens (a single node leads before its services start)
+    assert replicas.become_leader_or_follower(1, topic, _state(1, 3, (1, 2)), {}) == ErrorCode.none
+    early = _Listener()
+    replicas.ownership.register(topic, early)
+    assert early.events == [("elected", 0, 3)]
+    assert replicas.get_log(topic, 0) is not None  # the log is ready when they hear
+    late = _Listener()
+    replicas.ownership.register("__consumer_offsets", late)
+    replicas.become_leader_or_follower(1, topic, _state(1, 3, (1, 2)), {})  # same epoch: no news
+    replicas.become_leader_or_follower(1, "t", _state(1, 4, (1, 2)), {})  # not internal
+    replicas.become_leader_or_follower(1, topic, _state(1, 4, (1, 2)), {})  # re-elected: reload
+    replicas.become_leader_or_follower(1, topic, _state(2, 5, (1, 2)), {})  # a follower now
+    replicas.become_leader_or_follower(1, topic, _state(2, 6, (1, 2)), {})  # still following
+    replicas.become_leader_or_follower(1, topic, _state(1, 7, (1, 2)), {})
+    replicas.stop_replica(topic, 0, 7, delete=False)
+    assert early.events == [("elected", 0, 3), ("elected", 0, 4), ("resigned", 0, -1),
+                            ("elected", 0, 7), ("resigned", 0, -1)]  # fmt: skip
+    assert late.events == []
+    assert replicas.ownership.leader_epoch(topic, 0) is None
+
+
+def test_append_replicated_waits_for_the_high_watermark(replicas: ReplicaManager) -> None:
+    async def run() -> None:
+        replicas.become_leader_or_follower(1, "t", _state(1, 1, (1,)), {})
+        with pytest.raises(KafkaError) as exc:  # min.insync.replicas=2, ISR [1]
+            await replicas.append_replicated("t", 0, _records(), AppendOrigin.COORDINATOR, 1)
+        assert exc.value.error_code == ErrorCode.not_enough_replicas
+        replicas.become_leader_or_follower(1, "t", _state(1, 2, (1, 2)), {})
+        part = replicas.leader_partition("t", 0)
+        waiting = asyncio.ensure_future(
+            replicas.append_replicated("t", 0, _records(2), AppendOrigin.COORDINATOR, 5))
+        await asyncio.sleep(0.01)
+        assert not waiting.done()  # the follower has not fetched it yet
+        replicas.follower_fetched(part, 2, 2)
+        assert (await waiting).last_offset == 1
+        with pytest.raises(KafkaError) as exc:  # nobody fetches: the bounded wait ends
+            await replicas.append_replicated("t", 0, _records(), AppendOrigin.COORDINATOR, 0.05)
+        assert exc.value.error_code == ErrorCode.request_timed_out
+
+    asyncio.run(run())

@@ -76,16 +76,11 @@ class GroupService(Service):
         self.coordinator.append_txn = self._append_txn
         self.coordinator.owned = set()
         broker.extensions[EXTENSION] = self
-        broker.replicas.on_leadership(self._leadership)
-        loaded = 0
-        for partition in range(partitions):
-            part = broker.replicas.partitions.get((OFFSETS_TOPIC, partition))
-            if part is not None and part.is_leader:
-                self._load(partition)
-                loaded += 1
+        # partitions led already (a single node leads all of them) are loaded right here
+        broker.replicas.ownership.register(OFFSETS_TOPIC, self)
         self.coordinator.loading = False
-        log.info("group coordinator: loaded %d partitions of %s, %d groups", loaded,
-                 OFFSETS_TOPIC, len(self.coordinator.groups))  # fmt: skip
+        log.info("group coordinator: %d partitions of %s loaded, %d groups",
+                 len(self.coordinator.owned), OFFSETS_TOPIC, len(self.coordinator.groups))  # fmt: skip
         interval = max(cfg.get_int("offsets.retention.check.interval.ms"), 100) / 1000.0
         broker.every(interval, self._expire)
 
@@ -94,6 +89,7 @@ class GroupService(Service):
             self.coordinator.expire_offsets()
 
     async def stop(self) -> None:
+        self.broker.replicas.ownership.unregister(OFFSETS_TOPIC, self)
         coord = self.coordinator
         if coord is None:
             return
@@ -105,13 +101,15 @@ class GroupService(Service):
                 if member.heartbeat_timer is not None:
                     member.heartbeat_timer.cancel()
 
-    def _leadership(self, topic: str, partition: int, leading: bool) -> None:
+    # partition ownership (strom.broker.coordinator_partitions) ---------------------------------
+    def on_elected(self, partition: int, leader_epoch: int) -> None:
         coord = self.coordinator
-        if topic != OFFSETS_TOPIC or coord is None or partition >= coord.config.offsets_partitions:
-            return
-        if leading:
+        if coord is not None and partition < coord.config.offsets_partitions:
             self._load(partition)
-        else:
+
+    def on_resigned(self, partition: int) -> None:
+        coord = self.coordinator
+        if coord is not None and partition < coord.config.offsets_partitions:
             coord.unload_partition(partition)
 
     def _load(self, partition: int) -> None:

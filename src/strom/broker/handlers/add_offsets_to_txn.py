@@ -26,7 +26,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     else:
         tp = (OFFSETS_TOPIC, partition_for(request.group_id, info.partition_count))
         try:
-            code = txn_coordinator_of(ctx.broker).add_partitions(
+            code = await txn_coordinator_of(ctx.broker).add_partitions(
                 request.transactional_id, int(request.producer_id), int(request.producer_epoch),
                 [tp],
             )  # fmt: skip

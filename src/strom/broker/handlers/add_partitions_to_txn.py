@@ -39,7 +39,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                  else ErrorCode.operation_not_attempted for tp in wanted}  # fmt: skip
     else:
         try:
-            code = txn_coordinator_of(ctx.broker).add_partitions(
+            code = await txn_coordinator_of(ctx.broker).add_partitions(
                 request.v3_and_below_transactional_id, int(request.v3_and_below_producer_id),
                 int(request.v3_and_below_producer_epoch), wanted,
             )  # fmt: skip

@@ -24,7 +24,7 @@ def _time(ms: int) -> datetime.datetime:
 def _state(ctx: RequestContext, txn_id: str) -> Any:
     try:
         coord = txn_coordinator_of(ctx.broker)
-        code = coord.not_here(txn_id) or ErrorCode.none
+        code = coord.ownership(txn_id)
         value = None if code != ErrorCode.none else coord.txns.get(txn_id)
     except KafkaError as exc:
         code, value = exc.error_code, None

@@ -1,9 +1,11 @@
 """EndTxn (key 26, v0–3): commit or abort the producer's transaction.
 
-The coordinator persists PrepareCommit/PrepareAbort, writes a marker to every partition of the
-transaction (:func:`strom.broker.txn.service.write_txn_markers`), then persists the completion
-before answering, so a committed transaction is visible to read_committed consumers as soon as
-the producer hears of it.
+The coordinator persists PrepareCommit/PrepareAbort (replicated), has a marker written to every
+partition of the transaction by its leader (:mod:`strom.broker.txn.markers`), then persists the
+completion before answering, so a committed transaction is visible to read_committed consumers
+as soon as the producer hears of it — unless the markers take longer than
+:data:`strom.broker.txn.coordinator.END_WAIT_S`: then the answer comes with Prepare* durable
+(Kafka's moment) and the markers keep going.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ API_KEY = 26
 @dispatch.handler(API_KEY, 0, 3)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     try:
-        code = txn_coordinator_of(ctx.broker).end_txn(
+        code = await txn_coordinator_of(ctx.broker).end_txn(
             request.transactional_id, int(request.producer_id), int(request.producer_epoch),
             bool(request.committed),
         )  # fmt: skip

@@ -38,7 +38,7 @@ async def init_transactional_id(
         return ErrorCode.coordinator_load_in_progress, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
     try:
         coord = txn_coordinator_of(ctx.broker)
-        return coord.init_producer_id(transactional_id, timeout_ms, expected)
+        return await coord.init_producer_id(transactional_id, timeout_ms, expected)
     except KafkaError as exc:
         return exc.error_code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
 

@@ -7,7 +7,9 @@ size, every record, producer sequence; :mod:`strom.storage.batch_validation`), s
 partition gets its error code while the others are appended. Records refused one by one (null
 keys on compacted topics, timestamps out of range) are named in ``record_errors`` with
 ``error_message`` (KIP-467). A transactional batch must belong to its producer's ongoing
-transaction with that partition added (else INVALID_TXN_STATE, KIP-890's verification).
+transaction with that partition added (else INVALID_TXN_STATE, KIP-890's verification) when
+this broker's transaction coordinator has that producer (in a cluster, a producer whose
+coordinator is another broker is not verified, as in Kafka before 3.6).
 acks=0 gets no response at all, as Kafka's protocol says. Only the partition's leader appends
 (NOT_LEADER_OR_FOLLOWER elsewhere). acks=all checks ``min.insync.replicas`` against the ISR
 first (NOT_ENOUGH_REPLICAS) and answers once the high watermark passes the records
@@ -65,8 +67,11 @@ def _verify_transaction(broker: Any, log_: Any, topic: str, index: int, records:
     entry = log_.producer_state.producers.get(header.producer_id)
     if entry is not None and entry.txn_first_offset >= 0 and entry.epoch == header.producer_epoch:
         return  # already part of this producer's open transaction here
-    if not txn_coordinator_of(broker).is_ongoing_with(header.producer_id, header.producer_epoch,
-                                                      (topic, index)):  # fmt: skip
+    coordinator = txn_coordinator_of(broker)
+    if not coordinator.owns_all and not coordinator.knows_producer(header.producer_id):
+        return  # its coordinator is another broker's: not verified (Kafka before KIP-890)
+    if not coordinator.is_ongoing_with(header.producer_id, header.producer_epoch,
+                                       (topic, index)):  # fmt: skip
         raise KafkaError(ErrorCode.invalid_txn_state, "Partition was not added to the transaction")
 
 

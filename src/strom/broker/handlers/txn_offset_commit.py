@@ -4,7 +4,9 @@ The producer must have added the group's ``__consumer_offsets`` partition with A
 (else INVALID_TXN_STATE; a stale epoch is PRODUCER_FENCED). The offsets are written as a
 transactional batch of the producer and become the group's committed offsets only when the
 COMMIT marker reaches that partition (:meth:`GroupCoordinator.complete_txn`). v3 carries the
-member id and generation (KIP-447): a zombie member of an older generation is refused.
+member id and generation (KIP-447): a zombie member of an older generation is refused. In a
+cluster the transaction state is checked only when this broker also coordinates the
+transactional id (Kafka before KIP-890 did not check it at all).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ API_KEY = 28
 
 def _check(ctx: RequestContext, request: Any) -> ErrorCode:
     txn = txn_coordinator_of(ctx.broker)
+    if txn.ownership(request.transactional_id) == ErrorCode.not_coordinator:
+        return ErrorCode.none  # another broker coordinates it: not verified (Kafka before KIP-890)
     code = txn.check(request.transactional_id, int(request.producer_id),
                      int(request.producer_epoch))  # fmt: skip
     if code != ErrorCode.none:

@@ -1,156 +1,158 @@
-"""The transaction coordinator as a broker service: ``__transaction_state``, markers, timers.
+"""The transaction coordinator as a broker service: ``__transaction_state``, loading, timers.
 
 ``__transaction_state`` is created by the first FindCoordinator of a transactional id
-(:mod:`strom.broker.internal_topics`), not here. The coordinator serves the transactional ids
-of the partitions this broker leads: when it becomes a partition's leader (the replica
-manager's leadership listener, and at start-up for the partitions already led) the partition
-is replayed into the coordinator, then transactions a crash left in PrepareCommit/PrepareAbort
-are completed; when it stops leading it, that partition's ids are dropped (NOT_COORDINATOR
-for their requests here). The group coordinator's listener runs first (its service starts
-first), so markers reaching ``__consumer_offsets`` publish or drop transactional offsets. Ongoing transactions found at start-up keep running; the timeout sweep
+(:mod:`strom.broker.internal_topics`; in a cluster with ``min.insync.replicas`` =
+``transaction.state.log.min.isr``), not here. The service listens to the leadership of its partitions
+(:mod:`strom.broker.coordinator_partitions`): when this broker becomes the leader of one, in
+a leader epoch, the coordinator loads it (:meth:`TransactionCoordinator.begin_load`, its
+transactional ids answer COORDINATOR_LOAD_IN_PROGRESS; the log replayed in a task; then
+:meth:`~TransactionCoordinator.finish_load`, which completes transactions left in
+PrepareCommit/PrepareAbort), with that leader epoch as its coordinator epoch; when it stops
+leading it, the partition is unloaded (NOT_COORDINATOR). A single node leads every partition
+before its services start: start-up returns once they are all loaded, as before.
+
+Appends to ``__transaction_state`` are acks=all (:meth:`ReplicaManager.append_replicated`,
+done at the high watermark, within :data:`APPEND_TIMEOUT_S`, Kafka's ``request.timeout.ms``).
+Markers go through :class:`strom.broker.txn.markers.MarkerChannel` to each partition's leader. This service starts after the group coordinator's, so markers
+reaching ``__consumer_offsets`` publish or drop transactional offsets. Ongoing transactions
+found at a load keep running; the timeout sweep
 (``transaction.abort.timed.out.transaction.cleanup.interval.ms``) aborts them if their producer
 does not come back.
-
-Markers are written by :func:`write_txn_markers` only, shaped like a WriteTxnMarkers request
-(a cluster turns the remote part into that request).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from strom.broker import internal_topics
 from strom.broker.broker import Service, register_service
-from strom.broker.group.service import EXTENSION as GROUP_EXTENSION
-from strom.broker.group.service import OFFSETS_TOPIC, GroupService
 from strom.broker.txn import records as rec
-from strom.broker.txn.coordinator import TransactionCoordinator, TxnConfig, TxnMarker
+from strom.broker.txn.coordinator import TransactionCoordinator, TxnConfig, TxnValue
+from strom.broker.txn.markers import MarkerChannel
 from strom.protocol import record_batch as rb
-from strom.protocol.control import build_marker
-from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
+from strom.protocol.errors import ErrorCode, KafkaError
 from strom.storage.batch_validation import AppendOrigin
 
 if TYPE_CHECKING:
     from strom.broker.broker import Broker
+    from strom.storage.log import Log
 
 log = logging.getLogger(__name__)
 TXN_TOPIC = internal_topics.TXN_TOPIC
 EXTENSION = "txn_coordinator"
+APPEND_TIMEOUT_S = 30.0  # Kafka's coordinator waits request.timeout.ms for its appends
 TopicPartition = tuple[str, int]
 
 
-def write_txn_markers(broker: Broker, markers: list[TxnMarker]) -> dict[TopicPartition, ErrorCode]:
-    """Append each marker's control batch to each of its partitions (the WriteTxnMarkers
-    request of a single node). A marker reaching ``__consumer_offsets`` also completes the
-    producer's transactional offsets in the group coordinator."""
-    out: dict[TopicPartition, ErrorCode] = {}
-    now = broker.clock.time_ms()
-    for m in markers:
-        batch = build_marker(m.producer_id, m.producer_epoch, commit=m.commit,
-                             coordinator_epoch=m.coordinator_epoch, timestamp_ms=now)  # fmt: skip
-        for topic, partition in m.partitions:
-            try:
-                broker.replicas.append(topic, partition, batch, AppendOrigin.COORDINATOR)
-            except Exception as exc:
-                out[(topic, partition)] = error_code_of(exc)
-                log.warning("marker for producer %d to %s-%d failed: %s",
-                            m.producer_id, topic, partition, exc)  # fmt: skip
+def read_records(log_: Log, topic: str = TXN_TOPIC) -> Iterator[tuple[str, TxnValue | None]]:
+    """The (transactional id, value or None) records of a ``__transaction_state`` log, in
+    order, up to its end (a new leader's log is the truth its followers truncate to)."""
+    offset = log_.log_start_offset
+    while offset < log_.log_end_offset:
+        data = log_.read(offset, 1 << 20).records
+        if not data:
+            break
+        for header, batch in rb.iter_batches(data):
+            if header.next_offset <= offset:
                 continue
-            out[(topic, partition)] = ErrorCode.none
-            if topic == OFFSETS_TOPIC:
-                group = broker.extensions.get(GROUP_EXTENSION)
-                if isinstance(group, GroupService) and group.coordinator is not None:
-                    group.coordinator.complete_txn(m.producer_id, m.commit)
-    return out
+            if not header.is_control:
+                for record in rb.decode_records(batch):
+                    if record.offset < offset or record.key is None:
+                        continue
+                    try:
+                        value = None if record.value is None else rec.decode_value(record.value)
+                        yield rec.decode_key(record.key), value
+                    except ValueError as exc:
+                        log.warning("%s offset %d: skipping record: %s", topic, record.offset, exc)
+            offset = header.next_offset
 
 
 class TxnService(Service):
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.coordinator: TransactionCoordinator | None = None
+        self.markers = MarkerChannel(broker)
+        self._loads: dict[int, asyncio.Task[None]] = {}
 
     async def start(self) -> None:
         broker = self.broker
         cfg = broker.config
-        partitions = internal_topics.partition_count(broker, TXN_TOPIC)
         config = TxnConfig(
-            partitions=partitions,
+            partitions=internal_topics.partition_count(broker, TXN_TOPIC),
             max_timeout_ms=cfg.get_int("transaction.max.timeout.ms"),
             id_expiration_ms=cfg.get_int("transactional.id.expiration.ms"),
         )
         self.coordinator = TransactionCoordinator(
-            config, broker.clock, self._append,
-            lambda markers: write_txn_markers(broker, markers), broker.producer_ids.next_id,
+            config, broker.clock, self._append, self.markers.write, broker.producer_ids.next_id,
         )  # fmt: skip
-        self.coordinator.owned = set()
         broker.extensions[EXTENSION] = self
-        broker.replicas.on_leadership(self._leadership)
-        loaded = 0
-        for partition in range(partitions):
-            part = broker.replicas.partitions.get((TXN_TOPIC, partition))
-            if part is not None and part.is_leader:
-                self._load(partition)
-                loaded += 1
-        self.coordinator.loading = False
-        log.info("transaction coordinator: loaded %d partitions of %s, %d ids", loaded,
-                 TXN_TOPIC, len(self.coordinator.txns))  # fmt: skip
+        broker.replicas.ownership.register(TXN_TOPIC, self)
+        if self._loads:  # partitions led already (a single node): loaded before serving
+            await asyncio.gather(*self._loads.values(), return_exceptions=True)
         abort_ms = cfg.get_int("transaction.abort.timed.out.transaction.cleanup.interval.ms")
         broker.every(max(abort_ms, 10) / 1000.0, self._abort_timed_out)
         expire_ms = cfg.get_int("transaction.remove.expired.transaction.cleanup.interval.ms")
         broker.every(max(expire_ms, 100) / 1000.0, self._expire_ids)
 
-    def _abort_timed_out(self) -> None:
+    async def stop(self) -> None:
+        self.broker.replicas.ownership.unregister(TXN_TOPIC, self)
+        for task in self._loads.values():
+            task.cancel()
         if self.coordinator is not None:
-            self.coordinator.abort_timed_out()
+            self.coordinator.close()
+        self.markers.close()
 
-    def _expire_ids(self) -> None:
-        if self.coordinator is not None:
-            self.coordinator.expire_ids()
-
-    def _leadership(self, topic: str, partition: int, leading: bool) -> None:
+    # partition ownership (strom.broker.coordinator_partitions) ---------------------------------
+    def on_elected(self, partition: int, leader_epoch: int) -> None:
         coord = self.coordinator
-        if topic != TXN_TOPIC or coord is None or partition >= coord.config.partitions:
+        if coord is None or partition >= coord.config.partitions:
             return
-        if leading:
-            self._load(partition)
-        else:
-            coord.unload_partition(partition)
+        coord.begin_load(partition, leader_epoch)
+        previous = self._loads.pop(partition, None)
+        if previous is not None:
+            previous.cancel()
+        task = asyncio.get_running_loop().create_task(self._load(partition, leader_epoch))
+        self._loads[partition] = task
+        task.add_done_callback(lambda t: self._loads.pop(partition, None)
+                               if self._loads.get(partition) is t else None)  # fmt: skip
 
-    def _load(self, partition: int) -> None:
-        """Replay ``partition`` of ``__transaction_state`` (this broker now leads it)."""
+    def on_resigned(self, partition: int) -> None:
+        task = self._loads.pop(partition, None)
+        if task is not None:
+            task.cancel()
+        if self.coordinator is not None:
+            self.coordinator.unload(partition)
+            log.info("transaction coordinator unloaded partition %d", partition)
+
+    async def _load(self, partition: int, epoch: int) -> None:
+        await asyncio.sleep(0)  # after the LeaderAndIsr that elected us is applied
         coord = self.coordinator
-        assert coord is not None
-        count = 0
-        coord.loading = True
         log_ = self.broker.logs.get(TXN_TOPIC, partition)
-        if log_ is not None:
-            offset = log_.log_start_offset
-            while offset < log_.log_end_offset:
-                data = log_.read(offset, 1 << 20).records
-                if not data:
-                    break
-                for header, batch in rb.iter_batches(data):
-                    if header.next_offset <= offset:
-                        continue
-                    if not header.is_control:
-                        for record in rb.decode_records(batch):
-                            if record.offset < offset or record.key is None:
-                                continue
-                            try:
-                                value = None if record.value is None else rec.decode_value(record.value)
-                                coord.replay(rec.decode_key(record.key), value)
-                                count += 1
-                            except ValueError as exc:
-                                log.warning("%s-%d offset %d: skipping record: %s",
-                                            TXN_TOPIC, partition, record.offset, exc)  # fmt: skip
-                    offset = header.next_offset
-        log.debug("replayed %d records of %s-%d", count, TXN_TOPIC, partition)
-        coord.finish_loading(partition)
+        if coord is None or log_ is None:
+            return
+        try:
+            records = list(read_records(log_, f"{TXN_TOPIC}-{partition}"))
+        except Exception:
+            log.exception("loading %s-%d failed", TXN_TOPIC, partition)
+            return
+        coord.finish_load(partition, epoch, records)
 
-    def _append(self, partition: int, key: bytes, value: bytes | None) -> None:
+    # timers -------------------------------------------------------------------------------------
+    async def _abort_timed_out(self) -> None:
+        if self.coordinator is not None:
+            await self.coordinator.abort_timed_out()
+
+    async def _expire_ids(self) -> None:
+        if self.coordinator is not None:
+            await self.coordinator.expire_ids()
+
+    async def _append(self, partition: int, key: bytes, value: bytes | None) -> None:
         batch = rb.build_batch([(key, value, [], self.broker.clock.time_ms())])
-        self.broker.replicas.append(TXN_TOPIC, partition, batch, AppendOrigin.COORDINATOR)
+        await self.broker.replicas.append_replicated(TXN_TOPIC, partition, batch,
+                                                     AppendOrigin.COORDINATOR, APPEND_TIMEOUT_S)  # fmt: skip
 
 
 register_service(TxnService)
