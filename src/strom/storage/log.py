@@ -587,7 +587,7 @@ class Log:
 
     def enforce_retention(self) -> int:
         """Delete old inactive segments by retention.ms / retention.bytes; returns how many."""
-        if not self.config.delete:
+        if not self.config.delete or len(self._segments) < 2:  # only inactive ones may go
             return 0
         now = self.clock.time_ms()
         doomed = segments_past_retention(self._segments, self._high_watermark, self.config, now)
