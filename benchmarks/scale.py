@@ -164,10 +164,13 @@ def ack_latency(broker: Broker, topic: str, partitions: int, rate: int, seconds:
     figure is send -> delivery report. Warm-up: one message per partition first, so every
     partition's leader and connection are known before the clock starts."""
     windows: list[tuple[float, float]] = []  # librdkafka's (rtt p99, int_latency p99), ms
-    measuring = [False]
+    measuring = [0]  # 0 warm-up, 1 measuring (first window not yet seen), 2 measuring
 
     def on_stats(raw: str) -> None:
         if not measuring[0]:
+            return
+        if measuring[0] == 1:  # the first window after the start still holds the warm-up
+            measuring[0] = 2
             return
         for b in json.loads(raw).get("brokers", {}).values():
             if b.get("nodeid", -1) >= 0 and b.get("rtt", {}).get("cnt"):
@@ -193,7 +196,7 @@ def ack_latency(broker: Broker, topic: str, partitions: int, rate: int, seconds:
     if producer.flush(timeout):
         raise TimeoutError("ack: warm-up not delivered")
     total = int(rate * seconds)
-    measuring[0] = True
+    measuring[0] = 1
     cpu0 = cpu_seconds(broker.pid)
     start = time.monotonic()
     behind = 0.0
