@@ -163,8 +163,22 @@ def ack_latency(broker: Broker, topic: str, partitions: int, rate: int, seconds:
     """Paced producer (linger.ms=0, acks=1), message i to partition i % partitions; the
     figure is send -> delivery report. Warm-up: one message per partition first, so every
     partition's leader and connection are known before the clock starts."""
+    windows: list[tuple[float, float]] = []  # librdkafka's (rtt p99, int_latency p99), ms
+    measuring = [0]  # 0 warm-up, 1 measuring (first window not yet seen), 2 measuring
+
+    def on_stats(raw: str) -> None:
+        if not measuring[0]:
+            return
+        if measuring[0] == 1:  # the first window after the start still holds the warm-up
+            measuring[0] = 2
+            return
+        for b in json.loads(raw).get("brokers", {}).values():
+            if b.get("nodeid", -1) >= 0 and b.get("rtt", {}).get("cnt"):
+                windows.append((b["rtt"]["p99"] / 1000, b["int_latency"]["p99"] / 1000))
+
     producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "acks": 1,
-                         "queue.buffering.max.messages": 1_000_000})  # fmt: skip
+                         "queue.buffering.max.messages": 1_000_000,
+                         "statistics.interval.ms": 1000, "stats_cb": on_stats})  # fmt: skip
     failed = [0]
     acks: list[float] = []
 
@@ -182,6 +196,7 @@ def ack_latency(broker: Broker, topic: str, partitions: int, rate: int, seconds:
     if producer.flush(timeout):
         raise TimeoutError("ack: warm-up not delivered")
     total = int(rate * seconds)
+    measuring[0] = 1
     cpu0 = cpu_seconds(broker.pid)
     start = time.monotonic()
     behind = 0.0
@@ -214,6 +229,10 @@ def ack_latency(broker: Broker, topic: str, partitions: int, rate: int, seconds:
         # near 1.0 (or the broker's share of a loaded machine) the broker is the bottleneck
         "broker_cores_busy": None if cpu is None else round(cpu / wall, 2),
         "broker_cpu_us_per_message": None if cpu is None else round(cpu * 1e6 / total, 1),
+        # where the time went, from librdkafka's statistics (1 s windows; the worst window):
+        # the broker's round trip, and the wait in the client's queue before sending
+        "rtt_p99_ms_worst_window": max((w[0] for w in windows), default=None),
+        "client_queue_p99_ms_worst_window": max((w[1] for w in windows), default=None),
     }
 
 

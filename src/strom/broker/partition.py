@@ -188,8 +188,15 @@ class Partition:
         """Move the HW to the smallest log end offset of the maximal ISR (never back)."""
         if not self.is_leader:
             return False
-        candidate = min((self.replica_leo(r) for r in self.maximal_isr), default=-1)
-        if self.local_id not in self.maximal_isr:
+        isr = self.maximal_isr
+        if len(isr) == 1 and isr[0] == self.local_id:  # alone (every single node): its LEO
+            end = self.log.log_end_offset
+            if end > self.log.high_watermark:
+                self.log.high_watermark = end
+                return True
+            return False
+        candidate = min((self.replica_leo(r) for r in isr), default=-1)
+        if self.local_id not in isr:
             candidate = min(candidate, self.log.log_end_offset) if candidate >= 0 else (
                 self.log.log_end_offset)  # fmt: skip
         if candidate > self.log.high_watermark:

@@ -109,10 +109,10 @@ class ReplicaManager:
         is validated. The HW moves at once when the leader is alone in the ISR."""
         part = self.leader_partition(topic, partition)
         result = part.log.append(records, origin=origin, leader_epoch=part.leader_epoch)
-        key = (topic, partition)
         if part.maybe_advance_hw():
-            self._hw_moved(part)
-        self.purgatory.notify(key)
+            self._hw_moved(part)  # which notifies the fetch purgatory too
+        else:
+            self.purgatory.notify((topic, partition))
         return result
 
     async def append_replicated(self, topic: str, partition: int, records: bytes,

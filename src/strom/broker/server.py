@@ -265,9 +265,10 @@ class KafkaConnection(asyncio.Protocol):
 
     async def handle(self, frame: bytes) -> bytes | zero_copy.SplicedResponse | None:
         try:
-            api_key, api_version, correlation_id = peek_header(frame)
+            peeked = peek_header(frame)
         except ProtocolError as exc:
             raise _CloseConnection(str(exc)) from None
+        api_key, api_version, correlation_id = peeked
         # Whether the version is served is decided before a byte of the body is decoded.
         spec = dispatch.lookup(api_key)
         if spec is None or not spec.serves(api_version):
@@ -276,7 +277,7 @@ class KafkaConnection(asyncio.Protocol):
             raise _CloseConnection(f"api key {api_key} v{api_version} is not served")
         self.api_key = api_key
         try:
-            header, request = decode_request(frame)
+            header, request = decode_request(frame, peeked)
         except InvalidRequestError as exc:
             log.info(
                 "connection %s from %s: api key %s v%s: %s; answering INVALID_REQUEST",

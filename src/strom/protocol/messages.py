@@ -141,16 +141,18 @@ def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
     return int(api_key), int(api_version), int(correlation_id)
 
 
-def decode_request(frame: bytes) -> tuple[RequestHeader, Any]:
+def decode_request(frame: bytes,
+                   peeked: tuple[int, int, int] | None = None) -> tuple[RequestHeader, Any]:  # fmt: skip
     """Decode one request (the bytes after the size prefix).
 
     Raises :class:`UnsupportedVersionError` for a version ``kio`` has no schema for,
     :class:`InvalidRequestError` for a null the schema forbids and :class:`ProtocolError` for
     anything malformed, never anything else. Every declared length is bounded by
     :mod:`strom.protocol.request_check` before ``kio``'s native reader sees the bytes (a
-    claimed length beyond the frame would abort the process there).
+    claimed length beyond the frame would abort the process there). ``peeked`` is what
+    :func:`peek_header` returned for this frame, when the caller has it already.
     """
-    api_key, api_version, correlation_id = peek_header(frame)
+    api_key, api_version, correlation_id = peeked if peeked is not None else peek_header(frame)
     try:
         cls = request_class(api_key, api_version)
     except Exception:

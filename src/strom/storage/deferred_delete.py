@@ -47,10 +47,14 @@ class DeferredDeleter:
 
     def next_due(self) -> float | None:
         """When the next pending segment is due (monotonic seconds), or None."""
+        if not self._pending:  # nearly always: maintenance asks every log it visits
+            return None
         return min((e[0] for e in self._pending), default=None)
 
     def delete_due(self) -> int:
         """Delete the segments whose delay has passed; returns how many."""
+        if not self._pending:
+            return 0
         now = self.clock.monotonic()
         due = [e for e in self._pending if e[0] <= now]
         for entry in due:

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from strom.clock import Clock
 from strom.protocol import record_batch as rb
@@ -67,8 +68,11 @@ def _marker(batch: bytes | bytearray | memoryview) -> Marker | None:
         return None
 
 
-@dataclass(frozen=True, slots=True)
-class AppendResult:
+class AppendResult(NamedTuple):
+    """What an append did. A NamedTuple, not a frozen dataclass: it is built once per Produce
+    request, and a frozen dataclass's ``__init__`` (one ``object.__setattr__`` per field)
+    cost about 2 us of the ~50 a request takes."""
+
     base_offset: int
     last_offset: int
     log_append_time: int  # -1 for CreateTime
@@ -587,7 +591,7 @@ class Log:
 
     def enforce_retention(self) -> int:
         """Delete old inactive segments by retention.ms / retention.bytes; returns how many."""
-        if not self.config.delete:
+        if not self.config.delete or len(self._segments) < 2:  # only inactive ones may go
             return 0
         now = self.clock.time_ms()
         doomed = segments_past_retention(self._segments, self._high_watermark, self.config, now)

@@ -112,6 +112,7 @@ class LogManager:
             self.broker_configs.get("producer.id.expiration.check.interval.ms", 600_000)
         )
         self._last_producer_check = clock.monotonic()
+        self._expiry_sweep: list[TopicPartition] = []  # logs still to check for expired ids
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._lock_fd = os.open(self.data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -198,6 +199,10 @@ class LogManager:
         log.on_change = lambda: touch(tp)
         touch(tp)
 
+    def count(self) -> int:
+        """How many logs are registered."""
+        return len(self._logs)
+
     def get(self, topic: str, partition: int) -> Log | None:
         return self._logs.get((topic, partition))
 
@@ -278,18 +283,31 @@ class LogManager:
     def logs(self) -> Iterator[tuple[TopicPartition, Log]]:
         yield from list(self._logs.items())
 
-    def maintenance(self) -> int:
+    def maintenance(self, limit: int | None = None) -> int:
         """Periodic work: segment.ms rolls, retention, file.delete.delay.ms deletions, flush.ms,
         for the logs that changed or have a deadline due (:mod:`strom.storage.maintenance`);
         producer id expiry over every log each ``producer.id.expiration.check.interval.ms``
-        (as Kafka). Errors stay per log. Returns how many logs were visited."""
+        (as Kafka). Errors stay per log. Returns how many logs were visited.
+
+        With ``limit``, at most that many logs are visited (and at most that many swept for
+        expired producers): the rest wait for the next call, and :meth:`maintenance_backlog`
+        says whether the caller should make it soon. The broker calls it in slices, yielding
+        to the event loop in between, so no tick stalls requests for all partitions at once."""
         now = self.clock.monotonic()
-        if (now - self._last_producer_check) * 1000 >= self.producer_id_check_interval_ms:
+        if (not self._expiry_sweep
+                and (now - self._last_producer_check) * 1000 >= self.producer_id_check_interval_ms):  # fmt: skip
             self._last_producer_check = now
-            for _tp, log in self.logs():
-                log.remove_expired_producers()
+            self._expiry_sweep = list(self._logs)
+        if self._expiry_sweep:
+            sweep = self._expiry_sweep
+            count = len(sweep) if limit is None else min(limit, len(sweep))
+            for tp in sweep[len(sweep) - count :]:
+                swept = self._logs.get(tp)
+                if swept is not None:
+                    swept.remove_expired_producers()
+            del sweep[len(sweep) - count :]
         visited = 0
-        for tp in self._schedule.take_due(now):
+        for tp in self._schedule.take_due(now, limit):
             found = self._logs.get(tp)
             if found is None:
                 continue
@@ -304,6 +322,10 @@ class LogManager:
                 logger.exception("maintenance failed for %s-%d", *tp)
             self._schedule.schedule(tp, log.next_maintenance())
         return visited
+
+    def maintenance_backlog(self) -> bool:
+        """Whether work is left that a ``limit``-ed :meth:`maintenance` call did not do."""
+        return self._schedule.backlog() or bool(self._expiry_sweep)
 
     def recovery_points(self) -> dict[TopicPartition, int]:
         """Every log's recovery point now (build on the owner's thread, write anywhere with

@@ -11,6 +11,7 @@ from strom.clock import FakeClock
 from strom.protocol.record_batch import build_batch
 from strom.storage import cleaner
 from strom.storage import segment as segment_mod
+from strom.storage.log import Log
 from strom.storage.log_config import LogConfig
 from strom.storage.log_manager import LogManager
 from strom.storage.maintenance import MaintenanceSchedule
@@ -59,6 +60,57 @@ def test_idle_logs_are_not_visited(tmp_path: Path, clock: FakeClock) -> None:
     clock.advance(3_600_000)
     assert mgr.maintenance() == 1
     assert log7.log_start_offset == 1 and len(log7.segments) == 1
+    mgr.close_all()
+
+
+def test_schedule_limit_leaves_the_rest_for_the_next_call() -> None:
+    s: MaintenanceSchedule[int] = MaintenanceSchedule()
+    for k in range(10):
+        s.touch(k)
+    s.schedule(100, 1.0)
+    s.schedule(101, 9.0)
+    first = s.take_due(2.0, limit=4)
+    assert len(first) == 4 and s.backlog()
+    second = s.take_due(2.0, limit=4)
+    third = s.take_due(2.0, limit=4)
+    assert len(second) == 4 and len(third) == 3 and not s.backlog()
+    assert sorted(first + second + third) == [*range(10), 100]  # each once, none lost
+    assert s.take_due(2.0, limit=4) == []
+    assert s.take_due(9.0, limit=4) == [101]
+
+
+def test_maintenance_in_slices_visits_every_due_log_once(
+    tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The broker's tick works in slices (yielding to the loop between them): a slice visits
+    at most ``limit`` logs, the backlog says more is due, and every log is visited once (and
+    swept once for expired producer ids)."""
+    mgr = LogManager(tmp_path, clock, {"log.segment.bytes": "1000", "log.roll.ms": "60000",
+                                       "producer.id.expiration.check.interval.ms": "1000"})  # fmt: skip
+    for p in range(45):
+        mgr.create("t", p, {})
+    dirs = {lg.dir: tp for tp, lg in mgr.logs()}
+    visits: list[tuple[str, int]] = []
+    swept: list[tuple[str, int]] = []
+    roll, expire = Log.maybe_roll_by_time, Log.remove_expired_producers
+
+    def counting_roll(self: Log) -> None:
+        visits.append(dirs[self.dir])
+        roll(self)
+
+    def counting_expire(self: Log) -> None:
+        swept.append(dirs[self.dir])
+        expire(self)
+
+    monkeypatch.setattr(Log, "maybe_roll_by_time", counting_roll)
+    monkeypatch.setattr(Log, "remove_expired_producers", counting_expire)
+    clock.advance(1000)  # the producer-id expiry check is due too
+    counts = [mgr.maintenance(limit=10)]
+    while mgr.maintenance_backlog():
+        counts.append(mgr.maintenance(limit=10))
+    assert counts == [10, 10, 10, 10, 5]
+    assert sorted(visits) == sorted(swept) == [("t", p) for p in range(45)]
+    assert mgr.maintenance(limit=10) == 0 and not mgr.maintenance_backlog()
     mgr.close_all()
 
 

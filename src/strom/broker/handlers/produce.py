@@ -36,6 +36,7 @@ from strom.protocol.hot_path import ProducePartition, ProduceResponse
 from strom.storage.errors import RecordValidationError
 
 API_KEY = 0
+_ATTRS_LOW_BYTE = 22  # the low byte of the batch's int16 attributes (bytes 21-22)
 log = logging.getLogger(__name__)
 
 
@@ -59,8 +60,8 @@ def _verify_transaction(broker: Any, log_: Any, topic: str, index: int, records:
     its producer's ongoing transaction, with this partition added (KIP-890's verification):
     a late batch of an ended or aborted transaction would otherwise start a transaction no
     coordinator knows of, and hold the last stable offset back for good."""
-    if len(records) < rb.HEADER_SIZE:
-        return
+    if len(records) < rb.HEADER_SIZE or not records[_ATTRS_LOW_BYTE] & rb.TRANSACTIONAL_BIT:
+        return  # nearly every batch: no header parse for it (Log.append parses it anyway)
     header = rb.parse_header(records)
     if not header.is_transactional or header.is_control or header.producer_id < 0:
         return
