@@ -201,6 +201,74 @@ def test_group_lag_then_reset(browser: WebDriver, console: ConsoleProcess, broke
     shot(browser, artifacts, "10-group-after-reset")
 
 
+def test_group_members_and_their_assignments(browser: WebDriver, console: ConsoleProcess,
+                                            broker: Any, artifacts: Path, topic_name: str) -> None:
+    from confluent_kafka import Consumer
+
+    group = f"{topic_name}-live"
+    create_topic(broker.bootstrap, topic_name, 2)
+    produce(broker.bootstrap, topic_name, [(None, b"m")] * 6, partition=1)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                         "client.id": "browser-reader", "auto.offset.reset": "earliest",
+                         "session.timeout.ms": 6000, "enable.auto.commit": False})  # fmt: skip
+    try:
+        consumer.subscribe([topic_name])
+        eventually(lambda: consumer.poll(0.2) is None and len(consumer.assignment()) == 2,
+                   "both partitions assigned")  # fmt: skip
+        browser.get(console.url + "/groups")
+        assert [r[:3] for r in cells(browser, "groups") if r[0] == group] == [[group, "Stable", "1"]]
+        browser.find_element(By.LINK_TEXT, group).click()
+        assert text(browser, "#group-state") == "Stable"
+        members = cells(browser, "members")
+        assert len(members) == 1 and members[0][1] == "browser-reader"
+        assert members[0][3].split() == [f"{topic_name}-0", f"{topic_name}-1"]
+        assert "stop its consumers before resetting" in text(browser, ".notice.warn")
+        shot(browser, artifacts, "08b-group-members")
+    finally:
+        consumer.close()
+
+
+def test_connectors_status_pause_resume(browser: WebDriver, broker: Any, artifacts: Path,
+                                        tmp_path: Path, topic_name: str) -> None:
+    from strom.testing.connect import ConnectWorkerProcess
+
+    create_topic(broker.bootstrap, topic_name)
+    (tmp_path / "in.txt").write_text("a\n")
+    with ConnectWorkerProcess(tmp_path / "worker", broker.bootstrap) as worker:
+        worker.request("PUT", "/connectors/files/config", {
+            "connector.class": "FileStreamSource", "topic": topic_name,
+            "file": str(tmp_path / "in.txt")})
+
+        def state() -> tuple[str, list[str]]:
+            _status, body = worker.request("GET", "/connectors/files/status")
+            return body["connector"]["state"], [t["state"] for t in body["tasks"]]
+
+        eventually(lambda: state() == ("RUNNING", ["RUNNING"]), "connector running")
+        with ConsoleProcess(tmp_path, broker.bootstrap, ["--connect-url", worker.url]) as c:
+            browser.get(c.url + "/")
+            browser.find_element(By.LINK_TEXT, "Connectors").click()
+            row = cells(browser, "connectors")[0]
+            assert row[0].startswith("files") and row[1:3] == ["source", "RUNNING"]
+            browser.find_element(By.CSS_SELECTOR, "button[value=pause]").click()
+            assert text(browser, ".notice.ok") == "Asked to pause connector files."
+            eventually(lambda: state() == ("PAUSED", ["PAUSED"]), "connector paused")
+            browser.get(c.url + "/connectors")
+            assert cells(browser, "connectors")[0][2] == "PAUSED"
+            shot(browser, artifacts, "17-connectors-paused")
+            browser.find_element(By.CSS_SELECTOR, "button[value=resume]").click()
+            eventually(lambda: state() == ("RUNNING", ["RUNNING"]), "connector resumed")
+        with ConsoleProcess(tmp_path, broker.bootstrap,
+                            ["--read-only", "--connect-url", worker.url]) as ro:
+            browser.implicitly_wait(0)
+            try:
+                browser.get(ro.url + "/connectors")
+                assert cells(browser, "connectors")[0][2] == "RUNNING"
+                assert browser.find_elements(By.CSS_SELECTOR, "[data-write], button") == []
+                shot(browser, artifacts, "18-ro-connectors")
+            finally:
+                browser.implicitly_wait(10)
+
+
 def test_read_only_hides_every_write_action(browser: WebDriver, broker: Any, artifacts: Path,
                                             tmp_path: Path, topic_name: str) -> None:
     create_topic(broker.bootstrap, topic_name)
