@@ -299,3 +299,54 @@ def test_read_only_hides_every_write_action(browser: WebDriver, broker: Any, art
         assert status == 403
     assert topic_exists(broker.bootstrap, topic_name)
     assert committed(broker.bootstrap, group) == {(topic_name, 0): 0}
+
+
+def test_overview_of_a_cluster_with_racks_and_a_lost_broker(browser: WebDriver, artifacts: Path,
+                                                            tmp_path: Path, topic_name: str) -> None:
+    """Three brokers (ZooKeeper, strom.testing.cluster) on two racks: the overview lists each
+    with its rack and the controller; one killed (kill -9), the partition it replicated shows
+    under-replicated on the overview and on the topic page once the controller notices."""
+    from strom.testing.cluster import ClusterProcess, broker_host
+    from strom.testing.zookeeper import zookeeper_available
+
+    if not zookeeper_available():
+        pytest.skip("needs Debian's zookeeper package")
+    racks = {1: "rack-a", 2: "rack-a", 3: "rack-b"}
+    with ClusterProcess(tmp_path / "cluster", brokers=3, racks=racks, settings={
+            "offsets.topic.replication.factor": "1", "offsets.topic.num.partitions": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.num.partitions": "1"}) as cluster:
+        cluster.create_topic(topic_name, 1, 3)
+        cluster.wait_for_isr(topic_name, 0, {1, 2, 3})
+        controller = cluster.controller_id()
+        with ConsoleProcess(tmp_path, cluster.bootstrap, ["--read-only"]) as c:
+            browser.get(c.url + "/")
+            assert cells(browser, "brokers") == [
+                [str(i), f"{broker_host(i)}:{cluster.broker(i).port}", racks[i],
+                 "controller" if i == controller else ""] for i in (1, 2, 3)]
+            assert text(browser, "#under-replicated") == "0"
+            victim = next(i for i in (1, 2, 3) if i not in (controller,
+                                                            cluster.leader_of(topic_name)))
+            cluster.kill(victim)
+            assert victim not in cluster.running_ids()
+            cluster.wait_for_isr(topic_name, 0, {1, 2, 3} - {victim}, timeout=60)
+
+            def under() -> bool:  # (internal topics of one replica on the victim go offline)
+                browser.get(c.url + "/")
+                items = [li.text for li in browser.find_elements(By.CSS_SELECTOR, "#unhealthy li")]
+                return f"under-replicated: {topic_name}-0" in items
+
+            eventually(under, "the overview shows the under-replicated partition", 30)
+            shot(browser, artifacts, "19-cluster-overview")
+            browser.get(f"{c.url}/topics/{topic_name}")
+            row = cells(browser, "partitions")[0]
+            assert sorted(row[2].replace(" ", "").split(",")) == ["1", "2", "3"]
+            assert sorted(row[3].replace(" ", "").split(",")) == \
+                sorted(str(i) for i in {1, 2, 3} - {victim})  # fmt: skip
+            assert row[7] == "0 B"  # from its leader, though a bootstrap broker is gone
+            shot(browser, artifacts, "20-cluster-topic")
+            browser.get(f"{c.url}/topics")
+            shot(browser, artifacts, "21-cluster-topics")
+            assert [r[1:4] for r in cells(browser, "topics") if r[0] == topic_name] == \
+                [["1", "3", "0 B"]]  # fmt: skip
+            shot(browser, artifacts, "20-cluster-topic")
