@@ -201,6 +201,74 @@ def test_group_lag_then_reset(browser: WebDriver, console: ConsoleProcess, broke
     shot(browser, artifacts, "10-group-after-reset")
 
 
+def test_group_members_and_their_assignments(browser: WebDriver, console: ConsoleProcess,
+                                            broker: Any, artifacts: Path, topic_name: str) -> None:
+    from confluent_kafka import Consumer
+
+    group = f"{topic_name}-live"
+    create_topic(broker.bootstrap, topic_name, 2)
+    produce(broker.bootstrap, topic_name, [(None, b"m")] * 6, partition=1)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                         "client.id": "browser-reader", "auto.offset.reset": "earliest",
+                         "session.timeout.ms": 6000, "enable.auto.commit": False})  # fmt: skip
+    try:
+        consumer.subscribe([topic_name])
+        eventually(lambda: consumer.poll(0.2) is None and len(consumer.assignment()) == 2,
+                   "both partitions assigned")  # fmt: skip
+        browser.get(console.url + "/groups")
+        assert [r[:3] for r in cells(browser, "groups") if r[0] == group] == [[group, "Stable", "1"]]
+        browser.find_element(By.LINK_TEXT, group).click()
+        assert text(browser, "#group-state") == "Stable"
+        members = cells(browser, "members")
+        assert len(members) == 1 and members[0][1] == "browser-reader"
+        assert members[0][3].split() == [f"{topic_name}-0", f"{topic_name}-1"]
+        assert "stop its consumers before resetting" in text(browser, ".notice.warn")
+        shot(browser, artifacts, "08b-group-members")
+    finally:
+        consumer.close()
+
+
+def test_connectors_status_pause_resume(browser: WebDriver, broker: Any, artifacts: Path,
+                                        tmp_path: Path, topic_name: str) -> None:
+    from strom.testing.connect import ConnectWorkerProcess
+
+    create_topic(broker.bootstrap, topic_name)
+    (tmp_path / "in.txt").write_text("a\n")
+    with ConnectWorkerProcess(tmp_path / "worker", broker.bootstrap) as worker:
+        worker.request("PUT", "/connectors/files/config", {
+            "connector.class": "FileStreamSource", "topic": topic_name,
+            "file": str(tmp_path / "in.txt")})
+
+        def state() -> tuple[str, list[str]]:
+            _status, body = worker.request("GET", "/connectors/files/status")
+            return body["connector"]["state"], [t["state"] for t in body["tasks"]]
+
+        eventually(lambda: state() == ("RUNNING", ["RUNNING"]), "connector running")
+        with ConsoleProcess(tmp_path, broker.bootstrap, ["--connect-url", worker.url]) as c:
+            browser.get(c.url + "/")
+            browser.find_element(By.LINK_TEXT, "Connectors").click()
+            row = cells(browser, "connectors")[0]
+            assert row[0].startswith("files") and row[1:3] == ["source", "RUNNING"]
+            browser.find_element(By.CSS_SELECTOR, "button[value=pause]").click()
+            assert text(browser, ".notice.ok") == "Asked to pause connector files."
+            eventually(lambda: state() == ("PAUSED", ["PAUSED"]), "connector paused")
+            browser.get(c.url + "/connectors")
+            assert cells(browser, "connectors")[0][2] == "PAUSED"
+            shot(browser, artifacts, "17-connectors-paused")
+            browser.find_element(By.CSS_SELECTOR, "button[value=resume]").click()
+            eventually(lambda: state() == ("RUNNING", ["RUNNING"]), "connector resumed")
+        with ConsoleProcess(tmp_path, broker.bootstrap,
+                            ["--read-only", "--connect-url", worker.url]) as ro:
+            browser.implicitly_wait(0)
+            try:
+                browser.get(ro.url + "/connectors")
+                assert cells(browser, "connectors")[0][2] == "RUNNING"
+                assert browser.find_elements(By.CSS_SELECTOR, "[data-write], button") == []
+                shot(browser, artifacts, "18-ro-connectors")
+            finally:
+                browser.implicitly_wait(10)
+
+
 def test_read_only_hides_every_write_action(browser: WebDriver, broker: Any, artifacts: Path,
                                             tmp_path: Path, topic_name: str) -> None:
     create_topic(broker.bootstrap, topic_name)
@@ -231,3 +299,54 @@ def test_read_only_hides_every_write_action(browser: WebDriver, broker: Any, art
         assert status == 403
     assert topic_exists(broker.bootstrap, topic_name)
     assert committed(broker.bootstrap, group) == {(topic_name, 0): 0}
+
+
+def test_overview_of_a_cluster_with_racks_and_a_lost_broker(browser: WebDriver, artifacts: Path,
+                                                            tmp_path: Path, topic_name: str) -> None:
+    """Three brokers (ZooKeeper, strom.testing.cluster) on two racks: the overview lists each
+    with its rack and the controller; one killed (kill -9), the partition it replicated shows
+    under-replicated on the overview and on the topic page once the controller notices."""
+    from strom.testing.cluster import ClusterProcess, broker_host
+    from strom.testing.zookeeper import zookeeper_available
+
+    if not zookeeper_available():
+        pytest.skip("needs Debian's zookeeper package")
+    racks = {1: "rack-a", 2: "rack-a", 3: "rack-b"}
+    with ClusterProcess(tmp_path / "cluster", brokers=3, racks=racks, settings={
+            "offsets.topic.replication.factor": "1", "offsets.topic.num.partitions": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.num.partitions": "1"}) as cluster:
+        cluster.create_topic(topic_name, 1, 3)
+        cluster.wait_for_isr(topic_name, 0, {1, 2, 3})
+        controller = cluster.controller_id()
+        with ConsoleProcess(tmp_path, cluster.bootstrap, ["--read-only"]) as c:
+            browser.get(c.url + "/")
+            assert cells(browser, "brokers") == [
+                [str(i), f"{broker_host(i)}:{cluster.broker(i).port}", racks[i],
+                 "controller" if i == controller else ""] for i in (1, 2, 3)]
+            assert text(browser, "#under-replicated") == "0"
+            victim = next(i for i in (1, 2, 3) if i not in (controller,
+                                                            cluster.leader_of(topic_name)))
+            cluster.kill(victim)
+            assert victim not in cluster.running_ids()
+            cluster.wait_for_isr(topic_name, 0, {1, 2, 3} - {victim}, timeout=60)
+
+            def under() -> bool:  # (internal topics of one replica on the victim go offline)
+                browser.get(c.url + "/")
+                items = [li.text for li in browser.find_elements(By.CSS_SELECTOR, "#unhealthy li")]
+                return f"under-replicated: {topic_name}-0" in items
+
+            eventually(under, "the overview shows the under-replicated partition", 30)
+            shot(browser, artifacts, "19-cluster-overview")
+            browser.get(f"{c.url}/topics/{topic_name}")
+            row = cells(browser, "partitions")[0]
+            assert sorted(row[2].replace(" ", "").split(",")) == ["1", "2", "3"]
+            assert sorted(row[3].replace(" ", "").split(",")) == \
+                sorted(str(i) for i in {1, 2, 3} - {victim})  # fmt: skip
+            assert row[7] == "0 B"  # from its leader, though a bootstrap broker is gone
+            shot(browser, artifacts, "20-cluster-topic")
+            browser.get(f"{c.url}/topics")
+            shot(browser, artifacts, "21-cluster-topics")
+            assert [r[1:4] for r in cells(browser, "topics") if r[0] == topic_name] == \
+                [["1", "3", "0 B"]]  # fmt: skip
+            shot(browser, artifacts, "20-cluster-topic")

@@ -16,6 +16,7 @@ import pytest
 
 from strom.broker.broker import Broker
 from strom.broker.group.service import GroupService
+from strom.broker.metadata_cache import PartitionInfo
 from strom.config import BrokerConfig
 from strom.testing import BrokerProcess, free_port
 from tests.integration.admin_http import get_json
@@ -123,9 +124,11 @@ def test_readiness_checks_in_process(tmp_path: Path) -> None:
         await broker.start()
         try:
             seen["ready"] = await asyncio.to_thread(_probe, url)
-            # the cluster work's hooks: a lost controller, an offline partition, its own check
+            # a lost controller; a partition hosted here that the metadata cache says has no
+            # leader (as a controller's UpdateMetadata would); a check that raises
             broker.metrics.replication.controller_known = lambda: False
-            broker.metrics.replication.offline_partitions = lambda: 2
+            broker.replicas.cache.set_partition("gone", 0, PartitionInfo(
+                leader=-1, leader_epoch=3, replicas=(broker.node_id,), isr=()))
             broker.health.add("isr_caught_up", lambda: 1 / 0)  # a check that raises fails
             seen["cluster"] = await asyncio.to_thread(_probe, url)
             broker.stopping = True

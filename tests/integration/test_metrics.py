@@ -4,6 +4,7 @@ did: counters rise by exactly what was produced and fetched, lag matches committ
 from __future__ import annotations
 
 import datetime
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -182,3 +183,68 @@ def test_admin_listener_follows_the_property_and_is_off_when_empty(tmp_path: Pat
     with proc:
         assert not wait_for_port("127.0.0.1", port, 1.0)
         assert "admin listener off" in proc.log_file.read_text()
+
+
+def test_live_group_transaction_connections_and_flushes(admin_broker, topic_name):
+    """The gauges and counters no other test moves: a group that rebalances and becomes Stable
+    with one member, a committed transaction, the open-connection gauge, fsync latency."""
+    from confluent_kafka import Producer
+
+    prefix = "kafka_coordinator_group_groupmetadatamanager_"
+    create_topic(admin_broker.bootstrap, topic_name, partitions=2, config={"flush.messages": "1"})
+    before = scrape(admin_broker.admin_url)
+    group, txn_id = f"{topic_name}-live", f"{topic_name}-txn"
+    producer = Producer({"bootstrap.servers": admin_broker.bootstrap,
+                         "transactional.id": txn_id})  # fmt: skip
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(10):
+        producer.produce(topic_name, b"t%d" % i, partition=i % 2)
+    producer.commit_transaction(30)
+    consumer = Consumer({"bootstrap.servers": admin_broker.bootstrap, "group.id": group,
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+                         "enable.auto.commit": False})  # fmt: skip
+    try:
+        consumer.subscribe([topic_name])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 10 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+        assert sorted(got) == sorted(b"t%d" % i for i in range(10))
+        consumer.commit(asynchronous=False)
+        during = scrape(admin_broker.admin_url)
+    finally:
+        consumer.close()
+        producer.flush(5)
+    after = scrape(admin_broker.admin_url)
+
+    def rose(s: Scrape, name: str, **labels: str) -> float:
+        return s.get(name, **labels) - before.get(name, **labels)
+
+    assert rose(during, prefix + "numgroupsstable") == 1  # ours, while its member is alive
+    assert during.value("kafka_consumergroup_members", consumergroup=group) == 1
+    assert rose(during, "kafka_server_group_coordinator_metrics_group_rebalance_total") >= 1
+    assert rose(during, "kafka_server_group_coordinator_metrics_group_completed_rebalance_total") >= 1
+    for p in range(2):  # 5 records and the commit marker each; the group committed past the
+        labels = {"consumergroup": group, "topic": topic_name, "partition": str(p)}  # records
+        hw = during.value("kafka_topic_partition_current_offset", topic=topic_name, partition=str(p))
+        committed = during.value("kafka_consumergroup_current_offset", **labels)
+        assert hw == 6 and committed in (5, 6)  # (the marker too, once the client has seen it)
+        assert during.value("kafka_consumergroup_lag", **labels) == hw - committed
+    # the consumer left: the group is Empty again, not Stable
+    assert after.get(prefix + "numgroupsstable") == before.get(prefix + "numgroupsstable")
+    assert after.value("kafka_consumergroup_members", consumergroup=group) == 0
+    txns = "kafka_server_transaction_coordinator_metrics_transactions"
+    assert rose(during, txns, state="CompleteCommit") == 1
+    # the producer and the consumer each held connections; both closed now
+    assert during.get("kafka_server_socket_server_metrics_connection_count",
+                      listener="PLAINTEXT") >= 2  # fmt: skip
+    assert rose(after, "kafka_server_socket_server_metrics_connection_close_total",
+                listener="PLAINTEXT") >= 2  # fmt: skip
+    # flush.messages=1: every append (10 records and 2 transaction markers at least) fsyncs
+    flushes = "kafka_log_logflushstats_logflushrateandtimems_count"
+    assert rose(after, flushes) >= 2
+    assert after.get("kafka_log_logflushstats_logflushrateandtimems_bucket", le="+Inf") == \
+        after.get(flushes)  # fmt: skip

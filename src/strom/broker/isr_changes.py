@@ -55,6 +55,9 @@ class IsrChangeManager:
         self._task: asyncio.Task[None] | None = None
         self._conn: BrokerConnection | None = None
         self._conn_to: tuple[str, int] = ("", -1)
+        #: told of every committed ISR change (``isr_shrink`` / ``isr_expand``, the broker's
+        #: ReplicationMetrics), set by :mod:`strom.broker.replication`
+        self.metrics: Any = None
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -166,8 +169,14 @@ class IsrChangeManager:
         isr = tuple(int(r) for r in answer.isr)
         log.info("ISR of %s-%d is now %s (leader epoch %d, partition epoch %d)", part.topic,
                  part.index, list(isr), answer.leader_epoch, answer.partition_epoch)  # fmt: skip
+        before = set(part.isr)
         part.apply_isr(isr, int(answer.leader_epoch), int(answer.partition_epoch))
         self.replicas.isr_changed(part)
+        if self.metrics is not None:  # Kafka's IsrShrinksPerSec / IsrExpandsPerSec
+            if before - set(isr):
+                self.metrics.isr_shrink(part.topic, part.index)
+            if set(isr) - before:
+                self.metrics.isr_expand(part.topic, part.index)
 
 
 class _NoController(Exception):

@@ -51,6 +51,7 @@ def start(broker: Broker) -> None:
                            backoff_ms=config.get_int("replica.fetch.backoff.ms"),
                            broker_epoch=lambda: int(getattr(broker, "broker_epoch", -1)),
                            source_host=source)  # fmt: skip
+    isr.metrics = broker.metrics.replication
     replicas.isr_changes = isr
     isr.start()
     if (str(config.get(local_leadership.ENABLE_KEY, "true")).lower() == "false"

@@ -15,6 +15,7 @@ page handlers in its thread pool); the producer is made on first use.
 from __future__ import annotations
 
 import argparse
+import logging
 import threading
 from typing import Any
 
@@ -32,6 +33,8 @@ from strom.cli import clients, group, group_reset, topic_describe
 from strom.cli.errors import CliError, timeout, wait_for
 from strom.cli.group_admin import committed_offsets, describe_group, end_offsets, state_name
 from strom.cli.topic import is_internal, validate_topic_name
+
+log = logging.getLogger(__name__)
 
 CLIENT_ID = "strom-console"
 #: Reset strategies offered by the console (the names of ``strom group reset-offsets``).
@@ -134,13 +137,49 @@ class Cluster:
         spec = OffsetSpec.earliest() if earliest else OffsetSpec.latest()
         return end_offsets(self.admin, keys, self.bootstrap, spec)
 
+    def led(self, keys: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        """The partitions of ``keys`` that have a leader now (metadata)."""
+        topics = self.metadata().topics
+        out = []
+        for name, index in keys:
+            t = topics.get(name)
+            part = t.partitions.get(index) if t is not None and t.error is None else None
+            if part is not None and part.leader >= 0:
+                out.append((name, index))
+        return out
+
+    def partition_sizes(self, keys: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """Bytes of each partition's log on its leader (DescribeLogDirs to each leading
+        broker). A partition without a leader, or whose leader cannot be asked now, is left
+        out: its size shows as unknown, and the page still renders (one broker down must not
+        take the topic pages with it)."""
+        md = self.metadata()
+        by_leader: dict[int, list[tuple[str, int]]] = {}
+        for name, index in keys:
+            t = md.topics.get(name)
+            part = t.partitions.get(index) if t is not None and t.error is None else None
+            if part is not None and part.leader >= 0:
+                by_leader.setdefault(part.leader, []).append((name, index))
+        sizes: dict[tuple[str, int], int] = {}
+        for leader, led in sorted(by_leader.items()):
+            broker = md.brokers.get(leader)
+            if broker is None:
+                continue
+            try:
+                found = topic_describe.partition_sizes(f"{broker.host}:{broker.port}", led)
+            except CliError as exc:
+                log.warning("sizes of %d partition(s) unknown: %s", len(led), exc)
+                continue
+            sizes.update((k, found[k]) for k in led if k in found)
+        return sizes
+
     def topics(self) -> list[dict[str, Any]]:
         """One row per topic: partitions, replicas, size (DescribeLogDirs), messages."""
         md = self.metadata()
-        keys = self.partition_keys()
+        keys = self.led(self.partition_keys())  # an offline partition has no offsets to list
         start = self.end_offsets(keys, earliest=True)
         end = self.end_offsets(keys)
-        sizes = topic_describe.partition_sizes(self.bootstrap, keys) if keys else {}
+        sizes = self.partition_sizes(keys)
         rows = []
         for name, t in sorted(md.topics.items()):
             parts = sorted(t.partitions)
@@ -150,7 +189,8 @@ class Cluster:
                 "partitions": len(parts),
                 "replicas": len(t.partitions[parts[0]].replicas) if parts else 0,
                 "size": sum(max(sizes.get((name, p), 0), 0) for p in parts),
-                "messages": sum(end.get((name, p), 0) - start.get((name, p), 0) for p in parts),
+                "messages": sum(end[(name, p)] - start[(name, p)] for p in parts
+                                if (name, p) in end),
                 "error": str(t.error) if t.error is not None else None,
             })
         return rows
@@ -160,10 +200,21 @@ class Cluster:
         args = self.args(names=[name])
         docs = topic_describe.topic_documents(args, self.admin)
         doc = docs[0]
-        doc["partition_rows"] = topic_describe.partition_rows(args, self.admin, docs)
+        keys = [(name, p["partition"]) for p in doc["partitions"]]
+        online = self.led(keys)  # offline partitions: offsets and size unknown ("-")
+        start = self.end_offsets(online, earliest=True)
+        end = self.end_offsets(online)
+        sizes = self.partition_sizes(online)
+        doc["partition_rows"] = [
+            {"topic": name, "partition": p["partition"], "leader": p["leader"],
+             "replicas": p["replicas"], "isr": p["isr"],
+             "log_start_offset": start.get(k), "log_end_offset": end.get(k),
+             "messages": end[k] - start[k] if k in end else None, "size": sizes.get(k, -1)}
+            for p, k in zip(doc["partitions"], keys, strict=True)
+        ]
         doc["configs"] = topic_describe.topic_configs(self.admin, name, self.bootstrap)
         doc["size"] = sum(max(r["size"], 0) for r in doc["partition_rows"])
-        doc["messages"] = sum(r["messages"] for r in doc["partition_rows"])
+        doc["messages"] = sum(r["messages"] or 0 for r in doc["partition_rows"])
         return doc
 
     def create_topic(self, name: str, partitions: int, replication: int,

@@ -92,6 +92,9 @@ class ControllerContext:
     deleting: set[str] = field(default_factory=set)
     #: topic being deleted -> live replicas that have not answered its StopReplica yet
     deletion_waits: dict[str, set[int]] = field(default_factory=dict)
+    #: told of every leader change written (topic, partition, unclean, ms): the broker's
+    #: ReplicationMetrics.leader_election, set by the controller service
+    on_election: Any = None
 
     # brokers -------------------------------------------------------------------------------
     def live(self, broker: int) -> bool:

@@ -114,6 +114,7 @@ class Controller:
         self._task: asyncio.Task[None] | None = None
         self._timer: asyncio.Task[None] | None = None
         self._stopped = False
+        self.on_election: Any = None  # copied to each term's context (ControllerContext)
 
     # public ------------------------------------------------------------------------------------
     @property
@@ -236,6 +237,7 @@ class Controller:
         self.term += 1
         self.active_id = self.broker_id
         self.ctx = ControllerContext(office.epoch, office.epoch_version)
+        self.ctx.on_election = self.on_election
         self.channel = ChannelManager(self.broker_id, self.local_call, source_host=self.source_host,
                                       request_timeout=self.settings.request_timeout_s,
                                       connect=self.connect)  # fmt: skip

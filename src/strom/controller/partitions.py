@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Iterable
 
 from strom.controller.batch import RequestBatch
@@ -123,6 +124,7 @@ class PartitionStates:
         return changed
 
     async def _update(self, tp: TP, change: Change) -> bool:
+        began = time.perf_counter()
         for _attempt in range(2):
             current = self.ctx.states.get(tp)
             if current is None:
@@ -131,6 +133,10 @@ class PartitionStates:
             if new is None:
                 return False
             if await self.write(tp, new, current.version) is not None:
+                old = current.state
+                if new.leader != old.leader and new.leader >= 0 and self.ctx.on_election:
+                    self.ctx.on_election(tp[0], tp[1], unclean=new.leader not in old.isr,
+                                         duration_ms=(time.perf_counter() - began) * 1000)
                 return True
         return False
 

@@ -101,6 +101,7 @@ class ControllerService(Service):
             store, self.broker.node_id, self.local_call, source_host=_source_host(self.broker),
             settings=ControllerSettings.from_config(config.get),
         )  # fmt: skip
+        self.controller.on_election = self.broker.metrics.replication.leader_election
         self.broker.extensions[EXTENSION] = self.controller
         await self.controller.start()
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from strom.broker.observability import cluster_state
 from strom.broker.observability.exposition import Writer, escape, labels
 from strom.broker.observability.metrics import REQUEST_BUCKETS_MS
 from strom.protocol.errors import ErrorCode
@@ -169,7 +170,8 @@ def _replication(broker: Broker, out: Writer) -> None:
     hosted = sum(1 for t in topics for r in t.replicas.values() if node in r)
     for name, doc, value in (
         ("kafka_server_replicamanager_partitioncount", "Partitions hosted here", hosted),
-        ("kafka_server_replicamanager_leadercount", "Partitions led here", hosted),
+        ("kafka_server_replicamanager_leadercount", "Partitions led here",
+         cluster_state.leader_count(broker)),
         ("kafka_server_replicamanager_underreplicatedpartitions",
          "Partitions led here whose ISR is smaller than their replica set",
          repl.under_replicated()),
@@ -186,7 +188,8 @@ def _replication(broker: Broker, out: Writer) -> None:
          len(topics)),
         ("kafka_controller_kafkacontroller_globalpartitioncount", "Partitions in the cluster",
          partitions),
-        ("kafka_brokers", "Brokers in the cluster (kafka_exporter)", 1),
+        ("kafka_brokers", "Live brokers in the cluster, as this broker knows them "
+         "(kafka_exporter)", cluster_state.live_brokers(broker)),
     ):  # fmt: skip
         out.single(name, "gauge", doc, value)
     for name, doc, value in (

@@ -11,9 +11,11 @@ check and lists the failing ones::
 Built-in checks: ``started`` (start-up finished, shutdown not begun), ``logs_loaded`` (every
 partition log recovered and opened), ``listener`` (the Kafka listener accepts connections),
 ``coordinators_loaded`` (the group and transaction coordinators replayed their topics),
-``controller_known`` and ``no_offline_partitions`` (a controller is known; no partition led here
-is offline: from :class:`~strom.broker.observability.metrics.ReplicationMetrics`, whose
-single-node answers always pass). The cluster work adds its own with :meth:`Health.add`.
+``controller_known`` (a single node is its own controller; a cluster member needs its
+metadata-store session connected and a controller in office) and ``no_offline_partitions``
+(no partition hosted here is without a leader, none the controller gave this broker to lead is
+still unled here): both from :mod:`strom.broker.observability.cluster_state`. More checks plug
+in with :meth:`Health.add`.
 A check that raises counts as failing (and is logged once per failure streak).
 """
 
@@ -22,6 +24,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from strom.broker.observability import cluster_state
 
 if TYPE_CHECKING:
     from strom.broker.broker import Broker
@@ -72,11 +76,12 @@ def _coordinators_loaded(broker: Broker) -> bool:
 def broker_health(broker: Broker) -> Health:
     """The built-in checks of ``broker`` (module doc)."""
     health = Health()
+    cluster_state.install(broker)
     repl = broker.metrics.replication
     health.add("started", lambda: broker.started and not broker.stopping)
     health.add("logs_loaded", lambda: broker.logs_loaded)
     health.add("listener", broker.listener_serving)
     health.add("coordinators_loaded", lambda: _coordinators_loaded(broker))
     health.add("controller_known", lambda: repl.controller_known())
-    health.add("no_offline_partitions", lambda: repl.offline_partitions() == 0)
+    health.add("no_offline_partitions", lambda: cluster_state.offline_hosted(broker) == 0)
     return health
