@@ -17,6 +17,7 @@ import pytest
 from strom.broker.broker import Broker
 from strom.broker.group.service import GroupService
 from strom.broker.metadata_cache import PartitionInfo
+from strom.broker.observability import cluster_state
 from strom.config import BrokerConfig
 from strom.testing import BrokerProcess, free_port
 from tests.integration.admin_http import get_json
@@ -124,11 +125,16 @@ def test_readiness_checks_in_process(tmp_path: Path) -> None:
         await broker.start()
         try:
             seen["ready"] = await asyncio.to_thread(_probe, url)
-            # a lost controller; a partition hosted here that the metadata cache says has no
-            # leader (as a controller's UpdateMetadata would); a check that raises
+            # a lost controller; a partition the metadata cache says this broker leads that it
+            # does not lead yet (as a controller's UpdateMetadata before its LeaderAndIsr
+            # would); a check that raises. A hosted partition without any leader is no
+            # reason to take this broker out of service.
             broker.metrics.replication.controller_known = lambda: False
             broker.replicas.cache.set_partition("gone", 0, PartitionInfo(
                 leader=-1, leader_epoch=3, replicas=(broker.node_id,), isr=()))
+            seen["leaderless"] = (cluster_state.offline_hosted(broker), None)
+            broker.replicas.cache.set_partition("pending", 0, PartitionInfo(
+                leader=broker.node_id, leader_epoch=3, replicas=(broker.node_id,), isr=()))
             broker.health.add("isr_caught_up", lambda: 1 / 0)  # a check that raises fails
             seen["cluster"] = await asyncio.to_thread(_probe, url)
             broker.stopping = True
@@ -153,6 +159,7 @@ def test_readiness_checks_in_process(tmp_path: Path) -> None:
     status, body = seen["cluster"]
     assert status == 503
     assert body["failing"] == ["controller_known", "no_offline_partitions", "isr_caught_up"]
+    assert seen["leaderless"] == (0, None)
     assert seen["stopping"][0] == 503 and "started" in seen["stopping"][1]["failing"]
     assert seen["stopped"] == (None, None)
 

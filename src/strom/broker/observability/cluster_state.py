@@ -14,9 +14,11 @@ and UpdateMetadata decide):
 - ``active_controller``: 1 on the active controller (a single node is its own), else 0;
 - ``controller_known``: a single node always; a cluster member while its metadata-store
   session is connected and a controller holds the office;
-- ``offline_hosted`` (readiness only): partitions hosted here that no broker can serve now, as
-  the metadata cache says (no leader), or that the cache says this broker leads but it does not
-  yet (LeaderAndIsr not applied).
+- ``offline_hosted`` (readiness only): partitions the metadata cache says this broker leads
+  but it does not lead yet (LeaderAndIsr not applied): "offline partitions led here". A hosted
+  partition with no leader at all does not count: this broker cannot serve it either way, and
+  a readiness probe failing on every replica of it would take the healthy brokers out of
+  service too (the controller's ``offline_partitions`` gauge reports it).
 
 Everything is duck-typed through ``broker.extensions`` and ``broker.replicas`` (absent before
 start: every function then answers its idle value), so this module imports no broker service.
@@ -100,11 +102,7 @@ def offline_hosted(broker: Broker) -> int:
     node = broker.node_id
     count = 0
     for key, info in replicas.cache.partitions.items():
-        if node not in info.replicas:
-            continue
-        if info.leader == NO_LEADER:
-            count += 1
-        elif info.leader == node:
+        if info.leader == node:
             part = replicas.partitions.get(key)
             if part is None or not part.is_leader:
                 count += 1
