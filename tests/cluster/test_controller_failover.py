@@ -107,7 +107,6 @@ def test_controller_killed_new_one_with_higher_epoch(cluster: object) -> None:
     assert isinstance(second, dict) and second["brokerid"] != first
 
 
-@pytest.mark.skip(reason="fails since the four cluster branches were merged (session 15); see the session note, issue 9")
 def test_paused_controller_is_deposed_and_its_epoch_refused(cluster: object) -> None:
     _create(cluster, "t", partitions=3)
     old = cluster.controller_id()  # type: ignore[attr-defined]

@@ -158,6 +158,13 @@ class TopicRegistry:
     def get(self, name: str) -> TopicInfo | None:
         return self._topics.get(name)
 
+    async def load(self, name: str) -> TopicInfo | None:
+        """Read ``name`` from the store into the view now (its watch may not have fired yet);
+        None if the store has no such topic."""
+        if name not in self._topics:
+            await self._read_topic(name)
+        return self._topics.get(name)
+
     def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         return self._by_id.get(topic_id)
 
