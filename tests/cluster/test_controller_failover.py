@@ -107,10 +107,22 @@ def test_controller_killed_new_one_with_higher_epoch(cluster: object) -> None:
     assert isinstance(second, dict) and second["brokerid"] != first
 
 
+def _controller_seen_by(broker: object) -> int:
+    """The controller id this one broker's Metadata names (from its metadata cache)."""
+    from strom.cli.wire import WireConnection
+
+    with WireConnection(broker.bootstrap) as conn:  # type: ignore[attr-defined]
+        resp = conn.request(3, 12, topics=(), allow_auto_topic_creation=False,
+                            include_topic_authorized_operations=False)  # fmt: skip
+    return int(resp.controller_id)
+
+
 def test_paused_controller_is_deposed_and_its_epoch_refused(cluster: object) -> None:
     _create(cluster, "t", partitions=3)
     old = cluster.controller_id()  # type: ignore[attr-defined]
     old_epoch = int(_zk_json(cluster, "/controller_epoch"))  # type: ignore[call-overload]
+    before = {p: _state(cluster, "t", p) for p in range(3)}
+    led_by_old = [p for p, s in before.items() if int(s["leader"]) == old]  # type: ignore[call-overload]
     cluster.pause(old)  # type: ignore[attr-defined]
     try:
         cluster_mod.wait_until(
@@ -121,7 +133,30 @@ def test_paused_controller_is_deposed_and_its_epoch_refused(cluster: object) -> 
     new_epoch = int(_zk_json(cluster, "/controller_epoch"))  # type: ignore[call-overload]
     new = _zk_json(cluster, "/controller")["brokerid"]  # type: ignore[index]
     assert new != old
-    # a request carrying the deposed controller's epoch is refused by every live broker
+
+    # A broker learns the new epoch only from the new controller's requests (as in Kafka), so
+    # first wait until every broker, the resumed one too (it lost its session: it registers
+    # again and the new controller tells it), names the new controller and agrees with the
+    # partition states the new controller wrote.
+    def agreed() -> bool:
+        if any(_controller_seen_by(b) != new for b in cluster.brokers.values()):  # type: ignore[attr-defined]
+            return False
+        views = [_metadata_from(b, "t") for b in cluster.brokers.values()]  # type: ignore[attr-defined]
+        states = {p: _state(cluster, "t", p) for p in range(3)}
+        want = {p: (int(s["leader"]), int(s["leader_epoch"]), tuple(sorted(s["isr"])))  # type: ignore[call-overload, arg-type]
+                for p, s in states.items()}
+        return all(v == want for v in views)
+
+    cluster_mod.wait_until(agreed, 30, "every broker's metadata agrees with the new controller")
+    for p in led_by_old:  # the paused controller's leaderships moved, in a newer leader epoch
+        after = _state(cluster, "t", p)
+        assert int(after["leader_epoch"]) > int(before[p]["leader_epoch"]), (p, after)  # type: ignore[call-overload]
+    # the deposed controller stood down when it came back (its session was gone)
+    resigned = f"controller {old} (epoch {old_epoch}) resigns"
+    cluster_mod.wait_until(lambda: resigned in cluster.brokers[old].log_file.read_text(),  # type: ignore[attr-defined]
+                           10, "the deposed controller to resign")  # fmt: skip
+
+    # now a request carrying the deposed controller's epoch is refused by every live broker
     from strom.cli.wire import WireConnection
     from strom.protocol.errors import ErrorCode
 
@@ -130,16 +165,9 @@ def test_paused_controller_is_deposed_and_its_epoch_refused(cluster: object) -> 
             resp = conn.request(6, 8, controller_id=old, controller_epoch=old_epoch,
                                 broker_epoch=-1, topic_states=(), live_brokers=())  # fmt: skip
         assert resp.error_code == ErrorCode.stale_controller_epoch, broker_id
-    # every broker's metadata agrees, and with the state the new controller wrote
-    def agreed() -> bool:
-        views = [_metadata_from(b, "t") for b in cluster.brokers.values()]  # type: ignore[attr-defined]
-        states = {p: _state(cluster, "t", p) for p in range(3)}
-        want = {p: (int(s["leader"]), int(s["leader_epoch"]), tuple(sorted(s["isr"])))  # type: ignore[call-overload, arg-type]
-                for p, s in states.items()}
-        return all(v == want for v in views)
-
-    cluster_mod.wait_until(agreed, 30, "every broker's metadata agrees with ZooKeeper")
+        assert _controller_seen_by(broker) == new, broker_id  # and it changed nothing
     assert int(_zk_json(cluster, "/controller_epoch")) == new_epoch  # the old one stood down
+    assert _zk_json(cluster, "/controller")["brokerid"] == new  # type: ignore[index]
 
 
 def test_sigterm_moves_leadership_first(cluster: object) -> None:
