@@ -2,7 +2,9 @@
 
 * kill -9 of a partition's leader: a new leader from the ISR, with a higher leader epoch,
   within the session timeout (plus the election);
-* kill -9 of the controller: a new controller with a higher epoch;
+* kill -9 of the controller (under an acks=all writer): a new controller with a higher epoch
+  within the session timeout, the killed one's leaderships moved in a newer leader epoch,
+  writes go on through its era and no acknowledged write is lost (history checked);
 * the controller SIGSTOPped past its session and resumed: a new controller took over, a
   request carrying the old epoch is refused (STALE_CONTROLLER_EPOCH), and every broker's
   metadata agrees;
@@ -55,11 +57,12 @@ def _state(cluster: object, topic: str, partition: int) -> dict[str, object]:
     return found
 
 
-def _create(cluster: object, topic: str, partitions: int = 1) -> None:
+def _create(cluster: object, topic: str, partitions: int = 1,
+            config: dict[str, str] | None = None) -> None:  # fmt: skip
     from confluent_kafka.admin import NewTopic
 
     admin = cluster.admin()  # type: ignore[attr-defined]
-    admin.create_topics([NewTopic(topic, partitions, 3)])[topic].result(30)
+    admin.create_topics([NewTopic(topic, partitions, 3, config=config or {})])[topic].result(30)
     for p in range(partitions):
         cluster.wait_for_isr(topic, p, {1, 2, 3}, timeout=30)  # type: ignore[attr-defined]
 
@@ -97,14 +100,41 @@ def test_leader_killed_new_leader_from_isr_with_higher_epoch(cluster: object) ->
 
 
 def test_controller_killed_new_one_with_higher_epoch(cluster: object) -> None:
+    from strom.testing.history import History
+    from strom.testing.workload import Writer, read_to_end
+
+    _create(cluster, "k", partitions=3, config={"min.insync.replicas": "2"})
     first = cluster.controller_id()  # type: ignore[attr-defined]
     epoch = int(_zk_json(cluster, "/controller_epoch"))  # type: ignore[call-overload]
-    cluster.kill(first)  # type: ignore[attr-defined]
-    cluster_mod.wait_until(lambda: cluster.controller_id() != first,  # type: ignore[attr-defined]
-                           SESSION_MS / 1000 + 15, "a new controller")
-    assert int(_zk_json(cluster, "/controller_epoch")) > epoch  # type: ignore[call-overload]
-    second = _zk_json(cluster, "/controller")
-    assert isinstance(second, dict) and second["brokerid"] != first
+    before = {p: _state(cluster, "k", p) for p in range(3)}
+    history = History()
+    with Writer(cluster.bootstrap, "k", history) as writer:  # type: ignore[attr-defined]
+        writer.wait_acked(100, timeout=60)
+        start = time.monotonic()
+        cluster.kill(first)  # type: ignore[attr-defined]
+        cluster_mod.wait_until(lambda: cluster.controller_id() != first,  # type: ignore[attr-defined]
+                               SESSION_MS / 1000 + 15, "a new controller")  # fmt: skip
+        assert time.monotonic() - start < SESSION_MS / 1000 + 15
+        assert int(_zk_json(cluster, "/controller_epoch")) > epoch  # type: ignore[call-overload]
+        second = _zk_json(cluster, "/controller")
+        assert isinstance(second, dict) and second["brokerid"] != first
+        # the new controller's era: the killed one's leaderships moved in a newer leader epoch,
+        # it left every ISR, and writes go on (acks=all, min.insync.replicas 2 of the 2 left)
+        def moved() -> bool:
+            states = {p: _state(cluster, "k", p) for p in range(3)}
+            return all(int(s["leader"]) != first and first not in s["isr"]  # type: ignore[call-overload, operator]
+                       for s in states.values())  # fmt: skip
+
+        cluster_mod.wait_until(moved, 30, "the killed controller's leaderships and ISR places")
+        for p, old in before.items():
+            if int(old["leader"]) == first:  # type: ignore[call-overload]
+                assert int(_state(cluster, "k", p)["leader_epoch"]) > int(old["leader_epoch"])  # type: ignore[call-overload]
+        writer.wait_acked(writer.acked + 300, timeout=60)
+    assert writer.acked >= 400
+    read_to_end(cluster.bootstrap, "k", history)  # type: ignore[attr-defined]
+    report = history.check()
+    report.assert_ok()
+    assert report.read >= report.acknowledged
 
 
 def _controller_seen_by(broker: object) -> int:
