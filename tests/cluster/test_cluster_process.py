@@ -40,7 +40,6 @@ def produce(bootstrap: str, topic: str, history: History, values: list[bytes]) -
     assert producer.flush(60) == 0
 
 
-@pytest.mark.skip(reason="fails since the four cluster branches were merged (session 15); see the session note, issue 9")
 def test_single_broker_cluster_faults_and_cleanup(tmp_path: Path) -> None:
     history = History()
     with ClusterProcess(tmp_path, brokers=1) as cluster:
