@@ -115,6 +115,42 @@ def test_a_second_registry_follows_every_change(
     asyncio.run(asyncio.wait_for(scenario(), 60))
 
 
+def test_load_reads_a_topic_another_broker_wrote_at_once_with_its_configs(
+    two_stores: Callable[[], tuple[MetadataStore, MetadataStore]],
+) -> None:
+    """What the LeaderAndIsr handler does for a topic its watch has not brought yet: read it
+    (never write it, which would replace its configs)."""
+
+    async def scenario() -> None:
+        a_store, b_store = two_stores()
+        await a_store.start()
+        if b_store is not a_store:
+            await b_store.start()
+        b = TopicRegistry(b_store)
+        await b.start()
+        try:
+            assert await b.load("t2") is None  # nothing in the store: nothing made up
+            topic_id = uuid.uuid4()
+            await a_store.create("/config/topics/t2", json.dumps(
+                {"version": 1, "config": {"retention.ms": "12345"}}).encode())  # fmt: skip
+            await a_store.create("/brokers/topics/t2", json.dumps(
+                {"version": 3, "partitions": {"0": [1, 2]}, "topic_id": uuid_to_kafka(topic_id),
+                 "adding_replicas": {}, "removing_replicas": {}}).encode())  # fmt: skip
+            info = await b.load("t2")
+            assert info is not None and b.get("t2") is info
+            assert (info.topic_id, info.replicas, info.configs) == (
+                topic_id, {0: [1, 2]}, {"retention.ms": "12345"})  # fmt: skip
+            data, _ = await a_store.get("/config/topics/t2")
+            assert json.loads(data)["config"] == {"retention.ms": "12345"}  # untouched
+        finally:
+            await b.close()
+            await a_store.close()
+            if b_store is not a_store:
+                await b_store.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
 def test_documents_are_kafkas_and_old_ones_are_read(tmp_path: Path) -> None:
     old_id = uuid.uuid4()
 
