@@ -320,11 +320,16 @@ class TopicRegistry:
             log.warning("topic registry: re-reading failed: %s", task.exception())
 
     async def _read_all(self) -> None:
-        try:
-            names = set(await self._store.children(TOPICS_PATH, watch=self._on_names))
-        except NoNodeError:
-            await self._store.exists(TOPICS_PATH, watch=self._on_names)
-            names = set()
+        while True:
+            try:
+                names = set(await self._store.children(TOPICS_PATH, watch=self._on_names))
+                break
+            except NoNodeError:
+                # the exists watch fires when the node is made; made meanwhile, it would fire
+                # only on a data change, never for its children: read them again instead
+                if await self._store.exists(TOPICS_PATH, watch=self._on_names) is None:
+                    names = set()
+                    break
         for gone in set(self._topics) - names - self._local:
             self._remove(gone)
         # a watched topic is kept current by its own watch: read only the others

@@ -10,6 +10,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -149,6 +150,37 @@ def test_load_reads_a_topic_another_broker_wrote_at_once_with_its_configs(
                 await b_store.close()
 
     asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+def test_topics_path_made_between_the_two_reads_of_start_is_not_missed(tmp_path: Path) -> None:
+    """``/brokers/topics`` absent when the registry lists it and made (with a topic) before its
+    ``exists`` watch is set: the watch would never fire for the children, so they are read
+    again (a broker starting with the controller missed ``__consumer_offsets`` that way)."""
+
+    class Racing(EmbeddedStore):
+        raced = False
+
+        async def exists(self, path: str, watch: Any = None) -> Any:
+            if path == "/brokers/topics" and not self.raced:
+                self.raced = True
+                await self.create("/brokers/topics/t3", json.dumps(
+                    {"version": 3, "partitions": {"0": [1]},
+                     "topic_id": uuid_to_kafka(uuid.uuid4())}).encode())  # fmt: skip
+            return await super().exists(path, watch)
+
+    async def scenario() -> None:
+        store = Racing(tmp_path)
+        await store.start()
+        registry = TopicRegistry(store)
+        try:
+            await registry.start()
+            assert store.raced
+            await eventually(lambda: registry.get("t3") is not None, "the registry to see t3")
+        finally:
+            await registry.close()
+            await store.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 30))
 
 
 def test_documents_are_kafkas_and_old_ones_are_read(tmp_path: Path) -> None:
