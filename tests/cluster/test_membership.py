@@ -84,7 +84,6 @@ def registered(zk: KazooClient) -> dict[int, tuple[BrokerRegistration, int]]:
 
 
 @pytest.mark.slow
-@pytest.mark.skip(reason="fails since the four cluster branches were merged (session 15); see the session note, issue 9")
 def test_brokers_register_see_each_other_and_a_killed_one_goes(
     tmp_path: Path, zookeeper: ZooKeeperProcess, chroot: str, zk_client: KazooClient
 ) -> None:

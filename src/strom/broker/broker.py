@@ -281,10 +281,12 @@ class Broker:
         from strom.metadata.zookeeper import ZooKeeperStore
 
         timeout = self.config.get("zookeeper.connection.timeout.ms")
+        host = self.listen[0]  # the session leaves from our address (network-fault tests)
         return ZooKeeperStore(
             connect,
             session_timeout_ms=self._session_timeout_ms(),
             connection_timeout_ms=int(timeout) if timeout else None,
+            source_host=None if host in ("", "0.0.0.0", "::") else host,
         )
 
     def _session_timeout_ms(self) -> int:

@@ -9,11 +9,16 @@ Invariants: an UpdateMetadata replaces the live brokers and the controller id wh
 updates (never removes) the partition states it names, except a partition whose leader is
 :data:`LEADER_DURING_DELETE` (-2), which Kafka's controller sends for a topic being deleted:
 that partition is removed. :attr:`version` grows with every change, so answers built from the
-cache (the Metadata handler's cached entries) know when to rebuild.
+cache (the Metadata handler's cached entries) know when to rebuild. :meth:`wait_filled` lets a
+cluster member's client-facing answers wait for the controller's first UpdateMetadata: before
+it the cache knows no controller (-1), and librdkafka, told so, waits for a controller without
+asking again, so an admin request through a broker that had just started never completes.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,6 +55,19 @@ class MetadataCache:
     brokers: dict[int, BrokerInfo] = field(default_factory=dict)
     partitions: dict[tuple[str, int], PartitionInfo] = field(default_factory=dict)
     version: int = 0
+    _filled: asyncio.Event = field(default_factory=asyncio.Event, repr=False, compare=False)
+
+    @property
+    def filled(self) -> bool:
+        """Whether an UpdateMetadata was applied (the controller and live brokers are known)."""
+        return self._filled.is_set()
+
+    async def wait_filled(self, timeout: float) -> bool:
+        """Wait (at most ``timeout`` s) for the first UpdateMetadata; whether it came."""
+        if not self._filled.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._filled.wait(), timeout)
+        return self._filled.is_set()
 
     def partition(self, topic: str, index: int) -> PartitionInfo | None:
         return self.partitions.get((topic, index))
@@ -96,3 +114,4 @@ class MetadataCache:
                 else:
                     self.partitions[key] = info
         self.version += 1
+        self._filled.set()

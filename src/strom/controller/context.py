@@ -27,6 +27,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from strom.metadata.topics import uuid_from_kafka, uuid_to_kafka
 from strom.metadata.zk_model import BrokerRegistration, PartitionState
 
 TP = tuple[str, int]
@@ -40,8 +41,10 @@ class LiveBroker:
 
 @dataclass(slots=True)
 class TopicDoc:
-    """``/brokers/topics/<t>``: strom writes ``id``, Kafka ``topic_id``; both are read.
-    Unknown keys are kept when the controller rewrites the document (a reassignment)."""
+    """``/brokers/topics/<t>`` in Kafka's version 3 (``topic_id`` in Kafka's base64url form,
+    ``adding_replicas`` / ``removing_replicas`` always present), the same document
+    :func:`strom.metadata.topics.topic_document` writes; strom's older ``id`` (hex) is still
+    read. Unknown keys are kept when the controller rewrites the document (a reassignment)."""
 
     name: str
     topic_id: uuid.UUID
@@ -59,17 +62,16 @@ class TopicDoc:
         adding = {int(p): [int(b) for b in r] for p, r in (doc.pop("adding_replicas", {}) or {}).items()}
         removing = {int(p): [int(b) for b in r]
                     for p, r in (doc.pop("removing_replicas", {}) or {}).items()}  # fmt: skip
-        topic_id = uuid.UUID(raw_id) if raw_id else uuid.UUID(int=0)
+        topic_id = uuid_from_kafka(raw_id) if raw_id else uuid.UUID(int=0)
         return cls(name, topic_id, parts, adding, removing, doc)
 
     def to_json(self) -> bytes:
         doc = dict(self.extra)
-        doc["id"] = str(self.topic_id)
+        doc["version"] = 3
         doc["partitions"] = {str(p): r for p, r in sorted(self.assignment.items())}
-        if self.adding:
-            doc["adding_replicas"] = {str(p): r for p, r in sorted(self.adding.items())}
-        if self.removing:
-            doc["removing_replicas"] = {str(p): r for p, r in sorted(self.removing.items())}
+        doc["topic_id"] = uuid_to_kafka(self.topic_id)
+        doc["adding_replicas"] = {str(p): r for p, r in sorted(self.adding.items())}
+        doc["removing_replicas"] = {str(p): r for p, r in sorted(self.removing.items())}
         return json.dumps(doc).encode()
 
 

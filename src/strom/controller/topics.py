@@ -5,7 +5,7 @@ Any broker (the CreateTopics / CreatePartitions / DeleteTopics handlers) writes 
 the store and the controller carries it out:
 
 * create: ``/config/topics/<t>`` (``{"version": 1, "config": {…}}``) first, then
-  ``/brokers/topics/<t>`` (``{"version": 3, "id": "<uuid>", "partitions": {"0": [1, 2]}}``; a
+  ``/brokers/topics/<t>`` (Kafka's version 3, :class:`TopicDoc`; a
   crash in between leaves an orphan config, never a topic with the wrong settings); the
   controller's topic watch gives every partition its first state;
 * grow: the topic document is rewritten with the new partitions, conditional on its version;

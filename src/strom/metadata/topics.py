@@ -158,6 +158,13 @@ class TopicRegistry:
     def get(self, name: str) -> TopicInfo | None:
         return self._topics.get(name)
 
+    async def load(self, name: str) -> TopicInfo | None:
+        """Read ``name`` from the store into the view now (its watch may not have fired yet);
+        None if the store has no such topic."""
+        if name not in self._topics:
+            await self._read_topic(name)
+        return self._topics.get(name)
+
     def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         return self._by_id.get(topic_id)
 
@@ -313,11 +320,16 @@ class TopicRegistry:
             log.warning("topic registry: re-reading failed: %s", task.exception())
 
     async def _read_all(self) -> None:
-        try:
-            names = set(await self._store.children(TOPICS_PATH, watch=self._on_names))
-        except NoNodeError:
-            await self._store.exists(TOPICS_PATH, watch=self._on_names)
-            names = set()
+        while True:
+            try:
+                names = set(await self._store.children(TOPICS_PATH, watch=self._on_names))
+                break
+            except NoNodeError:
+                # the exists watch fires when the node is made; made meanwhile, it would fire
+                # only on a data change, never for its children: read them again instead
+                if await self._store.exists(TOPICS_PATH, watch=self._on_names) is None:
+                    names = set()
+                    break
         for gone in set(self._topics) - names - self._local:
             self._remove(gone)
         # a watched topic is kept current by its own watch: read only the others

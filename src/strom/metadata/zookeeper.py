@@ -22,6 +22,12 @@ owner re-reads: a watch may fire without a change, never miss one while the sess
 LOST, watches set in the old session never fire. ``get`` with a watch on an absent node sets an
 ``exists`` watch (ZooKeeper sets none on a failed getData) firing at the node's creation.
 
+Source address: ``source_host`` (the broker's own listener host) makes the session's TCP
+connection leave from that address, as the brokers' connections to each other do, so a
+network-partition test can cut one broker from ZooKeeper with a rule on addresses (on loopback
+every connection otherwise comes from 127.0.0.1). A loopback source is used only towards a
+loopback server (it could not reach another host).
+
 Errors: kazoo's map to the store's (NoNode, NodeExists, BadVersion, NotEmpty); ConnectionLoss,
 SessionExpired and a closed client to :class:`SessionLostError` (a write's outcome is then
 unknown: re-read). ``multi`` is a kazoo transaction: the first failing op becomes
@@ -32,12 +38,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
+import socket
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from kazoo import exceptions as kx
 from kazoo.client import KazooClient
+from kazoo.handlers import utils as kazoo_utils
+from kazoo.handlers.threading import SequentialThreadingHandler
 from kazoo.protocol.states import EventType as KzEvent
 from kazoo.protocol.states import KazooState, KeeperState, WatchedEvent, ZnodeStat
 
@@ -101,6 +111,41 @@ def _stat(zs: ZnodeStat) -> Stat:
     return Stat(zs.version, zs.czxid, zs.ephemeralOwner, zs.cversion)
 
 
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+class _BoundSocketModule:
+    """The ``socket`` module as kazoo's connection code uses it, with connections leaving from
+    ``source_host`` (only a loopback server is reached from a loopback source)."""
+
+    def __init__(self, source_host: str) -> None:
+        self.source_host = source_host
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(socket, name)
+
+    def create_connection(self, address: tuple[str, int], timeout: float | None = None) -> socket.socket:
+        source, server = self.source_host, str(address[0])
+        if (_loopback(source) and not _loopback(server)) or (":" in source) != (":" in server):
+            return socket.create_connection(address, timeout)
+        return socket.create_connection(address, timeout, source_address=(source, 0))
+
+
+class _BoundHandler(SequentialThreadingHandler):  # type: ignore[misc]
+    """kazoo's threading handler whose connections leave from one source address."""
+
+    def __init__(self, source_host: str) -> None:
+        super().__init__()
+        self._module = _BoundSocketModule(source_host)
+
+    def create_connection(self, *args: Any, **kwargs: Any) -> socket.socket:
+        return kazoo_utils.create_tcp_connection(self._module, *args, **kwargs)  # type: ignore[no-any-return]
+
+
 class ZooKeeperStore:
     """:class:`~strom.metadata.store.MetadataStore` on a ZooKeeper ensemble (module doc)."""
 
@@ -110,11 +155,14 @@ class ZooKeeperStore:
         *,
         session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
         connection_timeout_ms: int | None = None,
+        source_host: str | None = None,
     ) -> None:
         self.hosts, self.chroot = split_connect(connect)
         self.session_timeout_ms = session_timeout_ms
         self.connection_timeout_ms = connection_timeout_ms or session_timeout_ms
-        self._client = KazooClient(hosts=self.hosts, timeout=session_timeout_ms / 1000.0)
+        handler = _BoundHandler(source_host) if source_host else None
+        self._client = KazooClient(hosts=self.hosts, timeout=session_timeout_ms / 1000.0,
+                                   handler=handler)  # fmt: skip
         self._loop: asyncio.AbstractEventLoop | None = None
         self._listeners: list[SessionListener] = []
         self._state = SessionState.LOST

@@ -136,3 +136,23 @@ def test_on_the_embedded_store_the_single_broker_wins_and_epochs_survive_restart
     second = asyncio.run(one_life(2))
     assert (first.leader, first.leader_epoch, first.isr) == (1, 0, (1,))
     assert (second.leader, second.leader_epoch) == (1, 0)  # its leader never left
+
+
+def test_topic_document_is_kafkas_version_3_and_strom_older_id_is_read() -> None:
+    import json
+    import uuid
+
+    from strom.controller.context import TopicDoc
+    from strom.metadata.topics import parse_topic_document, uuid_to_kafka
+
+    topic_id = uuid.uuid4()
+    doc = json.loads(TopicDoc("t", topic_id, {1: [2, 3], 0: [1, 2]}, adding={0: [3]}).to_json())
+    assert doc == {"version": 3, "partitions": {"0": [1, 2], "1": [2, 3]},
+                   "topic_id": uuid_to_kafka(topic_id), "adding_replicas": {"0": [3]},
+                   "removing_replicas": {}}  # fmt: skip
+    # the broker's topic registry reads what the controller writes, and the other way round
+    assert parse_topic_document("t", json.dumps(doc).encode()) == (topic_id, {0: [1, 2], 1: [2, 3]})
+    back = TopicDoc.from_json("t", json.dumps(doc).encode())
+    assert (back.topic_id, back.adding, back.removing) == (topic_id, {0: [3]}, {})
+    older = json.dumps({"version": 3, "id": str(topic_id), "partitions": {"0": [1]}}).encode()
+    assert TopicDoc.from_json("t", older).topic_id == topic_id

@@ -320,6 +320,25 @@ def test_chroot_is_created_and_isolates(zookeeper: ZooKeeperProcess) -> None:
     asyncio.run(main())
 
 
+@needs_zk
+def test_source_host_is_where_the_session_connection_leaves_from(zookeeper: ZooKeeperProcess) -> None:
+    """A broker's session leaves from its own listener address, so a network-fault test can
+    cut it from ZooKeeper by address (loopback connections otherwise leave from 127.0.0.1)."""
+
+    async def main() -> None:
+        store = ZooKeeperStore(zookeeper.connect_string, session_timeout_ms=SESSION_MS,
+                               source_host="127.0.0.3")  # fmt: skip
+        await store.start()
+        try:
+            await store.create(f"/src-{uuid.uuid4().hex[:8]}", b"x")  # the session works
+            sock = store._client._connection._socket  # kazoo's connection to the server
+            assert sock.getsockname()[0] == "127.0.0.3"
+        finally:
+            await store.close()
+
+    asyncio.run(main())
+
+
 async def _wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():

@@ -10,6 +10,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -113,6 +114,73 @@ def test_a_second_registry_follows_every_change(
                 await b_store.close()
 
     asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+def test_load_reads_a_topic_another_broker_wrote_at_once_with_its_configs(
+    two_stores: Callable[[], tuple[MetadataStore, MetadataStore]],
+) -> None:
+    """What the LeaderAndIsr handler does for a topic its watch has not brought yet: read it
+    (never write it, which would replace its configs)."""
+
+    async def scenario() -> None:
+        a_store, b_store = two_stores()
+        await a_store.start()
+        if b_store is not a_store:
+            await b_store.start()
+        b = TopicRegistry(b_store)
+        await b.start()
+        try:
+            assert await b.load("t2") is None  # nothing in the store: nothing made up
+            topic_id = uuid.uuid4()
+            await a_store.create("/config/topics/t2", json.dumps(
+                {"version": 1, "config": {"retention.ms": "12345"}}).encode())  # fmt: skip
+            await a_store.create("/brokers/topics/t2", json.dumps(
+                {"version": 3, "partitions": {"0": [1, 2]}, "topic_id": uuid_to_kafka(topic_id),
+                 "adding_replicas": {}, "removing_replicas": {}}).encode())  # fmt: skip
+            info = await b.load("t2")
+            assert info is not None and b.get("t2") is info
+            assert (info.topic_id, info.replicas, info.configs) == (
+                topic_id, {0: [1, 2]}, {"retention.ms": "12345"})  # fmt: skip
+            data, _ = await a_store.get("/config/topics/t2")
+            assert json.loads(data)["config"] == {"retention.ms": "12345"}  # untouched
+        finally:
+            await b.close()
+            await a_store.close()
+            if b_store is not a_store:
+                await b_store.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+def test_topics_path_made_between_the_two_reads_of_start_is_not_missed(tmp_path: Path) -> None:
+    """``/brokers/topics`` absent when the registry lists it and made (with a topic) before its
+    ``exists`` watch is set: the watch would never fire for the children, so they are read
+    again (a broker starting with the controller missed ``__consumer_offsets`` that way)."""
+
+    class Racing(EmbeddedStore):
+        raced = False
+
+        async def exists(self, path: str, watch: Any = None) -> Any:
+            if path == "/brokers/topics" and not self.raced:
+                self.raced = True
+                await self.create("/brokers/topics/t3", json.dumps(
+                    {"version": 3, "partitions": {"0": [1]},
+                     "topic_id": uuid_to_kafka(uuid.uuid4())}).encode())  # fmt: skip
+            return await super().exists(path, watch)
+
+    async def scenario() -> None:
+        store = Racing(tmp_path)
+        await store.start()
+        registry = TopicRegistry(store)
+        try:
+            await registry.start()
+            assert store.raced
+            await eventually(lambda: registry.get("t3") is not None, "the registry to see t3")
+        finally:
+            await registry.close()
+            await store.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 30))
 
 
 def test_documents_are_kafkas_and_old_ones_are_read(tmp_path: Path) -> None:

@@ -2,7 +2,8 @@
 
 Only broker endpoints (endpoint_type 1) exist; asking for controller endpoints (2) is
 UNSUPPORTED_ENDPOINT_TYPE. The live brokers (with rack) and the controller come from the
-metadata cache (:mod:`strom.broker.metadata_cache`). Authorized operations are "unknown" until an authorizer exists.
+metadata cache (:mod:`strom.broker.metadata_cache`), once a cluster member has it
+(:func:`strom.broker.handlers.metadata.cluster_view`). Authorized operations are "unknown" until an authorizer exists.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
+from strom.broker.handlers.metadata import cluster_view
 from strom.protocol.errors import ErrorCode
 
 API_KEY = 60
@@ -33,6 +35,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             brokers=(),
             cluster_authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN,
         )
+    await cluster_view(ctx)
     cache = broker.replicas.cache
     brokers = sorted(cache.brokers.values(), key=lambda b: b.node_id)
     return ctx.respond(

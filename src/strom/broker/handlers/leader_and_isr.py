@@ -63,10 +63,11 @@ def apply(broker: Any, request: Any) -> tuple[ErrorCode, list[tuple[Any, list[tu
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if local_controller_active(ctx.broker):
         return ctx.respond(error_code=ErrorCode.stale_controller_epoch, topics=())
-    # Topics the controller names but this broker's registry lacks (a test acting as the
-    # controller, on separate embedded stores) are registered first; a shared store has them.
+    # A topic the controller names but this broker's registry lacks is read from the store
+    # (its watch has not fired yet): writing it would overwrite its configs. Only one the store
+    # lacks too (a test acting as the controller, on separate embedded stores) is registered.
     for topic in request.topic_states:
-        if ctx.broker.topics.get(str(topic.topic_name)) is None:
+        if await ctx.broker.topics.load(str(topic.topic_name)) is None:
             await register_topic(ctx.broker, str(topic.topic_name), topic.topic_id,
                                  {int(p.partition_index): [int(r) for r in p.replicas]
                                   for p in topic.partition_states})  # fmt: skip

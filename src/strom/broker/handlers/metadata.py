@@ -9,6 +9,11 @@ controller's UpdateMetadata or, on a single node, by itself); a partition the ca
 know yet is LEADER_NOT_AVAILABLE (the controller is still electing its leader).
 v0 has no null topic list: there an empty list asks for every topic, as in Kafka.
 
+A cluster member that has not yet had the controller's first UpdateMetadata (it has just
+started: the controller reaches it once its listener is up) holds the answer until it has, up
+to :data:`FIRST_UPDATE_WAIT_S` (:func:`cluster_view`): an answer naming no controller makes
+librdkafka wait for one without asking again, so its admin requests never complete.
+
 Caching (a 10,000-partition topic took ~100 ms to build and encode per request, all on the
 event loop): each topic's entry is built once per response version and reused while the
 topic's :class:`TopicInfo` is the same object with the same partition count (partitions are
@@ -34,7 +39,19 @@ from strom.protocol.messages import encode_body
 
 API_KEY = 3
 AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
+FIRST_UPDATE_WAIT_S = 10.0  # the controller's channel retries within a second of our listener
 log = logging.getLogger(__name__)
+
+
+async def cluster_view(ctx: RequestContext) -> None:
+    """In cluster mode, wait (bounded) until the metadata cache has the controller's first
+    UpdateMetadata; a single node fills its cache itself before it listens."""
+    cache = ctx.broker.replicas.cache
+    if cache.filled or not ctx.broker.config.get("zookeeper.connect"):
+        return
+    if not await cache.wait_filled(FIRST_UPDATE_WAIT_S):
+        log.warning("no UpdateMetadata from a controller within %gs: answering without one",
+                    FIRST_UPDATE_WAIT_S)  # fmt: skip
 
 
 async def auto_create(ctx: RequestContext, name: str) -> TopicInfo:
@@ -126,6 +143,7 @@ def _error_topic(ctx: RequestContext, name: str | None, topic_id: Any, code: Err
 
 @dispatch.handler(API_KEY, 0, 13)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    await cluster_view(ctx)
     broker = ctx.broker
     topics: list[Any] = []
     # "All topics" is a null list from v1 on; v0 has no null, there an empty list means all.
