@@ -93,7 +93,10 @@ class ClusterProcess:
         self.zookeeper: Any = None  # a ZooKeeperProcess when we run one
         self.chroot = chroot
         self.session_timeout_ms = session_timeout_ms
-        self.settings = {"zookeeper.session.timeout.ms": str(session_timeout_ms)}
+        # a short controlled-shutdown backoff: at close every broker stops at once and the
+        # last ones cannot hand their leaderships to anybody (Kafka's 3 x 5 s, 10 s a test)
+        self.settings = {"zookeeper.session.timeout.ms": str(session_timeout_ms),
+                         "controlled.shutdown.retry.backoff.ms": "1000"}  # fmt: skip
         self.settings.update(settings or {})
         self.broker_settings = {i: dict(s) for i, s in (broker_settings or {}).items()}
         self.racks = dict(racks or {})
