@@ -24,7 +24,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 
@@ -247,7 +246,9 @@ def _wait(flow: Flow, what: str, condition: Callable[[], bool]) -> None:
 
 
 @pytest.mark.parametrize("client", sorted(CLIENTS))
-def test_produce_and_consume_through_a_leader_failover(cluster: ClusterProcess, client: str) -> None:
+def test_produce_and_consume_through_a_leader_failover(
+    cluster: ClusterProcess, client: str
+) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
     topic = f"failover-{client}"
@@ -265,7 +266,9 @@ def test_produce_and_consume_through_a_leader_failover(cluster: ClusterProcess, 
     acked_at_kill, read_at_kill = flow.acked, len(flow.offsets_read)
     new_leader = cluster.wait_for_leader(topic, 0, not_in={leader}, timeout=DEADLINE_S)
     # both sides go on at the new leader
-    _wait(flow, "200 more acknowledged after the failover", lambda: flow.acked >= acked_at_kill + 200)
+    _wait(
+        flow, "200 more acknowledged after the failover", lambda: flow.acked >= acked_at_kill + 200
+    )
     _wait(flow, "consumed past the failover",
           lambda: len(flow.offsets_read) >= max(read_at_kill, acked_at_kill) + 100)  # fmt: skip
     flow.stop_producing.set()
