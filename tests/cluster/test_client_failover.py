@@ -122,8 +122,9 @@ def confluent_consume(flow: Flow) -> None:
         while not flow.reading_done(position):
             msg = consumer.poll(0.2)
             if msg is not None and not msg.error():
-                flow.consumed(msg.partition(), msg.offset(), msg.value())
-                position = msg.offset() + 1
+                offset = int(msg.offset() or 0)
+                flow.consumed(int(msg.partition() or 0), offset, bytes(msg.value() or b""))
+                position = offset + 1
     finally:
         consumer.close()
 
