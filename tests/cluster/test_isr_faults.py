@@ -4,6 +4,8 @@
   without a single failed write (min.insync.replicas 2 still holds), the follower comes back,
   catches up and rejoins the ISR, and it holds every acknowledged write (proved by reading the
   partition with it as the only live broker);
+* one follower paused (SIGSTOP) within its ZooKeeper session: the leader's lag check alone
+  (``replica.lag.time.max.ms``) takes it out of the ISR; resumed, it rejoins;
 * two followers killed: acks=all writes are refused (NOT_ENOUGH_REPLICAS, or
   NOT_ENOUGH_REPLICAS_AFTER_APPEND for ones appended before the shrink), none is acknowledged
   while the ISR is the leader alone, and after both return and rejoin the ISR the producer
@@ -21,7 +23,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError, Producer
 
-from strom.testing.cluster import ClusterProcess
+from strom.testing.cluster import ClusterProcess, wait_until
 from strom.testing.history import History
 from strom.testing.workload import QUIET, Writer, read_to_end
 from strom.testing.zookeeper import zookeeper_available
@@ -66,6 +68,54 @@ def test_one_follower_down_isr_shrinks_producer_continues_follower_rejoins(
     report = history.check()
     report.assert_ok()
     assert report.acknowledged == acked >= 700 and report.distinct_read >= acked
+
+
+def _isr_seen_by(cluster: ClusterProcess, broker_id: int, topic: str) -> set[int]:
+    """The ISR of ``topic``-0 as one broker answers Metadata (a client's metadata request
+    could otherwise go to the paused broker and wait for it)."""
+    from strom.cli.wire import WireConnection
+    from strom.protocol.messages import build, request_module
+
+    wanted = build(request_module(3, 12).MetadataRequestTopic, name=topic, topic_id=None)
+    with WireConnection(cluster.broker(broker_id).bootstrap) as conn:
+        resp = conn.request(3, 12, topics=(wanted,), allow_auto_topic_creation=False,
+                            include_topic_authorized_operations=False)  # fmt: skip
+    [part] = [p for p in resp.topics[0].partitions if int(p.partition_index) == 0]
+    return {int(b) for b in part.isr_nodes}
+
+
+def test_paused_follower_leaves_the_isr_by_lag_time_and_rejoins(tmp_path: Path) -> None:
+    """SIGSTOP of a follower with a ZooKeeper session much longer than the lag time: only the
+    leader's lag check (AlterPartition to the controller) can take it out of the ISR in time."""
+    session_ms = 20_000
+    history = History()
+    with ClusterProcess(tmp_path, brokers=3, settings=SETTINGS,
+                        session_timeout_ms=session_ms) as cluster:  # fmt: skip
+        cluster.create_topic("slow", 1, 3, TOPIC_CONFIG)
+        cluster.wait_for_isr("slow", 0, ALL)
+        leader = cluster.leader_of("slow", 0)
+        controller = cluster.controller_id()
+        # a paused controller would answer no AlterPartition: pause another broker
+        [follower] = sorted(ALL - {leader, controller})[:1]
+        with Writer(cluster.bootstrap, "slow", history) as writer:
+            writer.wait_acked(200, timeout=30)
+            cluster.pause(follower)
+            try:
+                paused_at = time.monotonic()
+                # well within the session: its registration still stands, the lag removes it
+                wait_until(lambda: _isr_seen_by(cluster, leader, "slow") == ALL - {follower},
+                           session_ms / 2000, "the paused follower out of the ISR")  # fmt: skip
+                assert time.monotonic() - paused_at < session_ms / 1000
+                writer.wait_acked(writer.acked + 300, timeout=30)
+            finally:
+                cluster.resume(follower)
+            cluster.wait_for_isr("slow", 0, ALL, timeout=60)
+            writer.wait_acked(writer.acked + 200, timeout=30)
+        assert writer.failed == 0, f"{writer.failed} writes failed with a follower paused"
+        read_to_end(cluster.bootstrap, "slow", history)
+    report = history.check()
+    report.assert_ok()
+    assert report.acknowledged == writer.acked >= 700
 
 
 def _probe(bootstrap: str, topic: str, history: History, n: int) -> KafkaError | None:
