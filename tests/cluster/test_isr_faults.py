@@ -6,10 +6,10 @@
   partition with it as the only live broker);
 * one follower paused (SIGSTOP) within its ZooKeeper session: the leader's lag check alone
   (``replica.lag.time.max.ms``) takes it out of the ISR; resumed, it rejoins;
-* two followers killed: acks=all writes are refused (NOT_ENOUGH_REPLICAS, or
-  NOT_ENOUGH_REPLICAS_AFTER_APPEND for ones appended before the shrink), none is acknowledged
-  while the ISR is the leader alone, and after both return and rejoin the ISR the producer
-  succeeds again.
+* two of three killed (both followers, or the leader and a follower): acks=all writes are
+  refused (NOT_ENOUGH_REPLICAS, or NOT_ENOUGH_REPLICAS_AFTER_APPEND for ones appended before
+  the shrink), none is acknowledged while the ISR is the leader alone, and after both return
+  and rejoin the ISR the producer succeeds again.
 
 Every test runs its history through :mod:`strom.testing.history` (nothing acknowledged lost,
 duplicated or reordered) and asserts its fault happened (the ISR seen shrunk, the error seen).
@@ -141,12 +141,17 @@ def _probe(bootstrap: str, topic: str, history: History, n: int) -> KafkaError |
 REFUSED = {KafkaError.NOT_ENOUGH_REPLICAS, KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND}
 
 
-def test_two_followers_down_writes_refused_never_falsely_acknowledged(tmp_path: Path) -> None:
+@pytest.mark.parametrize("killed", ["followers", "leader-and-follower"])
+def test_two_down_writes_refused_never_falsely_acknowledged(tmp_path: Path, killed: str) -> None:
+    """Two of three brokers killed: both followers (the leader stays), or the leader and one
+    follower (the last follower is elected, and the old leader truncates when it returns)."""
     history = History()
     with ClusterProcess(tmp_path, brokers=3, settings=SETTINGS) as cluster:
         cluster.create_topic("two", 1, 3, TOPIC_CONFIG)
         cluster.wait_for_isr("two", 0, ALL)
-        leader = cluster.leader_of("two", 0)
+        first_leader = cluster.leader_of("two", 0)
+        followers = sorted(ALL - {first_leader})
+        leader = first_leader if killed == "followers" else followers[1]  # the one left
         down = ALL - {leader}
         # the idempotent writer retries refused writes itself until they succeed or time out
         writer = Writer(cluster.bootstrap, "two", history, config={"message.timeout.ms": 90_000})
@@ -154,8 +159,8 @@ def test_two_followers_down_writes_refused_never_falsely_acknowledged(tmp_path: 
             writer.wait_acked(200, timeout=30)
             for b in sorted(down):
                 cluster.kill(b)
+            assert cluster.wait_for_leader("two", 0, not_in=down, timeout=30) == leader
             cluster.wait_for_isr("two", 0, {leader}, timeout=30)
-            assert cluster.leader_of("two", 0) == leader
 
             # acks=all is refused now, with the broker's error (the fault, seen by a client)
             errors = []
