@@ -191,3 +191,53 @@ def test_two_down_writes_refused_never_falsely_acknowledged(tmp_path: Path, kill
     assert report.acknowledged >= 400 + 1
     # every acknowledged write was read back (assert_ok: none lost); refused ones may or may
     # not be in the log (indefinite failures), but none was acknowledged and then missing
+
+
+def _set_min_isr(cluster: ClusterProcess, broker_id: int, topic: str, value: int) -> None:
+    """IncrementalAlterConfigs (v1) of the topic's min.insync.replicas sent to this one broker
+    (a client's admin would pick any broker)."""
+    from strom.cli.wire import WireConnection
+    from strom.protocol.messages import build, request_module
+
+    m = request_module(44, 1)
+    entry = build(m.AlterableConfig, name="min.insync.replicas", config_operation=0,  # SET
+                  value=str(value))  # fmt: skip
+    resource = build(m.AlterConfigsResource, resource_type=2, resource_name=topic,
+                     configs=(entry,))  # fmt: skip
+    with WireConnection(cluster.broker(broker_id).bootstrap) as conn:
+        resp = conn.request(44, 1, resources=(resource,), validate_only=False)
+    assert [int(r.error_code) for r in resp.responses] == [0], resp
+
+
+def test_min_insync_replicas_changed_through_another_broker_binds_the_leader(
+    tmp_path: Path,
+) -> None:
+    """A topic config change handled by a broker that is not the leader reaches the leader
+    through ZooKeeper (Kafka's topic config change notification): raised above the ISR size,
+    acks=all is refused; lowered again, accepted."""
+    history = History()
+    probes = iter(range(10_000))
+
+    def outcome() -> int | None:
+        err = _probe(cluster.bootstrap, "cfg", history, next(probes))
+        return None if err is None else int(err.code())
+
+    with ClusterProcess(tmp_path, brokers=3, settings=SETTINGS) as cluster:
+        cluster.create_topic("cfg", 1, 3, TOPIC_CONFIG)
+        cluster.wait_for_isr("cfg", 0, ALL)
+        leader = cluster.leader_of("cfg", 0)
+        gone, other = sorted(ALL - {leader})
+        cluster.kill(gone)
+        cluster.wait_for_isr("cfg", 0, {leader, other}, timeout=30)
+        assert outcome() is None  # ISR 2, min.insync.replicas 2
+        _set_min_isr(cluster, other, "cfg", 3)  # not through the leader
+        wait_until(lambda: outcome() == KafkaError.NOT_ENOUGH_REPLICAS, 30,
+                   "the leader refusing acks=all with min.insync.replicas 3 > ISR 2")  # fmt: skip
+        _set_min_isr(cluster, other, "cfg", 2)
+        wait_until(lambda: outcome() is None, 30, "acks=all accepted again")
+        cluster.start_broker(gone)
+        cluster.wait_for_isr("cfg", 0, ALL, timeout=60)
+        read_to_end(cluster.bootstrap, "cfg", history)
+    report = history.check()
+    report.assert_ok()
+    assert report.acknowledged >= 2 and report.failed >= 1
