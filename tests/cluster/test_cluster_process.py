@@ -110,7 +110,11 @@ def test_leader_kill_loses_nothing_acknowledged(tmp_path: Path) -> None:
                 cluster.kill(leader)
                 killed.append(leader)
                 cluster.wait_for_leader("f", 0, not_in={leader}, timeout=60)
+                # elected from the live ISR: the killed broker left it ...
+                state = cluster.partition_state("f", 0)
+                assert state is not None and leader not in state.isrs, state
                 cluster.start_broker(leader)
+                # ... and rejoins it once back and caught up
                 cluster.wait_for_isr("f", 0, {1, 2, 3}, timeout=90)
             writer.wait_acked(writer.acked + 50, timeout=60)
         acked = writer.acked

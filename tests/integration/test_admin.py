@@ -61,6 +61,15 @@ def partition_count(bootstrap: str, topic: str) -> int | None:
         return None
 
 
+def broker_default(bootstrap: str, key: str) -> int:
+    """A broker setting (num.partitions, default.replication.factor) as DescribeConfigs of the
+    first broker answers it: a single node's defaults, or STROM_TEST_CLUSTER's."""
+    client = admin(bootstrap)
+    node = client.describe_cluster().result(timeout=20).nodes[0].id
+    resource = ConfigResource(ResourceType.BROKER, str(node))
+    return int(client.describe_configs([resource])[resource].result(timeout=20)[key].value)
+
+
 def topic_configs(bootstrap: str, topic: str) -> dict[str, Any]:
     resource = ConfigResource(ResourceType.TOPIC, topic)
     client = admin(bootstrap)
@@ -136,17 +145,19 @@ def test_create_with_configs_and_validate_only(broker: Any, topic_name: str) -> 
 def test_create_with_broker_defaults(broker: Any, topic_name: str) -> None:
     client = admin(broker.bootstrap)
     assert error_of(client.create_topics([NewTopic(topic_name, -1, -1)])[topic_name]) is None
-    assert partition_count(broker.bootstrap, topic_name) == 1  # num.partitions
+    expected = broker_default(broker.bootstrap, "num.partitions")  # 1, or 4 in a test cluster
+    assert partition_count(broker.bootstrap, topic_name) == expected
 
 
 def test_create_errors(broker: Any, topic_name: str) -> None:
     client = admin(broker.bootstrap)
     assert error_of(client.create_topics([NewTopic(topic_name, 1, 1)])[topic_name]) is None
+    too_many = len(client.describe_cluster().result(timeout=20).nodes) + 1  # replicas > brokers
     cases = {
         topic_name: (NewTopic(topic_name, 2, 1), KafkaError.TOPIC_ALREADY_EXISTS),
         "bad name!": (NewTopic("bad name!", 1, 1), KafkaError.TOPIC_EXCEPTION),
         f"{topic_name}-rf": (
-            NewTopic(f"{topic_name}-rf", 1, 3),
+            NewTopic(f"{topic_name}-rf", 1, too_many),
             KafkaError.INVALID_REPLICATION_FACTOR,
         ),
         f"{topic_name}-cfg": (
@@ -402,11 +413,16 @@ def test_delete_records(broker: Any, topic_name: str) -> None:
 def test_describe_cluster(broker: Any) -> None:
     from kafka.admin import KafkaAdminClient
 
-    host, port = broker.bootstrap.rsplit(":", 1)
+    # brokers 1..N at the bootstrap addresses (one on a single node, N in STROM_TEST_CLUSTER)
+    addresses = sorted(
+        (h, int(p)) for h, p in (a.rsplit(":", 1) for a in broker.bootstrap.split(","))
+    )
+    ids = list(range(1, len(addresses) + 1))
     client = admin(broker.bootstrap)
     result = client.describe_cluster().result(timeout=20)
-    assert result.controller.id == 1
-    assert [(n.id, n.host, n.port) for n in result.nodes] == [(1, host, int(port))]
+    assert result.controller.id in ids
+    assert sorted((n.host, n.port) for n in result.nodes) == addresses
+    assert sorted(n.id for n in result.nodes) == ids
     assert result.cluster_id
 
     kp = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
@@ -415,10 +431,11 @@ def test_describe_cluster(broker: Any) -> None:
     finally:
         kp.close()
     assert desc["cluster_id"] == result.cluster_id
-    assert desc["controller_id"] == 1
+    assert desc["controller_id"] == result.controller.id
     # DescribeCluster v2 (Kafka 4.x) adds is_fenced
-    assert desc["brokers"] == [
-        {"broker_id": 1, "host": host, "port": int(port), "rack": None, "is_fenced": False}
+    assert sorted(desc["brokers"], key=lambda b: b["broker_id"]) == [
+        {"broker_id": n.id, "host": n.host, "port": n.port, "rack": None, "is_fenced": False}
+        for n in sorted(result.nodes, key=lambda n: n.id)
     ]
 
 
@@ -450,7 +467,7 @@ def test_kafka_python_admin(broker: Any, topic_name: str) -> None:
 
 
 def raw_call(bootstrap: str, api_key: int, version: int, **fields: Any) -> Any:
-    host, port = bootstrap.rsplit(":", 1)
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)  # a cluster's first broker
     with socket.create_connection((host, int(port)), timeout=10) as sock:
         req = build(request_class(api_key, version), **fields)
         sock.sendall(encode_request(RequestHeader(api_key, version, 7, "raw"), req))
@@ -469,6 +486,7 @@ def nested(api_key: int, version: int, cls_name: str, **fields: Any) -> Any:
 
 def test_every_version_over_the_wire(broker: Any, topic_name: str) -> None:
     bootstrap = broker.bootstrap
+    default_rf = broker_default(bootstrap, "default.replication.factor")
     for v in range(2, 8):
         name = f"{topic_name}-v{v}"
         topic = nested(
@@ -484,7 +502,10 @@ def test_every_version_over_the_wire(broker: Any, topic_name: str) -> None:
         resp = raw_call(bootstrap, 19, v, topics=(topic,), timeout=10000, validate_only=False)
         assert [(t.name, int(t.error_code)) for t in resp.topics] == [(name, 0)]
         if v >= 5:
-            assert (resp.topics[0].num_partitions, resp.topics[0].replication_factor) == (2, 1)
+            assert (resp.topics[0].num_partitions, resp.topics[0].replication_factor) == (
+                2,
+                default_rf,
+            )
             cfg = {c.name: (c.value, c.config_source) for c in resp.topics[0].configs}
             assert cfg["retention.ms"] == ("5000", DYNAMIC_TOPIC_CONFIG)
     main = f"{topic_name}-v2"
@@ -555,11 +576,9 @@ def test_every_version_over_the_wire(broker: Any, topic_name: str) -> None:
         resp = raw_call(
             bootstrap, 60, v, include_cluster_authorized_operations=False, endpoint_type=1
         )
-        assert (int(resp.error_code), resp.controller_id, [b.broker_id for b in resp.brokers]) == (
-            0,
-            1,
-            [1],
-        )
+        ids = list(range(1, len(bootstrap.split(",")) + 1))  # one broker, or a test cluster's
+        assert int(resp.error_code) == 0 and resp.controller_id in ids
+        assert sorted(b.broker_id for b in resp.brokers) == ids
     resp = raw_call(bootstrap, 60, 1, include_cluster_authorized_operations=False, endpoint_type=2)
     assert int(resp.error_code) == 115  # UNSUPPORTED_ENDPOINT_TYPE
     for v in range(1, 7):

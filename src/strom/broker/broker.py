@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from strom.broker import dispatch, dynamic_config, replication
+from strom.broker import dispatch, dynamic_config, replication, topic_config_sync
 from strom.broker.observability import BrokerMetrics, broker_health
 from strom.broker.producer_ids import ProducerIdManager
 from strom.broker.replica_manager import ReplicaManager
@@ -109,6 +109,7 @@ class Broker:
         self.replicas = ReplicaManager(self.logs, self.node_id, self.clock)
         self.lifecycle = TopicLifecycle(self)
         self.lifecycle.remove_in_background(doomed)
+        topic_config_sync.start(self)  # config changes made on other brokers reach our logs
         for topic in self.topics:  # logs lost (a crash mid-deletion) come back empty
             missing = [p for p, r in topic.replicas.items()
                        if self.node_id in r and self.logs.get(topic.name, p) is None]  # fmt: skip
