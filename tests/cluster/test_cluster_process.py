@@ -100,7 +100,10 @@ def test_leader_kill_loses_nothing_acknowledged(tmp_path: Path) -> None:
     reordered."""
     kills = int(os.environ.get("STROM_SOAK_KILLS", "10"))
     history = History()
-    with ClusterProcess(tmp_path, brokers=3) as cluster:
+    # no preferred-leader rebalancing: leadership moves only by our kills, so the broker read
+    # as the leader is the one killed (a rebalance in between made the ISR check below race)
+    with ClusterProcess(tmp_path, brokers=3,
+                        settings={"auto.leader.rebalance.enable": "false"}) as cluster:
         cluster.create_topic("f", 1, 3, {"min.insync.replicas": "2"})
         killed = []
         with Writer(cluster.bootstrap, "f", history) as writer:
