@@ -60,6 +60,7 @@ class OffsetOps(Rebalancer):
     ) -> None:  # fmt: skip
         """OffsetCommit: ``callback`` gets the codes once the commit is replicated (at once
         on a single node, or for a refused commit); the offsets are the group's only then."""
+
         def every(code: ErrorCode) -> None:
             callback({tp: code for tp in offsets})
 
@@ -138,6 +139,7 @@ class OffsetOps(Rebalancer):
         append on (Kafka's prepareTxnOffsetCommit; dropped again if the append fails), and
         become the group's committed offsets only when the COMMIT marker reaches this partition
         (:meth:`complete_txn`); ABORT drops them."""
+
         def every(code: ErrorCode) -> None:
             callback({tp: code for tp in offsets})
 
