@@ -66,10 +66,21 @@ class Env:
         coord.finish_loading()
         return coord
 
-    def _append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+    def _append(self, partition: int, records: list[tuple[bytes, bytes | None]],
+                done: Callable[[E], None] | None = None) -> None:  # fmt: skip
         if self.fail_appends:
             raise OSError("disk gone")
         self.log.setdefault(partition, []).extend(records)
+        if done is not None:
+            done(E.none)  # replicated at once, as on a single node
+
+    def commit(self, group: str, member_id: str, instance: str | None, generation: int,
+               offsets: dict[tuple[str, int], OffsetEntry]) -> dict[tuple[str, int], E]:  # fmt: skip
+        """OffsetCommit's answer, given synchronously when the append completes at once."""
+        out: list[dict[tuple[str, int], E]] = []
+        self.coord.commit_offsets(group, member_id, instance, generation, offsets, out.append)
+        assert len(out) == 1
+        return out[0]
 
     def join(self, group: str, member_id: str = "", *, instance: str | None = None,
              protocols: list[tuple[str, bytes]] = PROTO, session: int = 10_000,
@@ -143,7 +154,7 @@ def test_rebalance_when_member_joins_stable_group_and_followers_rejoin() -> None
     assert new == [] and env.coord.groups["g"].state is GroupState.PREPARING_REBALANCE
     assert env.coord.heartbeat("g", a, None, 1) == E.rebalance_in_progress
     # Commits of the old generation are still accepted while preparing.
-    assert env.coord.commit_offsets("g", a, None, 1, {("t", 0): OffsetEntry(5)}) == {
+    assert env.commit("g", a, None, 1, {("t", 0): OffsetEntry(5)}) == {
         ("t", 0): E.none
     }
     ra = env.join("g", a)
@@ -155,11 +166,11 @@ def test_rebalance_when_member_joins_stable_group_and_followers_rejoin() -> None
     # Stale generation now
     assert env.coord.heartbeat("g", a, None, 1) == E.illegal_generation
     assert env.sync("g", a, 1)[0].error == E.illegal_generation
-    assert env.coord.commit_offsets("g", a, None, 1, {("t", 0): OffsetEntry(6)}) == {
+    assert env.commit("g", a, None, 1, {("t", 0): OffsetEntry(6)}) == {
         ("t", 0): E.illegal_generation
     }
     # Commit while awaiting sync: REBALANCE_IN_PROGRESS
-    assert env.coord.commit_offsets("g", a, None, 2, {("t", 0): OffsetEntry(6)}) == {
+    assert env.commit("g", a, None, 2, {("t", 0): OffsetEntry(6)}) == {
         ("t", 0): E.rebalance_in_progress
     }
 
@@ -291,24 +302,24 @@ def test_invalid_session_timeout_and_unknown_member_join() -> None:
 
 def test_offsets_commit_fetch_simple_and_member_rules() -> None:
     env = Env()
-    assert env.coord.commit_offsets("solo", "", None, -1, {("t", 0): OffsetEntry(7, 3, "m")}) == {
+    assert env.commit("solo", "", None, -1, {("t", 0): OffsetEntry(7, 3, "m")}) == {
         ("t", 0): E.none
     }
     got = env.coord.fetch_offsets("solo", [("t", 0), ("t", 1)])
     assert got[("t", 0)] is not None and got[("t", 0)].offset == 7 and got[("t", 1)] is None
     assert got[("t", 0)].leader_epoch == 3 and got[("t", 0)].metadata == "m"
-    assert env.coord.commit_offsets("nope", "m", None, 3, {("t", 0): OffsetEntry(1)}) == {
+    assert env.commit("nope", "m", None, 3, {("t", 0): OffsetEntry(1)}) == {
         ("t", 0): E.illegal_generation
     }
     (a,) = stable_group(env, 1)
-    assert env.coord.commit_offsets("g", "", None, -1, {("t", 0): OffsetEntry(1)}) == {
+    assert env.commit("g", "", None, -1, {("t", 0): OffsetEntry(1)}) == {
         ("t", 0): E.unknown_member_id
     }
-    assert env.coord.commit_offsets(
+    assert env.commit(
         "g", a, None, 1, {("t", 0): OffsetEntry(1, metadata="x" * 5000)}
     ) == {("t", 0): E.offset_metadata_too_large}
     env.fail_appends = True
-    assert env.coord.commit_offsets("g", a, None, 1, {("t", 0): OffsetEntry(1)}) == {
+    assert env.commit("g", a, None, 1, {("t", 0): OffsetEntry(1)}) == {
         ("t", 0): E.coordinator_not_available
     }
     assert env.coord.fetch_offsets("g", [("t", 0)]) == {("t", 0): None}
@@ -317,11 +328,11 @@ def test_offsets_commit_fetch_simple_and_member_rules() -> None:
 def test_replay_rebuilds_groups_and_offsets() -> None:
     env = Env()
     a, b = stable_group(env, 2)
-    env.coord.commit_offsets("g", a, None, 1, {("t", 0): OffsetEntry(10, 2, "meta")})
-    env.coord.commit_offsets("g", b, None, 1, {("t", 1): OffsetEntry(20)})
-    env.coord.commit_offsets("gone", "", None, -1, {("t", 0): OffsetEntry(1)})
+    env.commit("g", a, None, 1, {("t", 0): OffsetEntry(10, 2, "meta")})
+    env.commit("g", b, None, 1, {("t", 1): OffsetEntry(20)})
+    env.commit("gone", "", None, -1, {("t", 0): OffsetEntry(1)})
     env.coord.delete_groups(["gone"])
-    env.coord.commit_offsets(
+    env.commit(
         "x", "", None, -1, {("t", 0): OffsetEntry(1), ("t", 1): OffsetEntry(2)}
     )
     assert env.coord.delete_offsets("x", [("t", 1)]) == (E.none, {("t", 1): E.none})
@@ -342,7 +353,7 @@ def test_replay_rebuilds_groups_and_offsets() -> None:
 def test_delete_groups_rules() -> None:
     env = Env()
     stable_group(env, 1)
-    env.coord.commit_offsets("empty", "", None, -1, {("t", 0): OffsetEntry(1)})
+    env.commit("empty", "", None, -1, {("t", 0): OffsetEntry(1)})
     assert env.coord.delete_groups(["g", "empty", "missing"]) == {
         "g": E.non_empty_group,
         "empty": E.none,
@@ -359,7 +370,7 @@ def test_offset_delete_refuses_subscribed_topics_of_active_consumer_group() -> N
     env.timers.advance(0)
     a = r[0].member_id
     env.sync("g", a, 1, {a: b""})
-    env.coord.commit_offsets("g", a, None, 1, {("t", 0): OffsetEntry(1), ("u", 0): OffsetEntry(2)})
+    env.commit("g", a, None, 1, {("t", 0): OffsetEntry(1), ("u", 0): OffsetEntry(2)})
     assert env.coord.delete_offsets("g", [("t", 0), ("u", 0)]) == (
         E.none,
         {("t", 0): E.group_subscribed_to_topic, ("u", 0): E.none},
@@ -369,7 +380,7 @@ def test_offset_delete_refuses_subscribed_topics_of_active_consumer_group() -> N
 
 def test_offsets_of_empty_group_expire_after_retention() -> None:
     env = Env(offsets_retention_ms=60_000)
-    env.coord.commit_offsets("g", "", None, -1, {("t", 0): OffsetEntry(1)})
+    env.commit("g", "", None, -1, {("t", 0): OffsetEntry(1)})
     env.timers.advance(59_000)
     assert env.coord.expire_offsets() == 0
     env.timers.advance(1_000)
@@ -423,7 +434,7 @@ def test_empty_group_without_offsets_is_removed_at_the_next_sweep() -> None:
     assert "g" not in env.coord.groups
     assert env.new_coordinator(env.config).groups == {}  # the tombstone is in the log
     # an Empty group that still has offsets stays until they expire
-    env.coord.commit_offsets("h", "", None, -1, {("t", 0): OffsetEntry(5)})
+    env.commit("h", "", None, -1, {("t", 0): OffsetEntry(5)})
     env.timers.advance(60_000)
     assert env.coord.expire_offsets() == 0
     assert env.coord.groups["h"].offsets[("t", 0)].offset == 5
@@ -444,12 +455,12 @@ def test_partitions_owned_loaded_and_unloaded_as_leadership_moves() -> None:
     leading it again rebuilds them, offsets included, from that partition's log alone."""
     env = Env(offsets_partitions=50)
     ids = stable_group(env, 2, "g")
-    env.coord.commit_offsets("g", ids[0], None, 1, {("t", 0): OffsetEntry(42, -1, "")})
+    env.commit("g", ids[0], None, 1, {("t", 0): OffsetEntry(42, -1, "")})
     p = env.coord.partition_for("g")
     other = next(g for g in (f"o{i}" for i in range(100)) if env.coord.partition_for(g) != p)
     env.coord.owned = {p}
     assert env.coord.heartbeat(other, "m", None, 1) == E.not_coordinator
-    assert env.coord.commit_offsets(other, "", None, -1, {("t", 0): OffsetEntry(1, -1, "")}) == {
+    assert env.commit(other, "", None, -1, {("t", 0): OffsetEntry(1, -1, "")}) == {
         ("t", 0): E.not_coordinator}
     with pytest.raises(Exception) as raised:
         env.coord.fetch_offsets(other, None)

@@ -4,6 +4,9 @@ log (transactional batches wait for their marker while loading)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from strom.broker.group.coordinator import CoordinatorConfig, GroupCoordinator
 from strom.broker.group.model import OffsetEntry
 from strom.clock import FakeClock
@@ -16,15 +19,24 @@ class NoTimers:
 
 
 def coordinator(clock: FakeClock, log: list[tuple[int, bytes, bytes | None]]) -> GroupCoordinator:
-    coord = GroupCoordinator(CoordinatorConfig(), clock, NoTimers(), lambda p, r: None)  # type: ignore[arg-type]
+    coord = GroupCoordinator(CoordinatorConfig(), clock, NoTimers(), lambda p, r, d=None: None)  # type: ignore[arg-type]
 
     def append_txn(partition: int, records: list[tuple[bytes, bytes | None]], pid: int,
-                   epoch: int) -> None:  # fmt: skip
+                   epoch: int, done: Callable[[E], None]) -> None:  # fmt: skip
         log.extend((pid, k, v) for k, v in records)
+        done(E.none)  # replicated at once, as on a single node
 
     coord.append_txn = append_txn
     coord.finish_loading()
     return coord
+
+
+def commit_txn(coord: GroupCoordinator, *args: Any) -> dict[tuple[str, int], E]:
+    """TxnOffsetCommit's answer, given synchronously when the append completes at once."""
+    out: list[dict[tuple[str, int], E]] = []
+    coord.commit_txn_offsets(*args, out.append)
+    assert len(out) == 1
+    return out[0]
 
 
 def test_offsets_visible_only_at_commit() -> None:
@@ -32,9 +44,9 @@ def test_offsets_visible_only_at_commit() -> None:
     log: list[tuple[int, bytes, bytes | None]] = []
     coord = coordinator(clock, log)
     tp = ("in", 0)
-    assert coord.commit_txn_offsets("g", 7, 0, "", None, -1, {tp: OffsetEntry(10, -1, "")}) == {
+    assert commit_txn(coord, "g", 7, 0, "", None, -1, {tp: OffsetEntry(10, -1, "")}) == {
         tp: E.none}  # fmt: skip
-    assert coord.commit_txn_offsets("g", 8, 0, "", None, -1, {tp: OffsetEntry(99, -1, "")}) == {
+    assert commit_txn(coord, "g", 8, 0, "", None, -1, {tp: OffsetEntry(99, -1, "")}) == {
         tp: E.none}  # fmt: skip
     assert coord.fetch_offsets("g", [tp]) == {tp: None}
     assert coord.has_pending_txn_offset("g", tp)
@@ -45,7 +57,7 @@ def test_offsets_visible_only_at_commit() -> None:
     assert not coord.has_pending_txn_offset("g", tp)
 
     # loading: the same records, then the markers, give the same state
-    again = GroupCoordinator(CoordinatorConfig(), clock, NoTimers(), lambda p, r: None)  # type: ignore[arg-type]
+    again = GroupCoordinator(CoordinatorConfig(), clock, NoTimers(), lambda p, r, d=None: None)  # type: ignore[arg-type]
     for pid, key, value in log:
         again.replay_txn_offset(pid, key, value)
     again.complete_txn(8, commit=False)
@@ -59,8 +71,8 @@ def test_zombie_member_generation_is_refused() -> None:
     clock = FakeClock(1_700_000_000_000)
     coord = coordinator(clock, [])
     tp = ("in", 0)
-    assert coord.commit_txn_offsets("g", 7, 0, "", None, -1, {tp: OffsetEntry(1, -1, "")}) == {
+    assert commit_txn(coord, "g", 7, 0, "", None, -1, {tp: OffsetEntry(1, -1, "")}) == {
         tp: E.none}  # fmt: skip
     coord.complete_txn(7, commit=True)  # the group now exists (Empty, no members)
-    assert coord.commit_txn_offsets("g", 7, 0, "ghost", None, 3, {tp: OffsetEntry(2, -1, "")}) == {
+    assert commit_txn(coord, "g", 7, 0, "ghost", None, 3, {tp: OffsetEntry(2, -1, "")}) == {
         tp: E.unknown_member_id}  # fmt: skip

@@ -2,15 +2,17 @@
 
 Sans-IO. Three ports are injected: a :class:`~strom.clock.Clock`, :class:`Timers`
 (``call_later(ms, fn)``; asyncio's loop in the broker, a fake driven by the fake clock in tests)
-and ``append(partition, [(key, value)])``, which writes records to ``__consumer_offsets``
-synchronously and raises if it cannot. Every durable change goes through ``append`` *before* the
-in-memory state changes and before the response is given; :meth:`replay` rebuilds the state from
-those records at start-up.
+and ``append(partition, [(key, value)], done)``, which writes records to ``__consumer_offsets``
+(raising if it cannot) and, for acks=-1 writes, calls ``done(code)`` once they are replicated
+(see :mod:`~strom.broker.group.rebalance`). Every durable change goes through ``append``
+*before* the in-memory state changes and before the response is given; :meth:`replay` rebuilds
+the state from those records at start-up.
 
 Membership follows Kafka's classic protocol: groups move Empty → PreparingRebalance →
 CompletingRebalance → Stable (→ Dead when deleted). JoinGroup and SyncGroup answers may be
 delayed (until every member rejoined, or the leader sent its assignment), so they are given to a
-callback; Heartbeat, LeaveGroup and the offset APIs answer at once.
+callback, as are OffsetCommit and TxnOffsetCommit (answered once their records are replicated);
+Heartbeat, LeaveGroup and the other offset APIs answer at once.
 
 The class is built in layers, each one a base class of the next, so every method it calls is
 really there (no stubs): :class:`~strom.broker.group.rebalance.Rebalancer` (groups, group
@@ -180,21 +182,36 @@ class GroupCoordinator(Membership, OffsetOps):
         if group.leader_id != member_id:
             return None
         full = {mid: assignments.get(mid, b"") for mid in group.members}
-        try:
-            self._store_group(group, full)
-        except Exception as exc:
-            log.warning("group %s: storing the assignment failed: %s", group.group_id, exc)
-            self._propagate_assignment_error(group, E.coordinator_not_available)
+        self._store_group(group, lambda code: self._assignment_stored(group, generation, full, code),
+                          full)  # fmt: skip
+        return None
+
+    def _assignment_stored(
+        self, group: Group, generation: int, assignment: dict[str, bytes], code: ErrorCode
+    ) -> None:
+        """The leader's group record is replicated (or failed): the members waiting in SyncGroup
+        get their assignment and the group is Stable, or they get the error and the group
+        rebalances again (Kafka's resetAndPropagateAssignmentError). Ignored when the group
+        moved on meanwhile (a member joined or left: a new rebalance answered them already)."""
+        if (
+            not self._current(group)
+            or group.state is not GroupState.COMPLETING_REBALANCE
+            or group.generation != generation
+        ):
+            return
+        if code is not E.none:
+            log.warning("group %s: storing the assignment of generation %d failed: %s",
+                        group.group_id, generation, code.name)  # fmt: skip
+            self._propagate_assignment_error(group, code)
             self._maybe_prepare_rebalance(group)
-            return None
+            return
         for m in group.members.values():
-            m.assignment = full[m.member_id]
+            m.assignment = assignment.get(m.member_id, b"")
             cb, m.sync_callback = m.sync_callback, None
             if cb is not None:
                 cb(SyncResult(E.none, group.protocol_type, group.protocol_name, m.assignment))
                 self._schedule_heartbeat(group, m)
         self._transition(group, GroupState.STABLE)
-        return None
 
     # Heartbeat / LeaveGroup ------------------------------------------------------------------
     def heartbeat(

@@ -168,20 +168,25 @@ class Membership(Rebalancer):
         )
         if group.state is GroupState.STABLE:
             if group.protocol_name == group.select_protocol():
-                try:
-                    self._store_group(group)
-                except Exception as exc:  # revert: the old member id stays valid
-                    log.warning("group %s: storing static member failed: %s", group.group_id, exc)
-                    member.protocols = old_protocols
-                    del group.members[new_id]
-                    member.member_id = old_id
-                    group.members[old_id] = member
-                    group.static_members[instance_id] = old_id
-                    if group.leader_id == new_id:
-                        group.leader_id = old_id
-                    callback(JoinResult(E.coordinator_not_available, ""))
-                    return
-                callback(self._join_result(group, new_id, skip=group.leader_id == new_id))
+
+                def stored(code: ErrorCode) -> None:
+                    if code is E.none:
+                        callback(self._join_result(group, new_id, skip=group.leader_id == new_id))
+                        return
+                    log.warning("group %s: storing static member failed: %s",
+                                group.group_id, code.name)  # fmt: skip
+                    if self._current(group) and group.members.get(new_id) is member:
+                        # revert: the old member id stays valid (Kafka's replaceStaticMember)
+                        member.protocols = old_protocols
+                        del group.members[new_id]
+                        member.member_id = old_id
+                        group.members[old_id] = member
+                        group.static_members[instance_id] = old_id
+                        if group.leader_id == new_id:
+                            group.leader_id = old_id
+                    callback(JoinResult(code, ""))
+
+                self._store_group(group, stored)
             else:
                 member.join_callback = callback
                 self._prepare_rebalance(group)

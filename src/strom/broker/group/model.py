@@ -55,6 +55,9 @@ class OffsetEntry:
     leader_epoch: int = -1
     metadata: str = ""
     commit_timestamp: int = -1
+    # the order of the commit's append (0: replayed from the log); a commit applied late (it
+    # waited for replication) never overwrites a later one. Not part of the value.
+    append_seq: int = field(default=0, compare=False)
 
 
 @dataclass(eq=False, slots=True)
@@ -105,6 +108,9 @@ class Group:
     pending_members: dict[str, Any] = field(default_factory=dict)  # member id -> timer
     pending_sync: set[str] = field(default_factory=set)
     offsets: dict[tuple[str, int], OffsetEntry] = field(default_factory=dict)
+    # OffsetCommits appended but not yet replicated: partition -> the latest one's append_seq
+    # (Kafka's pendingOffsetCommits); they reach ``offsets`` only once replicated
+    pending_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     new_member_added: bool = False
     join_timer: Any = None
     sync_timer: Any = None

@@ -9,16 +9,22 @@ allowed only while the group has no members. Offsets of an Empty group expire
 ``offsets.retention.minutes`` after the group became empty; of a Stable consumer group, those of
 topics no member subscribes to expire that long after their commit. An Empty group with no
 offsets left is removed (a tombstone) at the next sweep.
+
+Commits are acks=-1 (Kafka's storeOffsets): an offset is the group's (visible to OffsetFetch,
+replayed the same way by the next coordinator) only once its record is replicated, and the
+commit is answered only then; a failed append leaves the committed offsets as they were.
+Deletions and expiry are leader-local and apply at once (Kafka's cleanupGroupMetadata).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 
 from strom.broker.group import records as rec
 from strom.broker.group.model import Group, GroupState, OffsetEntry
-from strom.broker.group.rebalance import Rebalancer
+from strom.broker.group.rebalance import Rebalancer, append_error, offset_write_error, once
 from strom.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
@@ -38,13 +44,25 @@ def _offset_record(
     return key, rec.encode_offset_value(value)
 
 
+OffsetsCallback = Callable[[dict[TopicPartition, ErrorCode]], None]
+
+
 class OffsetOps(Rebalancer):
+    _append_seq = 0
+
+    def _next_seq(self) -> int:
+        self._append_seq += 1
+        return self._append_seq
+
     def commit_offsets(
         self, group_id: str, member_id: str, instance_id: str | None,
-        generation: int, offsets: dict[TopicPartition, OffsetEntry],
-    ) -> dict[TopicPartition, ErrorCode]:  # fmt: skip
-        def every(code: ErrorCode) -> dict[TopicPartition, ErrorCode]:
-            return {tp: code for tp in offsets}
+        generation: int, offsets: dict[TopicPartition, OffsetEntry], callback: OffsetsCallback,
+    ) -> None:  # fmt: skip
+        """OffsetCommit: ``callback`` gets the codes once the commit is replicated (at once
+        on a single node, or for a refused commit); the offsets are the group's only then."""
+
+        def every(code: ErrorCode) -> None:
+            callback({tp: code for tp in offsets})
 
         if (code := self.not_here(group_id)) is not None:
             return every(code)
@@ -70,45 +88,60 @@ class OffsetOps(Rebalancer):
         member = group.members.get(member_id)
         if member is not None:
             self._schedule_heartbeat(group, member)
-        return self._store_offsets(group, offsets)
+        return self._store_offsets(group, offsets, callback)
 
     def _store_offsets(
-        self, group: Group, offsets: dict[TopicPartition, OffsetEntry]
-    ) -> dict[TopicPartition, ErrorCode]:
+        self, group: Group, offsets: dict[TopicPartition, OffsetEntry], callback: OffsetsCallback
+    ) -> None:
+        """Kafka's storeOffsets: staged as pending, appended acks=-1, applied to the group when
+        replicated (unless a later commit of the partition was applied first, or the offset was
+        deleted meanwhile); on failure nothing changes and every partition gets the error."""
         result: dict[TopicPartition, ErrorCode] = {}
         now = self.clock.time_ms()
+        seq = self._next_seq()
         accepted: dict[TopicPartition, OffsetEntry] = {}
         for tp, entry in offsets.items():
             if len(entry.metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
                 result[tp] = E.offset_metadata_too_large
             else:
-                accepted[tp] = replace(entry, commit_timestamp=now)
-        try:
-            self.append(
-                group.group_id,
-                [_offset_record(group.group_id, tp, e) for tp, e in accepted.items()],
-            )
-        except Exception as exc:
-            log.warning("group %s: storing offsets failed: %s", group.group_id, exc)
-            code = E.coordinator_not_available
-            if getattr(exc, "error_code", None) in (E.message_too_large, E.record_list_too_large):
-                code = E.invalid_commit_offset_size
-            result.update({tp: code for tp in accepted})
-            return result
-        group.offsets.update(accepted)
-        result.update({tp: E.none for tp in accepted})
-        return result
+                accepted[tp] = replace(entry, commit_timestamp=now, append_seq=seq)
+        group.pending_offsets.update(dict.fromkeys(accepted, seq))
+
+        def done(code: ErrorCode) -> None:
+            live = group.state is not GroupState.DEAD
+            for tp, entry in accepted.items():
+                staged = group.pending_offsets.get(tp)
+                if code is E.none and live and staged is not None:
+                    current = group.offsets.get(tp)
+                    if current is None or current.append_seq < seq:
+                        group.offsets[tp] = entry
+                if staged == seq:
+                    del group.pending_offsets[tp]
+            if code is not E.none:
+                log.warning("group %s: storing offsets failed: %s", group.group_id, code.name)
+            result.update(dict.fromkeys(accepted, offset_write_error(code)))
+            callback(result)
+
+        self.append_acked(
+            group.group_id,
+            [_offset_record(group.group_id, tp, e) for tp, e in accepted.items()],
+            done,
+        )
 
     # transactional offsets (TxnOffsetCommit) ------------------------------------------------
     def commit_txn_offsets(
         self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
         instance_id: str | None, generation: int, offsets: dict[TopicPartition, OffsetEntry],
-    ) -> dict[TopicPartition, ErrorCode]:  # fmt: skip
-        """Write offsets as a transactional batch of that producer; they become the group's
-        committed offsets only when the COMMIT marker reaches this partition
-        (:meth:`complete_txn`), and are dropped on ABORT."""
-        def every(code: ErrorCode) -> dict[TopicPartition, ErrorCode]:
-            return {tp: code for tp in offsets}
+        callback: OffsetsCallback,
+    ) -> None:  # fmt: skip
+        """Write offsets as a transactional batch of that producer (acks=-1; ``callback`` gets
+        the codes once it is replicated). They wait as the producer's pending offsets from the
+        append on (Kafka's prepareTxnOffsetCommit; dropped again if the append fails), and
+        become the group's committed offsets only when the COMMIT marker reaches this partition
+        (:meth:`complete_txn`); ABORT drops them."""
+
+        def every(code: ErrorCode) -> None:
+            callback({tp: code for tp in offsets})
 
         if (code := self.not_here(group_id)) is not None:
             return every(code)
@@ -122,26 +155,40 @@ class OffsetOps(Rebalancer):
                 return every(E.unknown_member_id)
             if generation >= 0 and generation != group.generation:
                 return every(E.illegal_generation)
-        now = self.clock.time_ms()
-        accepted = {tp: replace(e, commit_timestamp=now) for tp, e in offsets.items()
-                    if len(e.metadata.encode("utf-8")) <= self.config.offset_metadata_max_bytes}  # fmt: skip
-        result = {tp: E.offset_metadata_too_large for tp in offsets if tp not in accepted}
         if self.append_txn is None:
             return every(E.coordinator_not_available)
-        try:
-            self.append_txn(self.partition_for(group_id),
-                            [_offset_record(group_id, tp, e) for tp, e in accepted.items()],
-                            producer_id, producer_epoch)  # fmt: skip
-        except Exception as exc:
-            log.warning("group %s: storing transactional offsets failed: %s", group_id, exc)
-            code = getattr(exc, "error_code", E.coordinator_not_available)
-            result.update({tp: code for tp in accepted})
-            return result
+        now = self.clock.time_ms()
+        seq = self._next_seq()
+        accepted = {tp: replace(e, commit_timestamp=now, append_seq=seq) for tp, e in offsets.items()
+                    if len(e.metadata.encode("utf-8")) <= self.config.offset_metadata_max_bytes}  # fmt: skip
+        result = {tp: E.offset_metadata_too_large for tp in offsets if tp not in accepted}
+        if not accepted:
+            return callback(result)
         pending = self.pending_txn_offsets.setdefault(producer_id, {})
         for tp, entry in accepted.items():
             pending[(group_id, tp[0], tp[1])] = entry
-        result.update({tp: E.none for tp in accepted})
-        return result
+
+        def done(code: ErrorCode) -> None:
+            if code is not E.none:
+                log.warning("group %s: storing transactional offsets failed: %s",
+                            group_id, code.name)  # fmt: skip
+                staged = self.pending_txn_offsets.get(producer_id, {})
+                for tp, entry in accepted.items():
+                    if staged.get((group_id, tp[0], tp[1])) is entry:
+                        del staged[(group_id, tp[0], tp[1])]
+                if not staged:
+                    self.pending_txn_offsets.pop(producer_id, None)
+            result.update(dict.fromkeys(accepted, offset_write_error(code)))
+            callback(result)
+
+        records = [_offset_record(group_id, tp, e) for tp, e in accepted.items()]
+        finish = once(done)
+        try:
+            self.append_txn(self.partition_for(group_id), records, producer_id, producer_epoch,
+                            finish)  # fmt: skip
+        except Exception as exc:
+            log.warning("group %s: appending transactional offsets failed: %s", group_id, exc)
+            finish(append_error(exc))
 
     def replay_txn_offset(self, producer_id: int, key: bytes, value: bytes | None) -> None:
         """Loading: a record of a transactional batch waits for its producer's marker."""
@@ -165,7 +212,10 @@ class OffsetOps(Rebalancer):
             if group is None or group.state is GroupState.DEAD:
                 group = Group(group_id, state_timestamp=self.clock.time_ms())
                 self.groups[group_id] = group
-            group.offsets[(topic, partition)] = entry
+            current = group.offsets.get((topic, partition))
+            # Kafka's olderThan: a plain commit appended after this one's record stays
+            if current is None or current.append_seq <= entry.append_seq:
+                group.offsets[(topic, partition)] = entry
 
     def has_pending_txn_offset(self, group_id: str, tp: TopicPartition) -> bool:
         return any((group_id, *tp) in p for p in self.pending_txn_offsets.values())
@@ -238,6 +288,7 @@ class OffsetOps(Rebalancer):
             return E.coordinator_not_available, {}
         for tp in deletable:
             group.offsets.pop(tp, None)
+            group.pending_offsets.pop(tp, None)  # a commit still replicating is not applied
             result[tp] = E.none
         return E.none, result
 
@@ -252,6 +303,8 @@ class OffsetOps(Rebalancer):
             expired: list[TopicPartition] = []
             if group.state is GroupState.EMPTY:
                 for tp, entry in group.offsets.items():
+                    if tp in group.pending_offsets:
+                        continue  # a newer commit is replicating (Kafka's removeExpiredOffsets)
                     base = (
                         group.state_timestamp
                         if group.state_timestamp >= 0
@@ -265,12 +318,14 @@ class OffsetOps(Rebalancer):
                     expired = [
                         tp for tp, e in group.offsets.items()
                         if tp[0] not in subscribed and e.commit_timestamp + retention <= now
+                        and tp not in group.pending_offsets
                     ]  # fmt: skip
             records = [_offset_record(group.group_id, tp, None) for tp in expired]
             # Kafka's cleanupGroupMetadata: an Empty group left without offsets is removed at
             # this sweep, however recently it became empty; a member still between the two
             # JoinGroup steps then gets UNKNOWN_MEMBER_ID and joins afresh, as with Kafka.
-            drop_group = group.state is GroupState.EMPTY and len(expired) == len(group.offsets)
+            drop_group = (group.state is GroupState.EMPTY and len(expired) == len(group.offsets)
+                          and not group.pending_offsets)  # fmt: skip
             if drop_group:
                 records.append((rec.encode_group_key(rec.GroupKey(group.group_id)), None))
             if not records:

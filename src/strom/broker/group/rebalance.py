@@ -2,11 +2,17 @@
 
 :class:`Rebalancer` holds the groups, the injected ports (a :class:`~strom.clock.Clock`,
 :class:`Timers` and ``append``) and the ``loading`` flag. Invariants: every durable change goes
-through :meth:`~Rebalancer.append` *before* the in-memory state changes and before a response is
-given (``append`` raises if it cannot write); a group's ``state_timestamp`` changes only with its
-state (:meth:`~Rebalancer._transition`); a timer callback acts only if its group is still the
-current one (a deleted group may be recreated under the same id) and, where it matters, the
-generation it was armed for.
+through ``append`` *before* the in-memory state changes and before a response is given. Offset
+commits and group records are written acks=-1 (:meth:`~Rebalancer.append_acked`, Kafka's
+``appendForGroup``): their change is applied, and their request answered, only in the
+completion callback, once the records are replicated (at the high watermark) — on a single node
+that is at once, inside the call; on failure nothing changes and the error is mapped as Kafka's
+GroupMetadataManager does (:func:`offset_write_error`, :func:`group_write_error`). Deletions and
+expiry are leader-local (:meth:`~Rebalancer.append` raises if it cannot write; Kafka's
+cleanupGroupMetadata, acks=0). A group's ``state_timestamp`` changes only with its state
+(:meth:`~Rebalancer._transition`); a timer or append callback acts only if its group is still
+the current one (a deleted group may be recreated under the same id) and, where it matters, in
+the state and generation it was armed for.
 
 Groups move Empty → PreparingRebalance → CompletingRebalance → Stable, as in Kafka's classic
 protocol. A rebalance is prepared when membership or a member's protocols change; it completes
@@ -52,9 +58,63 @@ class Timers(Protocol):
     def call_later(self, delay_ms: int, fn: Callable[[], None]) -> Cancellable: ...
 
 
-AppendFn = Callable[[int, list[tuple[bytes, bytes | None]]], None]
-# (partition, records, producer id, producer epoch): a transactional batch (TxnOffsetCommit)
-TxnAppendFn = Callable[[int, list[tuple[bytes, bytes | None]], int, int], None]
+# the outcome of an acks=-1 append: NONE once replicated, else the (unmapped) append error
+AppendDone = Callable[[ErrorCode], None]
+# (partition, records, done): append as the leader, raising if nothing could be written. With
+# ``done`` it is acks=-1: ``done`` is called exactly once — synchronously when the high watermark
+# is already past the records (a single node), later otherwise; raising NOT_ENOUGH_REPLICAS
+# before writing anything. Without ``done``: leader-local.
+AppendFn = Callable[[int, list[tuple[bytes, bytes | None]], AppendDone | None], None]
+# (partition, records, producer id, producer epoch, done): a transactional batch
+# (TxnOffsetCommit), acks=-1 as above
+TxnAppendFn = Callable[[int, list[tuple[bytes, bytes | None]], int, int, AppendDone], None]
+
+
+def offset_write_error(code: ErrorCode) -> ErrorCode:
+    """An OffsetCommit's answer for its failed append (Kafka's storeOffsets; REQUEST_TIMED_OUT
+    as the newer coordinator's normalizeException: retriable for the client)."""
+    if code in (E.unknown_topic_or_partition, E.not_enough_replicas,
+                E.not_enough_replicas_after_append, E.request_timed_out):  # fmt: skip
+        return E.coordinator_not_available
+    if code in (E.not_leader_or_follower, E.kafka_storage_error):
+        return E.not_coordinator
+    if code in (E.message_too_large, E.record_list_too_large, E.invalid_fetch_size):
+        return E.invalid_commit_offset_size
+    return code
+
+
+def group_write_error(code: ErrorCode) -> ErrorCode:
+    """The members' answer for a failed group record append (Kafka's storeGroup)."""
+    if code in (E.unknown_topic_or_partition, E.not_enough_replicas,
+                E.not_enough_replicas_after_append):  # fmt: skip
+        return E.coordinator_not_available
+    if code in (E.not_leader_or_follower, E.kafka_storage_error):
+        return E.not_coordinator
+    if code is E.request_timed_out:
+        return E.rebalance_in_progress
+    if code in (E.message_too_large, E.record_list_too_large, E.invalid_fetch_size):
+        return E.unknown_server_error
+    return code
+
+
+def append_error(exc: BaseException) -> ErrorCode:
+    """The code of an append that raised: its Kafka code, COORDINATOR_NOT_AVAILABLE for any
+    other failure (a local I/O error)."""
+    code = getattr(exc, "error_code", None)
+    return code if isinstance(code, ErrorCode) else E.coordinator_not_available
+
+
+def once(done: AppendDone) -> AppendDone:
+    """``done`` guarded against a second call (a port that both called it and raised)."""
+    called = False
+
+    def call(code: ErrorCode) -> None:
+        nonlocal called
+        if not called:
+            called = True
+            done(code)
+
+    return call
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,8 +170,24 @@ class Rebalancer:
         return None
 
     def append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
+        """Leader-local append (deletions, expiry); raises if it cannot write."""
         if records:
-            self._append(self.partition_for(group_id), records)
+            self._append(self.partition_for(group_id), records, None)
+
+    def append_acked(
+        self, group_id: str, records: list[tuple[bytes, bytes | None]], done: AppendDone
+    ) -> None:
+        """acks=-1 append: ``done(code)`` exactly once, with NONE once the records are
+        replicated or the unmapped error (also when the append raised at once)."""
+        done = once(done)
+        if not records:
+            done(E.none)
+            return
+        try:
+            self._append(self.partition_for(group_id), records, done)
+        except Exception as exc:
+            log.warning("group %s: append to the offsets topic failed: %s", group_id, exc)
+            done(append_error(exc))
 
     def group_record(
         self, group: Group, assignment: dict[str, bytes] | None = None
@@ -130,8 +206,12 @@ class Rebalancer:
         )  # fmt: skip
         return rec.encode_group_key(rec.GroupKey(group.group_id)), rec.encode_group_value(value)
 
-    def _store_group(self, group: Group, assignment: dict[str, bytes] | None = None) -> None:
-        self.append(group.group_id, [self.group_record(group, assignment)])
+    def _store_group(
+        self, group: Group, done: AppendDone, assignment: dict[str, bytes] | None = None
+    ) -> None:
+        """Write the group record acks=-1 (Kafka's storeGroup); ``done`` gets the mapped code."""
+        record = self.group_record(group, assignment)
+        self.append_acked(group.group_id, [record], lambda code: done(group_write_error(code)))
 
     # helpers ---------------------------------------------------------------------------------
     def _current(self, group: Group) -> bool:
@@ -244,10 +324,13 @@ class Rebalancer:
         if not group.members:
             group.protocol_name = None
             self._transition(group, GroupState.EMPTY)
-            try:
-                self._store_group(group)
-            except Exception as exc:
-                log.warning("group %s: storing empty generation failed: %s", group.group_id, exc)
+
+            def stored(code: ErrorCode) -> None:
+                if code is not E.none:  # as Kafka: only logged (the group is Empty either way)
+                    log.warning("group %s: storing empty generation failed: %s",
+                                group.group_id, code.name)  # fmt: skip
+
+            self._store_group(group, stored)
             log.info("group %s: generation %d is empty", group.group_id, group.generation)
             return
         group.protocol_name = group.select_protocol()

@@ -8,8 +8,9 @@ the coordinator (synchronously, so no request sees it half loaded); when it stop
 that partition's groups are dropped, and their requests here get NOT_COORDINATOR. At start-up
 the partitions already led (a single node leads what it hosts) are loaded before the broker
 listens. Records are appended as ordinary record batches (no compression, CreateTime) to the
-partition as its leader; a handler that must not answer before they are replicated awaits
-:func:`wait_replicated` (offset commits: Kafka's ``offsets.commit.required.acks=-1``). Timers are
+partition as its leader; offset commits and group records acks=-1 (Kafka's
+``offsets.commit.required.acks=-1``): the coordinator's completion callback runs once the high
+watermark passes them (at once on a single node), within ``offsets.commit.timeout.ms``. Timers are
 the event loop's ``call_later``; expired offsets are swept every
 ``offsets.retention.check.interval.ms``.
 
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from strom.broker import internal_topics
 from strom.broker.broker import Service, register_service
 from strom.broker.group.coordinator import CoordinatorConfig, GroupCoordinator
+from strom.broker.group.rebalance import AppendDone
 from strom.protocol import record_batch as rb
 from strom.protocol.control import parse_marker
 from strom.protocol.errors import ErrorCode, KafkaError
@@ -58,6 +60,8 @@ class GroupService(Service):
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.coordinator: GroupCoordinator | None = None
+        # tasks waiting for the high watermark to pass an acks=-1 append
+        self._replicating: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         broker = self.broker
@@ -90,6 +94,8 @@ class GroupService(Service):
 
     async def stop(self) -> None:
         self.broker.replicas.ownership.unregister(OFFSETS_TOPIC, self)
+        for task in list(self._replicating):
+            task.cancel()
         coord = self.coordinator
         if coord is None:
             return
@@ -154,18 +160,54 @@ class GroupService(Service):
         coord.finish_loading(partition)
         log.debug("replayed %d records of %s-%d", count, OFFSETS_TOPIC, partition)
 
-    def _append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+    def _append(self, partition: int, records: list[tuple[bytes, bytes | None]],
+                done: AppendDone | None = None) -> None:  # fmt: skip
         now = self.broker.clock.time_ms()
         batch = rb.build_batch([(key, value, [], now) for key, value in records])
-        self.broker.replicas.append(OFFSETS_TOPIC, partition, batch, AppendOrigin.COORDINATOR)
+        self._write(partition, batch, done)
 
     def _append_txn(self, partition: int, records: list[tuple[bytes, bytes | None]],
-                    producer_id: int, producer_epoch: int) -> None:  # fmt: skip
+                    producer_id: int, producer_epoch: int, done: AppendDone) -> None:  # fmt: skip
         now = self.broker.clock.time_ms()
         batch = rb.build_batch([(key, value, [], now) for key, value in records],
                                producer_id=producer_id, producer_epoch=producer_epoch,
                                is_transactional=True)  # fmt: skip
-        self.broker.replicas.append(OFFSETS_TOPIC, partition, batch, AppendOrigin.COORDINATOR)
+        self._write(partition, batch, done)
+
+    def _write(self, partition: int, batch: bytes, done: AppendDone | None) -> None:
+        """The coordinator's append port. Without ``done``: leader-local. With it, acks=-1:
+        NOT_ENOUGH_REPLICAS raised before writing when the ISR is below min.insync.replicas;
+        ``done(NONE)`` right here when the high watermark is already past the batch (a single
+        node: no task, no wait), else from a task once it is, or with the error
+        (NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT after
+        ``offsets.commit.timeout.ms``)."""
+        replicas = self.broker.replicas
+        if done is None:
+            replicas.append(OFFSETS_TOPIC, partition, batch, AppendOrigin.COORDINATOR)
+            return
+        replicas.check_min_isr(replicas.leader_partition(OFFSETS_TOPIC, partition))
+        result = replicas.append(OFFSETS_TOPIC, partition, batch, AppendOrigin.COORDINATOR)
+        if replicas.get_log(OFFSETS_TOPIC, partition).high_watermark > result.last_offset:
+            done(ErrorCode.none)
+            return
+        future = replicas.delayed.watch((OFFSETS_TOPIC, partition), result.last_offset)
+        task = asyncio.get_running_loop().create_task(self._when_replicated(future, done))
+        self._replicating.add(task)
+        task.add_done_callback(self._replicating.discard)
+
+    async def _when_replicated(self, future: asyncio.Future[ErrorCode], done: AppendDone) -> None:
+        timeout_ms = int(self.broker.config.get("offsets.commit.timeout.ms") or 5000)
+        try:
+            code = await asyncio.wait_for(future, timeout_ms / 1000)
+        except TimeoutError:
+            code = ErrorCode.request_timed_out
+        except asyncio.CancelledError:  # the broker stops: answer rather than leave it hanging
+            done(ErrorCode.not_leader_or_follower)
+            raise
+        try:
+            done(code)
+        except Exception:
+            log.exception("group coordinator: completing an append failed")
 
 
 register_service(GroupService)
@@ -177,31 +219,6 @@ def coordinator_of(broker: Broker) -> GroupCoordinator:
         raise KafkaError(ErrorCode.coordinator_not_available, "group coordinator not started")
     coord: GroupCoordinator = service.coordinator
     return coord
-
-
-async def wait_replicated(broker: Broker, partition: int) -> ErrorCode:
-    """Wait until everything appended to ``__consumer_offsets``-``partition`` so far is below
-    its high watermark (replicated to the ISR), at most ``offsets.commit.timeout.ms``; the
-    error for the request's answer, mapped as Kafka's GroupMetadataManager does (a single
-    node's HW is its log end: no wait)."""
-    try:
-        part = broker.replicas.leader_partition(OFFSETS_TOPIC, partition)
-    except KafkaError:
-        return ErrorCode.not_coordinator
-    end = part.log.log_end_offset
-    if part.log.high_watermark >= end:
-        return ErrorCode.none
-    future = broker.replicas.delayed.watch((OFFSETS_TOPIC, partition), end - 1)
-    timeout_ms = int(broker.config.get("offsets.commit.timeout.ms") or 5000)
-    try:
-        code = await asyncio.wait_for(future, timeout_ms / 1000)
-    except TimeoutError:
-        return ErrorCode.request_timed_out
-    if code in (ErrorCode.none, ErrorCode.request_timed_out):
-        return code
-    if code in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error):
-        return ErrorCode.not_coordinator
-    return ErrorCode.coordinator_not_available
 
 
 async def wait_for_callback(register: Callable[[Callable[[T], None]], Any]) -> T:

@@ -3,7 +3,8 @@
 Members commit with their member id and generation; generation -1 with no member id is a
 "simple" commit (allowed while the group has no members). Partitions of unknown topics get
 UNKNOWN_TOPIC_OR_PARTITION; v6+ carries the leader epoch, stored with the offset and metadata.
-v10 names topics by id: an id no topic has gets UNKNOWN_TOPIC_ID.
+v10 names topics by id: an id no topic has gets UNKNOWN_TOPIC_ID. Answered once the commit is
+replicated; until then (and for good if it fails) OffsetFetch shows the previous offset.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
 from strom.broker.group.model import OffsetEntry
-from strom.broker.group.service import coordinator_of, wait_replicated
+from strom.broker.group.service import coordinator_of, wait_for_callback
 from strom.protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 8
@@ -47,26 +48,21 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     p.committed_metadata or "",
                 )
     if wanted:
+        # answered once the commit is replicated (Kafka's offsets.commit.required.acks=-1): an
+        # acknowledged commit survives the loss of this coordinator
         try:
-            codes.update(
-                coordinator_of(ctx.broker).commit_offsets(
-                    request.group_id,
-                    request.member_id,
-                    getattr(request, "group_instance_id", None),
-                    int(request.generation_id_or_member_epoch),
-                    wanted,
-                )
-            )
+            coord = coordinator_of(ctx.broker)
         except KafkaError as exc:
             codes.update({tp: exc.error_code for tp in wanted})
         else:
-            # answered once replicated (Kafka's offsets.commit.required.acks=-1): an
-            # acknowledged commit survives the loss of this coordinator
-            done = [tp for tp in wanted if codes[tp] == ErrorCode.none]
-            if done:
-                coord = coordinator_of(ctx.broker)
-                code = await wait_replicated(ctx.broker, coord.partition_for(request.group_id))
-                codes.update(dict.fromkeys(done, code))
+            answer: dict[tuple[str, int], ErrorCode] = await wait_for_callback(
+                lambda cb: coord.commit_offsets(
+                    request.group_id, request.member_id,
+                    getattr(request, "group_instance_id", None),
+                    int(request.generation_id_or_member_epoch), wanted, cb,
+                )
+            )  # fmt: skip
+            codes.update(answer)
     topics = []
     for topic, name in zip(request.topics, names, strict=True):
         parts = tuple(

@@ -1,7 +1,8 @@
 """SyncGroup (key 14, v0–5): the leader hands in the assignment, every member gets its own.
 
-Assignments are opaque bytes. Answered when the leader's assignment is stored (or at once in a
-Stable group); v5+ carries the protocol type and name both ways.
+Assignments are opaque bytes. Answered when the leader's assignment is stored and replicated (the
+group record, acks=-1; on failure every member gets the error and the group rebalances), or at
+once in a Stable group; v5+ carries the protocol type and name both ways.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 The producer must have added the group's ``__consumer_offsets`` partition with AddOffsetsToTxn
 (else INVALID_TXN_STATE; a stale epoch is PRODUCER_FENCED). The offsets are written as a
 transactional batch of the producer and become the group's committed offsets only when the
-COMMIT marker reaches that partition (:meth:`GroupCoordinator.complete_txn`). v3 carries the
+COMMIT marker reaches that partition (:meth:`GroupCoordinator.complete_txn`); the request is
+answered once that batch is replicated. v3 carries the
 member id and generation (KIP-447): a zombie member of an older generation is refused. In a
 cluster the transaction state is checked only when this broker also coordinates the
 transactional id (Kafka before KIP-890 did not check it at all).
@@ -16,7 +17,7 @@ from typing import Any
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
 from strom.broker.group.model import OffsetEntry
-from strom.broker.group.service import OFFSETS_TOPIC, coordinator_of
+from strom.broker.group.service import OFFSETS_TOPIC, coordinator_of, wait_for_callback
 from strom.broker.handlers.add_partitions_to_txn import fenced_code
 from strom.broker.txn.service import txn_coordinator_of
 from strom.protocol.errors import ErrorCode, KafkaError
@@ -59,12 +60,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if code != ErrorCode.none:
                 codes.update({tp: code for tp in wanted})
             else:
-                codes.update(coordinator_of(ctx.broker).commit_txn_offsets(
-                    request.group_id, int(request.producer_id), int(request.producer_epoch),
-                    getattr(request, "member_id", "") or "",
-                    getattr(request, "group_instance_id", None),
-                    int(getattr(request, "generation_id", -1)), wanted,
-                ))  # fmt: skip
+                coord = coordinator_of(ctx.broker)
+                answer: dict[tuple[str, int], ErrorCode] = await wait_for_callback(
+                    lambda cb: coord.commit_txn_offsets(
+                        request.group_id, int(request.producer_id), int(request.producer_epoch),
+                        getattr(request, "member_id", "") or "",
+                        getattr(request, "group_instance_id", None),
+                        int(getattr(request, "generation_id", -1)), wanted, cb,
+                    )
+                )  # fmt: skip
+                codes.update(answer)
         except KafkaError as exc:
             codes.update({tp: exc.error_code for tp in wanted})
     topics = tuple(
