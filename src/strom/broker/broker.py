@@ -35,6 +35,7 @@ from strom.metadata.topics import TopicInfo, TopicRegistry
 from strom.metadata.zk_model import BrokerRegistration, Endpoint
 from strom.storage import file_handles
 from strom.storage.flusher import Flusher
+from strom.broker.log_mover import LogMover
 from strom.storage.log_manager import LogManager
 
 if TYPE_CHECKING:
@@ -109,6 +110,7 @@ class Broker:
         self.logs_loaded = True
         self.replicas = ReplicaManager(self.logs, self.node_id, self.clock)
         self.lifecycle = TopicLifecycle(self)
+        self.log_mover = LogMover(self)
         self.lifecycle.remove_in_background(doomed)
         topic_config_sync.start(self)  # config changes made on other brokers reach our logs
         for topic in self.topics:  # logs lost (a crash mid-deletion) come back empty
@@ -187,6 +189,8 @@ class Broker:
             await creating.close()
         if hasattr(self, "replicas"):
             await replication.stop(self)
+        if hasattr(self, "log_mover"):
+            await self.log_mover.close()
         if hasattr(self, "lifecycle"):
             await self.lifecycle.close()
         if hasattr(self, "logs"):

@@ -34,6 +34,8 @@ class LogCleaner(Service):
         self._abort = threading.Event()
         self._task: asyncio.Task[None] | None = None
         self._running = False
+        self.cleaning: tuple[str, int] | None = None  # the partition being cleaned now
+        broker.extensions["log_cleaner"] = self  # strom.broker.log_mover reads `cleaning`
 
     async def start(self) -> None:
         if not self.enabled:
@@ -97,6 +99,7 @@ class LogCleaner(Service):
     async def _clean_one(self, tp: tuple[str, int], p: cleaner.CleanPlan) -> None:
         cleaner.open_plan(p)
         now = self.broker.clock.time_ms()
+        self.cleaning = tp  # a replica move (log_mover) waits for the end of this clean
         try:
             result = await asyncio.to_thread(cleaner.clean, p, now, abort=self._abort)
         except cleaner.CleanAborted:
@@ -104,6 +107,8 @@ class LogCleaner(Service):
         except Exception:
             log.exception("cleaning %s-%d failed", *tp)
             return
+        finally:
+            self.cleaning = None
         if self.broker.logs.get(*tp) is not p.log or not cleaner.commit(p.log, result):
             for group in result.groups:
                 if not group.new.closed and group.new.suffix:

@@ -340,6 +340,12 @@ class LogManager:
             assert tp is not None and tp[0] == topic
             self._register(tp, log)
 
+    def moved(self, topic: str, partition: int, old_parent: Path) -> None:
+        """A registered log now lives in another log directory (it adopted a moved copy)."""
+        log = self._logs[(topic, partition)]
+        self._counts[old_parent] -= 1
+        self._counts[log.dir.parent] = self._counts.get(log.dir.parent, 0) + 1
+
     def detach(self, topic: str, partition: int) -> Log | None:
         """Unregister a log (no more reads or appends); the caller removes it with
         :func:`remove_log`, off the event loop."""
