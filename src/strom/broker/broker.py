@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from strom.broker import dispatch, dynamic_config, replication, topic_config_sync
+from strom.broker.log_mover import LogMover
 from strom.broker.observability import BrokerMetrics, broker_health
 from strom.broker.producer_ids import ProducerIdManager
 from strom.broker.replica_manager import ReplicaManager
@@ -35,7 +36,6 @@ from strom.metadata.topics import TopicInfo, TopicRegistry
 from strom.metadata.zk_model import BrokerRegistration, Endpoint
 from strom.storage import file_handles
 from strom.storage.flusher import Flusher
-from strom.broker.log_mover import LogMover
 from strom.storage.log_manager import LogManager
 
 if TYPE_CHECKING:
