@@ -15,11 +15,12 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from strom.broker import dispatch, dynamic_config, replication, topic_config_sync
+from strom.broker.log_mover import LogMover
 from strom.broker.observability import BrokerMetrics, broker_health
 from strom.broker.producer_ids import ProducerIdManager
 from strom.broker.replica_manager import ReplicaManager
@@ -100,14 +101,16 @@ class Broker:
         self.cluster_id = await ensure_cluster_id(self.store, local_cluster_id)
         if local_cluster_id is None:
             self._write_meta_properties(self.cluster_id)
+        self._check_log_dirs_meta()
         self.topics = TopicRegistry(self.store)
         await self.topics.start()
         await dynamic_config.load(self)  # before the logs open: they take its defaults
-        self.logs = LogManager(self.data_dir, self.clock, self.config.values, Flusher())
+        self.logs = LogManager(self.log_dirs, self.clock, self.config.values, Flusher())
         doomed = self.logs.load(self._topic_overrides, self._hosted)
         self.logs_loaded = True
         self.replicas = ReplicaManager(self.logs, self.node_id, self.clock)
         self.lifecycle = TopicLifecycle(self)
+        self.log_mover = LogMover(self)
         self.lifecycle.remove_in_background(doomed)
         topic_config_sync.start(self)  # config changes made on other brokers reach our logs
         for topic in self.topics:  # logs lost (a crash mid-deletion) come back empty
@@ -186,6 +189,8 @@ class Broker:
             await creating.close()
         if hasattr(self, "replicas"):
             await replication.stop(self)
+        if hasattr(self, "log_mover"):
+            await self.log_mover.close()
         if hasattr(self, "lifecycle"):
             await self.lifecycle.close()
         if hasattr(self, "logs"):
@@ -304,10 +309,29 @@ class Broker:
         membership = getattr(self, "membership", None)
         return membership.broker_epoch if membership is not None else -1
 
-    def _read_meta_properties(self) -> str | None:
+    @property
+    def log_dirs(self) -> list[Path]:
+        """Kafka's ``log.dirs`` (comma-separated), else ``log.dir``, else the data dir."""
+        return configured_log_dirs(self.config.values, self.data_dir)
+
+    def _check_log_dirs_meta(self) -> None:
+        """Every log directory other than the data dir has its own ``meta.properties`` (as
+        Kafka's): written when missing, refused when it names another cluster or node."""
+        for parent in self.log_dirs:
+            if parent.resolve() == self.data_dir.resolve():
+                continue
+            parent.mkdir(parents=True, exist_ok=True)
+            found = self._read_meta_properties(parent)
+            if found is None:
+                self._write_meta_properties(self.cluster_id, parent)
+            elif found != self.cluster_id:
+                raise ConfigError(f"{parent / 'meta.properties'} belongs to cluster {found},"
+                                  f" but this broker is in cluster {self.cluster_id}")  # fmt: skip
+
+    def _read_meta_properties(self, parent: Path | None = None) -> str | None:
         """Kafka's ``meta.properties``: the cluster id (None in a new data dir) survives
         restarts; the node id must match."""
-        path = self.data_dir / "meta.properties"
+        path = (parent or self.data_dir) / "meta.properties"
         if not path.exists():
             return None
         props = parse_properties(path.read_text(), str(path))
@@ -318,9 +342,20 @@ class Broker:
             )
         return props["cluster.id"]
 
-    def _write_meta_properties(self, cluster_id: str) -> None:
-        path = self.data_dir / "meta.properties"
+    def _write_meta_properties(self, cluster_id: str, parent: Path | None = None) -> None:
+        path = (parent or self.data_dir) / "meta.properties"
         path.write_text(f"version=1\ncluster.id={cluster_id}\nnode.id={self.node_id}\n")
+
+
+def configured_log_dirs(values: Mapping[str, str], data_dir: Path) -> list[Path]:
+    """The log directories a broker config names: ``log.dirs`` (comma-separated), else
+    ``log.dir``, else ``data_dir`` (strom's default, one directory)."""
+    raw = values.get("log.dirs") or values.get("log.dir") or ""
+    dirs: list[Path] = []
+    for item in raw.split(","):
+        if item.strip() and Path(item.strip()) not in dirs:
+            dirs.append(Path(item.strip()))
+    return dirs or [Path(data_dir)]
 
 
 ServiceFactory = Callable[[Broker], Service]

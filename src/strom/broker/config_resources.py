@@ -107,7 +107,7 @@ def _computed_broker_values(broker: Broker) -> dict[str, str]:
         "node.id": str(broker.node_id),
         "listeners": f"PLAINTEXT://{host}:{port}",
         "advertised.listeners": f"PLAINTEXT://{adv_host}:{adv_port}",
-        "log.dirs": str(broker.data_dir),
+        "log.dirs": ",".join(str(d) for d in broker.log_dirs),
     }
 
 

@@ -7,7 +7,7 @@ descriptors and fsyncs the cleaned segments there, and the swap
 (:func:`strom.storage.cleaner.commit`, renames only) runs back on the event loop, so appends,
 reads, retention and the swap never race and the loop never waits for an fsync. The
 checkpoint is written (fsync, rename) in a worker thread too. ``log.cleaner.enable=false`` turns it
-off. The first-dirty offsets live in ``<data_dir>/cleaner-offset-checkpoint``.
+off. The first-dirty offsets live in each log directory's ``cleaner-offset-checkpoint``.
 """
 
 from __future__ import annotations
@@ -34,12 +34,16 @@ class LogCleaner(Service):
         self._abort = threading.Event()
         self._task: asyncio.Task[None] | None = None
         self._running = False
+        self.cleaning: tuple[str, int] | None = None  # the partition being cleaned now
+        broker.extensions["log_cleaner"] = self  # strom.broker.log_mover reads `cleaning`
 
     async def start(self) -> None:
         if not self.enabled:
             log.info("log cleaner disabled")
             return
-        self.checkpoint = cleaner.read_checkpoint(self.broker.data_dir)
+        self.checkpoint = {}
+        for parent in self.broker.logs.dirs:  # one checkpoint per log directory, as Kafka's
+            self.checkpoint.update(cleaner.read_checkpoint(parent))
         self.broker.every(self.backoff_s, self.run_once)
 
     async def stop(self) -> None:
@@ -83,12 +87,19 @@ class LogCleaner(Service):
 
     async def _write_checkpoint(self) -> None:
         """fsync + rename in a worker thread (passes are serial, so writes never overlap)."""
-        await asyncio.to_thread(cleaner.write_checkpoint, self.broker.data_dir,
-                                dict(self.checkpoint))  # fmt: skip
+        split = self.broker.logs.by_dir(self.checkpoint)
+
+        def write() -> None:
+            for parent, offsets in split.items():
+                if len(split) == 1 or offsets or (parent / cleaner.CHECKPOINT_FILE).exists():
+                    cleaner.write_checkpoint(parent, offsets)
+
+        await asyncio.to_thread(write)
 
     async def _clean_one(self, tp: tuple[str, int], p: cleaner.CleanPlan) -> None:
         cleaner.open_plan(p)
         now = self.broker.clock.time_ms()
+        self.cleaning = tp  # a replica move (log_mover) waits for the end of this clean
         try:
             result = await asyncio.to_thread(cleaner.clean, p, now, abort=self._abort)
         except cleaner.CleanAborted:
@@ -96,6 +107,8 @@ class LogCleaner(Service):
         except Exception:
             log.exception("cleaning %s-%d failed", *tp)
             return
+        finally:
+            self.cleaning = None
         if self.broker.logs.get(*tp) is not p.log or not cleaner.commit(p.log, result):
             for group in result.groups:
                 if not group.new.closed and group.new.suffix:

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from strom.broker.coordinator_partitions import CoordinatorPartitions
@@ -270,7 +271,9 @@ class ReplicaManager:
 
     def load_hw_checkpoint(self) -> None:
         """Start every hosted log's HW from the checkpoint (not from its end)."""
-        self._hw_written = log_dir.read_offsets(self.logs.data_dir / HW_CHECKPOINT_FILE)
+        self._hw_written = {}
+        for parent in self.logs.dirs:  # one checkpoint per log directory, as Kafka's
+            self._hw_written.update(log_dir.read_offsets(parent / HW_CHECKPOINT_FILE))
         for tp, log_ in self.logs.logs():
             hw = self._hw_written.get(tp)
             if hw is not None:
@@ -287,13 +290,13 @@ class ReplicaManager:
         if hws == self._hw_written:
             return
         self._hw_written = hws
-        path = self.logs.data_dir / HW_CHECKPOINT_FILE
-        self.logs.flusher.submit(lambda: log_dir.write_offsets(path, hws))
+        split = self.logs.by_dir(hws)
+        self.logs.flusher.submit(lambda: _write_hw(split))
 
     def checkpoint_hw(self) -> None:
         hws = self.high_watermarks()
         self._hw_written = hws
-        log_dir.write_offsets(self.logs.data_dir / HW_CHECKPOINT_FILE, hws)
+        _write_hw(self.logs.by_dir(hws))
 
     async def shutdown(self) -> None:
         if self.fetchers is not None:
@@ -301,3 +304,9 @@ class ReplicaManager:
         if self.isr_changes is not None:
             await self.isr_changes.close()
         self.delayed.cancel_all()
+
+
+def _write_hw(split: Mapping[Path, Mapping[TopicPartition, int]]) -> None:
+    """Write each log directory's high-watermark checkpoint (any thread)."""
+    for parent, hws in split.items():
+        log_dir.write_offsets(parent / HW_CHECKPOINT_FILE, hws)

@@ -72,6 +72,12 @@ class InvalidConfigError(StorageError):
     error_code = ErrorCode.invalid_config
 
 
+class DuplicateLogDirError(StorageError):
+    """A partition has a live directory in two log directories (Kafka refuses to start)."""
+
+    error_code = ErrorCode.kafka_storage_error
+
+
 class LogDirLockedError(StorageError):
     """Another process (or LogManager) holds the data directory's lock."""
 

@@ -783,6 +783,20 @@ class Log:
         if sync:
             self.mark_clean()
 
+    @property
+    def truncations(self) -> int:
+        """How many times the log was truncated (a copy of its files must start again)."""
+        return self._truncations
+
+    def adopt(self, other: Log) -> None:
+        """Become ``other`` (a log just opened from a copy of this one's files in another
+        log directory) in place: partitions, fetch sessions and coordinators hold this object,
+        so a replica moved between log directories keeps its identity. The high watermark
+        and the maintenance hook (not on disk) stay; ``other`` must not be used afterwards."""
+        hw, hook = self._high_watermark, self.on_change
+        self.__dict__.update(other.__dict__)
+        self._high_watermark, self.on_change = min(hw, self.log_end_offset), hook
+
     def mark_clean(self) -> None:
         """Write the clean-shutdown marker (after everything the log wrote is durable)."""
         (self.dir / ckpt.CLEAN_SHUTDOWN_FILE).touch()

@@ -1,8 +1,14 @@
-"""All partition logs of one data directory.
+"""All partition logs of a broker's log directories (Kafka's ``log.dirs``).
 
-Layout: ``<data_dir>/<topic>-<partition>/`` per partition (topic names may contain '-' and
-'.', so the partition is after the LAST '-'), plus ``<data_dir>/.lock``, held with an
-exclusive ``flock`` for the manager's lifetime so two brokers cannot share a directory.
+Layout, in each log directory: ``<dir>/<topic>-<partition>/`` per partition (topic names may
+contain '-' and '.', so the partition is after the LAST '-'), plus ``<dir>/.lock``, held with
+an exclusive ``flock`` for the manager's lifetime so two brokers cannot share a directory.
+Every directory has its own recovery-point checkpoint and clean-shutdown marker; a partition
+lives in exactly one of them (two live copies are a fatal start-up error, as in Kafka). A new
+partition goes to the directory with the fewest partitions (Kafka's default placement). With
+one directory (the default: the broker's ``--data-dir``) nothing differs from a single-dir
+layout. ``<topic>-<partition>.<hex>-future`` directories are replicas being moved to another
+directory (:mod:`strom.storage.log_move`).
 A directory being removed is first renamed ``<topic>-<partition>.<hex>-delete`` (Kafka's
 suffix), so a crash in the middle of its removal never leaves half a log under a live name;
 such directories are removed again at the next start. The directory-level checkpoint and
@@ -23,13 +29,13 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from strom.clock import Clock
 from strom.storage import log_dir
-from strom.storage.errors import LogDirLockedError
+from strom.storage.errors import DuplicateLogDirError, LogDirLockedError
 from strom.storage.flusher import INLINE, Flusher
 from strom.storage.log import Log
 from strom.storage.log_config import LogConfig
@@ -41,6 +47,7 @@ logger = logging.getLogger(__name__)
 LOCK_FILE = ".lock"
 LOAD_THREADS = 4
 DELETE_SUFFIX = "-delete"
+FUTURE_SUFFIX = "-future"
 TopicPartition = tuple[str, int]
 
 
@@ -73,6 +80,19 @@ def remove_dirs(paths: Iterable[Path]) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def future_name(path: Path) -> Path:
+    """Where a replica moved into ``path``'s log directory is copied: ``<name>.<hex>-future``."""
+    return path.with_name(f"{path.name}.{uuid.uuid4().hex}{FUTURE_SUFFIX}")
+
+
+def parse_future_name(name: str) -> TopicPartition | None:
+    """``"t-3.<hex>-future"`` → ``("t", 3)``; None for anything else."""
+    if not name.endswith(FUTURE_SUFFIX):
+        return None
+    base, dot, _rest = name[: -len(FUTURE_SUFFIX)].rpartition(".")
+    return parse_log_dir_name(base) if dot else None
+
+
 def parse_log_dir_name(name: str) -> TopicPartition | None:
     """``"my-topic.v1-3"`` → ``("my-topic.v1", 3)``; None for anything else."""
     topic, sep, part = name.rpartition("-")
@@ -94,16 +114,23 @@ def _is_dir(entry: os.DirEntry[str]) -> bool:
 class LogManager:
     """Opens, creates, deletes and maintains the logs under ``data_dir``."""
 
-    def __init__(self, data_dir: Path, clock: Clock, broker_configs: Mapping[str, str],
-                 flusher: Flusher | None = None) -> None:  # fmt: skip
-        """``flusher`` runs the logs' fsyncs and checkpoint writes (the broker passes a
+    def __init__(self, data_dirs: Path | Sequence[Path], clock: Clock,
+                 broker_configs: Mapping[str, str], flusher: Flusher | None = None) -> None:  # fmt: skip
+        """``data_dirs``: the log directories (one path or several, Kafka's ``log.dirs``);
+        ``flusher`` runs the logs' fsyncs and checkpoint writes (the broker passes a
         background :class:`Flusher`, owned from then on; by default they run inline)."""
-        self.data_dir = Path(data_dir)
+        dirs = [Path(data_dirs)] if isinstance(data_dirs, (str, Path)) else list(data_dirs)
+        if not dirs:
+            raise ValueError("no log directory")
+        self.dirs: list[Path] = dirs
+        self.data_dir = dirs[0]  # the first log directory (the only one by default)
         self.flusher = flusher if flusher is not None else INLINE
         self._schedule: MaintenanceSchedule[TopicPartition] = MaintenanceSchedule()
         self.clock = clock
         self.broker_configs = dict(broker_configs)
         self._logs: dict[TopicPartition, Log] = {}
+        self._counts: dict[Path, int] = {d: 0 for d in dirs}  # registered logs per directory
+        self.futures: dict[TopicPartition, Path] = {}  # replicas being moved (log_move)
         self._overrides: dict[str, dict[str, str]] = {}
         self.producer_id_expiration_ms = int(
             self.broker_configs.get("producer.id.expiration.ms", DEFAULT_EXPIRATION_MS)
@@ -113,14 +140,48 @@ class LogManager:
         )
         self._last_producer_check = clock.monotonic()
         self._expiry_sweep: list[TopicPartition] = []  # logs still to check for expired ids
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self._lock_fd = os.open(self.data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        self._lock_fds: list[int] = []
         try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(self._lock_fd)
-            self._lock_fd = -1
-            raise LogDirLockedError(f"{self.data_dir} is in use by another broker") from None
+            for d in dirs:
+                d.mkdir(parents=True, exist_ok=True)
+                fd = os.open(d / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.close(fd)
+                    raise LogDirLockedError(f"{d} is in use by another broker") from None
+                self._lock_fds.append(fd)
+        except BaseException:
+            self._unlock()
+            raise
+
+    def _unlock(self) -> None:
+        for fd in self._lock_fds:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+        self._lock_fds = []
+
+    def dir_of(self, log: Log) -> Path:
+        """The log directory holding ``log``."""
+        return log.dir.parent
+
+    def partition_counts(self) -> dict[Path, int]:
+        """How many logs each log directory holds (registered ones)."""
+        return dict(self._counts)
+
+    def next_dirs(self, count: int) -> list[Path]:
+        """The directories for ``count`` new partitions, each going where the fewest
+        partitions are (counting the ones placed before it; ties: the order of ``log.dirs``),
+        as Kafka's ``nextLogDirs``. Thread-safe: reads a snapshot of the counts."""
+        if len(self.dirs) == 1:
+            return [self.data_dir] * count
+        counts = dict(self._counts)
+        out: list[Path] = []
+        for _ in range(count):
+            best = min(self.dirs, key=lambda d: counts[d])
+            counts[best] += 1
+            out.append(best)
+        return out
 
     def _config(self, topic: str) -> LogConfig:
         return LogConfig.from_configs(self._overrides.get(topic, {}), self.broker_configs)
@@ -130,42 +191,76 @@ class LogManager:
         topic_overrides: Callable[[str], Mapping[str, str]],
         hosted: Callable[[str, int], bool] = lambda _t, _p: True,
     ) -> list[Path]:
-        """Open every ``<topic>-<partition>`` directory that ``hosted`` names (running
-        recovery where needed). Returns the directories to remove: those of partitions not
-        hosted (left by a creation or deletion a crash interrupted; renamed ``-delete``
-        here) and those already renamed ``-delete``. The caller removes them off the loop."""
+        """Open every ``<topic>-<partition>`` directory of every log directory that
+        ``hosted`` names (running recovery where needed). Returns the directories to remove:
+        those of partitions not hosted (left by a creation or deletion a crash interrupted;
+        renamed ``-delete`` here), those already renamed ``-delete``, and ``-future`` copies
+        of a move that did not commit (:mod:`strom.storage.log_move`: a future replica whose
+        partition still has a live directory). A future replica of a hosted partition with no
+        live directory left (the move crashed between its two renames) is renamed to the live
+        name and opened. A partition live in two directories raises
+        :class:`DuplicateLogDirError`, as Kafka refuses to start."""
         started = time.monotonic()
         doomed: list[Path] = []
-        clean = log_dir.take_clean_marker(self.data_dir)
-        points = log_dir.read_offsets(self.data_dir / log_dir.RECOVERY_POINT_FILE)
         configs: dict[str, LogConfig] = {}
-        todo: list[tuple[TopicPartition, Path]] = []
-        with os.scandir(self.data_dir) as entries:
-            names = sorted(e.name for e in entries if _is_dir(e))
-        for name in names:
-            path = self.data_dir / name
-            if name.endswith(DELETE_SUFFIX):
+        todo: list[tuple[TopicPartition, Path, bool, int]] = []
+        where: dict[TopicPartition, Path] = {}
+        futures: list[tuple[TopicPartition, Path]] = []
+        clean_dirs: dict[Path, bool] = {}
+        for data_dir in self.dirs:
+            clean = log_dir.take_clean_marker(data_dir)
+            clean_dirs[data_dir] = clean
+            points = log_dir.read_offsets(data_dir / log_dir.RECOVERY_POINT_FILE)
+            with os.scandir(data_dir) as entries:
+                names = sorted(e.name for e in entries if _is_dir(e))
+            for name in names:
+                path = data_dir / name
+                if name.endswith(DELETE_SUFFIX):
+                    doomed.append(path)
+                    continue
+                future = parse_future_name(name)
+                if future is not None:
+                    futures.append((future, path))
+                    continue
+                tp = parse_log_dir_name(name)
+                if tp is None or tp in self._logs:
+                    continue
+                topic, partition = tp
+                if not hosted(topic, partition):
+                    logger.warning("removing the log directory %s of no hosted partition", path)
+                    target = doomed_name(path)
+                    os.rename(path, target)
+                    doomed.append(target)
+                    continue
+                if tp in where:
+                    raise DuplicateLogDirError(
+                        f"duplicate log directories for {topic}-{partition} in {where[tp]} and"
+                        f" {data_dir}: remove the one that is known to be stale and restart")
+                where[tp] = data_dir
+                if topic not in configs:
+                    self._overrides[topic] = dict(topic_overrides(topic))
+                    configs[topic] = self._config(topic)
+                todo.append((tp, path, clean, points.get(tp, 0)))
+        for tp, path in futures:
+            if tp in where or tp in self._logs or not hosted(*tp):
+                logger.warning("removing %s: a move to another log directory that did not"
+                               " finish", path)  # fmt: skip
                 doomed.append(path)
                 continue
-            tp = parse_log_dir_name(name)
-            if tp is None or tp in self._logs:
-                continue
-            topic, partition = tp
-            if not hosted(topic, partition):
-                logger.warning("removing the log directory %s of no hosted partition", name)
-                target = doomed_name(path)
-                os.rename(path, target)
-                doomed.append(target)
-                continue
-            if topic not in configs:
-                self._overrides[topic] = dict(topic_overrides(topic))
-                configs[topic] = self._config(topic)
-            todo.append((tp, path))
+            live = path.with_name(f"{tp[0]}-{tp[1]}")
+            logger.warning("completing the move of %s-%d into %s", *tp, path.parent)
+            os.rename(path, live)
+            log_dir.fsync_dir(path.parent)
+            where[tp] = path.parent
+            if tp[0] not in configs:
+                self._overrides[tp[0]] = dict(topic_overrides(tp[0]))
+                configs[tp[0]] = self._config(tp[0])
+            todo.append((tp, live, False, 0))
 
-        def open_one(item: tuple[TopicPartition, Path]) -> Log:
-            tp, path = item
+        def open_one(item: tuple[TopicPartition, Path, bool, int]) -> Log:
+            tp, path, clean, point = item
             return Log.open(path, configs[tp[0]], self.clock, clean=clean,
-                            recovery_point=points.get(tp, 0), flusher=self.flusher,
+                            recovery_point=point, flusher=self.flusher,
                             producer_id_expiration_ms=self.producer_id_expiration_ms)  # fmt: skip
 
         # Opening is mostly system calls (list, open, read): a few threads overlap them, as
@@ -173,7 +268,7 @@ class LogManager:
         with ThreadPoolExecutor(LOAD_THREADS, thread_name_prefix="strom-log-load") as pool:
             opened = list(pool.map(open_one, todo))
         recovered = 0
-        for (tp, path), log in zip(todo, opened, strict=True):
+        for (tp, path, _clean, _point), log in zip(todo, opened, strict=True):
             self._register(tp, log)
             if log.recovered:
                 recovered += 1
@@ -182,7 +277,7 @@ class LogManager:
         logger.info(
             "loaded %d logs in %.2fs (%d recovered, %d clean; last shutdown %s)",
             len(self._logs), time.monotonic() - started, recovered, len(self._logs) - recovered,
-            "clean" if clean else "not clean",
+            "clean" if all(clean_dirs.values()) else "not clean",
         )
         return doomed
 
@@ -194,7 +289,11 @@ class LogManager:
 
     def _register(self, tp: TopicPartition, log: Log) -> None:
         """Serve ``log`` as ``tp`` and put it on the maintenance schedule (owner's thread)."""
+        previous = self._logs.get(tp)
+        if previous is not None:
+            self._counts[previous.dir.parent] -= 1
         self._logs[tp] = log
+        self._counts[log.dir.parent] = self._counts.get(log.dir.parent, 0) + 1
         touch = self._schedule.touch
         log.on_change = lambda: touch(tp)
         touch(tp)
@@ -215,14 +314,18 @@ class LogManager:
         being created has no data. The data directory is fsynced once at the end."""
         config = LogConfig.from_configs(overrides, self.broker_configs)
         made: list[Log] = []
+        wanted = list(partitions)
         try:
-            for partition in partitions:
-                path = self.data_dir / f"{topic}-{partition}"
-                if path.exists():
-                    remove_dirs([path])
-                made.append(Log.create(path, config, self.clock, flusher=self.flusher,
+            for partition, parent in zip(wanted, self.next_dirs(len(wanted)), strict=True):
+                for other in self.dirs:  # left by a crash: a partition being created is empty
+                    stale = other / f"{topic}-{partition}"
+                    if stale.exists():
+                        remove_dirs([stale])
+                made.append(Log.create(parent / f"{topic}-{partition}", config, self.clock,
+                                       flusher=self.flusher,
                                        producer_id_expiration_ms=self.producer_id_expiration_ms))  # fmt: skip
-            log_dir.fsync_dir(self.data_dir)
+            for parent in {log.dir.parent for log in made}:
+                log_dir.fsync_dir(parent)
         except BaseException:
             for log in made:
                 remove_log(log)
@@ -237,6 +340,12 @@ class LogManager:
             assert tp is not None and tp[0] == topic
             self._register(tp, log)
 
+    def moved(self, topic: str, partition: int, old_parent: Path) -> None:
+        """A registered log now lives in another log directory (it adopted a moved copy)."""
+        log = self._logs[(topic, partition)]
+        self._counts[old_parent] -= 1
+        self._counts[log.dir.parent] = self._counts.get(log.dir.parent, 0) + 1
+
     def detach(self, topic: str, partition: int) -> Log | None:
         """Unregister a log (no more reads or appends); the caller removes it with
         :func:`remove_log`, off the event loop."""
@@ -244,6 +353,7 @@ class LogManager:
         log = self._logs.pop((topic, partition), None)
         if log is not None:
             log.on_change = None
+            self._counts[log.dir.parent] -= 1
         return log
 
     def create(self, topic: str, partition: int, overrides: Mapping[str, str]) -> Log:
@@ -254,7 +364,8 @@ class LogManager:
         if existing is not None:
             existing.update_config(config)
             return existing
-        return self._open((topic, partition), self.data_dir / f"{topic}-{partition}", config)
+        parent = self.next_dirs(1)[0]
+        return self._open((topic, partition), parent / f"{topic}-{partition}", config)
 
     def delete(self, topic: str, partition: int) -> None:
         log = self.detach(topic, partition)
@@ -332,16 +443,36 @@ class LogManager:
         :func:`strom.storage.log_dir.write_offsets`)."""
         return {tp: log.recovery_point for tp, log in self._logs.items()}
 
+    def by_dir(self, values: Mapping[TopicPartition, int]) -> dict[Path, dict[TopicPartition, int]]:
+        """``values`` split by the log directory of each registered partition (every
+        directory present, possibly empty: its checkpoint is rewritten without stale
+        entries); partitions not registered go to the first directory."""
+        out: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.dirs}
+        if len(self.dirs) == 1:
+            out[self.data_dir] = dict(values)
+            return out
+        for tp, value in values.items():
+            log = self._logs.get(tp)
+            out[log.dir.parent if log is not None else self.data_dir][tp] = value
+        return out
+
     def checkpoint_recovery_points(self, points: Mapping[TopicPartition, int]) -> None:
-        """Write the data directory's recovery-point checkpoint (thread-safe)."""
-        log_dir.write_offsets(self.data_dir / log_dir.RECOVERY_POINT_FILE, points)
+        """Write each log directory's recovery-point checkpoint (thread-safe when ``points``
+        was split on the owner's thread: see :meth:`checkpoint_recovery_points_async`)."""
+        for parent, values in self.by_dir(points).items():
+            log_dir.write_offsets(parent / log_dir.RECOVERY_POINT_FILE, values)
 
     def checkpoint_recovery_points_async(self) -> Future[None]:
-        """Have the flusher write the data directory's recovery-point checkpoint with every
+        """Have the flusher write each directory's recovery-point checkpoint with every
         log's recovery point now (each moved by the flusher only after its fsync; the file is
         written after the jobs queued before, and never at the same time as shutdown's)."""
-        points = self.recovery_points()
-        return self.flusher.submit(lambda: self.checkpoint_recovery_points(points))
+        split = self.by_dir(self.recovery_points())
+
+        def write() -> None:
+            for parent, values in split.items():
+                log_dir.write_offsets(parent / log_dir.RECOVERY_POINT_FILE, values)
+
+        return self.flusher.submit(write)
 
     def flush_all(self) -> None:
         for _tp, log in self.logs():
@@ -368,14 +499,13 @@ class LogManager:
                 logger.exception("closing the log in %s failed", log.dir)
         self.flusher.drain()  # jobs a close queued (none expected) before the one sync
         if points or failed:
-            log_dir.sync_filesystem(self.data_dir)
-            log_dir.write_offsets(self.data_dir / log_dir.RECOVERY_POINT_FILE, points)
-            if not failed:
-                log_dir.write_clean_marker(self.data_dir)
+            split = self.by_dir(points)
+            for parent in self.dirs:  # one syncfs per file system would do; dirs are few
+                log_dir.sync_filesystem(parent)
+                log_dir.write_offsets(parent / log_dir.RECOVERY_POINT_FILE, split[parent])
+                if not failed:
+                    log_dir.write_clean_marker(parent)
             logger.info("closed %d logs in %.2fs", len(points), time.monotonic() - started)
         self._logs.clear()
         self.flusher.close()
-        if self._lock_fd >= 0:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-            os.close(self._lock_fd)
-            self._lock_fd = -1
+        self._unlock()

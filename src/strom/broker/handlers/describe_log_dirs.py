@@ -1,12 +1,16 @@
 """DescribeLogDirs (key 35, v1-5): the broker's log directories and the partitions in them.
 
-strom has one log directory, the broker's data dir (its absolute path is ``log_dir``). Each
-partition hosted here is listed with ``partition_size`` = the bytes of its log's segments
-(``Log.size``, the ``.log`` files), ``offset_lag`` 0 (no replica movement between dirs) and
-``is_future_key`` false (AlterReplicaLogDirs does not exist here). ``topics`` null asks for
+One result per log directory (``log.dirs``; by default the broker's data dir), in the
+configured order, ``log_dir`` its absolute path. Each partition hosted there is listed with
+``partition_size`` = the bytes of its log's segments (``Log.size``, the ``.log`` files),
+``offset_lag`` 0 and ``is_future_key`` false; a replica being moved there by
+AlterReplicaLogDirs (:mod:`strom.broker.log_mover`) is listed in its target directory with
+``is_future_key`` true, the bytes copied so far as its size and the bytes left as
+``offset_lag`` (Kafka: the future log's lag behind the current one). ``topics`` null asks for
 every topic, internal ones included; a requested topic or partition that is not hosted here is
 simply absent, as in Kafka (no per-partition error exists in this API). v4 adds the volume's
-``total_bytes``/``usable_bytes`` (``os.statvfs`` of the data dir), v5 ``is_cordoned`` (never).
+``total_bytes``/``usable_bytes`` (``os.statvfs`` of each directory), v5 ``is_cordoned``
+(never).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from strom.broker import dispatch
@@ -46,24 +51,36 @@ def _volume(path: str) -> tuple[int, int]:
     return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
 
 
+def _partition(ctx: RequestContext, index: int, size: int, lag: int, future: bool) -> Any:
+    return ctx.make("DescribeLogDirsPartition", partition_index=index, partition_size=size,
+                    offset_lag=lag, is_future_key=future)  # fmt: skip
+
+
 @dispatch.handler(API_KEY, 1, 5)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    topics = []
+    logs = ctx.broker.logs
+    per_dir: dict[Path, dict[str, list[Any]]] = {d: {} for d in logs.dirs}
+    moves = getattr(ctx.broker, "log_mover", None)
     for name, partitions in _wanted(ctx, request):
-        parts = []
         for index in partitions:
-            log_ = ctx.broker.logs.get(name, index)
+            log_ = logs.get(name, index)
             if log_ is None:
                 continue  # not hosted here (or no such partition): absent, as in Kafka
-            parts.append(ctx.make("DescribeLogDirsPartition", partition_index=index,
-                                  partition_size=log_.size, offset_lag=0,
-                                  is_future_key=False))  # fmt: skip
-        if parts:
-            topics.append(ctx.make("DescribeLogDirsTopic", name=name, partitions=tuple(parts)))
-    log_dir = str(ctx.broker.data_dir.resolve())
-    total, usable = _volume(log_dir) if ctx.api_version >= 4 else (-1, -1)
-    result = ctx.make("DescribeLogDirsResult", error_code=ErrorCode.none, log_dir=log_dir,
-                      topics=tuple(topics), total_bytes=total, usable_bytes=usable,
-                      is_cordoned=False)  # fmt: skip
+            per_dir.setdefault(log_.dir.parent, {}).setdefault(name, []).append(
+                _partition(ctx, index, log_.size, 0, False))
+            move = moves.moving(name, index) if moves is not None else None
+            if move is not None:
+                target, copied, left = move
+                per_dir.setdefault(target, {}).setdefault(name, []).append(
+                    _partition(ctx, index, copied, left, True))
+    results = []
+    for parent, topics in per_dir.items():
+        path = str(parent.resolve())
+        total, usable = _volume(path) if ctx.api_version >= 4 else (-1, -1)
+        made = tuple(ctx.make("DescribeLogDirsTopic", name=name, partitions=tuple(parts))
+                     for name, parts in topics.items())  # fmt: skip
+        results.append(ctx.make("DescribeLogDirsResult", error_code=ErrorCode.none,
+                                log_dir=path, topics=made, total_bytes=total,
+                                usable_bytes=usable, is_cordoned=False))  # fmt: skip
     # build() keeps the fields each version has: error_code at the top is v3+
-    return ctx.respond(throttle_time=0, error_code=ErrorCode.none, results=(result,))
+    return ctx.respond(throttle_time=0, error_code=ErrorCode.none, results=tuple(results))

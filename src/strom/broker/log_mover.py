@@ -1,0 +1,158 @@
+"""Moves of partition replicas between this broker's log directories (AlterReplicaLogDirs).
+
+One task per move (:mod:`strom.storage.log_move` has the on-disk protocol and its crash
+safety): copy passes run on a worker thread while the replica keeps serving; once a pass
+copied less than :data:`FINAL_PASS_BYTES`, the swap runs on the event loop with no ``await``
+in between, so no append, fetch or cleaner commit can interleave: close the log (flush,
+snapshot, per-partition clean marker), copy the small rest, rename (commit), open the copy and
+have the registered :class:`~strom.storage.log.Log` adopt it, so every holder of the object
+keeps working. The old directory is removed in the background. A failure before the commit
+removes the copy and reopens nothing (the log was not closed) or reopens the original in
+place: the original is never touched before the commit. A move waits while the log cleaner
+works on the partition; a log that is detached (deleted, reassigned away) ends its move.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from strom.protocol.errors import ErrorCode
+from strom.storage import log_move
+from strom.storage.log import Log
+from strom.storage.log_manager import future_name
+
+if TYPE_CHECKING:
+    from strom.broker.broker import Broker
+
+log = logging.getLogger(__name__)
+FINAL_PASS_BYTES = 4 << 20  # the swap (on the loop) copies at most about this much
+MAX_PASSES = 50  # a partition written faster than it is copied: swap anyway after this
+
+
+@dataclass
+class Move:
+    topic: str
+    partition: int
+    target: Path  # the log directory
+    future: Path  # <target>/<topic>-<partition>.<hex>-future
+    copied: log_move.FileState = field(default_factory=dict)
+    copied_bytes: int = 0
+    cancelled: bool = False
+    task: asyncio.Task[None] | None = None
+
+
+class LogMover:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.moves: dict[tuple[str, int], Move] = {}
+
+    def moving(self, topic: str, partition: int) -> tuple[Path, int, int] | None:
+        """(target log dir, bytes copied, bytes left) of a move in progress, else None."""
+        move = self.moves.get((topic, partition))
+        log_ = self.broker.logs.get(topic, partition)
+        if move is None or log_ is None:
+            return None
+        return move.target, move.copied_bytes, max(0, log_.size - move.copied_bytes)
+
+    def start(self, topic: str, partition: int, target: Path) -> ErrorCode:
+        """Begin moving the replica to the log directory ``target`` (one of ``log.dirs``)."""
+        logs = self.broker.logs
+        log_ = logs.get(topic, partition)
+        if log_ is None:
+            return ErrorCode.replica_not_available
+        current = self.moves.get((topic, partition))
+        if log_.dir.parent == target:
+            if current is not None:
+                current.cancelled = True
+                del self.moves[(topic, partition)]
+            return ErrorCode.none
+        if current is not None:
+            if current.target == target:
+                return ErrorCode.none
+            current.cancelled = True
+        future = future_name(target / log_.dir.name)
+        try:
+            if shutil.disk_usage(target).free < log_.size:
+                return ErrorCode.kafka_storage_error
+            future.mkdir()
+        except OSError as exc:
+            log.error("cannot start moving %s-%d to %s: %s", topic, partition, target, exc)
+            return ErrorCode.kafka_storage_error
+        move = Move(topic, partition, target, future)
+        self.moves[(topic, partition)] = move
+        move.task = asyncio.get_running_loop().create_task(self._run(move, log_))
+        log.info("moving %s-%d from %s to %s", topic, partition, log_.dir.parent, target)
+        return ErrorCode.none
+
+    async def close(self) -> None:
+        for move in list(self.moves.values()):
+            move.cancelled = True
+        tasks = [m.task for m in self.moves.values() if m.task is not None]
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _current(self, move: Move, log_: Log) -> bool:
+        key = (move.topic, move.partition)
+        return (not move.cancelled and self.moves.get(key) is move
+                and self.broker.logs.get(*key) is log_)  # fmt: skip
+
+    async def _run(self, move: Move, log_: Log) -> None:
+        try:
+            done = await self._copy_and_swap(move, log_)
+        except Exception:
+            log.exception("moving %s-%d to %s failed; the replica stays where it was",
+                          move.topic, move.partition, move.target)  # fmt: skip
+            done = False
+        if self.moves.get((move.topic, move.partition)) is move:
+            del self.moves[(move.topic, move.partition)]
+        if not done:
+            await asyncio.to_thread(shutil.rmtree, move.future, True)
+
+    async def _copy_and_swap(self, move: Move, log_: Log) -> bool:
+        cleaner = self.broker.extensions.get("log_cleaner")
+        for _ in range(MAX_PASSES):
+            if not self._current(move, log_):
+                return False
+            truncations = log_.truncations
+            written = await asyncio.to_thread(log_move.copy_pass, log_.dir, move.future,
+                                              move.copied)  # fmt: skip
+            move.copied_bytes = sum(s[1] for n, s in move.copied.items() if n.endswith(".log"))
+            if log_.truncations != truncations:
+                move.copied.clear()  # a truncated .log may have regrown: copy all again
+                continue
+            busy = cleaner is not None and getattr(cleaner, "cleaning", None) == (
+                move.topic, move.partition)
+            if written < FINAL_PASS_BYTES and not busy:
+                break
+            if busy:
+                await asyncio.sleep(0.05)
+        if not self._current(move, log_):
+            return False
+        return self._swap(move, log_)
+
+    def _swap(self, move: Move, log_: Log) -> bool:
+        """On the loop, no await: nothing else touches the log meanwhile."""
+        logs = self.broker.logs
+        source = log_.dir
+        log_.close(sync=True)  # flush + snapshot + clean marker: the files are final
+        try:
+            log_move.copy_pass(source, move.future, move.copied)
+            live, doomed = log_move.commit(source, move.future)
+        except OSError:
+            log.exception("moving %s-%d failed before the commit; reopening it in %s",
+                          move.topic, move.partition, source.parent)  # fmt: skip
+            log_.adopt(Log.open(source, log_.config, logs.clock, flusher=logs.flusher,
+                                producer_id_expiration_ms=logs.producer_id_expiration_ms))  # fmt: skip
+            return False
+        moved = Log.open(live, log_.config, logs.clock, flusher=logs.flusher,
+                         producer_id_expiration_ms=logs.producer_id_expiration_ms)  # fmt: skip
+        log_.adopt(moved)
+        logs.moved(move.topic, move.partition, source.parent)
+        self.broker.lifecycle.remove_in_background([doomed])
+        log.info("moved %s-%d from %s to %s", move.topic, move.partition, source.parent,
+                 move.target)  # fmt: skip
+        return True
