@@ -16,7 +16,7 @@ from strom.storage.errors import InvalidConfigError
 def fake_broker(**props: str) -> Any:
     return SimpleNamespace(
         config=BrokerConfig(props), node_id=1, listen=("127.0.0.1", 9092),
-        advertised=("localhost", 9092), data_dir="/data",
+        advertised=("localhost", 9092), data_dir="/data", log_dirs=["/data"],
     )  # fmt: skip
 
 
