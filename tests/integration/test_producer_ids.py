@@ -8,6 +8,7 @@ an empty transactional id is INVALID_REQUEST.
 from __future__ import annotations
 
 import datetime
+import time
 
 from confluent_kafka import Producer
 from kio.schema.errors import ErrorCode
@@ -26,6 +27,17 @@ def init(conn: RawConnection, version: int = 4, tid: str | None = None, pid: int
     if version >= 3:
         fields |= {"producer_id": pid, "producer_epoch": epoch}
     return conn.request(22, version, **fields)
+
+
+def find_transaction_coordinator(conn: RawConnection, tid: str, timeout: float = 30.0) -> None:
+    """FindCoordinator (v4, key type 1) until it names a coordinator (this single broker)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        [found] = conn.request(10, 4, key_type=1, coordinator_keys=(tid,)).coordinators
+        if found.error_code == ErrorCode.none:
+            return
+        assert time.monotonic() < deadline, f"no transaction coordinator: {found.error_code!r}"
+        time.sleep(0.1)
 
 
 def test_naming_another_producers_id_gets_a_new_id_and_fences_nobody(broker, topic_name) -> None:
@@ -74,7 +86,10 @@ def test_malformed_init_producer_id_requests_are_invalid_request(broker, topic_n
                 ErrorCode.invalid_request, -1, -1
             )
         assert init(conn, 4, tid="").error_code == ErrorCode.invalid_request
-        # a transactional id owns its producer id: the coordinator bumps its epoch each time
+        # a transactional id owns its producer id: the coordinator bumps its epoch each time.
+        # As a client does, find the coordinator first: that creates __transaction_state
+        # (before it, as in Kafka, InitProducerId with an id gets NOT_COORDINATOR)
+        find_transaction_coordinator(conn, f"{topic_name}-tx")
         tx = init(conn, 4, tid=f"{topic_name}-tx")
         assert tx.error_code == ErrorCode.none and tx.producer_epoch == 0
         again = init(conn, 4, tid=f"{topic_name}-tx")
