@@ -172,8 +172,21 @@ def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
         consumer.close()
 
 
-def coordinator_of(cluster: Any, group: str) -> int:
-    """The group's coordinator as the cluster answers FindCoordinator (DescribeGroups)."""
+def coordinator_of(cluster: Any, group: str, timeout: float = 60.0) -> int:
+    """The group's coordinator as the cluster answers FindCoordinator (DescribeGroups); asked
+    again until ``timeout``: the first FindCoordinator creates ``__consumer_offsets`` (50
+    partitions, 3 replicas), which a loaded machine may take longer than one request to do."""
+    from confluent_kafka import KafkaException
+
+    from strom.testing.cluster import wait_until
+
     admin = cluster.admin()
-    [desc] = admin.describe_consumer_groups([group], request_timeout=10).values()
-    return int(desc.result(timeout=15).coordinator.id)
+
+    def ask() -> int | None:
+        [desc] = admin.describe_consumer_groups([group], request_timeout=10).values()
+        try:
+            return int(desc.result(timeout=15).coordinator.id)
+        except KafkaException:
+            return None
+
+    return wait_until(ask, timeout, f"a coordinator for group {group}", interval=0.5)

@@ -64,6 +64,10 @@ def test_one_follower_down_isr_shrinks_producer_continues_follower_rejoins(
         cluster.kill(leader)
         cluster.kill(other)
         assert cluster.wait_for_leader("one", 0, not_in={leader, other}, timeout=60) == follower
+        # Elected while ``other`` still looked alive, its ISR may still name it: the new
+        # leader's high watermark passes the last acknowledged writes only once the ISR is the
+        # leader alone (read before that, they looked lost though every replica held them)
+        cluster.wait_for_isr("one", 0, {follower}, timeout=60)
         read_to_end(cluster.bootstrap, "one", history)
     report = history.check()
     report.assert_ok()
