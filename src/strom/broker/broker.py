@@ -58,6 +58,25 @@ class Service:
     async def stop(self) -> None: ...
 
 
+#: how long one shutdown step may take before the broker goes on without it
+SHUTDOWN_STEP_S = 10.0
+
+
+async def _bounded(what: str, step: Awaitable[Any], seconds: float = SHUTDOWN_STEP_S) -> None:
+    """Await one shutdown step for at most ``seconds``. A step that hangs (seen once in CI: a
+    broker SIGTERMed right after its controlled shutdown, while its new replica fetchers were
+    truncating, never exited; the hanging step was not identified) is named in a WARNING and
+    left behind, so SIGTERM always ends the process and the logs are still closed cleanly."""
+    task = asyncio.ensure_future(step)
+    done, _ = await asyncio.wait({task}, timeout=seconds)
+    if not done:
+        log.warning("shutdown: %s did not finish within %.0f s; going on without it", what,
+                    seconds)  # fmt: skip
+        task.cancel()
+        return
+    task.result()
+
+
 class Broker:
     def __init__(
         self,
@@ -181,28 +200,28 @@ class Broker:
             task.cancel()
         for service in reversed(self.services):
             try:
-                await service.stop()
+                await _bounded(f"stopping {type(service).__name__}", service.stop())
             except Exception:
                 log.exception("error stopping %s", type(service).__name__)
         creating = self.extensions.get("internal_topics")
         if creating is not None:  # internal topics being created (strom.broker.internal_topics)
-            await creating.close()
+            await _bounded("internal topic creation", creating.close())
         if hasattr(self, "replicas"):
-            await replication.stop(self)
+            await _bounded("replication", replication.stop(self))
         if hasattr(self, "log_mover"):
-            await self.log_mover.close()
+            await _bounded("log dir moves", self.log_mover.close())
         if hasattr(self, "lifecycle"):
-            await self.lifecycle.close()
+            await _bounded("topic lifecycle", self.lifecycle.close())
         if hasattr(self, "logs"):
             self.logs.close_all()
         if hasattr(self, "membership"):
-            await self.membership.close()
+            await _bounded("broker registration", self.membership.close())
         if hasattr(self, "producer_ids"):
-            await self.producer_ids.close()
+            await _bounded("producer ids", self.producer_ids.close())
         if hasattr(self, "topics"):
-            await self.topics.close()
+            await _bounded("topic registry", self.topics.close())
         if hasattr(self, "store"):
-            await self.store.close()
+            await _bounded("metadata store", self.store.close())
         if self._admin is not None:  # last: probes see "not ready" until the process ends
             await self._admin.stop()
             self._admin = None
