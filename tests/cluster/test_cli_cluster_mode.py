@@ -85,3 +85,34 @@ def test_describe_and_health_follow_the_isr(tmp_path: Path) -> None:
         assert info["controller"] == cluster.controller_id()
         assert isinstance(info["controller_epoch"], int) and info["controller_epoch"] >= 1
         assert [b["id"] for b in info["brokers"]] == [1, 2, 3]
+
+
+def test_describe_sizes_come_from_each_leader(tmp_path: Path) -> None:
+    """``topic describe -p`` bootstrapped with broker 1 only: every partition's SIZE is its
+    leader's log (DescribeLogDirs to that broker), equal to the ``.log`` files in that broker's
+    data dir, not -1 for the partitions broker 1 does not host."""
+    from confluent_kafka import Producer
+
+    with ClusterProcess(tmp_path, brokers=3) as cluster:
+        cli = Cli(cluster.broker(1).bootstrap)
+        cli.ok("topic", "create", "sized", "--partitions", "3", "--replication-factor", "1")
+        leaders = {p: cluster.wait_for_leader("sized", p) for p in range(3)}
+        assert sorted(leaders.values()) == [1, 2, 3], leaders  # one partition on each broker
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                             "linger.ms": 0})  # fmt: skip
+        counts = {0: 5, 1: 40, 2: 120}
+        for p, n in counts.items():
+            for i in range(n):
+                producer.produce("sized", b"x" * 200 + b"%d-%d" % (p, i), partition=p)
+        assert producer.flush(30) == 0
+        del producer  # before the brokers stop: no reconnect noise
+        rows = {r["partition"]: r for r in json.loads(
+            cli.ok("topic", "describe", "sized", "-p", "--format", "json"))}  # fmt: skip
+        assert sorted(rows) == [0, 1, 2]
+        for p, row in rows.items():
+            assert row["leader"] == leaders[p]
+            assert row["messages"] == counts[p] and row["log_end_offset"] == counts[p]
+            part_dir = cluster.broker(leaders[p]).data_dir / f"sized-{p}"
+            on_disk = sum(f.stat().st_size for f in part_dir.glob("*.log"))
+            assert on_disk > 0 and row["size"] == on_disk, (p, row, on_disk)
+        assert rows[0]["size"] < rows[1]["size"] < rows[2]["size"]

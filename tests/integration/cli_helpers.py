@@ -14,7 +14,8 @@ T = TypeVar("T")
 
 
 def strom(
-    *args: str, stdin: str = "", timeout: float = 60.0, env: Mapping[str, str] | None = None
+    *args: str, stdin: str = "", timeout: float = 60.0, env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run the real ``strom`` CLI in a subprocess and capture its output.
 
@@ -29,6 +30,7 @@ def strom(
         text=True,
         timeout=timeout,
         env=full,
+        cwd=cwd,
     )
 
 

@@ -156,7 +156,7 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.skipif(not _zookeeper_installed(), reason="needs the zookeeper package")
 def test_cluster_up_info_down(tmp_path: Path) -> None:
-    data_dir = tmp_path / "cluster"
+    data_dir = tmp_path / "strom-cluster"  # cluster up's default, relative to tmp_path
     port = free_port()
     proc = strom("cluster", "up", "--brokers", "1", "--base-port", str(port),
                  "--data-dir", str(data_dir), "--format", "json", timeout=120)  # fmt: skip
@@ -186,6 +186,29 @@ def test_cluster_up_info_down(tmp_path: Path) -> None:
         assert [(b["id"], b["port"]) for b in doc["brokers"]] == [(1, port)]
         assert f"Controller epoch: {epoch}" in cli.lines("cluster", "info", "--zookeeper",
                                                          state["zookeeper"])  # fmt: skip
+        # without --zookeeper: the ZooKeeper 'cluster up' recorded, from --data-dir or from
+        # the default ./strom-cluster
+        no_env = {"STROM_ZOOKEEPER": ""}
+        for where, cwd in ((["--data-dir", str(data_dir)], None), ([], tmp_path)):
+            info = strom("cluster", "info", "--bootstrap-server", state["bootstrap"], *where,
+                         "--format", "json", env=no_env, cwd=cwd)  # fmt: skip
+            assert info.returncode == 0 and info.stderr == "", info.stderr
+            assert json.loads(info.stdout)[0]["controller_epoch"] == epoch, (where, info.stdout)
+        text = strom("cluster", "info", "--bootstrap-server", state["bootstrap"], env=no_env,
+                     cwd=tmp_path).stdout.splitlines()  # fmt: skip
+        assert f"Controller epoch: {epoch}" in text
+        # a record of another cluster lends it nothing (its ZooKeeper is not even asked)
+        other = tmp_path / "other"
+        other.mkdir()
+        (other / "cluster.json").write_text(json.dumps({
+            "version": 1, "zookeeper": "127.0.0.1:1", "bootstrap": "127.0.0.1:1",
+            "processes": [{"role": "broker", "id": 1, "pid": 1, "start_time": 1,
+                           "address": "127.0.0.1:1"}]}))  # fmt: skip
+        info = strom("cluster", "info", "--bootstrap-server", state["bootstrap"], "--data-dir",
+                     str(other), "--format", "json", env=no_env)  # fmt: skip
+        assert info.returncode == 0 and info.stderr == "", info.stderr
+        assert json.loads(info.stdout)[0]["controller_epoch"] is None
+        assert "Controller epoch: -" in cli.lines("cluster", "info", "--data-dir", str(other))
         # a second 'up' on the same data dir refuses (the first is still running)
         line = assert_clean_error(strom("cluster", "up", "--brokers", "1", "--base-port",
                                         str(free_port()), "--data-dir", str(data_dir)))  # fmt: skip

@@ -3,8 +3,11 @@
 ``info``: cluster id, brokers (id, address, rack) and the controller from DescribeCluster, and
 the controller's epoch. No Kafka client API carries the controller epoch (it lives in
 ZooKeeper's ``/controller_epoch``, as kafka-zookeeper tools read it), so ``info`` reads it,
-read-only, from ZooKeeper when ``--zookeeper CONNECT`` (or ``$STROM_ZOOKEEPER``) is given, and
-shows ``-`` otherwise.
+read-only, from ZooKeeper when ``--zookeeper CONNECT`` (or ``$STROM_ZOOKEEPER``) is given;
+without it, from the ZooKeeper that ``strom cluster up`` recorded in ``<--data-dir>/cluster.json``
+(default ``./strom-cluster``, as ``up``'s) when the described cluster is the one it started
+(a recorded broker address among the brokers described; an unreachable recorded ZooKeeper is a
+warning, not a failure); it shows ``-`` otherwise.
 
 ``health``: exit code 1 while a partition has no leader or its ISR is below the topic's
 ``min.insync.replicas`` (what stops ``acks=all`` writes), one line per problem;
@@ -17,6 +20,8 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sys
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka.admin import ConfigResource
@@ -37,7 +42,12 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
                        parents=parents)  # fmt: skip
     p.add_argument(
         "--zookeeper", metavar="CONNECT", default=os.environ.get(ENV_ZOOKEEPER),
-        help=f"ZooKeeper to read the controller epoch from (default ${ENV_ZOOKEEPER})",
+        help=f"ZooKeeper to read the controller epoch from (default ${ENV_ZOOKEEPER}, else the "
+             "one 'cluster up' recorded in --data-dir for this cluster)",
+    )
+    p.add_argument(
+        "--data-dir", default=cluster_local.DEFAULT_DATA_DIR,
+        help=f"the data dir given to 'cluster up' (default {cluster_local.DEFAULT_DATA_DIR})",
     )
     add_client_options(p, listing=True)
     p.set_defaults(func=info)
@@ -77,6 +87,21 @@ def controller_epoch(connect: str) -> int | None:
         zk.close()
 
 
+def _epoch(args: argparse.Namespace, addresses: set[str]) -> int | None:
+    """The controller epoch from ``--zookeeper``, else from the ZooKeeper ``cluster up``
+    recorded for the brokers at ``addresses``; None when neither is known."""
+    if args.zookeeper:
+        return controller_epoch(args.zookeeper)
+    recorded = cluster_local.recorded_zookeeper(Path(args.data_dir).absolute(), addresses)
+    if recorded is None:
+        return None
+    try:
+        return controller_epoch(recorded)
+    except CliError as exc:  # the record outlived its ZooKeeper: as without one
+        print(f"warning: controller epoch unknown: {exc}", file=sys.stderr)
+        return None
+
+
 def info(args: argparse.Namespace) -> int:
     """Describe the cluster (DescribeCluster, with topic count from Metadata)."""
     admin = admin_client(args, check=False)
@@ -87,7 +112,7 @@ def info(args: argparse.Namespace) -> int:
         args.bootstrap_server,
     )
     controller = desc.controller.id if desc.controller is not None else md.controller_id
-    epoch = controller_epoch(args.zookeeper) if args.zookeeper else None
+    epoch = _epoch(args, {f"{n.host}:{n.port}" for n in desc.nodes})
     brokers = sorted(
         ({"id": n.id, "host": n.host, "port": n.port, "rack": n.rack} for n in desc.nodes),
         key=lambda b: b["id"],

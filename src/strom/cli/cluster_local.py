@@ -88,6 +88,22 @@ def _load(data_dir: Path) -> dict[str, Any] | None:
         raise CliError(f"{data_dir / STATE_FILE}: unreadable ({exc})") from None
 
 
+def recorded_zookeeper(data_dir: Path, addresses: set[str]) -> str | None:
+    """The ZooKeeper recorded by ``up`` in ``data_dir`` when the cluster described is the one
+    it started: one of its recorded brokers' addresses is among ``addresses`` (the
+    ``host:port`` of the brokers a client sees). None when there is no (readable) record, or
+    it belongs to another cluster: a stale file must not lend another cluster's epoch."""
+    try:
+        state = _load(data_dir)
+    except CliError:
+        return None
+    if state is None or not state.get("zookeeper"):
+        return None
+    started = {str(e.get("address")) for e in state.get("processes", [])
+               if e.get("role") == "broker"}  # fmt: skip
+    return str(state["zookeeper"]) if started & addresses else None
+
+
 def _save(data_dir: Path, state: dict[str, Any]) -> None:
     tmp = data_dir / (STATE_FILE + ".tmp")
     tmp.write_text(json.dumps(state, indent=2) + "\n")

@@ -7,9 +7,9 @@ lines start with a tab)::
         Topic: t  Partition: 0  Leader: 1  Replicas: 1  Isr: 1
 
 ``-p`` is a table per partition with its log start and end offsets, the number of messages
-between them and the log's size in bytes (its segments' ``.log`` files, from DescribeLogDirs,
-which the client library does not offer: sent with :mod:`strom.cli.wire`; -1 when the broker
-hosts no log of the partition);
+between them and the log's size in bytes on its leader (its segments' ``.log`` files, from
+DescribeLogDirs sent to the leading broker, :mod:`strom.cli.log_dirs`; -1 when the partition
+has no leader or its leader cannot be asked);
 ``-c`` lists every config of the topic with its value and source (``DYNAMIC_TOPIC_CONFIG``,
 ``STATIC_BROKER_CONFIG``, ``DEFAULT_CONFIG``). ``--format json`` prints a list of the rows.
 
@@ -27,17 +27,16 @@ from typing import Any
 from confluent_kafka import TopicCollection
 from confluent_kafka.admin import ConfigResource, ConfigSource, OffsetSpec
 
-from strom.cli import wire
 from strom.cli.clients import add_client_options, admin_client, metadata
 from strom.cli.errors import CliError, timeout, wait_for
 from strom.cli.group_admin import end_offsets
+from strom.cli.log_dirs import leader_partition_sizes
 from strom.cli.output import print_json, print_table
 
 PARTITION_HEADERS = (
     "TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR", "LOG-START-OFFSET", "LOG-END-OFFSET",
     "MESSAGES", "SIZE",
 )
-DESCRIBE_LOG_DIRS, DESCRIBE_LOG_DIRS_VERSION = 35, 4
 CONFIG_HEADERS = ("TOPIC", "KEY", "VALUE", "SOURCE")
 FILTERS = {
     "under-replicated-partitions": "only partitions whose ISR is smaller than their replicas",
@@ -129,34 +128,13 @@ def topic_documents(args: argparse.Namespace, admin: Any) -> list[dict[str, Any]
     return documents
 
 
-def partition_sizes(bootstrap: str, keys: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-    """Bytes of each partition's log on the (first bootstrap) broker, summed over its dirs."""
-    wanted: dict[str, list[int]] = {}
-    for name, index in keys:
-        wanted.setdefault(name, []).append(index)
-    topics = tuple(wire.part(DESCRIBE_LOG_DIRS, DESCRIBE_LOG_DIRS_VERSION, "DescribableLogDirTopic",
-                             topic=name, partitions=tuple(parts))
-                   for name, parts in wanted.items())  # fmt: skip
-    resp = wire.request(bootstrap, DESCRIBE_LOG_DIRS, DESCRIBE_LOG_DIRS_VERSION, topics=topics)
-    wire.check(resp.error_code, "cannot describe log dirs")
-    sizes: dict[tuple[str, int], int] = {}
-    for result in resp.results:
-        if int(result.error_code) != 0:
-            continue  # an offline log dir: its partitions have no size here
-        for t in result.topics:
-            for p in t.partitions:
-                key = (t.name, int(p.partition_index))
-                sizes[key] = sizes.get(key, 0) + int(p.partition_size)
-    return sizes
-
-
 def partition_rows(args: argparse.Namespace, admin: Any, docs: list[dict[str, Any]]) -> list[
     dict[str, Any]
 ]:
     keys = [(d["name"], p["partition"]) for d in docs for p in d["partitions"]]
     start = end_offsets(admin, keys, args.bootstrap_server, OffsetSpec.earliest())
     end = end_offsets(admin, keys, args.bootstrap_server, OffsetSpec.latest())
-    sizes = partition_sizes(args.bootstrap_server, keys)
+    sizes = leader_partition_sizes(metadata(admin, args), keys)
     rows = []
     for d in docs:
         for p in d["partitions"]:

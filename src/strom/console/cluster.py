@@ -1,12 +1,12 @@
 """What the console reads from and changes in the cluster, through confluent-kafka.
 
 The console is one more client of the ``strom`` CLI's building blocks: the same connection
-settings (:mod:`strom.cli.clients`), topic description and sizes from DescribeLogDirs
-(:mod:`strom.cli.topic_describe`), group lag (:func:`strom.cli.group.offset_rows`) and offset
-reset planning (:mod:`strom.cli.group_reset`). Those take an ``argparse.Namespace``;
-:meth:`Cluster.args` builds one per call. Every failure is a
-:class:`strom.cli.errors.CliError` with one readable sentence, which the web layer shows on the
-page.
+settings (:mod:`strom.cli.clients`), topic description (:mod:`strom.cli.topic_describe`),
+sizes from DescribeLogDirs to each leader (:mod:`strom.cli.log_dirs`), group lag
+(:func:`strom.cli.group.offset_rows`) and offset reset planning (:mod:`strom.cli.group_reset`).
+Those take an ``argparse.Namespace``; :meth:`Cluster.args` builds one per call. Every failure is
+a :class:`strom.cli.errors.CliError` with one readable sentence, which the web layer shows on
+the page.
 
 One AdminClient serves every request (librdkafka clients are thread-safe; Starlette runs the
 page handlers in its thread pool); the producer is made on first use.
@@ -32,6 +32,7 @@ from confluent_kafka.admin import (
 from strom.cli import clients, group, group_reset, topic_describe
 from strom.cli.errors import CliError, timeout, wait_for
 from strom.cli.group_admin import committed_offsets, describe_group, end_offsets, state_name
+from strom.cli.log_dirs import leader_partition_sizes
 from strom.cli.topic import is_internal, validate_topic_name
 
 log = logging.getLogger(__name__)
@@ -153,25 +154,7 @@ class Cluster:
         broker). A partition without a leader, or whose leader cannot be asked now, is left
         out: its size shows as unknown, and the page still renders (one broker down must not
         take the topic pages with it)."""
-        md = self.metadata()
-        by_leader: dict[int, list[tuple[str, int]]] = {}
-        for name, index in keys:
-            t = md.topics.get(name)
-            part = t.partitions.get(index) if t is not None and t.error is None else None
-            if part is not None and part.leader >= 0:
-                by_leader.setdefault(part.leader, []).append((name, index))
-        sizes: dict[tuple[str, int], int] = {}
-        for leader, led in sorted(by_leader.items()):
-            broker = md.brokers.get(leader)
-            if broker is None:
-                continue
-            try:
-                found = topic_describe.partition_sizes(f"{broker.host}:{broker.port}", led)
-            except CliError as exc:
-                log.warning("sizes of %d partition(s) unknown: %s", len(led), exc)
-                continue
-            sizes.update((k, found[k]) for k in led if k in found)
-        return sizes
+        return leader_partition_sizes(self.metadata(), keys)
 
     def topics(self) -> list[dict[str, Any]]:
         """One row per topic: partitions, replicas, size (DescribeLogDirs), messages."""

@@ -29,8 +29,8 @@ from strom.broker import internal_topics
 from strom.broker.broker import Service, register_service
 from strom.broker.group.coordinator import CoordinatorConfig, GroupCoordinator
 from strom.broker.group.rebalance import AppendDone
+from strom.broker.internal_log_replay import replay
 from strom.protocol import record_batch as rb
-from strom.protocol.control import parse_marker
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.storage.batch_validation import AppendOrigin
 
@@ -127,36 +127,21 @@ class GroupService(Service):
         coord.loading = True
         log_ = self.broker.logs.get(OFFSETS_TOPIC, partition)
         if log_ is not None:
-            offset = log_.log_start_offset
-            end = log_.log_end_offset
-            while offset < end:
-                data = log_.read(offset, 1 << 20).records
-                if not data:
-                    break
-                for header, batch in rb.iter_batches(data):
-                    if header.next_offset <= offset:
-                        continue
-                    if header.is_control:
-                        marker = parse_marker(batch)
-                        if marker is not None:
-                            coord.complete_txn(header.producer_id, marker.commit)
+            for entry in replay(log_, controls=True):
+                if entry.is_control:
+                    if entry.marker is not None:
+                        coord.complete_txn(entry.header.producer_id, entry.marker.commit)
+                    continue
+                assert entry.key is not None
+                try:
+                    if entry.header.is_transactional:
+                        coord.replay_txn_offset(entry.header.producer_id, entry.key, entry.value)
                     else:
-                        for record in rb.decode_records(batch):
-                            if record.offset < offset or record.key is None:
-                                continue
-                            try:
-                                if header.is_transactional:
-                                    coord.replay_txn_offset(header.producer_id, record.key,
-                                                            record.value)  # fmt: skip
-                                else:
-                                    coord.replay(record.key, record.value)
-                                count += 1
-                            except ValueError as exc:
-                                log.warning(
-                                    "%s-%d offset %d: skipping record: %s",
-                                    OFFSETS_TOPIC, partition, record.offset, exc,
-                                )  # fmt: skip
-                    offset = header.next_offset
+                        coord.replay(entry.key, entry.value)
+                    count += 1
+                except ValueError as exc:
+                    log.warning("%s-%d offset %d: skipping record: %s",
+                                OFFSETS_TOPIC, partition, entry.offset, exc)  # fmt: skip
         coord.finish_loading(partition)
         log.debug("replayed %d records of %s-%d", count, OFFSETS_TOPIC, partition)
 

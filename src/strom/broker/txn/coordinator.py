@@ -1,12 +1,12 @@
 """The transaction coordinator: Kafka's ``TransactionCoordinator`` as a state machine.
 
-Ports injected: a clock, ``append(partition, key, value)`` (awaits one record of
-``__transaction_state`` written and replicated — acks=all, done at the high watermark — and
-raises :class:`KafkaError` if it cannot), ``write_markers(marker, still_owner)`` (the one path
-for transaction markers, shaped like a WriteTxnMarkers request; it returns once every
-partition of the marker has it, retrying meanwhile, or with the error that made it stop) and
-``allocate_producer_id()``. Every state change is appended *before* memory changes and before
-the answer.
+Ports injected: a clock, ``append(partition, key, value)`` (the log port of its state,
+:class:`strom.broker.txn.state_manager.TransactionStateManager`, which owns the transactions,
+the partitions loaded here and the writes to ``__transaction_state``),
+``write_markers(marker, still_owner)`` (the one path for transaction markers, shaped like a
+WriteTxnMarkers request; it returns once every partition of the marker has it, retrying
+meanwhile, or with the error that made it stop) and ``allocate_producer_id()``. Every state
+change is appended *before* memory changes and before the answer.
 
 Ownership is per partition of ``__transaction_state`` (:mod:`strom.broker.coordinator_partitions`):
 :meth:`begin_load` (the broker became its leader; its ids answer COORDINATOR_LOAD_IN_PROGRESS),
@@ -33,9 +33,8 @@ INVALID_PRODUCER_EPOCH from the partitions. A transaction older than its
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 
 from strom.broker.producer_ids import (
@@ -43,10 +42,12 @@ from strom.broker.producer_ids import (
     TransactionalProducer,
     init_transactional,
 )
-from strom.broker.txn.records import TopicPartition, TxnState, TxnValue, encode_key, encode_value
-from strom.broker.txn.records import partition_for as _partition_for
+from strom.broker.txn.records import TopicPartition, TxnState, TxnValue
+from strom.broker.txn.state_manager import AppendFn, TransactionStateManager, TxnConfig
 from strom.clock import Clock
-from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.errors import ErrorCode
+
+__all__ = ["AppendFn", "MarkersFn", "TransactionCoordinator", "TxnConfig", "TxnMarker", "TxnValue"]
 
 log = logging.getLogger(__name__)
 E = ErrorCode
@@ -54,18 +55,6 @@ MAX_EPOCH = 32767
 END_WAIT_S = 10.0  # EndTxn waits this long for the markers before answering on Prepare*
 RETRY_S = 0.1  # between tries of a completion's store
 _PREPARING = (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE)
-# Kafka's TransactionStateManager.appendTransactionToLog: what a failed append answers
-_APPEND_ERRORS = {
-    E.unknown_topic_or_partition: E.coordinator_not_available,
-    E.not_enough_replicas: E.coordinator_not_available,
-    E.not_enough_replicas_after_append: E.coordinator_not_available,
-    E.request_timed_out: E.coordinator_not_available,
-    E.not_leader_or_follower: E.not_coordinator,
-    E.kafka_storage_error: E.not_coordinator,
-    E.fenced_leader_epoch: E.not_coordinator,
-    E.message_too_large: E.unknown_server_error,
-    E.record_list_too_large: E.unknown_server_error,
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,14 +68,6 @@ class TxnMarker:
     partitions: tuple[TopicPartition, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class TxnConfig:
-    partitions: int = 50  # transaction.state.log.num.partitions
-    max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
-    id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms
-
-
-AppendFn = Callable[[int, bytes, bytes | None], Awaitable[None]]
 # (marker, still_owner) -> NONE once every partition has it, else why it stopped
 MarkersFn = Callable[[TxnMarker, Callable[[], bool]], Awaitable[ErrorCode]]
 
@@ -94,69 +75,44 @@ MarkersFn = Callable[[TxnMarker, Callable[[], bool]], Awaitable[ErrorCode]]
 class TransactionCoordinator:
     def __init__(self, config: TxnConfig, clock: Clock, append: AppendFn,
                  write_markers: MarkersFn, allocate_producer_id: Callable[[], int]) -> None:  # fmt: skip
+        self.state = TransactionStateManager(config, clock, append)
         self.config = config
         self.clock = clock
-        self._append = append
         self._write_markers = write_markers
         self._allocate = allocate_producer_id
-        self.txns: dict[str, TxnValue] = {}
-        self._pid_index: dict[int, TxnValue] | None = None
-        self.owned: dict[int, int] = {}  # loaded partition -> coordinator epoch
-        self.loading_partitions: dict[int, int] = {}  # partition -> epoch being loaded
-        self._busy: set[str] = set()  # ids with a request in flight
         self._completions: dict[str, asyncio.Task[ErrorCode]] = {}
-
-    # ownership --------------------------------------------------------------------------------
-    def partition_for(self, transactional_id: str) -> int:
-        return _partition_for(transactional_id, self.config.partitions)
+        # the state's queries, as handlers and FindCoordinator ask them
+        self.txns = self.state.txns  # never rebound: the same dict
+        self.owned = self.state.owned
+        self.partition_for = self.state.partition_for
+        self.ownership = self.state.ownership
+        self.not_here = self.state.not_here
+        self.is_ongoing_with = self.state.is_ongoing_with
+        self.knows_producer = self.state.knows_producer
 
     @property
     def loading(self) -> bool:
         """Some partition is being loaded (ListTransactions answers LOAD_IN_PROGRESS)."""
-        return bool(self.loading_partitions)
+        return self.state.loading
 
     @property
     def owns_all(self) -> bool:
         """Every partition is loaded here (a single node): what it does not know, nobody does."""
-        return len(self.owned) == self.config.partitions
+        return self.state.owns_all
 
-    def ownership(self, txn_id: str) -> ErrorCode:
-        """NONE when this coordinator serves ``txn_id``; COORDINATOR_LOAD_IN_PROGRESS while its
-        partition loads; NOT_COORDINATOR when another broker's."""
-        partition = self.partition_for(txn_id)
-        if partition in self.loading_partitions:
-            return E.coordinator_load_in_progress
-        return E.none if partition in self.owned else E.not_coordinator
-
-    def not_here(self, txn_id: str) -> ErrorCode | None:
-        """:meth:`ownership` in the group coordinator's shape (None: served here), for
-        FindCoordinator, which asks both coordinators the same way."""
-        code = self.ownership(txn_id)
-        return None if code == E.none else code
-
+    # loading ----------------------------------------------------------------------------------
     def begin_load(self, partition: int, epoch: int) -> None:
         """This broker leads ``partition`` in ``epoch``: its ids wait for :meth:`finish_load`."""
-        self.owned.pop(partition, None)
-        self._drop(partition)
-        self.loading_partitions[partition] = epoch
+        self._cancel_completions(self.state.begin_load(partition, epoch))
 
     def finish_load(self, partition: int, epoch: int,
                     records: Iterable[tuple[str, TxnValue | None]]) -> list[str]:  # fmt: skip
         """Apply ``partition``'s records (log order) and serve its ids; returns the ids whose
         completion (markers + Complete*) was started again. A load superseded meanwhile
         (another epoch, or unloaded) is ignored."""
-        if self.loading_partitions.get(partition) != epoch:
+        loaded = self.state.finish_load(partition, epoch, records)
+        if loaded is None:
             return []
-        loaded: dict[str, TxnValue] = {}
-        for txn_id, value in records:
-            if value is None:
-                loaded.pop(txn_id, None)
-            else:
-                loaded[txn_id] = value
-        del self.loading_partitions[partition]
-        self.owned[partition] = epoch
-        self.txns.update(loaded)
-        self._pid_index = None
         resumed = []
         for txn_id, value in loaded.items():
             if value.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
@@ -171,17 +127,13 @@ class TransactionCoordinator:
 
     def unload(self, partition: int) -> None:
         """This broker no longer leads ``partition``: forget its ids, stop their markers."""
-        self.loading_partitions.pop(partition, None)
-        self.owned.pop(partition, None)
-        self._drop(partition)
+        self._cancel_completions(self.state.unload(partition))
 
-    def _drop(self, partition: int) -> None:
-        for txn_id in [t for t in self.txns if self.partition_for(t) == partition]:
-            del self.txns[txn_id]
+    def _cancel_completions(self, txn_ids: list[str]) -> None:
+        for txn_id in txn_ids:
             task = self._completions.pop(txn_id, None)
             if task is not None:
                 task.cancel()
-        self._pid_index = None
 
     async def wait_completions(self) -> None:
         """Wait for the completions running now (tests, shutdown)."""
@@ -193,46 +145,6 @@ class TransactionCoordinator:
         for task in self._completions.values():
             task.cancel()
         self._completions.clear()
-
-    # persistence ------------------------------------------------------------------------------
-    async def _store(self, txn_id: str, value: TxnValue | None) -> ErrorCode:
-        """Persist (replicated), then apply; memory is left unchanged on an error."""
-        partition = self.partition_for(txn_id)
-        epoch = self.owned.get(partition)
-        if epoch is None:
-            return self.ownership(txn_id)
-        if value is not None:
-            value.last_update_ms = self.clock.time_ms()
-        try:
-            await self._append(partition, encode_key(txn_id),
-                               None if value is None else encode_value(value))  # fmt: skip
-        except Exception as exc:
-            code = getattr(exc, "error_code", E.unknown_server_error)
-            log.warning("transactional id %s: storing %s failed: %s", txn_id,
-                        "a tombstone" if value is None else value.state.name, exc)  # fmt: skip
-            return _APPEND_ERRORS.get(code, E.coordinator_not_available if isinstance(
-                exc, KafkaError) else E.unknown_server_error)  # fmt: skip
-        if self.owned.get(partition) != epoch:  # unloaded or reloaded while waiting
-            return E.not_coordinator
-        if value is None:
-            self.txns.pop(txn_id, None)
-        else:
-            self.txns[txn_id] = value
-        self._pid_index = None
-        return E.none
-
-    @contextlib.contextmanager
-    def _exclusive(self, txn_id: str) -> Iterator[bool]:
-        """One request per transactional id at a time (Kafka's pending state): False when one
-        is in flight already (the caller answers CONCURRENT_TRANSACTIONS)."""
-        if txn_id in self._busy:
-            yield False
-            return
-        self._busy.add(txn_id)
-        try:
-            yield True
-        finally:
-            self._busy.discard(txn_id)
 
     # InitProducerId ---------------------------------------------------------------------------
     async def init_producer_id(self, txn_id: str, timeout_ms: int,
@@ -246,7 +158,7 @@ class TransactionCoordinator:
             return code, -1, -1
         if timeout_ms <= 0 or timeout_ms > self.config.max_timeout_ms:
             return E.invalid_transaction_timeout, -1, -1
-        with self._exclusive(txn_id) as mine:
+        with self.state.exclusive(txn_id) as mine:
             if not mine:
                 return E.concurrent_transactions, -1, -1
             return await self._init(txn_id, timeout_ms, expected)
@@ -292,7 +204,7 @@ class TransactionCoordinator:
         return await self._store_answer(txn_id, value)
 
     async def _store_answer(self, txn_id: str, value: TxnValue) -> tuple[ErrorCode, int, int]:
-        code = await self._store(txn_id, value)
+        code = await self.state.store(txn_id, value)
         if code != E.none:
             return code, -1, -1
         return E.none, value.producer_id, value.producer_epoch
@@ -309,26 +221,9 @@ class TransactionCoordinator:
             return E.invalid_producer_id_mapping
         if value.producer_epoch != producer_epoch:
             return E.producer_fenced
-        if value.state in _PREPARING or txn_id in self._busy:
+        if value.state in _PREPARING or self.state.busy(txn_id):
             return E.concurrent_transactions
         return E.none
-
-    def is_ongoing_with(self, producer_id: int, producer_epoch: int, tp: TopicPartition) -> bool:
-        """True when ``tp`` is in the ongoing transaction of that producer (epoch): what a
-        transactional produce or TxnOffsetCommit must be part of (KIP-890's verification)."""
-        value = self._by_pid.get(producer_id)
-        return (value is not None and value.producer_epoch == producer_epoch
-                and value.state is TxnState.ONGOING and tp in value.partitions)  # fmt: skip
-
-    def knows_producer(self, producer_id: int) -> bool:
-        return producer_id in self._by_pid
-
-    @property
-    def _by_pid(self) -> dict[int, TxnValue]:
-        """Transactions by producer id (rebuilt when the transactions changed)."""
-        if self._pid_index is None:
-            self._pid_index = {v.producer_id: v for v in self.txns.values()}
-        return self._pid_index
 
     # AddPartitionsToTxn / AddOffsetsToTxn -----------------------------------------------------
     async def add_partitions(self, txn_id: str, producer_id: int, producer_epoch: int,
@@ -336,7 +231,7 @@ class TransactionCoordinator:
         code = self.check(txn_id, producer_id, producer_epoch)
         if code != E.none:
             return code
-        with self._exclusive(txn_id) as mine:
+        with self.state.exclusive(txn_id) as mine:
             if not mine:
                 return E.concurrent_transactions
             current = self.txns[txn_id]
@@ -348,7 +243,7 @@ class TransactionCoordinator:
                 value.partitions = set()
                 value.start_ms = self.clock.time_ms()
             value.partitions.update(partitions)
-            return await self._store(txn_id, value)
+            return await self.state.store(txn_id, value)
 
     # EndTxn -----------------------------------------------------------------------------------
     async def end_txn(self, txn_id: str, producer_id: int, producer_epoch: int,
@@ -356,7 +251,7 @@ class TransactionCoordinator:
         code = self.check(txn_id, producer_id, producer_epoch)
         if code != E.none:
             return code
-        with self._exclusive(txn_id) as mine:
+        with self.state.exclusive(txn_id) as mine:
             if not mine:
                 return E.concurrent_transactions
             current = self.txns[txn_id]
@@ -374,7 +269,7 @@ class TransactionCoordinator:
         up to :data:`END_WAIT_S` (``wait``: to its end), the transaction being decided once
         Prepare* is stored."""
         value.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
-        code = await self._store(txn_id, value)
+        code = await self.state.store(txn_id, value)
         if code != E.none:
             return code
         task = self._start_completion(txn_id, replace(value, partitions=set(value.partitions)),
@@ -409,7 +304,7 @@ class TransactionCoordinator:
         value.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         value.partitions = set()
         while True:
-            code = await self._store(txn_id, replace(value))
+            code = await self.state.store(txn_id, replace(value))
             if code in (E.none, E.not_coordinator) or self.owned.get(partition) != epoch:
                 return E.none  # decided and marked; a later load completes it if need be
             await asyncio.sleep(RETRY_S)
@@ -422,7 +317,7 @@ class TransactionCoordinator:
         done = []
         for txn_id, value in list(self.txns.items()):
             if value.state is TxnState.ONGOING and now - value.start_ms > value.timeout_ms:
-                with self._exclusive(txn_id) as mine:
+                with self.state.exclusive(txn_id) as mine:
                     if not mine or self.txns.get(txn_id) is not value:
                         continue
                     bumped = replace(value, partitions=set(value.partitions))
@@ -442,8 +337,8 @@ class TransactionCoordinator:
             idle = value.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT,
                                    TxnState.COMPLETE_ABORT)  # fmt: skip
             if idle and now - value.last_update_ms >= self.config.id_expiration_ms:
-                with self._exclusive(txn_id) as mine:
+                with self.state.exclusive(txn_id) as mine:
                     if mine and self.txns.get(txn_id) is value \
-                            and await self._store(txn_id, None) == E.none:
+                            and await self.state.store(txn_id, None) == E.none:
                         gone.append(txn_id)
         return gone

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from strom.broker import internal_topics
 from strom.broker.broker import Service, register_service
+from strom.broker.internal_log_replay import replay
 from strom.broker.txn import records as rec
 from strom.broker.txn.coordinator import TransactionCoordinator, TxnConfig, TxnValue
 from strom.broker.txn.markers import MarkerChannel
@@ -50,24 +51,13 @@ TopicPartition = tuple[str, int]
 def read_records(log_: Log, topic: str = TXN_TOPIC) -> Iterator[tuple[str, TxnValue | None]]:
     """The (transactional id, value or None) records of a ``__transaction_state`` log, in
     order, up to its end (a new leader's log is the truth its followers truncate to)."""
-    offset = log_.log_start_offset
-    while offset < log_.log_end_offset:
-        data = log_.read(offset, 1 << 20).records
-        if not data:
-            break
-        for header, batch in rb.iter_batches(data):
-            if header.next_offset <= offset:
-                continue
-            if not header.is_control:
-                for record in rb.decode_records(batch):
-                    if record.offset < offset or record.key is None:
-                        continue
-                    try:
-                        value = None if record.value is None else rec.decode_value(record.value)
-                        yield rec.decode_key(record.key), value
-                    except ValueError as exc:
-                        log.warning("%s offset %d: skipping record: %s", topic, record.offset, exc)
-            offset = header.next_offset
+    for entry in replay(log_):
+        assert entry.key is not None
+        try:
+            value = None if entry.value is None else rec.decode_value(entry.value)
+            yield rec.decode_key(entry.key), value
+        except ValueError as exc:
+            log.warning("%s offset %d: skipping record: %s", topic, entry.offset, exc)
 
 
 class TxnService(Service):
