@@ -23,7 +23,9 @@ every chunk.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,10 +52,23 @@ class Move:
     target: Path  # the log directory
     future: Path  # <target>/<topic>-<partition>.<hex>-future
     copied: log_move.FileState = field(default_factory=dict)
-    copied_bytes: int = 0
     cancelled: bool = False
     resumed: bool = False  # a copy left by an earlier run: what matches the source is kept
     task: asyncio.Task[None] | None = None
+
+
+def _segments_size(path: Path) -> int:
+    """Bytes of the ``.log`` files in a future replica (a few stats: moves are few)."""
+    total = 0
+    try:
+        with os.scandir(path) as entries:
+            for e in entries:
+                if e.name.endswith(".log"):
+                    with contextlib.suppress(FileNotFoundError):  # retention removed it
+                        total += e.stat().st_size
+    except OSError:
+        return 0
+    return total
 
 
 class LogMover:
@@ -68,7 +83,8 @@ class LogMover:
         log_ = self.broker.logs.get(topic, partition)
         if move is None or log_ is None:
             return None
-        return move.target, move.copied_bytes, max(0, log_.size - move.copied_bytes)
+        copied = min(_segments_size(move.future), log_.size)  # on disk now, mid-pass too
+        return move.target, copied, log_.size - copied
 
     def start(self, topic: str, partition: int, target: Path) -> ErrorCode:
         """Begin moving the replica to the log directory ``target`` (one of ``log.dirs``)."""
@@ -172,7 +188,6 @@ class LogMover:
             truncations = log_.truncations
             written = await asyncio.to_thread(log_move.copy_pass, log_.dir, move.future,
                                               move.copied, throttle=throttle)  # fmt: skip
-            move.copied_bytes = sum(s[1] for n, s in move.copied.items() if n.endswith(".log"))
             if log_.truncations != truncations:
                 move.copied.clear()  # a truncated .log may have regrown: copy all again
                 continue
