@@ -270,6 +270,8 @@ def test_reassign_with_log_dirs(tmp_path: Path, topic_name: str) -> None:
         out = cli.lines("topic", "reassign", "verify", "--reassignment-json-file", str(plan))
         assert out[-2:] == ["Reassignment of replica log directories:",
                             f"Reassignment of replica {topic_name}-0-1 is still in progress."]
+        rate = "replica.alter.log.dirs.io.max.bytes.per.second"
+        cli.ok("cluster", "config", "set", "--broker", "1", f"{rate}={1 << 30}")  # a dynamic one
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and "completed" not in out[-1]:
             time.sleep(0.5)
@@ -281,6 +283,7 @@ def test_reassign_with_log_dirs(tmp_path: Path, topic_name: str) -> None:
         assert {"topic": topic_name, "partition": 0, "broker": 1, "status": "completed",
                 "log_dir": target, "current_log_dir": target, "future_log_dir": None} in rows
 
+        cli.ok("cluster", "config", "delete", "--broker", "1", rate)  # 2 MB/s again
         write_plan(source)  # back, then cancelled while it copies
         cli.ok("topic", "reassign", "execute", "--reassignment-json-file", str(plan))
         out = cli.lines("topic", "reassign", "cancel", "--reassignment-json-file", str(plan))
