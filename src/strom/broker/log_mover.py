@@ -16,8 +16,8 @@ keeps the ``-future`` directory; at start-up (and after a kill -9) the log manag
 ``-future`` copy of a partition still live elsewhere to :meth:`LogMover.resume`, which keeps
 the bytes of the copy equal to the source (:func:`~strom.storage.log_move.resume_state`)
 and goes on copying. The copy's pace is bounded by the dynamic broker config
-``replica.alter.log.dirs.io.max.bytes.per.second`` (Kafka's; unbounded by default), read at
-every chunk.
+``replica.alter.log.dirs.io.max.bytes.per.second`` (Kafka's; unbounded by default) for all
+moves of the broker together (each gets an equal share), read at every chunk.
 """
 
 from __future__ import annotations
@@ -140,11 +140,14 @@ class LogMover:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     def _rate(self) -> int:
+        """Each copy's share of the broker's rate: Kafka's limit is for all moves together."""
         try:
             rate = int(self.broker.config.get(RATE_CONFIG) or log_move.UNLIMITED)
         except ValueError:
             return log_move.UNLIMITED
-        return rate if rate > 0 else log_move.UNLIMITED
+        if rate <= 0 or rate >= log_move.UNLIMITED:
+            return log_move.UNLIMITED
+        return max(1, rate // max(1, len(self.moves)))
 
     def _current(self, move: Move, log_: Log) -> bool:
         key = (move.topic, move.partition)
