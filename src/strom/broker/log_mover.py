@@ -179,7 +179,8 @@ class LogMover:
         throttle = log_move.Throttle(self._rate, lambda: not self._current(move, log_))
         if move.resumed:
             truncations = log_.truncations
-            move.copied = await asyncio.to_thread(log_move.resume_state, log_.dir, move.future)
+            move.copied = await asyncio.to_thread(log_move.resume_state, log_.dir, move.future,
+                                                  throttle.stopped)  # fmt: skip
             if log_.truncations != truncations:
                 move.copied.clear()
             kept = sum(s[1] for s in move.copied.values())

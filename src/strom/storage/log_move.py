@@ -153,12 +153,14 @@ def _append_tail(src: Path, dst: Path, start: int, sync: bool, throttle: Throttl
         return fout.tell() - start
 
 
-def resume_state(src: Path, dst: Path) -> FileState:
+def resume_state(src: Path, dst: Path,
+                 stopped: Callable[[], bool] = lambda: False) -> FileState:  # fmt: skip
     """What of an interrupted copy ``dst`` can be kept (a worker thread's job): for each
     ``.log`` file also in ``src``, the length of its longest prefix equal to the source's, as a
     state that makes :func:`copy_pass` append only the rest; every other file will be copied
     again, and files ``src`` no longer has (or never copies) are removed now. Reads both
-    copies of the kept bytes once; writes nothing but removals."""
+    copies of the kept bytes once; writes nothing but removals. ``stopped()`` true ends it
+    between two chunks (:class:`CopyStopped`)."""
     copied: FileState = {}
     with os.scandir(dst) as entries:
         names = sorted(e.name for e in entries if e.is_file(follow_symlinks=False))
@@ -172,17 +174,19 @@ def resume_state(src: Path, dst: Path) -> FileState:
             continue
         if name.endswith(".log"):
             try:
-                same = _common_prefix(src / name, dst / name)
+                same = _common_prefix(src / name, dst / name, stopped)
             except FileNotFoundError:
                 continue  # deleted meanwhile: the next pass removes the copy
             copied[name] = (st.st_ino, same, -1)  # mtime -1: never "unchanged"
     return copied
 
 
-def _common_prefix(a: Path, b: Path) -> int:
+def _common_prefix(a: Path, b: Path, stopped: Callable[[], bool]) -> int:
     with open(a, "rb") as fa, open(b, "rb") as fb:
         same = 0
         while True:
+            if stopped():
+                raise CopyStopped
             ca, cb = fa.read(CHUNK), fb.read(CHUNK)
             if not ca or not cb:
                 return same
