@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -116,3 +117,59 @@ def test_describe_sizes_come_from_each_leader(tmp_path: Path) -> None:
             on_disk = sum(f.stat().st_size for f in part_dir.glob("*.log"))
             assert on_disk > 0 and row["size"] == on_disk, (p, row, on_disk)
         assert rows[0]["size"] < rows[1]["size"] < rows[2]["size"]
+
+
+def test_reassign_to_a_new_broker_and_log_dir(tmp_path: Path) -> None:
+    """A plan moving a replica to a broker that does not host it yet, into that broker's
+    second log dir: AlterReplicaLogDirs answers REPLICA_NOT_AVAILABLE until the reassignment
+    has made the replica there (a new replica goes to the first, emptiest, dir), the CLI asks
+    again until the move starts, verify ends with both the partition and the replica done, and
+    every acknowledged record reads back from the new replica, once, in order."""
+    from confluent_kafka import Producer
+
+    from strom.cli import wire
+    from tests.integration.clients import consume_all
+
+    dirs = {i: [str((tmp_path / f"b{i}-{d}").resolve()) for d in "ab"] for i in (1, 2)}
+    with ClusterProcess(tmp_path, brokers=2, broker_settings={
+            i: {"log.dirs": ",".join(d)} for i, d in dirs.items()}) as cluster:  # fmt: skip
+        cli = Cli(cluster.bootstrap)
+        cluster.create_topic("moved", 1, 1)
+        old = cluster.leader_of("moved", 0)
+        new = 2 if old == 1 else 1
+        target = dirs[new][1]
+        acked: list[bytes] = []
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                             "enable.idempotence": True})  # fmt: skip
+        for i in range(2000):
+            producer.produce("moved", b"%05d" % i + b"x" * 500, partition=0,
+                             on_delivery=lambda e, m: acked.append(m.value()) if not e else None)
+        assert producer.flush(30) == 0 and len(acked) == 2000
+
+        def copies(broker_id: int) -> dict[str, bool]:
+            resp = wire.request(cluster.broker(broker_id).bootstrap, 35, 4, topics=None)
+            return {str(r.log_dir): bool(p.is_future_key) for r in resp.results
+                    for t in r.topics if t.name == "moved" for p in t.partitions}  # fmt: skip
+
+        assert copies(new) == {}  # not hosted there yet: the first AlterReplicaLogDirs waits
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": "moved", "partition": 0, "replicas": [new], "log_dirs": [target]}]}))
+        out = cli.lines("topic", "reassign", "execute", "--reassignment-json-file", str(plan),
+                        "--timeout", "60")  # fmt: skip
+        assert out[-1] == (f"Successfully started moving log directory to {target} for replica "
+                           f"moved-0 with broker {new}")  # fmt: skip
+        expected = ["Reassignment of partition moved-0 is completed.",
+                    f"Reassignment of replica moved-0-{new} completed successfully."]
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            out = cli.lines("topic", "reassign", "verify", "--reassignment-json-file", str(plan))
+            if [out[1], out[-1]] == expected:
+                break
+            time.sleep(0.5)
+        assert [out[1], out[-1]] == expected, out
+        assert copies(new) == {target: False}
+        cluster.wait_for_leader("moved", 0)
+        got = [m.value() for m in consume_all(cluster.bootstrap, "moved", [0], len(acked),
+                                              timeout=60)]  # fmt: skip
+        assert got == acked

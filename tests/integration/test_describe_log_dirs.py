@@ -3,6 +3,7 @@ the bytes of the partition's ``.log`` files, null = every topic, unknown topics 
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -102,3 +103,63 @@ def test_every_version(broker, data_dir, topic_name, version) -> None:
         assert int(resp.results[0].total_bytes) > 0
     if version >= 5:
         assert resp.results[0].is_cordoned is False
+
+
+def _entries(resp: Any, topic: str) -> dict[tuple[str, bool], tuple[int, int]]:
+    """(log dir, is_future) -> (partition_size, offset_lag) of partition 0 of ``topic``."""
+    return {(str(r.log_dir), bool(p.is_future_key)): (int(p.partition_size), int(p.offset_lag))
+            for r in resp.results for t in r.topics if t.name == topic
+            for p in t.partitions if int(p.partition_index) == 0}  # fmt: skip
+
+
+def test_a_move_shows_its_future_replica_also_across_a_clean_restart(tmp_path: Path) -> None:
+    """Two log.dirs, a move throttled to 1 MB/s: the target dir lists the partition with
+    is_future_key, the bytes copied as its size and the bytes left as offset_lag (together the
+    current replica's size); SIGTERM mid-copy keeps the copy on disk, the restarted broker lists
+    it again, no smaller, and completes the move; the data reads back whole."""
+    from strom.cli import wire
+    from tests.integration.clients import consume_all
+
+    a, b = (tmp_path / "a").resolve(), (tmp_path / "b").resolve()
+    broker = BrokerProcess(tmp_path / "data", settings={
+        "log.dirs": f"{a},{b}", "replica.alter.log.dirs.io.max.bytes.per.second": str(1 << 20)})
+    broker.start()
+    try:
+        topic = "moved"
+        create_topic(broker.bootstrap, topic)
+        sent = [b"%05d" % i + b"v" * 1000 for i in range(3000)]
+        produce(broker.bootstrap, topic, [{"value": v, "partition": 0} for v in sent],
+                **{"compression.type": "none"})  # fmt: skip
+        [(source, _)] = _entries(describe(broker.bootstrap, 4, None), topic)
+        target = str(b) if source == str(a) else str(a)
+        part = wire.part(34, 2, "AlterReplicaLogDirTopic", name=topic, partitions=(0,))
+        resp = wire.request(broker.bootstrap, 34, 2, dirs=(
+            wire.part(34, 2, "AlterReplicaLogDir", path=target, topics=(part,)),))
+        assert int(resp.results[0].partitions[0].error_code) == 0
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            seen = _entries(describe(broker.bootstrap, 4, None), topic)
+            if seen.get((target, True), (0, 0))[0] > 0:
+                break
+            time.sleep(0.05)
+        size = seen[(source, False)][0]
+        copied, left = seen[(target, True)]
+        assert 0 < copied < size and copied + left == size, seen
+        assert set(seen) == {(source, False), (target, True)}
+
+        broker.stop()  # SIGTERM mid-copy: the copy stays, to be resumed
+        [future] = Path(target).glob(f"{topic}-0.*-future")
+        on_disk_copy = sum(f.stat().st_size for f in future.glob("*.log"))
+        assert copied <= on_disk_copy < size
+        broker.start()
+        seen = _entries(describe(broker.bootstrap, 4, None), topic)
+        assert seen[(target, True)][0] >= on_disk_copy > 0  # resumed, not started again
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (target, False) not in seen:
+            time.sleep(0.1)
+            seen = _entries(describe(broker.bootstrap, 4, None), topic)
+        assert seen == {(target, False): (size, 0)}
+        got = [m.value() for m in consume_all(broker.bootstrap, topic, [0], len(sent))]
+        assert got == sent
+    finally:
+        broker.stop()

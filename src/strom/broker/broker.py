@@ -131,6 +131,7 @@ class Broker:
         self.lifecycle = TopicLifecycle(self)
         self.log_mover = LogMover(self)
         self.lifecycle.remove_in_background(doomed)
+        self.log_mover.resume(self.logs.futures)  # moves a crash or a shutdown interrupted
         topic_config_sync.start(self)  # config changes made on other brokers reach our logs
         for topic in self.topics:  # logs lost (a crash mid-deletion) come back empty
             missing = [p for p, r in topic.replicas.items()

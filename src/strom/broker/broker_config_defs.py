@@ -73,6 +73,8 @@ _STATIC: dict[str, BrokerConfigDef] = {
         "how often the flusher checks whether a log needs flushing"),
     "log.retention.check.interval.ms": _B("long", "300000",
         "how often retention is enforced"),
+    "replica.alter.log.dirs.io.max.bytes.per.second": _B("long", "9223372036854775807",
+        "bytes a second a replica move between log dirs copies (AlterReplicaLogDirs)", True),
     "max.incremental.fetch.session.cache.slots": _B("int", "1000",
         "incremental fetch sessions kept (KIP-227)"),
     "message.max.bytes": _B("int", "1048588", "largest record batch size allowed", True),

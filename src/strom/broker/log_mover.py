@@ -10,12 +10,22 @@ keeps working. The old directory is removed in the background. A failure before 
 removes the copy and reopens nothing (the log was not closed) or reopens the original in
 place: the original is never touched before the commit. A move waits while the log cleaner
 works on the partition; a log that is detached (deleted, reassigned away) ends its move.
+
+A move outlives the process, as in Kafka: a shutdown stops the copy between two chunks and
+keeps the ``-future`` directory; at start-up (and after a kill -9) the log manager hands every
+``-future`` copy of a partition still live elsewhere to :meth:`LogMover.resume`, which keeps
+the bytes of the copy equal to the source (:func:`~strom.storage.log_move.resume_state`)
+and goes on copying. The copy's pace is bounded by the dynamic broker config
+``replica.alter.log.dirs.io.max.bytes.per.second`` (Kafka's; unbounded by default) for all
+moves of the broker together (each gets an equal share), read at every chunk.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +40,7 @@ if TYPE_CHECKING:
     from strom.broker.broker import Broker
 
 log = logging.getLogger(__name__)
+RATE_CONFIG = "replica.alter.log.dirs.io.max.bytes.per.second"
 FINAL_PASS_BYTES = 4 << 20  # the swap (on the loop) copies at most about this much
 MAX_PASSES = 50  # a partition written faster than it is copied: swap anyway after this
 
@@ -41,15 +52,30 @@ class Move:
     target: Path  # the log directory
     future: Path  # <target>/<topic>-<partition>.<hex>-future
     copied: log_move.FileState = field(default_factory=dict)
-    copied_bytes: int = 0
     cancelled: bool = False
+    resumed: bool = False  # a copy left by an earlier run: what matches the source is kept
     task: asyncio.Task[None] | None = None
+
+
+def _segments_size(path: Path) -> int:
+    """Bytes of the ``.log`` files in a future replica (a few stats: moves are few)."""
+    total = 0
+    try:
+        with os.scandir(path) as entries:
+            for e in entries:
+                if e.name.endswith(".log"):
+                    with contextlib.suppress(FileNotFoundError):  # retention removed it
+                        total += e.stat().st_size
+    except OSError:
+        return 0
+    return total
 
 
 class LogMover:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.moves: dict[tuple[str, int], Move] = {}
+        self.closing = False  # a shutdown: copies stop and are kept for the next start
 
     def moving(self, topic: str, partition: int) -> tuple[Path, int, int] | None:
         """(target log dir, bytes copied, bytes left) of a move in progress, else None."""
@@ -57,7 +83,8 @@ class LogMover:
         log_ = self.broker.logs.get(topic, partition)
         if move is None or log_ is None:
             return None
-        return move.target, move.copied_bytes, max(0, log_.size - move.copied_bytes)
+        copied = min(_segments_size(move.future), log_.size)  # on disk now, mid-pass too
+        return move.target, copied, log_.size - copied
 
     def start(self, topic: str, partition: int, target: Path) -> ErrorCode:
         """Begin moving the replica to the log directory ``target`` (one of ``log.dirs``)."""
@@ -83,17 +110,44 @@ class LogMover:
         except OSError as exc:
             log.error("cannot start moving %s-%d to %s: %s", topic, partition, target, exc)
             return ErrorCode.kafka_storage_error
-        move = Move(topic, partition, target, future)
-        self.moves[(topic, partition)] = move
-        move.task = asyncio.get_running_loop().create_task(self._run(move, log_))
+        self._launch(Move(topic, partition, target, future), log_)
         log.info("moving %s-%d from %s to %s", topic, partition, log_.dir.parent, target)
         return ErrorCode.none
 
+    def resume(self, futures: dict[tuple[str, int], Path]) -> None:
+        """Go on with the moves an earlier run left (``LogManager.futures``, taken)."""
+        for (topic, partition), future in sorted(futures.items()):
+            log_ = self.broker.logs.get(topic, partition)
+            if log_ is None or log_.dir.parent == future.parent:
+                self.broker.lifecycle.remove_in_background([future])
+                continue
+            log.info("resuming the move of %s-%d from %s to %s", topic, partition,
+                     log_.dir.parent, future.parent)  # fmt: skip
+            self._launch(Move(topic, partition, future.parent, future, resumed=True), log_)
+        futures.clear()
+
+    def _launch(self, move: Move, log_: Log) -> None:
+        self.moves[(move.topic, move.partition)] = move
+        move.task = asyncio.get_running_loop().create_task(self._run(move, log_))
+
     async def close(self) -> None:
+        """Stop every copy (between two chunks) and keep its ``-future`` directory: the next
+        start resumes it."""
+        self.closing = True
         for move in list(self.moves.values()):
             move.cancelled = True
         tasks = [m.task for m in self.moves.values() if m.task is not None]
         await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _rate(self) -> int:
+        """Each copy's share of the broker's rate: Kafka's limit is for all moves together."""
+        try:
+            rate = int(self.broker.config.get(RATE_CONFIG) or log_move.UNLIMITED)
+        except ValueError:
+            return log_move.UNLIMITED
+        if rate <= 0 or rate >= log_move.UNLIMITED:
+            return log_move.UNLIMITED
+        return max(1, rate // max(1, len(self.moves)))
 
     def _current(self, move: Move, log_: Log) -> bool:
         key = (move.topic, move.partition)
@@ -103,24 +157,41 @@ class LogMover:
     async def _run(self, move: Move, log_: Log) -> None:
         try:
             done = await self._copy_and_swap(move, log_)
+        except log_move.CopyStopped:
+            done = False
         except Exception:
             log.exception("moving %s-%d to %s failed; the replica stays where it was",
                           move.topic, move.partition, move.target)  # fmt: skip
             done = False
-        if self.moves.get((move.topic, move.partition)) is move:
-            del self.moves[(move.topic, move.partition)]
-        if not done:
-            await asyncio.to_thread(shutil.rmtree, move.future, True)
+        key = (move.topic, move.partition)
+        if self.moves.get(key) is move:
+            del self.moves[key]
+        if done:
+            return
+        if self.closing and self.broker.logs.get(*key) is log_:
+            log.info("stopped moving %s-%d to %s; %s is kept to resume at the next start",
+                     *key, move.target, move.future.name)  # fmt: skip
+            return
+        await asyncio.to_thread(shutil.rmtree, move.future, True)
 
     async def _copy_and_swap(self, move: Move, log_: Log) -> bool:
         cleaner = self.broker.extensions.get("log_cleaner")
+        throttle = log_move.Throttle(self._rate, lambda: not self._current(move, log_))
+        if move.resumed:
+            truncations = log_.truncations
+            move.copied = await asyncio.to_thread(log_move.resume_state, log_.dir, move.future,
+                                                  throttle.stopped)  # fmt: skip
+            if log_.truncations != truncations:
+                move.copied.clear()
+            kept = sum(s[1] for s in move.copied.values())
+            log.info("resumed moving %s-%d to %s: %d bytes of the earlier copy kept",
+                     move.topic, move.partition, move.target, kept)  # fmt: skip
         for _ in range(MAX_PASSES):
             if not self._current(move, log_):
                 return False
             truncations = log_.truncations
             written = await asyncio.to_thread(log_move.copy_pass, log_.dir, move.future,
-                                              move.copied)  # fmt: skip
-            move.copied_bytes = sum(s[1] for n, s in move.copied.items() if n.endswith(".log"))
+                                              move.copied, throttle=throttle)  # fmt: skip
             if log_.truncations != truncations:
                 move.copied.clear()  # a truncated .log may have regrown: copy all again
                 continue

@@ -15,7 +15,9 @@ shifted so replicas spread) over ``--broker-list``; ``execute`` prints the curre
 (keep it to roll back) and sends AlterPartitionReassignments; ``verify`` reads
 ListPartitionReassignments and the current replicas; ``cancel`` sends null replicas. The two
 reassignment APIs are not in confluent-kafka: they go with :mod:`strom.cli.wire` to the
-controller (found through Metadata). Only ``log_dirs`` of ``"any"`` are accepted.
+controller (found through Metadata). ``log_dirs`` other than ``"any"`` (a replica's log
+directory on its broker) are checked, started, verified and cancelled by
+:mod:`strom.cli.reassign_log_dirs`, as Kafka's tool does.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+from strom.cli import reassign_log_dirs as log_dirs
 from strom.cli import wire
 from strom.cli.clients import add_client_options, admin_client, metadata
 from strom.cli.errors import CliError, timeout
@@ -85,17 +88,21 @@ def parse_topics_to_move(doc: Any) -> list[str]:
 
 def parse_reassignment(doc: Any) -> dict[tuple[str, int], list[int]]:
     """(topic, partition) -> target replicas of a reassignment document, validated."""
+    return parse_plan(doc)[0]
+
+
+def parse_plan(doc: Any) -> tuple[dict[tuple[str, int], list[int]], dict[log_dirs.Replica, str]]:
+    """A reassignment document, validated: (topic, partition) -> target replicas, and
+    (topic, partition, broker) -> log dir for each replica whose ``log_dirs`` entry is not
+    ``"any"``."""
+    dirs: dict[log_dirs.Replica, str] = {}
     try:
         entries = doc["partitions"]
         result: dict[tuple[str, int], list[int]] = {}
         for e in entries:
             key = (str(e["topic"]), int(e["partition"]))
             replicas = [int(r) for r in e["replicas"]]
-            dirs = e.get("log_dirs", ["any"] * len(replicas))
-            if any(d != "any" for d in dirs):
-                raise CliError(f"{key[0]}-{key[1]}: log_dirs other than \"any\" are not supported")
-            if len(dirs) != len(replicas):
-                raise CliError(f"{key[0]}-{key[1]}: log_dirs and replicas differ in length")
+            dirs.update(log_dirs.parse_log_dirs(e, replicas))
             if not replicas or len(set(replicas)) != len(replicas):
                 raise CliError(f"{key[0]}-{key[1]}: replicas must be distinct broker ids")
             if key in result:
@@ -106,7 +113,7 @@ def parse_reassignment(doc: Any) -> dict[tuple[str, int], list[int]]:
                        '"partition":0,"replicas":[1,2]}]}') from None  # fmt: skip
     if not result:
         raise CliError("reassignment JSON names no partition")
-    return result
+    return result, dirs
 
 
 def reassignment_json(assignment: dict[tuple[str, int], list[int]]) -> str:
@@ -149,6 +156,10 @@ def _current(admin: Any, args: argparse.Namespace) -> dict[tuple[str, int], list
     md = metadata(admin, args)
     return {(t, p): list(part.replicas) for t, topic in md.topics.items()
             for p, part in topic.partitions.items()}  # fmt: skip
+
+
+def _addresses(admin: Any, args: argparse.Namespace) -> dict[int, str]:
+    return {b.id: f"{b.host}:{b.port}" for b in metadata(admin, args).brokers.values()}
 
 
 def _controller(admin: Any, args: argparse.Namespace) -> str:
@@ -225,24 +236,33 @@ def wire_error(code: Any) -> str:
 
 
 def execute(args: argparse.Namespace) -> int:
-    target = parse_reassignment(_read_json(args.reassignment_json_file))
+    target, dirs = parse_plan(_read_json(args.reassignment_json_file))
     admin = admin_client(args)
     current = _current(admin, args)
     missing = sorted(f"{t}-{p}" for t, p in target if (t, p) not in current)
     if missing:
         raise CliError(f"partition(s) {', '.join(missing)} do not exist")
+    addresses = _addresses(admin, args) if dirs else {}
+    log_dirs.check_dirs(dirs, addresses)  # a bad dir: refused before anything changes
     rollback = {k: current[k] for k in target}
     _send_alter(args, admin, dict(target))
     names = ",".join(f"{t}-{p}" for t, p in sorted(target))
-    if args.format == "json":
-        print_json([{"rollback": json.loads(reassignment_json(rollback)), "started": names}])
+    text = args.format != "json"
+    if text:
+        print("Current partition replica assignment")
+        print()
+        print(reassignment_json(rollback))
+        print()
+        print("Save this to use as the --reassignment-json-file option during rollback")
+        print(f"Successfully started partition reassignments for {names}", flush=True)
+    moved = log_dirs.execute_moves(dirs, addresses) if dirs else []
+    if text:
+        for line in moved:
+            print(line)
         return 0
-    print("Current partition replica assignment")
-    print()
-    print(reassignment_json(rollback))
-    print()
-    print("Save this to use as the --reassignment-json-file option during rollback")
-    print(f"Successfully started partition reassignments for {names}")
+    print_json([{"rollback": json.loads(reassignment_json(rollback)), "started": names,
+                 "log_dir_moves": [{"topic": t, "partition": p, "broker": b, "log_dir": d}
+                                   for (t, p, b), d in sorted(dirs.items())]}])  # fmt: skip
     return 0
 
 
@@ -261,7 +281,7 @@ def _ongoing(args: argparse.Namespace, admin: Any, keys: list[tuple[str, int]]) 
 
 
 def verify(args: argparse.Namespace) -> int:
-    target = parse_reassignment(_read_json(args.reassignment_json_file))
+    target, dirs = parse_plan(_read_json(args.reassignment_json_file))
     admin = admin_client(args)
     current = _current(admin, args)
     ongoing = _ongoing(args, admin, sorted(target))
@@ -279,22 +299,45 @@ def verify(args: argparse.Namespace) -> int:
                     f"{shown} rather than {','.join(map(str, replicas))}.")  # fmt: skip
         rows.append({"topic": t, "partition": p, "status": status, "replicas": now,
                      "target": replicas, "line": line})  # fmt: skip
+    moves = log_dirs.move_states(dirs, _addresses(admin, args)) if dirs else []
     if args.format == "json":
-        print_json([{k: v for k, v in r.items() if k != "line"} for r in rows])
+        print_json([{k: v for k, v in r.items() if k != "line"} for r in rows + moves])
         return 0
     print("Status of partition reassignment:")
     for r in rows:
         print(r["line"])
+    if moves:
+        print()
+        print("Reassignment of replica log directories:")
+        for r in moves:
+            print(r["line"])
     return 0
 
 
 def cancel(args: argparse.Namespace) -> int:
-    target = parse_reassignment(_read_json(args.reassignment_json_file))
+    """Kafka's ``cancelAssignment``: cancel the file's partitions that are being reassigned,
+    then send the replicas whose log dir move is active back to their current directory."""
+    target, dirs = parse_plan(_read_json(args.reassignment_json_file))
     admin = admin_client(args)
-    _send_alter(args, admin, dict.fromkeys(target))
-    names = ",".join(f"{t}-{p}" for t, p in sorted(target))
+    ongoing = sorted(_ongoing(args, admin, sorted(target)))
+    if ongoing:
+        _send_alter(args, admin, dict.fromkeys(ongoing))
+    addresses = _addresses(admin, args) if dirs else {}
+    back = log_dirs.active_moves(dirs, addresses) if dirs else {}
+    moved = log_dirs.execute_moves(back, addresses) if back else []
+    names = ",".join(f"{t}-{p}" for t, p in ongoing)
     if args.format == "json":
-        print_json([{"cancelled": names}])
+        print_json([{"cancelled": names,
+                     "cancelled_log_dir_moves": ",".join(map(log_dirs.replica_name,
+                                                             sorted(back)))}])  # fmt: skip
+        return 0
+    if ongoing:
+        s = "s" if len(ongoing) > 1 else ""
+        print(f"Successfully cancelled partition reassignment{s} for: {names}")
     else:
-        print(f"Successfully cancelled partition reassignments for {names}")
+        print("None of the specified partition reassignments are active.")
+    if not back:
+        print("None of the specified partition moves are active.")
+    for line in moved:
+        print(line)
     return 0

@@ -93,6 +93,21 @@ def parse_future_name(name: str) -> TopicPartition | None:
     return parse_log_dir_name(base) if dot else None
 
 
+def parse_doomed_name(name: str) -> TopicPartition | None:
+    """``"t-3.<hex>-delete"`` → ``("t", 3)``; None for anything else."""
+    if not name.endswith(DELETE_SUFFIX):
+        return None
+    base, dot, _rest = name[: -len(DELETE_SUFFIX)].rpartition(".")
+    return parse_log_dir_name(base) if dot else None
+
+
+def _mtime(path: Path) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return 0
+
+
 def parse_log_dir_name(name: str) -> TopicPartition | None:
     """``"my-topic.v1-3"`` → ``("my-topic.v1", 3)``; None for anything else."""
     topic, sep, part = name.rpartition("-")
@@ -130,7 +145,8 @@ class LogManager:
         self.broker_configs = dict(broker_configs)
         self._logs: dict[TopicPartition, Log] = {}
         self._counts: dict[Path, int] = {d: 0 for d in dirs}  # registered logs per directory
-        self.futures: dict[TopicPartition, Path] = {}  # replicas being moved (log_move)
+        # -future copies of moves to resume (found by load(); the broker takes them)
+        self.futures: dict[TopicPartition, Path] = {}
         self._overrides: dict[str, dict[str, str]] = {}
         self.producer_id_expiration_ms = int(
             self.broker_configs.get("producer.id.expiration.ms", DEFAULT_EXPIRATION_MS)
@@ -195,11 +211,14 @@ class LogManager:
         ``hosted`` names (running recovery where needed). Returns the directories to remove:
         those of partitions not hosted (left by a creation or deletion a crash interrupted;
         renamed ``-delete`` here), those already renamed ``-delete``, and ``-future`` copies
-        of a move that did not commit (:mod:`strom.storage.log_move`: a future replica whose
-        partition still has a live directory). A future replica of a hosted partition with no
-        live directory left (the move crashed between its two renames) is renamed to the live
-        name and opened. A partition live in two directories raises
-        :class:`DuplicateLogDirError`, as Kafka refuses to start."""
+        of partitions not hosted any more. A ``-future`` copy of a partition that is live in
+        another directory is a move a crash or a shutdown interrupted: it is kept in
+        :attr:`futures` for the broker to resume (Kafka keeps its future logs); of several for
+        one partition (a move redirected just before a crash) the newest is kept. A future
+        replica of a hosted partition with no live directory left (the move crashed between
+        its two renames: the source is ``-delete`` already) is renamed to the live name and
+        opened. A partition live in two directories raises :class:`DuplicateLogDirError`, as
+        Kafka refuses to start."""
         started = time.monotonic()
         doomed: list[Path] = []
         configs: dict[str, LogConfig] = {}
@@ -241,13 +260,28 @@ class LogManager:
                     self._overrides[topic] = dict(topic_overrides(topic))
                     configs[topic] = self._config(topic)
                 todo.append((tp, path, clean, points.get(tp, 0)))
+        futures.sort(key=lambda item: _mtime(item[1]), reverse=True)  # newest first
+        seen: set[TopicPartition] = set()
         for tp, path in futures:
-            if tp in where or tp in self._logs or not hosted(*tp):
-                logger.warning("removing %s: a move to another log directory that did not"
-                               " finish", path)  # fmt: skip
+            live_in = where.get(tp)
+            if live_in is None and tp in self._logs:
+                live_in = self._logs[tp].dir.parent
+            if not hosted(*tp) or live_in == path.parent or tp in seen:
+                logger.warning("removing %s: a copy for a move to another log directory"
+                               " that will not resume", path)  # fmt: skip
                 doomed.append(path)
                 continue
+            seen.add(tp)
+            if live_in is not None:
+                logger.info("keeping %s to resume the move of %s-%d from %s", path.name, *tp,
+                            live_in)  # fmt: skip
+                self.futures[tp] = path
+                continue
             live = path.with_name(f"{tp[0]}-{tp[1]}")
+            if not any(parse_doomed_name(d.name) == tp for d in doomed):
+                logger.error("%s-%d has no live directory and no -delete one: promoting its"
+                             " future copy %s, which may be incomplete (was a log directory"
+                             " removed from log.dirs?)", *tp, path)  # fmt: skip
             logger.warning("completing the move of %s-%d into %s", *tp, path.parent)
             os.rename(path, live)
             log_dir.fsync_dir(path.parent)

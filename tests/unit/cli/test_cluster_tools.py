@@ -7,14 +7,17 @@ import json
 import os
 import random
 from collections import Counter
+from typing import Any
 
 import pytest
 
 from strom.cli.cluster_local import start_time
 from strom.cli.errors import CliError
+from strom.cli.reassign_log_dirs import replica_name, same_dir
 from strom.cli.topic_describe import partition_problems
 from strom.cli.topic_reassign import (
     assign_replicas,
+    parse_plan,
     parse_reassignment,
     parse_topics_to_move,
     reassignment_json,
@@ -66,7 +69,11 @@ def test_reassignment_json_round_trip() -> None:
         ({"version": 1, "partitions": []}, "no partition"),
         ({"partitions": [{"topic": "a", "partition": 0, "replicas": [1, 1]}]}, "distinct"),
         ({"partitions": [{"topic": "a", "partition": 0, "replicas": [1],
-                          "log_dirs": ["/d"]}]}, "log_dirs"),
+                          "log_dirs": ["d"]}]}, "not an absolute path"),
+        ({"partitions": [{"topic": "a", "partition": 0, "replicas": [1],
+                          "log_dirs": ["any", "/d"]}]}, "differ in length"),
+        ({"partitions": [{"topic": "a", "partition": 0, "replicas": [1],
+                          "log_dirs": [7]}]}, "any"),
         ({"partitions": [{"topic": "a", "partition": 0, "replicas": [1]}] * 2}, "twice"),
         ({"partitions": [{"topic": "a", "partition": "x", "replicas": [1]}]}, "must be"),
     ],
@@ -74,6 +81,19 @@ def test_reassignment_json_round_trip() -> None:
 def test_bad_reassignments(doc: object, message: str) -> None:
     with pytest.raises(CliError, match=message):
         parse_reassignment(doc)
+
+
+def test_a_plan_with_log_dirs() -> None:
+    doc = {"version": 1, "partitions": [
+        {"topic": "a", "partition": 0, "replicas": [1, 2], "log_dirs": ["/d1", "any"]},
+        {"topic": "b", "partition": 3, "replicas": [2], "log_dirs": ["/d2/"]},
+        {"topic": "c", "partition": 0, "replicas": [1]},
+    ]}  # fmt: skip
+    assignment, dirs = parse_plan(doc)
+    assert assignment == {("a", 0): [1, 2], ("b", 3): [2], ("c", 0): [1]}
+    assert dirs == {("a", 0, 1): "/d1", ("b", 3, 2): "/d2/"}
+    assert same_dir("/d2/", "/d2") and not same_dir("/d2", "/d1")
+    assert replica_name(("b", 3, 2)) == "b-3-2"
 
 
 def test_topics_to_move() -> None:
@@ -107,3 +127,40 @@ def test_start_time_identifies_a_process() -> None:
     assert isinstance(mine, int) and mine > 0
     assert start_time(os.getpid()) == mine
     assert start_time(2**22 + 12345) is None  # above pid_max: no such process
+
+
+def test_log_dir_moves_are_retried_until_the_replica_exists(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kafka's executeMoves: REPLICA_NOT_AVAILABLE (the replica is not on the broker yet) is
+    asked again until the move starts; another error stops at once; --timeout bounds it."""
+    from strom.cli import reassign_log_dirs as rld
+    from strom.cli.errors import set_timeout
+    from strom.protocol.errors import ErrorCode
+
+    answers = [ErrorCode.replica_not_available, ErrorCode.kafka_storage_error, ErrorCode.none]
+    sent: list[tuple[str, dict[tuple[str, int, int], str]]] = []
+
+    def alter(address: str, moves: dict[tuple[str, int, int], str]) -> dict[Any, ErrorCode]:
+        sent.append((address, dict(moves)))
+        return dict.fromkeys(moves, answers.pop(0) if answers else ErrorCode.none)
+
+    monkeypatch.setattr(rld, "_alter", alter)
+    monkeypatch.setattr(rld, "RETRY_BACKOFF_S", 0.001)
+    wanted = {("t", 0, 2): "/d2"}
+    lines = rld.execute_moves(wanted, {2: "h:2"})
+    assert lines == ["Successfully started moving log directory to /d2 for replica t-0 with broker 2"]
+    assert sent == [("h:2", wanted)] * 3
+
+    monkeypatch.setattr(rld, "_alter", lambda _a, m: dict.fromkeys(m, ErrorCode.log_dir_not_found))
+    with pytest.raises(CliError, match="Failed to alter dir for t-0-2: LOG_DIR_NOT_FOUND"):
+        rld.execute_moves(wanted, {2: "h:2"})
+
+    monkeypatch.setattr(rld, "_alter",
+                        lambda _a, m: dict.fromkeys(m, ErrorCode.replica_not_available))
+    set_timeout(0.05)
+    try:
+        with pytest.raises(CliError, match=r"Timed out .* t-0-2 \(REPLICA_NOT_AVAILABLE\)"):
+            rld.execute_moves(wanted, {2: "h:2"})
+    finally:
+        set_timeout(10.0)
+    with pytest.raises(CliError, match="broker 3 is not live"):
+        rld.execute_moves({("t", 0, 3): "/d"}, {2: "h:2"})

@@ -113,11 +113,72 @@ def _only_replica(mgr: LogManager, doomed: list[Path], where: Path) -> None:
         assert path.name != "t-0"
 
 
-def test_crash_before_the_commit_keeps_the_original(tmp_path: Path) -> None:
+def test_crash_before_the_commit_keeps_the_original_and_the_copy_to_resume(
+    tmp_path: Path,
+) -> None:
     clock, a, b, _src, future = _moving(tmp_path)
+    stale = future_name(b / "t-0")  # an older copy (a move redirected): removed
+    stale.mkdir()
+    os.utime(stale, ns=(1, 1))
     mgr, doomed = _restart(a, b, clock)
-    assert future in doomed
+    assert future not in doomed and stale in doomed
+    assert mgr.futures == {("t", 0): future} and future.is_dir()
     _only_replica(mgr, doomed, a)
+
+
+def test_a_copy_of_a_partition_no_longer_hosted_is_removed(tmp_path: Path) -> None:
+    clock, a, b, _src, future = _moving(tmp_path)
+    mgr = LogManager([a, b], clock, {"log.segment.bytes": "300"})
+    doomed = mgr.load(lambda _t: {}, lambda _t, _p: False)
+    assert future in doomed and mgr.futures == {}
+
+
+def _tree(path: Path) -> dict[str, bytes]:
+    return {f.name: f.read_bytes() for f in sorted(path.iterdir()) if f.is_file()}
+
+
+def test_resume_keeps_what_equals_the_source_and_copies_the_rest(tmp_path: Path) -> None:
+    """A copy a crash left: a .log with a torn tail (garbage past the common prefix), a .log
+    the source rewrote from the start, a file the source no longer has, an index half
+    written. Resuming keeps only the common prefixes, then one pass makes it identical."""
+    clock, a, _b, src, future = _moving(tmp_path)
+    logs = sorted(src.glob("*.log"))
+    assert len(logs) >= 3
+    torn = future / logs[-1].name
+    data = logs[-1].read_bytes()
+    torn.write_bytes(data[: len(data) // 2] + b"\xff" * 100)  # half, then garbage
+    rewritten = future / logs[0].name
+    first = logs[0].read_bytes()
+    rewritten.write_bytes(bytes([first[0] ^ 1]) + first[1:])  # differs at byte 0
+    (future / "00000000000000099999.log").write_bytes(b"gone from the source")
+    index = next(future.glob("*.index"))
+    index.write_bytes(b"junk")
+    state = log_move.resume_state(src, future)
+    assert state[torn.name][1] == len(data) // 2
+    assert state[rewritten.name][1] == 0
+    assert state[logs[1].name][1] == logs[1].stat().st_size  # intact: all of it kept
+    assert not (future / "00000000000000099999.log").exists()
+    assert index.name not in state  # copied again whole
+    written = log_move.copy_pass(src, future, state)
+    assert written < sum(f.stat().st_size for f in src.iterdir() if f.is_file())
+    assert _tree(future) == _tree(src)
+
+
+def test_a_stopped_copy_ends_between_chunks(tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    dst.mkdir()
+    (src / "00000000000000000000.log").write_bytes(os.urandom(5 << 20))
+    chunks: list[int] = []
+
+    def stopped() -> bool:
+        chunks.append(1)
+        return len(chunks) > 2
+
+    throttle = log_move.Throttle(lambda: log_move.UNLIMITED, stopped)
+    with pytest.raises(log_move.CopyStopped):
+        log_move.copy_pass(src, dst, {}, throttle=throttle)
+    assert (dst / "00000000000000000000.log").stat().st_size < 5 << 20
 
 
 def test_crash_between_the_renames_promotes_the_complete_copy(tmp_path: Path) -> None:

@@ -5,8 +5,8 @@ configured order, ``log_dir`` its absolute path. Each partition hosted there is 
 ``partition_size`` = the bytes of its log's segments (``Log.size``, the ``.log`` files),
 ``offset_lag`` 0 and ``is_future_key`` false; a replica being moved there by
 AlterReplicaLogDirs (:mod:`strom.broker.log_mover`) is listed in its target directory with
-``is_future_key`` true, the bytes copied so far as its size and the bytes left as
-``offset_lag`` (Kafka: the future log's lag behind the current one). ``topics`` null asks for
+``is_future_key`` true, the bytes of its segment files on disk so far as its size and the
+bytes left as ``offset_lag`` (Kafka: the future log's lag behind the current one). ``topics`` null asks for
 every topic, internal ones included; a requested topic or partition that is not hosted here is
 simply absent, as in Kafka (no per-partition error exists in this API). v4 adds the volume's
 ``total_bytes``/``usable_bytes`` (``os.statvfs`` of each directory), v5 ``is_cordoned``
