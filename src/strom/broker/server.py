@@ -56,6 +56,7 @@ from strom.protocol.messages import (
     peek_header,
     response_class,
 )
+from strom.protocol.produce_fast import ResponseTemplate, SingleProduceReader
 
 if TYPE_CHECKING:
     from strom.broker.broker import Broker
@@ -90,6 +91,13 @@ class KafkaConnection(asyncio.Protocol):
         self.arrivals: deque[float] = deque()
         self.api_key = -1
         self.remote = 0.0
+        # the single-partition Produce fast path: the last request's layout, response templates
+        # (imported here: the handler module imports the broker, which imports this one)
+        from strom.broker.handlers.produce import produce_single
+
+        self.produce_single = produce_single
+        self.single_produce = SingleProduceReader()
+        self.templates: dict[tuple[int, str, int], ResponseTemplate] = {}
 
     # asyncio.Protocol callbacks -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -188,7 +196,21 @@ class KafkaConnection(asyncio.Protocol):
                 self.api_key = -1
                 self.remote = 0.0
                 started = perf_counter()
-                response = await self.handle(frame)
+                response: bytes | zero_copy.SplicedResponse | None
+                single = self.single_produce.read(frame) if frame.startswith(b"\0\0") else None
+                if single is not None:  # a one-partition Produce v3-12 (protocol.produce_fast)
+                    self.api_key = PRODUCE_KEY
+                    try:  # the version is 3-12: its low byte
+                        answer = self.produce_single(self.broker, frame[3], single,
+                                                     self.templates)  # fmt: skip
+                    except KafkaError as exc:  # only a failed acks=0 request
+                        raise _CloseConnection(str(exc)) from None
+                    if answer is None or isinstance(answer, bytes):
+                        response = answer
+                    else:  # it waits for an fsync or for replication
+                        response = await answer
+                else:
+                    response = await self.handle(frame)
                 if self.api_key >= 0:  # a request of a served API, answered (or not: acks=0)
                     self.metrics.request_done(self.api_key, arrived, started, perf_counter(),
                                               self.remote)  # fmt: skip
