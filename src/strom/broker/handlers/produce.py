@@ -98,7 +98,7 @@ def _append_one(broker: Any, topic: str, index: int, records: bytes | None, acks
         if acks == -1:
             replicas.check_min_isr(part)
         _verify_transaction(broker, part.log, topic, index, records)
-        result = replicas.append(topic, index, bytes(records))
+        result = replicas.append_to(part, bytes(records))
         if result.flushed is not None:  # flush.messages reached: answer once it is on disk
             durable.append(result.flushed)
     except RecordValidationError as exc:  # KIP-467: the client fails only these records
