@@ -193,24 +193,26 @@ class KafkaConnection(asyncio.Protocol):
                     self.reading_paused = False
                     assert self.transport is not None
                     self.transport.resume_reading()
-                self.api_key = -1
-                self.remote = 0.0
                 started = perf_counter()
-                response: bytes | zero_copy.SplicedResponse | None
                 single = self.single_produce.read(frame) if frame.startswith(b"\0\0") else None
                 if single is not None:  # a one-partition Produce v3-12 (protocol.produce_fast)
-                    self.api_key = PRODUCE_KEY
                     try:  # the version is 3-12: its low byte
                         answer = self.produce_single(self.broker, frame[3], single,
                                                      self.templates)  # fmt: skip
                     except KafkaError as exc:  # only a failed acks=0 request
                         raise _CloseConnection(str(exc)) from None
-                    if answer is None or isinstance(answer, bytes):
-                        response = answer
-                    else:  # it waits for an fsync or for replication
-                        response = await answer
-                else:
-                    response = await self.handle(frame)
+                    if answer is not None and not isinstance(answer, bytes):
+                        answer = await answer  # it waits for an fsync or for replication
+                    self.metrics.request_done(PRODUCE_KEY, arrived, started, perf_counter(), 0.0)
+                    if answer is not None:
+                        transport = self.transport
+                        if transport is None or transport.is_closing():
+                            return
+                        self.queue_response(answer)
+                    continue
+                self.api_key = -1
+                self.remote = 0.0
+                response = await self.handle(frame)
                 if self.api_key >= 0:  # a request of a served API, answered (or not: acks=0)
                     self.metrics.request_done(self.api_key, arrived, started, perf_counter(),
                                               self.remote)  # fmt: skip

@@ -249,6 +249,16 @@ class Log:
     def high_watermark(self, value: int) -> None:
         self._high_watermark = max(self.log_start_offset, min(value, self.log_end_offset))
 
+    def advance_high_watermark_to_end(self) -> bool:
+        """Move the HW to the log end offset (a leader alone in its ISR); True if it moved.
+        The request path's version of the setter: the HW only rises here, and the log end
+        offset is never below the log start offset."""
+        end = self._segments[-1].next_offset
+        if end > self._high_watermark:
+            self._high_watermark = end
+            return True
+        return False
+
     @property
     def last_stable_offset(self) -> int:
         """First offset of the earliest open transaction, or the high watermark."""
