@@ -39,6 +39,7 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I32_I32 = struct.Struct(">ii")
 _FIRST_FLEXIBLE = 9
+_new_single = tuple.__new__  # a NamedTuple from a plain tuple, without keyword handling
 VERSIONS = range(3, 13)
 
 
@@ -99,17 +100,24 @@ class SingleProduceReader:
 
     def read(self, frame: bytes) -> SingleProduce | None:
         last = self._last
-        fixed_end = self._fixed_end
         if (last is not None and frame.startswith(self._head)
                 and frame.startswith(self._fixed, 8)):  # fmt: skip
-            try:
-                records = _records(frame, fixed_end, self._flexible)
-            except (IndexError, ValueError, struct.error):
+            pos = self._fixed_end
+            end = len(frame)
+            if self._flexible and end - pos > 5:  # inline: a records length of 1-2 bytes
+                n = frame[pos]
+                if n >= 0x80:
+                    if frame[pos + 1] >= 0x80:
+                        return self._slow_records(frame, last)
+                    n = (n & 0x7F) | (frame[pos + 1] << 7)
+                    pos += 1
+                # n - 1 bytes of records, then the three empty tag sections (module doc)
+                if n and pos + n + 3 == end and frame.endswith(b"\0\0\0"):
+                    return _new_single(SingleProduce, (_I32.unpack_from(frame, 4)[0], last[1],
+                                       last[2], last[3], last[4], last[5], last[6],
+                                       frame[pos + 1 : pos + n]))  # fmt: skip
                 return None
-            if records is None:
-                return None
-            return SingleProduce(_I32.unpack_from(frame, 4)[0], last[1], last[2], last[3],
-                                 last[4], last[5], last[6], records)  # fmt: skip
+            return self._slow_records(frame, last)
         try:
             parsed = _parse(frame)
         except (IndexError, ValueError, struct.error, UnicodeDecodeError):
@@ -122,6 +130,17 @@ class SingleProduceReader:
         self._flexible = frame[3] >= _FIRST_FLEXIBLE  # the version's low byte (3-12)
         self._last = request._replace(records=b"")
         return request
+
+
+    def _slow_records(self, frame: bytes, last: SingleProduce) -> SingleProduce | None:
+        try:
+            records = _records(frame, self._fixed_end, self._flexible)
+        except (IndexError, ValueError, struct.error):
+            return None
+        if records is None:
+            return None
+        return _new_single(SingleProduce, (_I32.unpack_from(frame, 4)[0], last[1], last[2],
+                                           last[3], last[4], last[5], last[6], records))  # fmt: skip
 
 
 def _parse(frame: bytes) -> tuple[SingleProduce, int] | None:
