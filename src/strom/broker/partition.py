@@ -186,15 +186,12 @@ class Partition:
 
     def maybe_advance_hw(self) -> bool:
         """Move the HW to the smallest log end offset of the maximal ISR (never back)."""
-        if not self.is_leader:
+        local = self.local_id
+        if self.leader_id != local:
             return False
-        isr = self.maximal_isr
-        if len(isr) == 1 and isr[0] == self.local_id:  # alone (every single node): its LEO
-            end = self.log.log_end_offset
-            if end > self.log.high_watermark:
-                self.log.high_watermark = end
-                return True
-            return False
+        isr = self.pending.maximal if self.pending else self.isr
+        if len(isr) == 1 and isr[0] == local:  # alone (every single node): its LEO
+            return self.log.advance_high_watermark_to_end()
         candidate = min((self.replica_leo(r) for r in isr), default=-1)
         if self.local_id not in isr:
             candidate = min(candidate, self.log.log_end_offset) if candidate >= 0 else (

@@ -80,6 +80,10 @@ class ReplicaManager:
     def leader_partition(self, topic: str, index: int, current_epoch: int = -1) -> Partition:
         """The partition if this broker leads it in ``current_epoch`` (-1: any); raises
         UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH."""
+        part = self.partitions.get((topic, index))
+        if (part is not None and current_epoch == -1 and part.leader_id == part.local_id
+                and self.logs.get(topic, index) is part.log):  # fmt: skip
+            return part  # every Produce: what replica_partition finds, in fewer steps
         return self.replica_partition(topic, index, current_epoch, followers=False)
 
     def replica_partition(self, topic: str, index: int, current_epoch: int = -1, *,
@@ -108,12 +112,17 @@ class ReplicaManager:
                origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendResult:  # fmt: skip
         """Append as the partition's leader (stamped with its epoch): ``origin`` says how much
         is validated. The HW moves at once when the leader is alone in the ISR."""
-        part = self.leader_partition(topic, partition)
+        return self.append_to(self.leader_partition(topic, partition), records, origin)
+
+    def append_to(self, part: Partition, records: bytes,
+                  origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendResult:  # fmt: skip
+        """:meth:`append` to ``part``, which :meth:`leader_partition` returned just before
+        (in the same loop step: leadership cannot have changed in between)."""
         result = part.log.append(records, origin=origin, leader_epoch=part.leader_epoch)
         if part.maybe_advance_hw():
             self._hw_moved(part)  # which notifies the fetch purgatory too
         else:
-            self.purgatory.notify((topic, partition))
+            self.purgatory.notify((part.topic, part.index))
         return result
 
     async def append_replicated(self, topic: str, partition: int, records: bytes,

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from strom.broker import dispatch, zero_copy
 from strom.broker.context import RequestContext
+from strom.broker.single_produce import NOT_SINGLE, Later, SingleProducePath, answer_inline
 from strom.protocol import hot_path
 from strom.protocol.error_response import error_response
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
@@ -72,7 +73,7 @@ class KafkaConnection(asyncio.Protocol):
         self.broker = broker
         self.id = next(_connection_ids)
         self.decoder = FrameDecoder(broker.config.get_int("socket.request.max.bytes"))
-        self.queue: deque[bytes] = deque()
+        self.queue: deque[bytes | Later] = deque()
         self.waiter: asyncio.Future[None] | None = None  # set while the task waits for frames
         self.out: list[bytes] = []  # responses not yet written, in request order
         self.out_bytes = 0
@@ -90,6 +91,7 @@ class KafkaConnection(asyncio.Protocol):
         self.arrivals: deque[float] = deque()
         self.api_key = -1
         self.remote = 0.0
+        self.single = SingleProducePath(broker)  # one-partition Produce requests
 
     # asyncio.Protocol callbacks -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -111,6 +113,12 @@ class KafkaConnection(asyncio.Protocol):
             self.close()
             return
         if frames:
+            waiter = self.waiter
+            if (waiter is not None and not waiter.done() and not self.queue
+                    and self.can_write.is_set()):  # fmt: skip
+                frames = answer_inline(self, frames)  # the task is idle: answer here
+                if not frames:
+                    return
             self.queue.extend(frames)
             now = perf_counter()
             if len(frames) == 1:
@@ -181,13 +189,32 @@ class KafkaConnection(asyncio.Protocol):
                     await self.can_write.wait()
                 frame = self.queue.popleft()
                 arrived = self.arrivals.popleft()
+                if isinstance(frame, Later):  # a Produce answered inline, waiting
+                    answer = await frame.answer
+                    self.metrics.request_done(PRODUCE_KEY, arrived, arrived, perf_counter(), 0.0)
+                    self.queue_response(answer)
+                    continue
                 if self.reading_paused and len(self.queue) < MAX_QUEUED_REQUESTS // 2:
                     self.reading_paused = False
                     assert self.transport is not None
                     self.transport.resume_reading()
+                started = perf_counter()
+                try:
+                    answer = self.single.answer(frame)
+                except KafkaError as exc:  # only a failed acks=0 request
+                    raise _CloseConnection(str(exc)) from None
+                if answer is not NOT_SINGLE:  # a one-partition Produce (single_produce.py)
+                    if answer is not None and not isinstance(answer, bytes):
+                        answer = await answer  # it waits for an fsync or for replication
+                    self.metrics.request_done(PRODUCE_KEY, arrived, started, perf_counter(), 0.0)
+                    if answer is not None:
+                        transport = self.transport
+                        if transport is None or transport.is_closing():
+                            return
+                        self.queue_response(answer)
+                    continue
                 self.api_key = -1
                 self.remote = 0.0
-                started = perf_counter()
                 response = await self.handle(frame)
                 if self.api_key >= 0:  # a request of a served API, answered (or not: acks=0)
                     self.metrics.request_done(self.api_key, arrived, started, perf_counter(),
@@ -367,6 +394,7 @@ def _where(exc: BaseException) -> str:
 
 class _CloseConnection(Exception):
     pass
+
 
 
 def unsupported_api_versions_response(correlation_id: int) -> bytes:

@@ -26,6 +26,12 @@ class FrameDecoder:
         self._need: int | None = None
 
     def feed(self, data: bytes) -> list[bytes]:
+        if self._need is None and not self._buf and len(data) >= 4 and type(data) is bytes:
+            # the common case of a client waiting for each answer: exactly one whole frame
+            # arrived, and nothing is buffered; one slice instead of buffer, copy and delete
+            (size,) = _SIZE.unpack_from(data, 0)
+            if size == len(data) - 4 and size <= self.max_size:
+                return [data[4:]]
         self._buf += data
         frames: list[bytes] = []
         buf = self._buf

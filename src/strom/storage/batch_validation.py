@@ -71,9 +71,10 @@ class AppendOrigin(enum.Enum):
 
 def validate_shape(header: rb.BatchHeader, batch: rb.Buffer, config: LogConfig) -> None:
     """The checks every origin gets (module doc); raises the storage error."""
-    if header.size > config.max_message_bytes:
+    size = header.batch_length + rb.LOG_OVERHEAD
+    if size > config.max_message_bytes:
         raise RecordTooLargeError(
-            f"batch of {header.size} bytes exceeds max.message.bytes {config.max_message_bytes}"
+            f"batch of {size} bytes exceeds max.message.bytes {config.max_message_bytes}"
         )
     if header.crc != rb.compute_crc(batch):
         raise CorruptRecordError(f"record is corrupt (CRC mismatch) in batch at offset "
@@ -94,50 +95,48 @@ def validate_records(header: rb.BatchHeader, batch: rb.Buffer, config: LogConfig
 
     ``batch`` is the whole batch; given as ``bytes``, uncompressed records are walked in place
     (no copy of them)."""
-    client = origin is AppendOrigin.CLIENT
-    if client:
-        if header.base_offset != 0:
+    # the header's fields unpacked once: its properties cost a call each
+    (base_offset, _, _, _, _, attributes, delta, base, client_max_ts, pid, _, seq,
+     count) = header  # fmt: skip
+    control = attributes & rb.CONTROL_BIT
+    if origin is AppendOrigin.CLIENT:
+        if base_offset != 0:
             raise InvalidRecordError(
-                f"the baseOffset of the record batch should be 0, but it is {header.base_offset}"
+                f"the baseOffset of the record batch should be 0, but it is {base_offset}"
             )
-        if header.is_control:
+        if control:
             raise InvalidRecordError("clients are not allowed to write control records")
-        if header.has_producer_id and header.base_sequence < 0:
+        if pid >= 0 and seq < 0:
             raise InvalidRecordError(
-                f"invalid sequence number {header.base_sequence} in record batch with "
-                f"producerId {header.producer_id}"
+                f"invalid sequence number {seq} in record batch with producerId {pid}"
             )
-    count = header.record_count
     if count <= 0:
         raise InvalidRecordError(f"invalid reported count for record batch: {count}")
-    if count != header.last_offset_delta + 1:
+    if count != delta + 1:
         raise InvalidRecordError(
-            f"inconsistent batch offset range [0, {header.last_offset_delta}] and count of "
-            f"records {count}"
+            f"inconsistent batch offset range [0, {delta}] and count of records {count}"
         )
     payload: rb.Buffer = batch
     start = rb.HEADER_SIZE
-    if header.compression != compression.NONE:
+    codec = attributes & rb.COMPRESSION_MASK
+    if codec != compression.NONE:
         start = 0
         try:
-            payload = compression.decompress(header.compression,
-                                             memoryview(batch)[rb.HEADER_SIZE :],
+            payload = compression.decompress(codec, memoryview(batch)[rb.HEADER_SIZE :],
                                              MAX_UNCOMPRESSED_BATCH_BYTES)  # fmt: skip
         except compression.DecompressedTooLargeError as exc:
             raise InvalidRecordError(str(exc)) from exc
         except compression.CompressionCodecError as exc:
             raise CorruptRecordError(str(exc)) from exc
-    create_time = config.timestamp_type == rb.CREATE_TIME
-    log_append_batch = header.timestamp_type == rb.LOG_APPEND_TIME
-    base = header.base_timestamp
-    if create_time and not log_append_batch:
+    log_append_batch = bool(attributes & rb.TIMESTAMP_TYPE_BIT)
+    if config.timestamp_type == rb.CREATE_TIME and not log_append_batch:
         low = now_ms - config.timestamp_before_max_ms - base
         high = now_ms + config.timestamp_after_max_ms - base
     else:
         low, high = _LONG_MIN, _LONG_MAX
     try:
         scan = scan_records(payload, count, low, high, -1 - base,
-                            config.compact and not header.is_control, start)  # fmt: skip
+                            config.compact and not control, start)  # fmt: skip
     except rb.InvalidRecordError as exc:
         raise InvalidRecordError(str(exc)) from exc
     errors: list[tuple[int, str]] = []
@@ -169,7 +168,7 @@ def validate_records(header: rb.BatchHeader, batch: rb.Buffer, config: LogConfig
             f"total, and only showing the first three errors at most: [{shown}]", errors,
         )  # fmt: skip
     if log_append_batch:
-        return header.max_timestamp, scan.value_bytes
+        return client_max_ts, scan.value_bytes
     return base + scan.max_timestamp_delta, scan.value_bytes
 
 

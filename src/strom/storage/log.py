@@ -68,6 +68,11 @@ def _marker(batch: bytes | bytearray | memoryview) -> Marker | None:
         return None
 
 
+_INT32_MAX = 2**31 - 1
+_new_header = tuple.__new__  # a NamedTuple from a plain tuple, without keyword handling
+_new_result = tuple.__new__
+
+
 class AppendResult(NamedTuple):
     """What an append did. A NamedTuple, not a frozen dataclass: it is built once per Produce
     request, and a frozen dataclass's ``__init__`` (one ``object.__setattr__`` per field)
@@ -244,6 +249,16 @@ class Log:
     def high_watermark(self, value: int) -> None:
         self._high_watermark = max(self.log_start_offset, min(value, self.log_end_offset))
 
+    def advance_high_watermark_to_end(self) -> bool:
+        """Move the HW to the log end offset (a leader alone in its ISR); True if it moved.
+        The request path's version of the setter: the HW only rises here, and the log end
+        offset is never below the log start offset."""
+        end = self._segments[-1].next_offset
+        if end > self._high_watermark:
+            self._high_watermark = end
+            return True
+        return False
+
     @property
     def last_stable_offset(self) -> int:
         """First offset of the earliest open transaction, or the high watermark."""
@@ -328,39 +343,49 @@ class Log:
         validate_shape(header, records, config)
         now = self.clock.time_ms()
         max_ts, value_bytes = validate_records(header, records, config, now, origin)
-        if header.has_producer_id:
+        (_, length, _, magic, crc, attributes, delta, base_ts, client_max_ts, pid, epoch, seq,
+         count) = header  # fmt: skip
+        if pid >= 0:
             pending: dict[int, ProducerEntry] = {}
             dup = self.producer_state.check(header, pending)
             if dup is not None:
                 return AppendResult(dup.first_offset, dup.last_offset, -1, self.log_start_offset,
-                                    header.record_count, True)  # fmt: skip
+                                    count, True)  # fmt: skip
         else:
             pending = {}
         append_time = now if config.timestamp_type == rb.LOG_APPEND_TIME else -1
-        attributes = header.attributes
         if append_time >= 0:
             attributes |= rb.TIMESTAMP_TYPE_BIT
             max_ts = append_time
-        seg = self.active
-        was_empty, was_clean = seg.size == 0, self._unflushed_messages == 0
+        seg = self._segments[-1]
+        size = length + rb.LOG_OVERHEAD
+        seg_size = seg.size
+        was_empty, was_clean = seg_size == 0, self._unflushed_messages == 0
         offset = seg.next_offset
         # the header as stored: offsets, epoch, and (when they changed) attributes, maxTimestamp
         # and the CRC over attributes..end, computed without joining header and records
-        stored = rb.with_offsets(header, offset, leader_epoch, attributes, max_ts)
-        if max_ts != header.max_timestamp or attributes != header.attributes:
+        stored = _new_header(rb.BatchHeader, (offset, length, leader_epoch, magic, crc, attributes,
+                                              delta, base_ts, max_ts, pid, epoch, seq, count))
+        if max_ts != client_max_ts or attributes != header.attributes:
             stored = stored._replace(crc=rb.crc_of(stored, records))
-        self._maybe_roll(stored, now)
-        marker = _marker(records) if stored.is_control else None
-        aborted = self._aborted_by(stored, marker) if stored.is_control else None
-        seg = self.active
+        # _maybe_roll's common case inline: the batch fits the active segment
+        if not (0 <= offset + delta - seg.base_offset <= _INT32_MAX and (seg_size == 0 or (
+                seg_size + size <= config.segment_bytes
+                and now - seg.created_ms <= config.segment_ms - config.segment_jitter_ms
+                and not seg.index.is_full))):  # fmt: skip
+            self._maybe_roll(stored, now)
+            seg = self._segments[-1]
+        control = attributes & rb.CONTROL_BIT
+        marker = _marker(records) if control else None
+        aborted = self._aborted_by(stored, marker) if control else None
         seg.append_patched(rb.HEADER_STRUCT.pack(*stored), records, stored)
         if aborted is not None:
             seg.txn_index.append(aborted)
-        self.producer_state.update(stored, pending,
-                                   marker.coordinator_epoch if marker else None)  # fmt: skip
+        if pid >= 0:
+            self.producer_state.update(stored, pending,
+                                       marker.coordinator_epoch if marker else None)  # fmt: skip
         if leader_epoch > self.leader_epochs.latest_epoch:
             self.leader_epochs.assign(leader_epoch, offset)
-        count = stored.record_count
         self._unflushed_messages += count
         flushed = None
         if self._unflushed_messages >= config.flush_messages:
@@ -372,8 +397,9 @@ class Log:
         if was_empty or (was_clean and config.flush_ms < 2**62) or (
                 config.retention_bytes >= 0 and config.delete):  # fmt: skip
             self._changed()
-        return AppendResult(offset, stored.last_offset, append_time, self.log_start_offset,
-                            count, flushed=flushed, value_bytes=value_bytes)  # fmt: skip
+        return _new_result(AppendResult, (offset, offset + delta, append_time,
+                                          self.log_start_offset, count, False, value_bytes,
+                                          flushed))  # fmt: skip
 
     def _append_batches(self, records: bytes | bytearray | memoryview,
                         origin: AppendOrigin, leader_epoch: int) -> AppendResult:  # fmt: skip

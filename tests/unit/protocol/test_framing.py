@@ -30,3 +30,21 @@ def test_oversize_or_negative_size_is_refused_before_buffering(size: int) -> Non
     decoder = FrameDecoder(max_size=1024)
     with pytest.raises(FrameTooLargeError):
         decoder.feed(struct.pack(">i", size) + b"xx")
+
+
+@pytest.mark.parametrize("cut", [0, 1, 3, 4, 5, 11])
+def test_one_frame_per_read_and_every_split_point(cut: int) -> None:
+    """Whole frames one per read (the decoder's shortcut) mixed with frames split anywhere,
+    including right after the size prefix (nothing buffered, the payload still owed)."""
+    # the second payload starts with what looks like a size prefix of the rest of it
+    first, second, third = frame(b"payload-one"), frame(struct.pack(">i", 3) + b"two"), frame(b"3")
+    decoder = FrameDecoder(max_size=1024)
+    out = decoder.feed(first)
+    out += decoder.feed(second[:cut])
+    out += decoder.feed(second[cut:])
+    out += decoder.feed(third)
+    assert out == [b"payload-one", struct.pack(">i", 3) + b"two", b"3"]
+    assert decoder.buffered == 0
+    assert decoder.feed(frame(b"x" * 1020)) == [b"x" * 1020]
+    with pytest.raises(FrameTooLargeError):
+        decoder.feed(frame(b"x" * 1025))

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Coroutine
 from concurrent.futures import Future
 from typing import Any
 
@@ -32,7 +33,8 @@ from strom.broker.context import RequestContext
 from strom.broker.txn.service import txn_coordinator_of
 from strom.protocol import record_batch as rb
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
-from strom.protocol.hot_path import ProducePartition, ProduceResponse
+from strom.protocol.hot_path import ProducePartition, ProduceResponse, produce_frame
+from strom.protocol.produce_fast import ResponseTemplate, SingleProduce
 from strom.storage.errors import RecordValidationError
 
 API_KEY = 0
@@ -40,10 +42,10 @@ _ATTRS_LOW_BYTE = 22  # the low byte of the batch's int16 attributes (bytes 21-2
 log = logging.getLogger(__name__)
 
 
-def _partition(ctx: RequestContext, index: int, code: ErrorCode, **values: Any) -> ProducePartition:
+def _partition(broker: Any, index: int, code: ErrorCode, **values: Any) -> ProducePartition:
     # A plain tuple, encoded by strom.protocol.hot_path: kio's generic build + encode of this
     # response cost more than appending the records it acknowledges. Only errors come here.
-    ctx.broker.metrics.request_error(API_KEY, code)
+    broker.metrics.request_error(API_KEY, code)
     return ProducePartition(
         index,
         code,
@@ -76,19 +78,18 @@ def _verify_transaction(broker: Any, log_: Any, topic: str, index: int, records:
         raise KafkaError(ErrorCode.invalid_txn_state, "Partition was not added to the transaction")
 
 
-def _append_one(ctx: RequestContext, topic: str, index: int, records: bytes | None, acks: int,
+def _append_one(broker: Any, topic: str, index: int, records: bytes | None, acks: int,
                 durable: list[Future[None]], replicated: list[_Waiter]) -> ProducePartition:  # fmt: skip
-    broker = ctx.broker
     info = broker.topics.get(topic)
     if info is None or index not in info.replicas:
-        return _partition(ctx, index, ErrorCode.unknown_topic_or_partition)
+        return _partition(broker, index, ErrorCode.unknown_topic_or_partition)
     if info.is_internal:
         return _partition(
-            ctx, index, ErrorCode.invalid_topic_exception,
+            broker, index, ErrorCode.invalid_topic_exception,
             error_message=f"{topic} is an internal topic",
         )
     if not records:
-        return _partition(ctx, index, ErrorCode.corrupt_message, error_message="no records")
+        return _partition(broker, index, ErrorCode.corrupt_message, error_message="no records")
     counters = broker.metrics.topic(topic)
     counters.produce_requests += 1
     try:
@@ -97,13 +98,13 @@ def _append_one(ctx: RequestContext, topic: str, index: int, records: bytes | No
         if acks == -1:
             replicas.check_min_isr(part)
         _verify_transaction(broker, part.log, topic, index, records)
-        result = replicas.append(topic, index, bytes(records))
+        result = replicas.append_to(part, bytes(records))
         if result.flushed is not None:  # flush.messages reached: answer once it is on disk
             durable.append(result.flushed)
     except RecordValidationError as exc:  # KIP-467: the client fails only these records
         counters.failed_produce_requests += 1
         counters.bytes_rejected += len(records)
-        return _partition(ctx, index, exc.error_code, error_message=str(exc)[:500],
+        return _partition(broker, index, exc.error_code, error_message=str(exc)[:500],
                           record_errors=exc.record_errors)  # fmt: skip
     except Exception as exc:
         code = error_code_of(exc)
@@ -111,7 +112,7 @@ def _append_one(ctx: RequestContext, topic: str, index: int, records: bytes | No
             log.exception("append to %s-%s failed", topic, index)
         counters.failed_produce_requests += 1
         counters.bytes_rejected += len(records)
-        return _partition(ctx, index, code, error_message=str(exc)[:500])
+        return _partition(broker, index, code, error_message=str(exc)[:500])
     if not result.duplicate:  # a retried batch already counted
         counters.messages_in += result.record_count
         counters.bytes_in += len(records)
@@ -171,11 +172,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         parts = []
         for pdata in topic_data.partition_data:
             if acks not in (0, 1, -1):
-                parts.append(_partition(ctx, pdata.index, ErrorCode.invalid_required_acks))
+                parts.append(_partition(ctx.broker, pdata.index, ErrorCode.invalid_required_acks))
             elif name is None:
-                parts.append(_partition(ctx, pdata.index, ErrorCode.unknown_topic_id))
+                parts.append(_partition(ctx.broker, pdata.index, ErrorCode.unknown_topic_id))
             else:
-                parts.append(_append_one(ctx, name, pdata.index, pdata.records, acks, durable,
+                parts.append(_append_one(ctx.broker, name, pdata.index, pdata.records, acks, durable,
                                          replicated))  # fmt: skip
         responses.append((name, parts, getattr(topic_data, "topic_id", None)))
     if acks == 0:
@@ -188,3 +189,68 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                              for p in parts], topic_id)
                      for name, parts, topic_id in responses]  # fmt: skip
     return ProduceResponse(responses)
+
+
+# The single-partition fast path ----------------------------------------------------------------
+# A request of one topic and one partition (nearly every request of a producer with
+# linger.ms=0), read by strom.protocol.produce_fast from the frame, goes through the same
+# _append_one as above and is answered from a ResponseTemplate: no kio objects, no
+# RequestContext, no coroutine unless it has to wait (a flush.messages fsync, acks=all).
+
+_MAX_TEMPLATES = 4096  # per connection; cleared when full (a producer writing many partitions)
+
+
+def produce_single(broker: Any, version: int, request: SingleProduce,
+                   templates: dict[tuple[int, str, int], ResponseTemplate],
+                   ) -> bytes | None | Coroutine[Any, Any, bytes]:  # fmt: skip
+    """Answer ``request`` as :func:`handle` answers the same request: the response frame,
+    ``None`` for acks=0, or a coroutine returning the frame once the append is durable /
+    replicated. Raises ``KafkaError`` only for a failed acks=0 request (the caller closes the
+    connection, as Kafka does)."""
+    acks = request.acks
+    durable: list[Future[None]] = []
+    replicated: list[_Waiter] = []
+    try:
+        if acks in (1, -1, 0):
+            part = _append_one(broker, request.topic, request.partition, request.records, acks,
+                               durable, replicated)  # fmt: skip
+        else:
+            part = _partition(broker, request.partition, ErrorCode.invalid_required_acks)
+    except Exception as exc:  # the handler boundary (server.py answers the generic path's)
+        code = error_code_of(exc)
+        log.error("produce to %s-%s failed: %s: %s", request.topic, request.partition,
+                  type(exc).__name__, exc)  # fmt: skip
+        if acks == 0:
+            raise KafkaError(code, f"acks=0 produce failed: {exc}") from exc
+        part = _partition(broker, request.partition, code, error_message=str(exc) or code.name)
+    if acks == 0:
+        return None
+    if durable or replicated:
+        return _single_later(version, request, part, templates, durable, replicated)
+    return _single_frame(version, request, part, templates)
+
+
+async def _single_later(version: int, request: SingleProduce, part: ProducePartition,
+                        templates: dict[tuple[int, str, int], ResponseTemplate],
+                        durable: list[Future[None]], replicated: list[_Waiter]) -> bytes:  # fmt: skip
+    for fut in durable:
+        await asyncio.wrap_future(fut)
+    if replicated:
+        outcome = await _wait_replicated(replicated, request.timeout_ms / 1000)
+        part = part._replace(error_code=outcome[id(part)])
+    return _single_frame(version, request, part, templates)
+
+
+def _single_frame(version: int, request: SingleProduce, part: ProducePartition,
+                  templates: dict[tuple[int, str, int], ResponseTemplate]) -> bytes:  # fmt: skip
+    if part.error_code or part.error_message is not None or part.record_errors:
+        return produce_frame(version, request.correlation_id,
+                             ProduceResponse([(request.topic, [part], None)]))  # fmt: skip
+    key = (version, request.topic, request.partition)
+    template = templates.get(key)
+    if template is None:
+        if len(templates) >= _MAX_TEMPLATES:
+            templates.clear()
+        template = templates[key] = ResponseTemplate(version, request.topic, request.partition)
+    return template.frame(request.correlation_id, part.base_offset, part.log_append_time,
+                          part.log_start_offset)  # fmt: skip

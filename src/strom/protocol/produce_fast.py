@@ -1,0 +1,278 @@
+"""The single-partition Produce request, read and answered without ``kio`` (sans-IO).
+
+Why: nearly every Produce request a producer with ``linger.ms=0`` sends holds one topic with
+one partition, and for such a request the generic path (the pre-decode walk of
+:mod:`strom.protocol.request_check`, ``kio``'s decode into objects, the response built as
+tuples and encoded field by field) cost a third of the broker's CPU for it. Here a request of
+exactly that shape is read with a few ``struct`` calls, and answered from a per-(version,
+topic, partition) template: one ``pack`` of the size, correlation id and the three offsets.
+
+:func:`parse_single` accepts only what it fully understands, and returns ``None`` for
+anything else, which then takes the generic path (and gets that path's answer or error):
+versions 3–12 (v13 names topics by id), one topic with one partition, a non-null topic name
+and non-null records, no tagged fields anywhere, every length inside the frame. Bytes after
+the body make it ``None`` too (the generic path ignores them, as Kafka does).
+
+Wire layout (Kafka's ``ProduceRequest.json``; request header v1, v2 from v9 — its client id
+stays an int16-length string; ``[flex]``: compact lengths as uvarint(n + 1) and an empty
+tag section after each struct from v9): ``header: api_key int16, api_version int16,
+correlation_id int32, client_id nullable string, [flex] tags``, ``transactional_id: nullable
+string, acks: int16, timeout_ms: int32, topic_data: [name: string, partition_data: [index:
+int32, records: nullable bytes, [flex] tags], [flex] tags], [flex] tags``.
+
+Invariant, tested for every version (``tests/unit/protocol/test_produce_fast.py``): what
+:func:`parse_single` returns equals ``kio``'s decode of the same frame, and
+:meth:`ResponseTemplate.frame` writes the bytes :func:`strom.protocol.hot_path.produce_frame`
+(itself byte-compared with ``kio``) writes for the same single-partition answer.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from strom.protocol.hot_path import ProducePartition, ProduceResponse, produce_frame
+
+_HEAD = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
+_ACKS_TIMEOUT = struct.Struct(">hi")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I32_I32 = struct.Struct(">ii")
+_FIRST_FLEXIBLE = 9
+_new_single = tuple.__new__  # a NamedTuple from a plain tuple, without keyword handling
+VERSIONS = range(3, 13)
+
+
+class SingleProduce(NamedTuple):
+    """A Produce request with one topic and one partition (fields as in ``kio``)."""
+
+    correlation_id: int
+    client_id: str | None
+    transactional_id: str | None
+    acks: int
+    timeout_ms: int
+    topic: str
+    partition: int
+    records: bytes
+
+
+def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+    """(value, next position); raises IndexError past the end, ValueError when too long."""
+    b = buf[pos]
+    if b < 0x80:
+        return b, pos + 1
+    result, shift = b & 0x7F, 7
+    while True:
+        pos += 1
+        b = buf[pos]
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos + 1
+        shift += 7
+        if shift > 28:
+            raise ValueError("uvarint longer than 5 bytes")
+
+
+def parse_single(frame: bytes) -> SingleProduce | None:
+    """The request in ``frame`` (the bytes after the size prefix) if it is a single-partition
+    Produce v3–12 (module doc), else ``None``. Never raises."""
+    try:
+        parsed = _parse(frame)
+    except (IndexError, ValueError, struct.error, UnicodeDecodeError):
+        return None
+    return None if parsed is None else parsed[0]
+
+
+class SingleProduceReader:
+    """:func:`parse_single` for one connection, remembering the last request's bytes up to
+    its records: a producer sends the same client id, transactional id, acks, timeout, topic
+    and partition request after request, so when a frame starts with those same bytes (after
+    the correlation id) only the correlation id and the records are read."""
+
+    __slots__ = ("_head", "_fixed", "_fixed_end", "_flexible", "_last")
+
+    def __init__(self) -> None:
+        self._head = b""  # api key and version
+        self._fixed = b""  # from after the correlation id to the records' length field
+        self._fixed_end = 0
+        self._flexible = False
+        self._last: SingleProduce | None = None
+
+    def read(self, frame: bytes) -> SingleProduce | None:
+        last = self._last
+        if (last is not None and frame.startswith(self._head)
+                and frame.startswith(self._fixed, 8)):  # fmt: skip
+            pos = self._fixed_end
+            end = len(frame)
+            if self._flexible and end - pos > 5:  # inline: a records length of 1-2 bytes
+                n = frame[pos]
+                if n >= 0x80:
+                    if frame[pos + 1] >= 0x80:
+                        return self._slow_records(frame, last)
+                    n = (n & 0x7F) | (frame[pos + 1] << 7)
+                    pos += 1
+                # n - 1 bytes of records, then the three empty tag sections (module doc)
+                if n and pos + n + 3 == end and frame.endswith(b"\0\0\0"):
+                    return _new_single(SingleProduce, (_I32.unpack_from(frame, 4)[0], last[1],
+                                       last[2], last[3], last[4], last[5], last[6],
+                                       frame[pos + 1 : pos + n]))  # fmt: skip
+                return None
+            return self._slow_records(frame, last)
+        try:
+            parsed = _parse(frame)
+        except (IndexError, ValueError, struct.error, UnicodeDecodeError):
+            return None
+        if parsed is None:
+            return None
+        request, fixed_end = parsed
+        self._head, self._fixed = frame[:4], frame[8:fixed_end]
+        self._fixed_end = fixed_end
+        self._flexible = frame[3] >= _FIRST_FLEXIBLE  # the version's low byte (3-12)
+        self._last = request._replace(records=b"")
+        return request
+
+
+    def _slow_records(self, frame: bytes, last: SingleProduce) -> SingleProduce | None:
+        try:
+            records = _records(frame, self._fixed_end, self._flexible)
+        except (IndexError, ValueError, struct.error):
+            return None
+        if records is None:
+            return None
+        return _new_single(SingleProduce, (_I32.unpack_from(frame, 4)[0], last[1], last[2],
+                                           last[3], last[4], last[5], last[6], records))  # fmt: skip
+
+
+def _parse(frame: bytes) -> tuple[SingleProduce, int] | None:
+    api_key, version, correlation_id, n = _HEAD.unpack_from(frame, 0)
+    if api_key != 0 or not 3 <= version <= 12:
+        return None
+    pos = 10
+    end = len(frame)
+    client_id = None
+    if n >= 0:
+        if pos + n > end:
+            return None
+        client_id = frame[pos : pos + n].decode()
+        pos += n
+    elif n != -1:
+        return None
+    flexible = version >= _FIRST_FLEXIBLE
+    if flexible:
+        if frame[pos] != 0:  # header tags: none expected from clients
+            return None
+        pos += 1
+        n, pos = _uvarint(frame, pos)
+        n -= 1
+    else:
+        (n,) = _I16.unpack_from(frame, pos)
+        pos += 2
+    transactional_id = None
+    if n >= 0:
+        if pos + n > end:
+            return None
+        transactional_id = frame[pos : pos + n].decode()
+        pos += n
+    elif n != -1:
+        return None
+    acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(frame, pos)
+    pos += 6
+    if flexible:
+        if frame[pos] != 2:  # one topic
+            return None
+        n, pos = _uvarint(frame, pos + 1)
+        n -= 1
+    else:
+        if _I32.unpack_from(frame, pos)[0] != 1:
+            return None
+        (n,) = _I16.unpack_from(frame, pos + 4)
+        pos += 6
+    if n < 0 or pos + n > end:  # a null topic name: the generic path answers it
+        return None
+    topic = frame[pos : pos + n].decode()
+    pos += n
+    if flexible:
+        if frame[pos] != 2:  # one partition
+            return None
+        (partition,) = _I32.unpack_from(frame, pos + 1)
+        fixed_end = pos + 5
+    else:
+        if _I32.unpack_from(frame, pos)[0] != 1:
+            return None
+        (partition,) = _I32.unpack_from(frame, pos + 4)
+        fixed_end = pos + 8
+    request = SingleProduce(correlation_id, client_id, transactional_id, acks, timeout_ms, topic,
+                            partition, b"")  # fmt: skip
+    records = _records(frame, fixed_end, flexible)
+    if records is None:
+        return None
+    return request._replace(records=records), fixed_end
+
+
+def _records(frame: bytes, pos: int, flexible: bool) -> bytes | None:
+    """The records field at ``pos`` if it is non-null, inside the frame and followed by
+    exactly the empty tag sections that end the request."""
+    end = len(frame)
+    if flexible:
+        n, pos = _uvarint(frame, pos)
+        n -= 1
+    else:
+        (n,) = _I32.unpack_from(frame, pos)
+        pos += 4
+    if n < 0 or pos + n > end:  # null records: the generic path answers it
+        return None
+    if flexible:  # the partition's, the topic's and the request's tags: all empty
+        if pos + n + 3 != end or frame[pos + n :] != b"\0\0\0":
+            return None
+    elif pos + n != end:
+        return None
+    return frame[pos : pos + n]
+
+
+class ResponseTemplate:
+    """The response to a single-partition Produce of one (version, topic, partition) whose
+    partition has no error message and no record errors: everything but the correlation id
+    and the offsets is fixed, and written by one ``pack``."""
+
+    __slots__ = ("_pack", "_size", "_mid", "_tail", "_lso")
+
+    def __init__(self, version: int, topic: str, partition: int) -> None:
+        # Cut a sample written by the general encoder around the variable fields, so the
+        # template cannot drift from it.
+        whole = produce_frame(version, 0, ProduceResponse([(topic, [ProducePartition(
+            partition, 0, 0, 0, 0)])]))  # fmt: skip
+        tail = _suffix(version)
+        self._lso = version >= 5
+        offsets = 24 if self._lso else 16
+        mid_end = len(whole) - len(tail) - offsets
+        if not whole.endswith(bytes(offsets) + tail):
+            raise RuntimeError(f"produce response v{version} does not end as expected")
+        self._mid = whole[8:mid_end]
+        self._tail = tail
+        self._size = len(whole) - 4
+        fmt = f">ii{len(self._mid)}s{'qqq' if self._lso else 'qq'}{len(tail)}s"
+        self._pack = struct.Struct(fmt).pack
+
+    def frame(self, correlation_id: int, base_offset: int, log_append_time: int,
+              log_start_offset: int) -> bytes:  # fmt: skip
+        """The whole response frame, size prefix included."""
+        if self._lso:
+            return self._pack(self._size, correlation_id, self._mid, base_offset,
+                              log_append_time, log_start_offset, self._tail)  # fmt: skip
+        return self._pack(self._size, correlation_id, self._mid, base_offset, log_append_time,
+                          self._tail)  # fmt: skip
+
+
+def _suffix(version: int) -> bytes:
+    """What follows the partition's offsets in a template's response: [record_errors (empty),
+    error_message (null)] (v8+), [partition tags, topic tags], throttle_time_ms (0), [tags]."""
+    flexible = version >= _FIRST_FLEXIBLE
+    out = b""
+    if version >= 8:
+        out += b"\x01\x00" if flexible else b"\0\0\0\0\xff\xff"
+    if flexible:
+        out += b"\0\0"
+    out += b"\0\0\0\0"
+    if flexible:
+        out += b"\0"
+    return out
