@@ -113,3 +113,53 @@ def test_raw_record_errors_on_the_wire(broker, topic_name) -> None:
         (1, "Compacted topic cannot accept message without key"),
         (2, "Compacted topic cannot accept message without key"),
     ]
+
+
+def _send_acks0(conn: RawConnection, topic_data: tuple[Any, ...]) -> None:
+    """An acks=0 Produce v9 written to the socket: no answer is read (none is due)."""
+    from strom.protocol.messages import RequestHeader, encode_request, request_class
+
+    req = build(request_class(0, 9), transactional_id=None, acks=0,
+                timeout=datetime.timedelta(seconds=5), topic_data=topic_data)  # fmt: skip
+    conn.send_bytes(encode_request(RequestHeader(0, 9, 7, "acks0-test"), req))
+
+
+def _leader_address(bootstrap: str, topic: str) -> str:
+    """host:port of the leader of ``topic``'s partition 0 (a single node, or STROM_TEST_CLUSTER)."""
+    with RawConnection(bootstrap.split(",")[0]) as conn:
+        meta = conn.request(3, 9, topics=None, allow_auto_topic_creation=False,
+                            include_cluster_authorized_operations=False,
+                            include_topic_authorized_operations=False)  # fmt: skip
+    leader = next(p.leader_id for t in meta.topics if t.name == topic for p in t.partitions
+                  if p.partition_index == 0)  # fmt: skip
+    b = next(b for b in meta.brokers if b.node_id == leader)
+    return f"{b.host}:{b.port}"
+
+
+def test_refused_acks0_produce_closes_the_connection(broker, topic_name) -> None:
+    """acks=0 has no answer to carry an error, so a refused partition makes the broker close
+    the connection, as Kafka does (the producer then reconnects and refreshes its metadata).
+    The single-partition fast path and the generic path (two topics) behave alike; what was
+    valid in the generic request is still stored, as in Kafka."""
+    create_topic(broker.bootstrap, topic_name, partitions=1)
+    mod = load_payload_module(0, 9, EntityType.request)
+    good = rb.build_batch([(None, b"kept", [], 1)])
+    bad = bytearray(rb.build_batch([(None, b"corrupt", [], 1)]))
+    bad[-1] ^= 0xFF  # the CRC no longer matches
+
+    def topic(name: str, records: bytes) -> Any:
+        return build(mod.TopicProduceData, name=name, partition_data=(
+            build(mod.PartitionProduceData, index=0, records=records),))  # fmt: skip
+
+    server = _leader_address(broker.bootstrap, topic_name)
+    with RawConnection(server) as conn:  # one partition: the fast path
+        _send_acks0(conn, (topic(topic_name, bytes(bad)),))
+        assert conn.is_closed_by_peer(10)
+    with RawConnection(server) as conn:  # a valid topic and an unknown one: the generic path
+        _send_acks0(conn, (topic(topic_name, good), topic(f"{topic_name}-missing", good)))
+        assert conn.is_closed_by_peer(10)
+    with RawConnection(server) as conn:  # a valid acks=0 produce leaves the connection open
+        _send_acks0(conn, (topic(topic_name, good),))
+        assert not conn.is_closed_by_peer(1)
+    got = consume_all(broker.bootstrap, topic_name, [0], expected=2)
+    assert [m.value() for m in got] == [b"kept", b"kept"]

@@ -180,6 +180,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                                          replicated))  # fmt: skip
         responses.append((name, parts, getattr(topic_data, "topic_id", None)))
     if acks == 0:
+        _fail_unanswered([p for _, parts, _ in responses for p in parts])
         return None
     for fut in durable:  # the flusher thread fsyncs; the loop serves others meanwhile
         await asyncio.wrap_future(fut)
@@ -189,6 +190,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                              for p in parts], topic_id)
                      for name, parts, topic_id in responses]  # fmt: skip
     return ProduceResponse(responses)
+
+
+def _fail_unanswered(parts: list[ProducePartition]) -> None:
+    """An acks=0 Produce gets no answer, so a refused partition (corrupt batch, unknown topic,
+    not leader...) raises instead: the server closes the connection, as Kafka does, and the
+    producer learns of the failure (librdkafka reconnects and refreshes its metadata)."""
+    for part in parts:
+        if part.error_code:
+            code = ErrorCode(part.error_code)
+            raise KafkaError(code, part.error_message or code.name)
 
 
 # The single-partition fast path ----------------------------------------------------------------
@@ -224,6 +235,7 @@ def produce_single(broker: Any, version: int, request: SingleProduce,
             raise KafkaError(code, f"acks=0 produce failed: {exc}") from exc
         part = _partition(broker, request.partition, code, error_message=str(exc) or code.name)
     if acks == 0:
+        _fail_unanswered([part])
         return None
     if durable or replicated:
         return _single_later(version, request, part, templates, durable, replicated)
