@@ -3,8 +3,11 @@
 Start-up order: data directory and ``meta.properties`` (cluster id, node id), metadata store,
 topic registry, log manager (recovery of every partition; directories of partitions the
 registry does not know are removed in the background), then the listener. Shutdown in
-reverse: stop accepting, close connections, stop services, flush and close every log (which
-marks a clean shutdown so the next start skips recovery).
+reverse: controlled shutdown (in a cluster: leaderships move away while this broker still
+serves), stop accepting, in a cluster answer the requests already read (bounded: produce
+requests just refused NOT_LEADER_OR_FOLLOWER name the new leader), close connections, stop
+services, flush and close every log (which marks a clean shutdown so the next start skips
+recovery).
 
 Topics are created, grown and deleted through :mod:`strom.broker.topic_lifecycle` (file work
 on a worker thread, registration on the loop, all or nothing).
@@ -25,7 +28,7 @@ from strom.broker.observability import BrokerMetrics, broker_health
 from strom.broker.producer_ids import ProducerIdManager
 from strom.broker.replica_manager import ReplicaManager
 from strom.broker.replica_selector import check_selector
-from strom.broker.server import start_server
+from strom.broker.server import drain, start_server
 from strom.broker.topic_lifecycle import TopicLifecycle
 from strom.clock import Clock, SystemClock
 from strom.config import BrokerConfig, ConfigError, parse_properties
@@ -60,6 +63,8 @@ class Service:
 
 #: how long one shutdown step may take before the broker goes on without it
 SHUTDOWN_STEP_S = 10.0
+#: how long the requests read before the shutdown may take to be answered (server.drain)
+CONNECTION_DRAIN_S = 1.0
 
 
 async def _bounded(what: str, step: Awaitable[Any], seconds: float = SHUTDOWN_STEP_S) -> None:
@@ -194,6 +199,8 @@ class Broker:
                 log.exception("error preparing %s to stop", type(service).__name__)
         if self._server is not None:
             self._server.close()
+        if self.config.get("zookeeper.connect"):  # in a cluster, leaderships just moved away
+            await drain(self.connections, CONNECTION_DRAIN_S)
         for conn in list(self.connections):
             conn.close()
         for task in self._tasks:

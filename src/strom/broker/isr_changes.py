@@ -164,9 +164,11 @@ class IsrChangeManager:
         if code != ErrorCode.none:
             log.warning("AlterPartition of %s-%d refused: %s", part.topic, part.index, code.name)
             part.pending = None
+            self.replicas.isr_changed(part)  # a refused expansion no longer holds the HW
             return
         if int(answer.leader_epoch) < part.leader_epoch:
             part.pending = None  # answered for an epoch this partition has left already
+            self.replicas.isr_changed(part)
             return
         isr = tuple(int(r) for r in answer.isr)
         log.info("ISR of %s-%d is now %s (leader epoch %d, partition epoch %d)", part.topic,

@@ -58,6 +58,8 @@ from strom.protocol.messages import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from strom.broker.broker import Broker
 
 log = logging.getLogger(__name__)
@@ -81,6 +83,7 @@ class KafkaConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.task: asyncio.Task[None] | None = None
         self.reading_paused = False
+        self.draining = False  # shutdown: read no more requests, answer those already read
         self.peer: tuple[str, int] = ("?", 0)
         self.sender: zero_copy.SocketSender | None = None
         self.sock_fd: int | None = None
@@ -144,8 +147,23 @@ class KafkaConnection(asyncio.Protocol):
 
     # request loop ----------------------------------------------------------------------------
     def close(self) -> None:
+        """Close after writing the responses already made (the transport sends its buffer)."""
+        self.flush()
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
+
+    def stop_reading(self) -> None:
+        """Shutdown: read no more requests; the ones read are still answered."""
+        self.draining = True
+        if self.transport is not None and not self.reading_paused:
+            self.reading_paused = True
+            self.transport.pause_reading()
+
+    @property
+    def idle(self) -> bool:
+        """No request read and unanswered, no response unwritten."""
+        return not self.queue and not self.out and (self.waiter is not None or self.task is None
+                                                    or self.task.done())  # fmt: skip
 
     def queue_response(self, data: bytes) -> None:
         """Write ``data`` after the responses before it, once the task yields (see above)."""
@@ -181,7 +199,8 @@ class KafkaConnection(asyncio.Protocol):
                     await self.can_write.wait()
                 frame = self.queue.popleft()
                 arrived = self.arrivals.popleft()
-                if self.reading_paused and len(self.queue) < MAX_QUEUED_REQUESTS // 2:
+                if (self.reading_paused and not self.draining
+                        and len(self.queue) < MAX_QUEUED_REQUESTS // 2):  # fmt: skip
                     self.reading_paused = False
                     assert self.transport is not None
                     self.transport.resume_reading()
@@ -385,6 +404,20 @@ def unsupported_api_versions_response(correlation_id: int) -> bytes:
         ),
     )
     return encode_response(API_VERSIONS_KEY, 0, correlation_id, response)
+
+
+async def drain(connections: Iterable[KafkaConnection], timeout: float) -> None:
+    """Stop reading requests on ``connections`` and wait (at most ``timeout`` s) until those
+    already read are answered. At shutdown, after the controlled shutdown made this broker a
+    follower: its waiting acks=all Produce requests were just failed NOT_LEADER_OR_FOLLOWER
+    (with the new leader named, KIP-951); closing the connection under them instead would
+    leave the producer to notice a dead connection and ask for metadata."""
+    conns = list(connections)
+    for conn in conns:
+        conn.stop_reading()
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not all(c.idle for c in conns) and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.005)
 
 
 async def start_server(broker: Broker, host: str, port: int) -> asyncio.Server:

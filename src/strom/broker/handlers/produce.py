@@ -14,10 +14,14 @@ acks=0 gets no response at all, as Kafka's protocol says. Only the partition's l
 (NOT_LEADER_OR_FOLLOWER elsewhere). acks=all checks ``min.insync.replicas`` against the ISR
 first (NOT_ENOUGH_REPLICAS) and answers once the high watermark passes the records
 (:mod:`strom.broker.delayed_produce`: NOT_ENOUGH_REPLICAS_AFTER_APPEND, or REQUEST_TIMED_OUT
-at the request's timeout). v10–11 add only tagged response
-fields (leader hints, left at their defaults); v12 (KIP-890 transaction version 2) changes
-nothing while strom does not finalize the ``transaction.version`` feature; v13 names topics by id (UNKNOWN_TOPIC_ID when none
-has it).
+at the request's timeout). v10+ carries KIP-951's leader hints: a partition answered
+NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names the leader this broker knows (the newer
+epoch of its own replica's LeaderAndIsr and of the metadata cache: right after a controlled
+shutdown the LeaderAndIsr that made this broker a follower comes before the UpdateMetadata)
+with that leader's endpoint, so the producer moves at once instead of asking Metadata, which
+could still name this broker, and waiting for its next periodic refresh; v12 (KIP-890
+transaction version 2) changes nothing while strom does not finalize the
+``transaction.version`` feature; v13 names topics by id (UNKNOWN_TOPIC_ID when none has it).
 """
 
 from __future__ import annotations
@@ -187,4 +191,52 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         responses = [(name, [p._replace(error_code=outcome[id(p)]) if id(p) in outcome else p
                              for p in parts], topic_id)
                      for name, parts, topic_id in responses]  # fmt: skip
+    if ctx.api_version >= LEADER_HINTS_VERSION:
+        return _with_leader_hints(ctx, responses)
     return ProduceResponse(responses)
+
+
+LEADER_HINTS_VERSION = 10
+_MOVED = (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch)
+
+
+def current_leader(broker: Any, topic: str, index: int) -> tuple[int, int] | None:
+    """(leader id, leader epoch) of the partition as this broker knows it, other than itself:
+    the newer of its replica's state (LeaderAndIsr) and the metadata cache (UpdateMetadata);
+    None when neither names a live other broker."""
+    replicas = broker.replicas
+    best = (-1, -1)
+    part = replicas.partitions.get((topic, index))
+    if part is not None:
+        best = (part.leader_id, part.leader_epoch)
+    cached = replicas.cache.partition(topic, index)
+    if cached is not None and cached.leader_epoch > best[1]:
+        best = (cached.leader, cached.leader_epoch)
+    if best[0] < 0 or best[0] == replicas.node_id or replicas.cache.broker(best[0]) is None:
+        return None
+    return best
+
+
+def _with_leader_hints(ctx: RequestContext, responses: list[Any]) -> ProduceResponse:
+    """KIP-951: the current leader of every partition that was refused for leadership, and
+    those leaders' endpoints."""
+    leaders: set[int] = set()
+    hinted = []
+    for name, parts, topic_id in responses:
+        if name is not None and any(p.error_code in _MOVED for p in parts):
+            new_parts = []
+            for p in parts:
+                found = current_leader(ctx.broker, name, p.partition_index) if (
+                    p.error_code in _MOVED) else None  # fmt: skip
+                if found is not None:
+                    leaders.add(found[0])
+                    p = p._replace(current_leader=found)
+                new_parts.append(p)
+            parts = new_parts
+        hinted.append((name, parts, topic_id))
+    if not leaders:
+        return ProduceResponse(responses)
+    cache = ctx.broker.replicas.cache
+    endpoints = [(b.node_id, b.host, b.port, b.rack) for b in map(cache.broker, sorted(leaders))
+                 if b is not None]  # fmt: skip
+    return ProduceResponse(hinted, node_endpoints=endpoints)
