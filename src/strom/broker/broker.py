@@ -4,10 +4,10 @@ Start-up order: data directory and ``meta.properties`` (cluster id, node id), me
 topic registry, log manager (recovery of every partition; directories of partitions the
 registry does not know are removed in the background), then the listener. Shutdown in
 reverse: controlled shutdown (in a cluster: leaderships move away while this broker still
-serves), stop accepting, in a cluster answer the requests already read (bounded: produce
-requests just refused NOT_LEADER_OR_FOLLOWER name the new leader), close connections, stop
-services, flush and close every log (which marks a clean shutdown so the next start skips
-recovery).
+serves), stop accepting, in a cluster close each connection once its requests are answered
+(bounded: produce requests refused NOT_LEADER_OR_FOLLOWER name the new leader), close the
+others, stop services, flush and close every log (which marks a clean shutdown so the next
+start skips recovery).
 
 Topics are created, grown and deleted through :mod:`strom.broker.topic_lifecycle` (file work
 on a worker thread, registration on the loop, all or nothing).
@@ -63,7 +63,7 @@ class Service:
 
 #: how long one shutdown step may take before the broker goes on without it
 SHUTDOWN_STEP_S = 10.0
-#: how long the requests read before the shutdown may take to be answered (server.drain)
+#: how long connections may take to become idle before they are closed anyway (server.drain)
 CONNECTION_DRAIN_S = 1.0
 
 

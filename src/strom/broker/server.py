@@ -58,8 +58,6 @@ from strom.protocol.messages import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
-
     from strom.broker.broker import Broker
 
 log = logging.getLogger(__name__)
@@ -83,7 +81,6 @@ class KafkaConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.task: asyncio.Task[None] | None = None
         self.reading_paused = False
-        self.draining = False  # shutdown: read no more requests, answer those already read
         self.peer: tuple[str, int] = ("?", 0)
         self.sender: zero_copy.SocketSender | None = None
         self.sock_fd: int | None = None
@@ -93,6 +90,7 @@ class KafkaConnection(asyncio.Protocol):
         self.arrivals: deque[float] = deque()
         self.api_key = -1
         self.remote = 0.0
+        self.handled = 0  # requests handled (server.drain: answered since the shutdown began)
 
     # asyncio.Protocol callbacks -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -152,13 +150,6 @@ class KafkaConnection(asyncio.Protocol):
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
 
-    def stop_reading(self) -> None:
-        """Shutdown: read no more requests; the ones read are still answered."""
-        self.draining = True
-        if self.transport is not None and not self.reading_paused:
-            self.reading_paused = True
-            self.transport.pause_reading()
-
     @property
     def idle(self) -> bool:
         """No request read and unanswered, no response unwritten."""
@@ -199,8 +190,7 @@ class KafkaConnection(asyncio.Protocol):
                     await self.can_write.wait()
                 frame = self.queue.popleft()
                 arrived = self.arrivals.popleft()
-                if (self.reading_paused and not self.draining
-                        and len(self.queue) < MAX_QUEUED_REQUESTS // 2):  # fmt: skip
+                if self.reading_paused and len(self.queue) < MAX_QUEUED_REQUESTS // 2:
                     self.reading_paused = False
                     assert self.transport is not None
                     self.transport.resume_reading()
@@ -208,6 +198,7 @@ class KafkaConnection(asyncio.Protocol):
                 self.remote = 0.0
                 started = perf_counter()
                 response = await self.handle(frame)
+                self.handled += 1
                 if self.api_key >= 0:  # a request of a served API, answered (or not: acks=0)
                     self.metrics.request_done(self.api_key, arrived, started, perf_counter(),
                                               self.remote)  # fmt: skip
@@ -406,17 +397,25 @@ def unsupported_api_versions_response(correlation_id: int) -> bytes:
     return encode_response(API_VERSIONS_KEY, 0, correlation_id, response)
 
 
-async def drain(connections: Iterable[KafkaConnection], timeout: float) -> None:
-    """Stop reading requests on ``connections`` and wait (at most ``timeout`` s) until those
-    already read are answered. At shutdown, after the controlled shutdown made this broker a
-    follower: its waiting acks=all Produce requests were just failed NOT_LEADER_OR_FOLLOWER
-    (with the new leader named, KIP-951); closing the connection under them instead would
-    leave the producer to notice a dead connection and ask for metadata."""
-    conns = list(connections)
-    for conn in conns:
-        conn.stop_reading()
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not all(c.idle for c in conns) and asyncio.get_running_loop().time() < deadline:
+async def drain(connections: set[KafkaConnection], timeout: float, grace: float = 0.1) -> None:
+    """Close each connection once it is idle (between requests, every answer written) and has
+    answered a request since now, or, if it sends none, after ``grace`` s; at most ``timeout``
+    s from now (the caller closes what is left).
+
+    Why, at shutdown after a controlled shutdown made this broker a follower: its waiting
+    acks=all Produce requests were just failed NOT_LEADER_OR_FOLLOWER, and the requests an
+    active producer sends next are refused the same way, each naming the new leader (KIP-951),
+    so the producer moves at once. Closing the connection under them, or before the next
+    request, leaves the producer to notice a dead connection and ask for metadata (librdkafka:
+    up to its 1 s refresh of partitions whose leader is down)."""
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    before = {conn: conn.handled for conn in connections}
+    while connections and loop.time() < start + timeout:
+        late = loop.time() >= start + grace
+        for conn in [c for c in connections if c.idle]:
+            if late or conn.handled > before.get(conn, 0):
+                conn.close()
         await asyncio.sleep(0.005)
 
 
