@@ -68,10 +68,12 @@ CONNECTION_DRAIN_S = 1.0
 
 
 async def _bounded(what: str, step: Awaitable[Any], seconds: float = SHUTDOWN_STEP_S) -> None:
-    """Await one shutdown step for at most ``seconds``. A step that hangs (seen once in CI: a
-    broker SIGTERMed right after its controlled shutdown, while its new replica fetchers were
-    truncating, never exited; the hanging step was not identified) is named in a WARNING and
-    left behind, so SIGTERM always ends the process and the logs are still closed cleanly."""
+    """Await one shutdown step for at most ``seconds``. A step that hangs is named in a
+    WARNING and left behind, so SIGTERM always ends the process and the logs are still closed
+    cleanly. Seen once in CI: a broker SIGTERMed right after its controlled shutdown, while its
+    new replica fetchers were truncating, never exited. The cause found since: a fetcher woken
+    by that LeaderAndIsr lost its cancellation to Python 3.11's ``wait_for`` and its close
+    awaited it for ever (:mod:`strom.broker.task_stop`); this bound stays as a safety net."""
     task = asyncio.ensure_future(step)
     done, _ = await asyncio.wait({task}, timeout=seconds)
     if not done:
