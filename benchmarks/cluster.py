@@ -4,10 +4,16 @@
     ``acks=1`` (the reference) and to a 3-broker cluster, replication factor 3,
     ``min.insync.replicas=2``, ``acks=all``: ``ratio_rf3_acks_all_vs_single_acks_1``
     (target >= 0.5).
-(b) Failover: a producer sends one message at a time (acks=all) to partition 0; the leader is
+(b) Failover: a producer (librdkafka's defaults but acks=all and idempotence; a new one each
+    round, warm before the signal) sends one message at a time to partition 0; the leader is
     killed with kill -9 (``sigkill``) or stopped with SIGTERM, a controlled shutdown
-    (``sigterm``); we time from the signal to the first acknowledgement of a message sent
-    after it. Targets: below ``zookeeper.session.timeout.ms`` + 2 s, and below 1 s for SIGTERM.
+    (``sigterm``). Per round: ``seconds``, from the signal to the acknowledgement of the first
+    message sent after it (issue 9's figure; targets: below ``zookeeper.session.timeout.ms``
+    + 2 s, and below 1 s for SIGTERM); ``leader_visible``, until a Metadata answer names the
+    new leader (the brokers' part); ``producer_stall``, the longest wait for an
+    acknowledgement until the new leader acknowledges (with SIGTERM the old leader still
+    acknowledges for a few ms after the signal, so ``seconds`` alone misses the message
+    caught in the move). docs/cluster.md (Failover time) says what each consists of.
 (c) Follower catch-up: one follower stopped, ``--catchup-mb`` produced without it, started
     again; MB/s from its listening again to its return to the ISR.
 
@@ -17,12 +23,21 @@ in this build) record their error and the rest still runs. Prints ONE JSON line 
 (progress on stderr).
 
     python benchmarks/cluster.py [--quick] [--messages N] [--size B] [--failovers K]
+                                 [--phases throughput,sigkill,sigterm,catchup]
+                                 [--keep-logs DIR] [--client-debug]
+
+``--keep-logs`` copies every broker's log (INFO, millisecond timestamps) to DIR; each failover
+round's signal is printed on stderr with its wall-clock time so the logs can be lined up with
+it. ``--client-debug`` writes the pinging producer's librdkafka debug log (metadata, broker,
+msg, topic) with wall-clock timestamps to DIR/client.log (needs ``--keep-logs``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
+import shutil
 import statistics
 import sys
 import threading
@@ -41,6 +56,7 @@ from strom.testing.cluster import ClusterProcess  # noqa: E402
 
 SESSION_TIMEOUT_MS = 6000
 PARTITIONS = 3
+PHASES = ("throughput", "sigkill", "sigterm", "catchup")
 
 
 class _Quiet:
@@ -81,13 +97,34 @@ def single_node(args: argparse.Namespace, base: Path) -> dict[str, Any]:
         return produce_rate(broker.bootstrap, "bench", args.messages, args.size, "1")
 
 
-class Pinger:
-    """One message at a time to partition 0 (acks=all); records each acknowledgement's time."""
+def client_logger(path: Path) -> logging.Logger:
+    """librdkafka's debug lines to ``path``, each with its wall-clock time (milliseconds)."""
+    logger = logging.getLogger(f"bench.librdkafka.{path}")
+    if logger.handlers:
+        return logger
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    return logger
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
-                                  "linger.ms": 0, "enable.idempotence": True,
-                                  "message.timeout.ms": 120000, "logger": _Quiet()})  # fmt: skip
+
+class Pinger:
+    """One message at a time to partition 0 (acks=all); records each acknowledgement's time.
+
+    The producer's settings are a normal user's (librdkafka's defaults but for acks=all,
+    idempotence and a long message timeout): whatever the client adds to a failover is part
+    of what a user sees."""
+
+    def __init__(self, bootstrap: str, topic: str, debug_log: Path | None = None) -> None:
+        conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "acks": "all",
+                                "linger.ms": 0, "enable.idempotence": True,
+                                "message.timeout.ms": 120000, "logger": _Quiet()}  # fmt: skip
+        if debug_log is not None:
+            conf["logger"] = client_logger(debug_log)
+            conf["debug"] = "metadata,broker,msg,topic,protocol"
+        self.producer = Producer(conf)
         self.topic = topic
         self.acks: list[tuple[float, float]] = []  # (sent, acknowledged), monotonic
         self._stop = threading.Event()
@@ -114,6 +151,13 @@ class Pinger:
         self._stop.set()
         self._thread.join(30)
 
+    def longest_wait(self, t0: float, t1: float) -> float:
+        """The longest a message waited for its acknowledgement (counted from ``t0`` at the
+        earliest) among those acknowledged between ``t0`` and ``t1``: how long the producer
+        was stalled, even when the old leader still acknowledged right after the signal."""
+        waits = [acked - max(sent, t0) for sent, acked in list(self.acks) if t0 < acked <= t1]
+        return max(waits, default=t1 - t0)
+
     def first_ack_after(self, t0: float, timeout: float) -> float | None:
         """Seconds from ``t0`` to the acknowledgement of the first message sent after it."""
         deadline = time.monotonic() + timeout
@@ -125,33 +169,93 @@ class Pinger:
         return None
 
 
-def failover(cluster: ClusterProcess, how: str, rounds: int) -> dict[str, Any]:
+def wall_clock() -> str:
+    """Now as the brokers' log lines show it (local time, milliseconds)."""
+    now = time.time()
+    return time.strftime("%H:%M:%S", time.localtime(now)) + f",{int(now * 1000) % 1000:03d}"
+
+
+def leader_visible_after(
+    cluster: ClusterProcess, topic: str, old: int, t0: float, out: list[float | None]
+) -> None:
+    """Seconds from ``t0`` until a Metadata answer names a leader other than ``old`` (asked
+    every 20 ms): the brokers' part of a failover, without the producer's own delays."""
+    deadline = t0 + 60
+    while time.monotonic() < deadline:
+        try:
+            state = cluster.partition_state(topic, 0)
+        except Exception:  # noqa: BLE001 - a broker may be between states
+            state = None
+        if state is not None and state.leader >= 0 and state.leader != old:
+            out.append(time.monotonic() - t0)
+            return
+        time.sleep(0.02)
+    out.append(None)
+
+
+def summary(values: list[float | None]) -> dict[str, Any]:
+    measured = [t for t in values if t is not None]
+    return {"seconds": [None if t is None else round(t, 3) for t in values],
+            "median_s": round(statistics.median(measured), 3) if measured else None,
+            "max_s": round(max(measured), 3) if measured else None}  # fmt: skip
+
+
+def failover(
+    cluster: ClusterProcess, how: str, rounds: int, debug_log: Path | None = None
+) -> dict[str, Any]:
+    """``rounds`` times: signal the partition's leader, time the first acknowledgement of a
+    message sent after the signal (``seconds``, issue 9's figure), the first Metadata answer
+    naming the new leader (``leader_visible``, the brokers' part) and the longest wait for an
+    acknowledgement until the new leader acknowledges (``producer_stall``: with SIGTERM the
+    old leader acknowledges until its controlled shutdown moves the leadership, so
+    ``seconds`` alone can miss the message caught in the move); then start the broker again
+    and wait for a full ISR."""
     topic = f"failover-{how}"
     cluster.create_topic(topic, 1, 3, {"min.insync.replicas": "2"})
-    pinger = Pinger(cluster.bootstrap, topic)
-    pinger.start()
     times: list[float | None] = []
-    try:
-        for i in range(rounds):
-            cluster.wait_for_isr(topic, 0, {1, 2, 3}, timeout=120)
-            leader = cluster.leader_of(topic, 0)
-            log(f"{how} round {i + 1}: leader {leader}")
+    visible: list[float | None] = []
+    stalls: list[float | None] = []
+    was_controller: list[bool] = []
+    for i in range(rounds):
+        cluster.wait_for_isr(topic, 0, {1, 2, 3}, timeout=120)
+        leader = cluster.leader_of(topic, 0)
+        # A producer per round: librdkafka's reconnect backoff to the broker restarted in the
+        # round before (up to reconnect.backoff.max.ms, 10 s) would otherwise be measured
+        # when that broker becomes the leader again (seen: 5.4 and 7.0 s stalls).
+        pinger = Pinger(cluster.bootstrap, topic, debug_log)
+        pinger.start()
+        try:
+            # warm: connected to this leader, producer id known (else the round measures the
+            # client's start-up, not a failover)
+            if pinger.first_ack_after(time.monotonic(), timeout=60) is None:
+                raise RuntimeError("the producer gets no acknowledgement before the fault")
+            was_controller.append(cluster.controller_id() == leader)
             t0 = time.monotonic()
+            log(f"{how} round {i + 1}: leader {leader} (controller: {was_controller[-1]}), "
+                f"signal at {wall_clock()}")  # fmt: skip
             if how == "sigkill":
                 cluster.kill(leader)
             else:
                 threading.Thread(target=cluster.stop, args=(leader,), daemon=True).start()
+            watcher = threading.Thread(target=leader_visible_after,
+                                       args=(cluster, topic, leader, t0, visible))  # fmt: skip
+            watcher.start()
             times.append(pinger.first_ack_after(t0, timeout=60))
-            cluster.wait_for_leader(topic, 0, not_in={leader}, timeout=60)
-            while cluster.broker(leader).pid is not None and how == "sigterm":
-                time.sleep(0.05)  # the controlled shutdown completes before restarting
-            cluster.start_broker(leader)
-    finally:
-        pinger.stop()
-    measured = [t for t in times if t is not None]
-    return {"rounds": rounds, "seconds": [None if t is None else round(t, 3) for t in times],
-            "median_s": round(statistics.median(measured), 3) if measured else None,
-            "max_s": round(max(measured), 3) if measured else None}  # fmt: skip
+            watcher.join(70)
+            seen = visible[-1]
+            after = None if seen is None else pinger.first_ack_after(t0 + seen, timeout=60)
+            stalls.append(None if after is None or seen is None
+                          else pinger.longest_wait(t0, t0 + seen + after))  # fmt: skip
+            log(f"{how} round {i + 1}: new leader visible after {seen} s, first ack after "
+                f"{times[-1]} s, producer stalled {stalls[-1]} s")  # fmt: skip
+        finally:
+            pinger.stop()
+        while cluster.broker(leader).pid is not None and how == "sigterm":
+            time.sleep(0.05)  # the controlled shutdown completes before restarting
+        cluster.start_broker(leader)
+    return {"rounds": rounds, **summary(times), "leader_visible": summary(visible),
+            "producer_stall": summary(stalls),
+            "leader_was_controller": was_controller}  # fmt: skip
 
 
 def catch_up(cluster: ClusterProcess, megabytes: int) -> dict[str, Any]:
@@ -189,14 +293,34 @@ def main() -> int:
     p.add_argument("--size", type=int, default=100, help="message size in bytes")
     p.add_argument("--failovers", type=int, default=3, help="rounds of each failover kind")
     p.add_argument("--catchup-mb", type=int, default=200, help="MB a follower must catch up")
+    p.add_argument(
+        "--phases",
+        default=",".join(PHASES),
+        help=f"comma-separated subset of {','.join(PHASES)} (default: all)",
+    )
+    p.add_argument("--keep-logs", type=Path, help="copy the brokers' logs to this directory")
+    p.add_argument(
+        "--client-debug",
+        action="store_true",
+        help="librdkafka debug log of the failover producer (with --keep-logs)",
+    )
     args = p.parse_args()
+    phases = set(args.phases.split(","))
+    if phases - set(PHASES):
+        p.error(f"unknown phase(s) {sorted(phases - set(PHASES))}; known: {', '.join(PHASES)}")
+    if args.client_debug and args.keep_logs is None:
+        p.error("--client-debug needs --keep-logs")
+    if args.keep_logs is not None:
+        args.keep_logs.mkdir(parents=True, exist_ok=True)
     if args.quick:
         args.messages, args.failovers, args.catchup_mb = 20_000, 1, 20
     base = workdir()
     result: dict[str, Any] = {"benchmark": "cluster", "env": env_info(),
                               "messages": args.messages, "size": args.size}  # fmt: skip
+    debug = args.keep_logs / "client.log" if args.client_debug else None
     try:
-        phase(result, "single_acks_1", lambda: single_node(args, base))
+        if "throughput" in phases:
+            phase(result, "single_acks_1", lambda: single_node(args, base))
         cluster = ClusterProcess(base / "cluster", brokers=3,
                                  session_timeout_ms=SESSION_TIMEOUT_MS)  # fmt: skip
         try:
@@ -209,14 +333,21 @@ def main() -> int:
                     return produce_rate(cluster.bootstrap, "bench", args.messages, args.size,
                                         "all")  # fmt: skip
 
-                phase(result, "rf3_acks_all", rf3)
-                phase(result, "failover_sigkill",
-                      lambda: failover(cluster, "sigkill", args.failovers))  # fmt: skip
-                phase(result, "failover_sigterm",
-                      lambda: failover(cluster, "sigterm", args.failovers))  # fmt: skip
-                phase(result, "follower_catch_up", lambda: catch_up(cluster, args.catchup_mb))
+                if "throughput" in phases:
+                    phase(result, "rf3_acks_all", rf3)
+                for how in ("sigkill", "sigterm"):
+                    if how in phases:
+                        phase(result, f"failover_{how}",
+                              lambda how=how: failover(cluster, how, args.failovers, debug))  # fmt: skip
+                if "catchup" in phases:
+                    phase(result, "follower_catch_up",
+                          lambda: catch_up(cluster, args.catchup_mb))  # fmt: skip
         finally:
             cluster.close()
+            if args.keep_logs is not None:
+                for broker_id, broker in cluster.brokers.items():
+                    if broker.log_file.exists():
+                        shutil.copy(broker.log_file, args.keep_logs / f"broker-{broker_id}.log")
         single = result.get("single_acks_1", {}).get("msgs_per_s")
         replicated = result.get("rf3_acks_all", {}).get("msgs_per_s")
         result["ratio_rf3_acks_all_vs_single_acks_1"] = ratio(replicated, single)

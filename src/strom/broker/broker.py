@@ -3,8 +3,11 @@
 Start-up order: data directory and ``meta.properties`` (cluster id, node id), metadata store,
 topic registry, log manager (recovery of every partition; directories of partitions the
 registry does not know are removed in the background), then the listener. Shutdown in
-reverse: stop accepting, close connections, stop services, flush and close every log (which
-marks a clean shutdown so the next start skips recovery).
+reverse: controlled shutdown (in a cluster: leaderships move away while this broker still
+serves), stop accepting, in a cluster close each connection once its requests are answered
+(bounded: produce requests refused NOT_LEADER_OR_FOLLOWER name the new leader), close the
+others, stop services, flush and close every log (which marks a clean shutdown so the next
+start skips recovery).
 
 Topics are created, grown and deleted through :mod:`strom.broker.topic_lifecycle` (file work
 on a worker thread, registration on the loop, all or nothing).
@@ -25,7 +28,7 @@ from strom.broker.observability import BrokerMetrics, broker_health
 from strom.broker.producer_ids import ProducerIdManager
 from strom.broker.replica_manager import ReplicaManager
 from strom.broker.replica_selector import check_selector
-from strom.broker.server import start_server
+from strom.broker.server import drain, start_server
 from strom.broker.topic_lifecycle import TopicLifecycle
 from strom.clock import Clock, SystemClock
 from strom.config import BrokerConfig, ConfigError, parse_properties
@@ -60,13 +63,17 @@ class Service:
 
 #: how long one shutdown step may take before the broker goes on without it
 SHUTDOWN_STEP_S = 10.0
+#: how long connections may take to become idle before they are closed anyway (server.drain)
+CONNECTION_DRAIN_S = 1.0
 
 
 async def _bounded(what: str, step: Awaitable[Any], seconds: float = SHUTDOWN_STEP_S) -> None:
-    """Await one shutdown step for at most ``seconds``. A step that hangs (seen once in CI: a
-    broker SIGTERMed right after its controlled shutdown, while its new replica fetchers were
-    truncating, never exited; the hanging step was not identified) is named in a WARNING and
-    left behind, so SIGTERM always ends the process and the logs are still closed cleanly."""
+    """Await one shutdown step for at most ``seconds``. A step that hangs is named in a
+    WARNING and left behind, so SIGTERM always ends the process and the logs are still closed
+    cleanly. Seen once in CI: a broker SIGTERMed right after its controlled shutdown, while its
+    new replica fetchers were truncating, never exited. The cause found since: a fetcher woken
+    by that LeaderAndIsr lost its cancellation to Python 3.11's ``wait_for`` and its close
+    awaited it for ever (:mod:`strom.broker.task_stop`); this bound stays as a safety net."""
     task = asyncio.ensure_future(step)
     done, _ = await asyncio.wait({task}, timeout=seconds)
     if not done:
@@ -195,6 +202,8 @@ class Broker:
                 log.exception("error preparing %s to stop", type(service).__name__)
         if self._server is not None:
             self._server.close()
+        if self.config.get("zookeeper.connect"):  # in a cluster, leaderships just moved away
+            await drain(self.connections, CONNECTION_DRAIN_S)
         for conn in list(self.connections):
             conn.close()
         for task in self._tasks:

@@ -19,7 +19,6 @@ caught up for longer than that (:meth:`shrink_check`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.alter_partition.v3 import request as ap_req
 
 from strom.broker.interbroker.connection import BrokerConnection, BrokerConnectionError
+from strom.broker.task_stop import cancel_and_wait
 from strom.protocol.errors import ErrorCode
 from strom.protocol.messages import build
 
@@ -53,6 +53,7 @@ class IsrChangeManager:
         self._queued: dict[tuple[str, int], Partition] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._closed = False  # ends the sender even if its cancellation is lost (task_stop)
         self._conn: BrokerConnection | None = None
         self._conn_to: tuple[str, int] = ("", -1)
         #: told of every committed ISR change (``isr_shrink`` / ``isr_expand``, the broker's
@@ -63,10 +64,9 @@ class IsrChangeManager:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        self._closed = True
+        self._wake.set()
+        await cancel_and_wait(self._task, "AlterPartition sender")
         if self._conn is not None:
             self._conn.close()
 
@@ -91,9 +91,11 @@ class IsrChangeManager:
     # --- sending -------------------------------------------------------------------------------
 
     async def _run(self) -> None:
-        while True:
+        while not self._closed:
             await self._wake.wait()
             self._wake.clear()
+            if self._closed:
+                return
             batch = {k: p for k, p in self._queued.items() if p.pending is not None}
             self._queued.clear()
             if not batch:
@@ -162,9 +164,11 @@ class IsrChangeManager:
         if code != ErrorCode.none:
             log.warning("AlterPartition of %s-%d refused: %s", part.topic, part.index, code.name)
             part.pending = None
+            self.replicas.isr_changed(part)  # a refused expansion no longer holds the HW
             return
         if int(answer.leader_epoch) < part.leader_epoch:
             part.pending = None  # answered for an epoch this partition has left already
+            self.replicas.isr_changed(part)
             return
         isr = tuple(int(r) for r in answer.isr)
         log.info("ISR of %s-%d is now %s (leader epoch %d, partition epoch %d)", part.topic,

@@ -17,7 +17,8 @@ comes with ``AppendOrigin.REPLICATION`` (offsets and epochs kept, shape and CRC 
 sets its high watermark to min(leader's HW, own log end). A partition error backs that
 partition off (``replica.fetch.backoff.ms``) and re-truncates after OFFSET_OUT_OF_RANGE; a
 connection error backs the whole task off. A task sleeps while it has no partition and
-wakes when one is added; it ends when its last partition is removed.
+wakes when one is added; it ends when it is closed (its ``closed`` flag, then cancellation
+repeated until it ends: :mod:`strom.broker.task_stop` says why one cancellation is not enough).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from kio.schema.fetch.v12 import request as fetch_req
 from kio.schema.offset_for_leader_epoch.v4 import request as ofle_req
 
 from strom.broker.interbroker.connection import BrokerConnection, BrokerConnectionError
+from strom.broker.task_stop import cancel_and_wait
 from strom.protocol.errors import ErrorCode
 from strom.protocol.messages import build
 from strom.storage.batch_validation import AppendOrigin
@@ -104,6 +106,7 @@ class LeaderFetcher:
         self._conn: BrokerConnection | None = None
         self._address: tuple[str, int] = ("", -1)
         self._task: asyncio.Task[None] | None = None
+        self.closed = False  # set before the task is cancelled: ends it even if that is lost
         self.session = FollowerSession()
 
     @property
@@ -114,10 +117,9 @@ class LeaderFetcher:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        self.closed = True
+        self.wake.set()
+        await cancel_and_wait(self._task, f"replica fetcher of leader {self.leader}")
         if self._conn is not None:
             self._conn.close()
 
@@ -139,7 +141,7 @@ class LeaderFetcher:
     async def _run(self) -> None:
         backoff = self.config.backoff_ms / 1000
         loop = asyncio.get_running_loop()
-        while True:
+        while not self.closed:
             if not self.partitions:
                 self.wake.clear()
                 await self.wake.wait()

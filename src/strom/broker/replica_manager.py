@@ -176,11 +176,16 @@ class ReplicaManager:
         """A follower's Fetch at ``fetch_offset``: its LEO, maybe the HW, maybe the ISR."""
         if part.update_follower(replica, fetch_offset):
             self._hw_moved(part)
-        if self.isr_changes is not None and part.pending is None and part.can_join_isr(replica):
+        # only a live broker may join (Kafka's isReplicaIsrEligible in ZooKeeper mode): a
+        # replica that left keeps its last fetch state here, and proposing it would hold the
+        # HW back (maximal ISR) until the controller refuses it
+        if (self.isr_changes is not None and part.pending is None and part.can_join_isr(replica)
+                and self.cache.alive(replica)):  # fmt: skip
             self.isr_changes.propose(part, (*part.isr, replica))
 
     def isr_changed(self, part: Partition) -> None:
-        """The controller accepted an ISR change: the HW may move, waiters may complete."""
+        """The controller answered an ISR change (accepted, or refused: the pending change is
+        dropped, so the maximal ISR shrinks back): the HW may move, waiters may complete."""
         part.maybe_advance_hw()
         self._hw_moved(part)
 

@@ -92,6 +92,7 @@ class KafkaConnection(asyncio.Protocol):
         self.api_key = -1
         self.remote = 0.0
         self.single = SingleProducePath(broker)  # one-partition Produce requests
+        self.handled = 0  # requests handled (server.drain: answered since the shutdown began)
 
     # asyncio.Protocol callbacks -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -152,8 +153,16 @@ class KafkaConnection(asyncio.Protocol):
 
     # request loop ----------------------------------------------------------------------------
     def close(self) -> None:
+        """Close after writing the responses already made (the transport sends its buffer)."""
+        self.flush()
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
+
+    @property
+    def idle(self) -> bool:
+        """No request read and unanswered, no response unwritten."""
+        return not self.queue and not self.out and (self.waiter is not None or self.task is None
+                                                    or self.task.done())  # fmt: skip
 
     def queue_response(self, data: bytes) -> None:
         """Write ``data`` after the responses before it, once the task yields (see above)."""
@@ -192,6 +201,7 @@ class KafkaConnection(asyncio.Protocol):
                 if isinstance(frame, Later):  # a Produce answered inline, waiting
                     answer = await frame.answer
                     self.metrics.request_done(PRODUCE_KEY, arrived, arrived, perf_counter(), 0.0)
+                    self.handled += 1
                     self.queue_response(answer)
                     continue
                 if self.reading_paused and len(self.queue) < MAX_QUEUED_REQUESTS // 2:
@@ -207,6 +217,7 @@ class KafkaConnection(asyncio.Protocol):
                     if answer is not None and not isinstance(answer, bytes):
                         answer = await answer  # it waits for an fsync or for replication
                     self.metrics.request_done(PRODUCE_KEY, arrived, started, perf_counter(), 0.0)
+                    self.handled += 1
                     if answer is not None:
                         transport = self.transport
                         if transport is None or transport.is_closing():
@@ -216,6 +227,7 @@ class KafkaConnection(asyncio.Protocol):
                 self.api_key = -1
                 self.remote = 0.0
                 response = await self.handle(frame)
+                self.handled += 1
                 if self.api_key >= 0:  # a request of a served API, answered (or not: acks=0)
                     self.metrics.request_done(self.api_key, arrived, started, perf_counter(),
                                               self.remote)  # fmt: skip
@@ -413,6 +425,28 @@ def unsupported_api_versions_response(correlation_id: int) -> bytes:
         ),
     )
     return encode_response(API_VERSIONS_KEY, 0, correlation_id, response)
+
+
+async def drain(connections: set[KafkaConnection], timeout: float, grace: float = 0.1) -> None:
+    """Close each connection once it is idle (between requests, every answer written) and has
+    answered a request since now, or, if it sends none, after ``grace`` s; at most ``timeout``
+    s from now (the caller closes what is left).
+
+    Why, at shutdown after a controlled shutdown made this broker a follower: its waiting
+    acks=all Produce requests were just failed NOT_LEADER_OR_FOLLOWER, and the requests an
+    active producer sends next are refused the same way, each naming the new leader (KIP-951),
+    so the producer moves at once. Closing the connection under them, or before the next
+    request, leaves the producer to notice a dead connection and ask for metadata (librdkafka:
+    up to its 1 s refresh of partitions whose leader is down)."""
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    before = {conn: conn.handled for conn in connections}
+    while connections and loop.time() < start + timeout:
+        late = loop.time() >= start + grace
+        for conn in [c for c in connections if c.idle]:
+            if late or conn.handled > before.get(conn, 0):
+                conn.close()
+        await asyncio.sleep(0.005)
 
 
 async def start_server(broker: Broker, host: str, port: int) -> asyncio.Server:

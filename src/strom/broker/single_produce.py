@@ -92,6 +92,7 @@ def answer_inline(conn: KafkaConnection, frames: list[bytes]) -> list[bytes]:
                 conn.waiter.set_result(None)
                 break
             conn.metrics.request_done(PRODUCE_KEY, now, now, perf_counter(), 0.0)
+            conn.handled += 1
             if answer is not None:
                 out.append(answer)
                 out_bytes += len(answer)

@@ -18,8 +18,12 @@ tagged-field section, the byte 0, after every struct):
   (v13+), partition_responses:
   [index: int32, error_code: int16, base_offset: int64, log_append_time_ms: int64 (v2+),
   log_start_offset: int64 (v5+), record_errors: [batch_index: int32,
-  batch_index_error_message: nullable string] (v8+), error_message: nullable string (v8+)]],
-  throttle_time_ms: int32``.
+  batch_index_error_message: nullable string] (v8+), error_message: nullable string (v8+),
+  tag 0 (v10+) current_leader: {leader_id: int32, leader_epoch: int32}]], throttle_time_ms:
+  int32, tag 0 (v10+) node_endpoints: [node_id: int32, host: string, port: int32, rack:
+  nullable string]``. KIP-951: the two tagged fields are written only when given (a
+  NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH answer naming the leader the broker knows),
+  so the client moves to the new leader without asking for metadata first.
 - Fetch v4–18 (flexible from v12): ``throttle_time_ms: int32, error_code: int16 (v7+),
   session_id: int32 (v7+), responses: [topic: string (v≤12) | topic_id: uuid (v13+),
   partitions: [partition_index: int32, error_code: int16, high_watermark: int64,
@@ -49,6 +53,9 @@ _I64 = struct.Struct(">q")
 _ABORTED = struct.Struct(">qq")
 _PRODUCE_V3 = struct.Struct(">ihqq")  # index, error, base offset, log append time
 _PRODUCE_V5 = struct.Struct(">ihqqq")  # + log start offset
+_PRODUCE_FIRST_LEADER_HINTS = 10  # KIP-951's tagged current_leader / node_endpoints
+# tagged-field section with one field, tag 0, of 9 bytes: leader id, leader epoch, no tags
+_CURRENT_LEADER = struct.Struct(">BBBiiB")
 _FETCH_V4 = struct.Struct(">ihqq")  # index, error, high watermark, last stable offset
 _FETCH_V5 = struct.Struct(">ihqqq")  # + log start offset
 _FETCH_TOP_V7 = struct.Struct(">ihi")  # throttle, error, session id
@@ -105,19 +112,36 @@ class ProducePartition(NamedTuple):
     log_start_offset: int = -1
     error_message: str | None = None
     record_errors: Sequence[tuple[int, str | None]] = ()  # (batch index, message), KIP-467
+    current_leader: tuple[int, int] | None = None  # (leader id, leader epoch), KIP-951
 
 
 class ProduceResponse(NamedTuple):
     """``topics``: (topic name, partition results[, topic id]) in request order; the id is
-    what v13+ writes (a null id as zeros)."""
+    what v13+ writes (a null id as zeros). ``node_endpoints``: (node id, host, port, rack) of
+    the leaders named in ``current_leader`` (KIP-951, v10+)."""
 
     topics: Sequence[tuple[Any, ...]]
     throttle_time_ms: int = 0
+    node_endpoints: Sequence[tuple[int, str, int, str | None]] = ()
+
+
+def _node_endpoints(endpoints: Sequence[tuple[int, str, int, str | None]]) -> bytes:
+    """The top-level tagged-field section holding ``node_endpoints`` (tag 0)."""
+    data = bytearray()
+    _array_len(data, len(endpoints), True)
+    for node_id, host, port, rack in endpoints:
+        data += _I32.pack(node_id)
+        _string(data, host, True)
+        data += _I32.pack(port)
+        _nullable_string(data, rack, True)
+        data += b"\0"
+    return b"\x01\x00" + uvarint(len(data)) + bytes(data)
 
 
 def encode_produce(version: int, response: ProduceResponse) -> bytearray:
     """The Produce response body (no header) for ``version`` (3–13)."""
     flexible = version >= _PRODUCE_FIRST_FLEXIBLE
+    hints = version >= _PRODUCE_FIRST_LEADER_HINTS
     out = bytearray()
     _array_len(out, len(response.topics), flexible)
     for entry in response.topics:
@@ -143,12 +167,18 @@ def encode_produce(version: int, response: ProduceResponse) -> bytearray:
                         out += b"\0"
                 _nullable_string(out, p.error_message, flexible)
             if flexible:
-                out += b"\0"
+                if p.current_leader is not None and hints:
+                    out += _CURRENT_LEADER.pack(1, 0, 9, *p.current_leader, 0)
+                else:
+                    out += b"\0"
         if flexible:
             out += b"\0"
     out += _I32.pack(response.throttle_time_ms)
     if flexible:
-        out += b"\0"
+        if response.node_endpoints and hints:
+            out += _node_endpoints(response.node_endpoints)
+        else:
+            out += b"\0"
     return out
 
 

@@ -147,3 +147,50 @@ def test_append_replicated_waits_for_the_high_watermark(replicas: ReplicaManager
         assert exc.value.error_code == ErrorCode.request_timed_out
 
     asyncio.run(run())
+
+
+class _Proposals:
+    """Stands in for the AlterPartition sender: records proposals, keeps them pending."""
+
+    def __init__(self) -> None:
+        self.proposed: list[tuple[int, ...]] = []
+
+    def propose(self, part: object, isr: tuple[int, ...]) -> None:
+        self.proposed.append(tuple(sorted(isr)))
+        part.propose_isr(isr)  # type: ignore[attr-defined]
+
+
+def test_a_broker_that_left_is_not_proposed_for_the_isr(replicas: ReplicaManager) -> None:
+    """Seen in the SIGTERM benchmark: the new leader proposed the stopped old leader back
+    into the ISR from its last fetch, and the pending (maximal) ISR held acks=all for 0.5 s."""
+    from strom.broker.metadata_cache import BrokerInfo
+
+    async def run() -> None:
+        proposals = _Proposals()
+        replicas.isr_changes = proposals  # type: ignore[assignment]
+        replicas.cache.brokers = {1: BrokerInfo(1, "h", 1), 2: BrokerInfo(2, "h", 2)}
+        replicas.become_leader_or_follower(1, "t", _state(1, 1, (1, 2), (1, 2, 3)), {})
+        part = replicas.leader_partition("t", 0)
+        result = replicas.append("t", 0, _records(2))
+        done = replicas.delayed.watch(("t", 0), result.last_offset)
+        replicas.follower_fetched(part, 3, 0)  # broker 3 (not alive here) is caught up
+        assert proposals.proposed == [] and part.pending is None
+        replicas.follower_fetched(part, 2, 2)
+        assert done.result() == ErrorCode.none and part.log.high_watermark == 2
+        # a live broker is proposed; while pending it holds the HW (maximal ISR) ...
+        replicas.cache.brokers[3] = BrokerInfo(3, "h", 3)
+        replicas.follower_fetched(part, 3, 2)
+        assert proposals.proposed == [(1, 2, 3)]
+        result = replicas.append("t", 0, _records())
+        waiting = replicas.delayed.watch(("t", 0), result.last_offset)
+        replicas.follower_fetched(part, 2, 3)
+        assert not waiting.done() and part.log.high_watermark == 2
+        # ... until the controller refuses it: the HW moves at once, not at the next fetch
+        from strom.broker.isr_changes import IsrChangeManager
+
+        manager = IsrChangeManager(replicas, lambda _t: None, lag_ms=30000)
+        manager.apply(part, SimpleNamespace(error_code=ErrorCode.ineligible_replica))
+        assert part.pending is None and part.log.high_watermark == 3
+        assert waiting.result() == ErrorCode.none
+
+    asyncio.run(run())

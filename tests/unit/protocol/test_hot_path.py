@@ -56,6 +56,14 @@ def _produce_cases() -> list[hp.ProduceResponse]:
         ]
         topics.append((name, parts, uuid.UUID(int=rnd.getrandbits(128))))
     cases.append(hp.ProduceResponse(topics=topics, throttle_time_ms=3))
+    # KIP-951: a NOT_LEADER_OR_FOLLOWER answer naming the new leader and its endpoint
+    hinted = [hp.ProducePartition(0, 6, current_leader=(2, 7)),
+              hp.ProducePartition(1, 74, current_leader=(3, 2**31 - 1)),
+              hp.ProducePartition(2, 0, 5, -1, 0)]  # fmt: skip
+    cases.append(hp.ProduceResponse(
+        topics=[("t", hinted, uuid.UUID(int=5))],
+        node_endpoints=[(2, "127.0.0.3", 9092, None), (3, "broker-ü.example", 2**31 - 1, "r1")],
+    ))  # fmt: skip
     return cases
 
 
@@ -73,10 +81,16 @@ def _produce_entity(version: int, response: hp.ProduceResponse) -> Any:
                           build(mod.BatchIndexAndErrorMessage, batch_index=i,
                                 batch_index_error_message=m)
                           for i, m in p.record_errors) if version >= 8 else (),
-                      error_message=p.error_message)
+                      error_message=p.error_message,
+                      **({"current_leader": build(mod.LeaderIdAndEpoch, leader_id=p.current_leader[0],
+                                                  leader_epoch=p.current_leader[1])}
+                         if version >= 10 and p.current_leader is not None else {}))
                 for p in t[1]))
             for t in response.topics
         ),
+        **({"node_endpoints": tuple(build(mod.NodeEndpoint, node_id=n, host=h, port=port, rack=r)
+                                    for n, h, port, r in response.node_endpoints)}
+           if version >= 10 else {}),
     )  # fmt: skip
 
 

@@ -14,10 +14,14 @@ acks=0 gets no response at all, as Kafka's protocol says. Only the partition's l
 (NOT_LEADER_OR_FOLLOWER elsewhere). acks=all checks ``min.insync.replicas`` against the ISR
 first (NOT_ENOUGH_REPLICAS) and answers once the high watermark passes the records
 (:mod:`strom.broker.delayed_produce`: NOT_ENOUGH_REPLICAS_AFTER_APPEND, or REQUEST_TIMED_OUT
-at the request's timeout). v10–11 add only tagged response
-fields (leader hints, left at their defaults); v12 (KIP-890 transaction version 2) changes
-nothing while strom does not finalize the ``transaction.version`` feature; v13 names topics by id (UNKNOWN_TOPIC_ID when none
-has it).
+at the request's timeout). v10+ carries KIP-951's leader hints: a partition answered
+NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names the leader this broker knows (the newer
+epoch of its own replica's LeaderAndIsr and of the metadata cache: right after a controlled
+shutdown the LeaderAndIsr that made this broker a follower comes before the UpdateMetadata)
+with that leader's endpoint, so the producer moves at once instead of asking Metadata, which
+could still name this broker, and waiting for its next periodic refresh; v12 (KIP-890
+transaction version 2) changes nothing while strom does not finalize the
+``transaction.version`` feature; v13 names topics by id (UNKNOWN_TOPIC_ID when none has it).
 """
 
 from __future__ import annotations
@@ -189,6 +193,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         responses = [(name, [p._replace(error_code=outcome[id(p)]) if id(p) in outcome else p
                              for p in parts], topic_id)
                      for name, parts, topic_id in responses]  # fmt: skip
+    if ctx.api_version >= LEADER_HINTS_VERSION:
+        return _with_leader_hints(ctx.broker, responses)
     return ProduceResponse(responses)
 
 
@@ -238,11 +244,11 @@ def produce_single(broker: Any, version: int, request: SingleProduce,
         _fail_unanswered([part])
         return None
     if durable or replicated:
-        return _single_later(version, request, part, templates, durable, replicated)
-    return _single_frame(version, request, part, templates)
+        return _single_later(broker, version, request, part, templates, durable, replicated)
+    return _single_frame(broker, version, request, part, templates)
 
 
-async def _single_later(version: int, request: SingleProduce, part: ProducePartition,
+async def _single_later(broker: Any, version: int, request: SingleProduce, part: ProducePartition,
                         templates: dict[tuple[int, str, int], ResponseTemplate],
                         durable: list[Future[None]], replicated: list[_Waiter]) -> bytes:  # fmt: skip
     for fut in durable:
@@ -250,14 +256,16 @@ async def _single_later(version: int, request: SingleProduce, part: ProduceParti
     if replicated:
         outcome = await _wait_replicated(replicated, request.timeout_ms / 1000)
         part = part._replace(error_code=outcome[id(part)])
-    return _single_frame(version, request, part, templates)
+    return _single_frame(broker, version, request, part, templates)
 
 
-def _single_frame(version: int, request: SingleProduce, part: ProducePartition,
+def _single_frame(broker: Any, version: int, request: SingleProduce, part: ProducePartition,
                   templates: dict[tuple[int, str, int], ResponseTemplate]) -> bytes:  # fmt: skip
     if part.error_code or part.error_message is not None or part.record_errors:
-        return produce_frame(version, request.correlation_id,
-                             ProduceResponse([(request.topic, [part], None)]))  # fmt: skip
+        responses = [(request.topic, [part], None)]
+        return produce_frame(version, request.correlation_id, ProduceResponse(responses)
+                             if version < LEADER_HINTS_VERSION
+                             else _with_leader_hints(broker, responses))  # fmt: skip
     key = (version, request.topic, request.partition)
     template = templates.get(key)
     if template is None:
@@ -266,3 +274,49 @@ def _single_frame(version: int, request: SingleProduce, part: ProducePartition,
         template = templates[key] = ResponseTemplate(version, request.topic, request.partition)
     return template.frame(request.correlation_id, part.base_offset, part.log_append_time,
                           part.log_start_offset)  # fmt: skip
+
+
+LEADER_HINTS_VERSION = 10
+_MOVED = (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch)
+
+
+def current_leader(broker: Any, topic: str, index: int) -> tuple[int, int] | None:
+    """(leader id, leader epoch) of the partition as this broker knows it, other than itself:
+    the newer of its replica's state (LeaderAndIsr) and the metadata cache (UpdateMetadata);
+    None when neither names a live other broker."""
+    replicas = broker.replicas
+    best = (-1, -1)
+    part = replicas.partitions.get((topic, index))
+    if part is not None:
+        best = (part.leader_id, part.leader_epoch)
+    cached = replicas.cache.partition(topic, index)
+    if cached is not None and cached.leader_epoch > best[1]:
+        best = (cached.leader, cached.leader_epoch)
+    if best[0] < 0 or best[0] == replicas.node_id or replicas.cache.broker(best[0]) is None:
+        return None
+    return best
+
+
+def _with_leader_hints(broker: Any, responses: list[Any]) -> ProduceResponse:
+    """KIP-951: the current leader of every partition that was refused for leadership, and
+    those leaders' endpoints."""
+    leaders: set[int] = set()
+    hinted = []
+    for name, parts, topic_id in responses:
+        if name is not None and any(p.error_code in _MOVED for p in parts):
+            new_parts = []
+            for p in parts:
+                found = current_leader(broker, name, p.partition_index) if (
+                    p.error_code in _MOVED) else None  # fmt: skip
+                if found is not None:
+                    leaders.add(found[0])
+                    p = p._replace(current_leader=found)
+                new_parts.append(p)
+            parts = new_parts
+        hinted.append((name, parts, topic_id))
+    if not leaders:
+        return ProduceResponse(responses)
+    cache = broker.replicas.cache
+    endpoints = [(b.node_id, b.host, b.port, b.rack) for b in map(cache.broker, sorted(leaders))
+                 if b is not None]  # fmt: skip
+    return ProduceResponse(hinted, node_endpoints=endpoints)
