@@ -1,4 +1,4 @@
-"""``strom txn list|describe|find-hanging|abort``: transactions, as ``kafka-transactions.sh``.
+"""``strom txn list|describe|describe-producers|find-hanging|abort``: transactions, as ``kafka-transactions.sh``.
 
 ``find-hanging`` looks at every partition's producers (DescribeProducers) for an open
 transaction that its coordinator does not know as ongoing with that partition and epoch, or
@@ -7,7 +7,8 @@ that has been open longer than ``--max-transaction-timeout`` minutes (Kafka's de
 ``--start-offset`` or given by ``--producer-id``/``--producer-epoch``. Each request goes where
 Kafka's Admin client sends it (:mod:`strom.cli.txn_wire`): ``list`` asks every broker and lists
 what those that answered know (one stderr line and exit 1 per broker that did not),
-``describe`` the id's coordinator, the producers and the abort each partition's leader.
+``describe`` the id's coordinator, ``describe-producers``, ``find-hanging``'s producers and
+``abort`` each partition's leader.
 ``find-hanging`` needs every broker's list (an id missing from it would look hanging).
 """
 
@@ -37,6 +38,12 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("transactional_id", metavar="ID")
     add_client_options(p, listing=True)
     p.set_defaults(func=describe)
+    p = sub.add_parser("describe-producers", help="the active producers of one partition",
+                       parents=parents)  # fmt: skip
+    p.add_argument("--topic", required=True, metavar="T", help="the partition's topic")
+    p.add_argument("--partition", required=True, type=int, metavar="N", help="the partition")
+    add_client_options(p, listing=True)
+    p.set_defaults(func=describe_producers)
     p = sub.add_parser("find-hanging", help="open transactions no coordinator will end",
                        parents=parents)  # fmt: skip
     p.add_argument("--topic", metavar="T", help="only this topic (default: all)")
@@ -106,6 +113,22 @@ def describe(args: argparse.Namespace) -> int:
         print_table(["TRANSACTIONAL-ID", "PRODUCER-ID", "PRODUCER-EPOCH", "STATE", "TIMEOUT-MS",
                      "START-TIME-MS", "DURATION-MS", "PARTITIONS"],
                     [[*list(row.values())[:-1], ",".join(row["partitions"]) or "-"]])  # fmt: skip
+    return 0
+
+
+def describe_producers(args: argparse.Namespace) -> int:
+    """Kafka's ``describe-producers``: the partition leader's producer state."""
+    key = (args.topic, args.partition)
+    rows = [{"producer_id": s.producer_id, "producer_epoch": s.producer_epoch,
+             "coordinator_epoch": s.coordinator_epoch, "last_sequence": s.last_sequence,
+             "last_timestamp": s.last_timestamp, "current_txn_start_offset": s.current_txn_start_offset}
+            for s in Cluster(args).describe_producers([key])[key]]  # fmt: skip
+    if args.format == "json":
+        print_json(rows)
+    else:
+        print_table(["PRODUCER-ID", "PRODUCER-EPOCH", "COORDINATOR-EPOCH", "LAST-SEQUENCE",
+                     "LAST-TIMESTAMP", "CURRENT-TXN-START-OFFSET"],
+                    [list(r.values()) for r in rows])  # fmt: skip
     return 0
 
 
