@@ -84,6 +84,7 @@ def test_txn_commands_reach_the_coordinator_and_the_leader(tmp_path: Path) -> No
         listed = {t["transactional_id"]: t
                   for t in json.loads(cli.ok("txn", "list", "--format", "json"))}  # fmt: skip
         assert listed[txn_id]["state"] == "Ongoing", listed
+        assert listed[txn_id]["coordinator"] == coordinators[txn_id] != 1
         pid = listed[txn_id]["producer_id"]
         desc = json.loads(cli.ok("txn", "describe", txn_id, "--format", "json"))
         assert (desc["state"], desc["partitions"], desc["producer_id"]) == (
@@ -91,6 +92,12 @@ def test_txn_commands_reach_the_coordinator_and_the_leader(tmp_path: Path) -> No
         producers = json.loads(cli.ok("txn", "describe-producers", "--topic", TOPIC,
                                       "--partition", "0", "--format", "json"))  # fmt: skip
         assert [(s["producer_id"], s["current_txn_start_offset"]) for s in producers] == [(pid, 6)]
+        follower = json.loads(cli.ok("txn", "describe-producers", "--topic", TOPIC, "--partition",
+                                     "0", "--broker-id", "3", "--format", "json"))  # fmt: skip
+        assert [(s["producer_id"], s["current_txn_start_offset"]) for s in follower] == [(pid, 6)]
+        line = cli.fail("txn", "describe-producers", "--topic", TOPIC, "--partition", "0",
+                        "--broker-id", "1", "--timeout", "2")  # fmt: skip
+        assert "UNKNOWN_TOPIC_OR_PARTITION" in line, line  # broker 1 has no replica of it
         hanging = json.loads(cli.ok("txn", "find-hanging", "--topic", TOPIC,
                                     "--max-transaction-timeout", "0", "--format", "json"))  # fmt: skip
         assert [(h["partition"], h["producer_id"], h["start_offset"]) for h in hanging] == [

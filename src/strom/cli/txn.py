@@ -42,6 +42,8 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
                        parents=parents)  # fmt: skip
     p.add_argument("--topic", required=True, metavar="T", help="the partition's topic")
     p.add_argument("--partition", required=True, type=int, metavar="N", help="the partition")
+    p.add_argument("--broker-id", type=int, metavar="ID",
+                   help="ask this broker's replica (default: the partition's leader)")  # fmt: skip
     add_client_options(p, listing=True)
     p.set_defaults(func=describe_producers)
     p = sub.add_parser("find-hanging", help="open transactions no coordinator will end",
@@ -85,13 +87,14 @@ def _report(failures: dict[int, str]) -> int:
 
 def list_(args: argparse.Namespace) -> int:
     states, failures = Cluster(args).list_transactions()
-    rows = [{"transactional_id": s.transactional_id, "producer_id": s.producer_id,
-             "state": s.transaction_state} for s in states]  # fmt: skip
+    rows = [{"transactional_id": s.transactional_id, "coordinator": broker,
+             "producer_id": s.producer_id, "state": s.transaction_state}
+            for broker, s in states]  # fmt: skip
     if args.format == "json":
         print_json(rows)
-    else:
-        print_table(["TRANSACTIONAL-ID", "PRODUCER-ID", "STATE"],
-                    [[r["transactional_id"], r["producer_id"], r["state"]] for r in rows])  # fmt: skip
+    else:  # Kafka's columns: the coordinator is the broker that listed the id
+        print_table(["TRANSACTIONAL-ID", "COORDINATOR", "PRODUCER-ID", "STATE"],
+                    [list(r.values()) for r in rows])  # fmt: skip
     return _report(failures)
 
 
@@ -122,7 +125,7 @@ def describe_producers(args: argparse.Namespace) -> int:
     rows = [{"producer_id": s.producer_id, "producer_epoch": s.producer_epoch,
              "coordinator_epoch": s.coordinator_epoch, "last_sequence": s.last_sequence,
              "last_timestamp": s.last_timestamp, "current_txn_start_offset": s.current_txn_start_offset}
-            for s in Cluster(args).describe_producers([key])[key]]  # fmt: skip
+            for s in Cluster(args).describe_producers([key], args.broker_id)[key]]  # fmt: skip
     if args.format == "json":
         print_json(rows)
     else:
@@ -163,7 +166,7 @@ def find_hanging(args: argparse.Namespace) -> int:
     listed, failures = cluster.list_transactions()
     if failures:  # an id missing from the list would look hanging: no partial answer here
         raise CliError(f"cannot list transactions on {next(iter(failures.values()))}")
-    by_pid = {s.producer_id: s.transactional_id for s in listed}
+    by_pid = {s.producer_id: s.transactional_id for _broker, s in listed}
     ids = {by_pid[c["producer_id"]] for c in candidates if c["producer_id"] in by_pid}
     states = cluster.describe_transactions(sorted(ids))
     now = int(time.time() * 1000)

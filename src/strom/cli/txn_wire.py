@@ -47,8 +47,9 @@ class Cluster:
         return live + [b for b in boot if b not in live]
 
     # -- every broker ----------------------------------------------------------------------
-    def list_transactions(self) -> tuple[list[Any], dict[int, str]]:
-        """Every broker's transactions (by id), and the brokers that gave no list, with why."""
+    def list_transactions(self) -> tuple[list[tuple[int, Any]], dict[int, str]]:
+        """Every broker's transactions as (its id: the coordinator, the listing), by
+        transactional id; and the brokers that gave no list, with why."""
         brokers = routing.addresses(self.metadata())
 
         def lookup(ids: list[int]) -> routing.Lookup[int]:
@@ -61,14 +62,14 @@ class Cluster:
 
         done, failed = routing.route(sorted(brokers), lookup, send,
                                      {ErrorCode.coordinator_load_in_progress})  # fmt: skip
-        states: list[Any] = []
+        states: list[tuple[int, Any]] = []
         for broker_id, (code, answer) in sorted(done.items()):
             if code != 0:
                 failed[broker_id] = ErrorCode(code).name.upper()
             else:
-                states.extend(answer)
+                states.extend((broker_id, s) for s in answer)
         failures = {i: f"broker {i} ({brokers[i]}): {why}" for i, why in sorted(failed.items())}
-        return sorted(states, key=lambda s: str(s.transactional_id)), failures
+        return sorted(states, key=lambda s: str(s[1].transactional_id)), failures
 
     # -- coordinators ----------------------------------------------------------------------
     def describe_transactions(self, txn_ids: list[str]) -> dict[str, Any]:
@@ -93,32 +94,44 @@ class Cluster:
 
     # -- partition leaders -----------------------------------------------------------------
     def _to_leaders(
-        self, keys: list[TopicPartition], send: Any, what: str
+        self, keys: list[TopicPartition], send: Any, what: str, broker: int | None = None
     ) -> dict[TopicPartition, Any]:
-        def lookup(pending: list[TopicPartition]) -> routing.Lookup[TopicPartition]:
-            return routing.leaders(self.metadata(), pending)
+        """Each key's answer from its leader, or from ``broker`` if given (Kafka's
+        ``--broker-id``: that broker's replica, and NOT_LEADER_OR_FOLLOWER is then final)."""
+        retriable = routing.LEADER_RETRIABLE
+        if broker is None:
 
-        done, failed = routing.route(keys, lookup, send, routing.LEADER_RETRIABLE)
+            def lookup(pending: list[TopicPartition]) -> routing.Lookup[TopicPartition]:
+                return routing.leaders(self.metadata(), pending)
+
+        else:
+            where = routing.addresses(self.metadata()).get(broker)
+            if where is None:
+                raise CliError(f"broker {broker} is not in the cluster")
+            retriable = retriable - {ErrorCode.not_leader_or_follower}
+
+            def lookup(pending: list[TopicPartition]) -> routing.Lookup[TopicPartition]:
+                return {where: pending}, {}
+
+        done, failed = routing.route(keys, lookup, send, retriable)
         routing.first_failure(failed, lambda k: f"cannot {what} {k[0]}-{k[1]}")
         for (name, index), (code, _answer) in sorted(done.items()):
             if code != 0:
                 raise CliError(f"cannot {what} {name}-{index}: {ErrorCode(code).name.upper()}")
         return {k: answer for k, (_code, answer) in done.items()}
 
-    def describe_producers(self, keys: list[TopicPartition]) -> dict[TopicPartition, list[Any]]:
-        """Each partition's active producers, from its leader."""
+    def describe_producers(
+        self, keys: list[TopicPartition], broker: int | None = None
+    ) -> dict[TopicPartition, list[Any]]:
+        """Each partition's active producers, from its leader (or from ``broker``)."""
 
         def send(where: str, batch: list[TopicPartition]) -> routing.Answers[TopicPartition]:
-            resp = request(
-                where,
-                PRODUCERS,
-                0,
-                topics=_topics(PRODUCERS, 0, "TopicRequest", "partition_indexes", batch),
-            )
+            topics = _topics(PRODUCERS, 0, "TopicRequest", "partition_indexes", batch)
+            resp = request(where, PRODUCERS, 0, topics=topics)
             return {(str(t.name), int(p.partition_index)): (int(p.error_code), p.active_producers)
                     for t in resp.topics for p in t.partitions}  # fmt: skip
 
-        return self._to_leaders(keys, send, "describe the producers of")
+        return self._to_leaders(keys, send, "describe the producers of", broker)
 
     def abort(self, key: TopicPartition, producer_id: int, producer_epoch: int,
               coordinator_epoch: int) -> None:  # fmt: skip
