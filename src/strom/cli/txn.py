@@ -1,4 +1,5 @@
-"""``strom txn list|describe|describe-producers|find-hanging|abort``: transactions, as ``kafka-transactions.sh``.
+"""``strom txn list|describe|describe-producers|find-hanging|abort``: transactions, as
+``kafka-transactions.sh``.
 
 ``find-hanging`` looks at every partition's producers (DescribeProducers) for an open
 transaction that its coordinator does not know as ongoing with that partition and epoch, or
@@ -8,8 +9,8 @@ that has been open longer than ``--max-transaction-timeout`` minutes (Kafka's de
 Kafka's Admin client sends it (:mod:`strom.cli.txn_wire`): ``list`` asks every broker and lists
 what those that answered know (one stderr line and exit 1 per broker that did not),
 ``describe`` the id's coordinator, ``describe-producers``, ``find-hanging``'s producers and
-``abort`` each partition's leader.
-``find-hanging`` needs every broker's list (an id missing from it would look hanging).
+``abort`` each partition's leader. ``find-hanging`` refuses a partial list (an id missing from
+it would look hanging).
 """
 
 from __future__ import annotations
