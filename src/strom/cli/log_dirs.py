@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from strom.cli import wire
+from strom.cli import routing, wire
 from strom.cli.errors import CliError
 
 log = logging.getLogger(__name__)
@@ -51,21 +51,14 @@ def leader_partition_sizes(md: Any, keys: list[TopicPartition]) -> dict[TopicPar
     """Bytes of each of ``keys``' logs on its leader, per ``md`` (confluent-kafka's
     ClusterMetadata): one DescribeLogDirs to each leading broker. Partitions without a leader,
     or whose leader did not answer (logged), are absent."""
-    by_leader: dict[int, list[TopicPartition]] = {}
-    for name, index in keys:
-        t = md.topics.get(name)
-        part = t.partitions.get(index) if t is not None and t.error is None else None
-        if part is not None and part.leader >= 0:
-            by_leader.setdefault(part.leader, []).append((name, index))
+    by_leader, _leaderless = routing.leaders(md, keys)
     sizes: dict[TopicPartition, int] = {}
-    for leader, led in sorted(by_leader.items()):
-        broker = md.brokers.get(leader)
-        if broker is None:
-            continue
+    for where, led in sorted(by_leader.items()):
         try:
-            found = broker_partition_sizes(f"{broker.host}:{broker.port}", led)
+            found = broker_partition_sizes(where, led)
         except CliError as exc:
-            log.warning("sizes of %d partition(s) on broker %d unknown: %s", len(led), leader, exc)
+            log.warning("sizes of %d partition(s) on the broker at %s unknown: %s",
+                        len(led), where, exc)  # fmt: skip
             continue
         sizes.update((k, found[k]) for k in led if k in found)
     return sizes

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from strom.cli import reassign_log_dirs as log_dirs
-from strom.cli import wire
+from strom.cli import routing, wire
 from strom.cli.clients import add_client_options, admin_client, metadata
 from strom.cli.errors import CliError, timeout
 from strom.cli.output import print_json
@@ -159,7 +159,7 @@ def _current(admin: Any, args: argparse.Namespace) -> dict[tuple[str, int], list
 
 
 def _addresses(admin: Any, args: argparse.Namespace) -> dict[int, str]:
-    return {b.id: f"{b.host}:{b.port}" for b in metadata(admin, args).brokers.values()}
+    return routing.addresses(metadata(admin, args))
 
 
 def _controller(admin: Any, args: argparse.Namespace) -> str:
@@ -167,7 +167,7 @@ def _controller(admin: Any, args: argparse.Namespace) -> str:
     broker = md.brokers.get(md.controller_id)
     if broker is None:
         raise CliError("the cluster has no controller now; try again")
-    return f"{broker.host}:{broker.port}"
+    return routing.address(broker)
 
 
 def generate(args: argparse.Namespace) -> int:

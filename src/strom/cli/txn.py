@@ -1,24 +1,30 @@
-"""``strom txn list|describe|find-hanging|abort``: transactions, as ``kafka-transactions.sh``.
+"""``strom txn list|describe|describe-producers|find-hanging|abort``: transactions, as
+``kafka-transactions.sh``.
 
 ``find-hanging`` looks at every partition's producers (DescribeProducers) for an open
 transaction that its coordinator does not know as ongoing with that partition and epoch, or
 that has been open longer than ``--max-transaction-timeout`` minutes (Kafka's default 15);
 ``abort`` writes an ABORT marker for such a transaction (WriteTxnMarkers), found by
-``--start-offset`` or given by ``--producer-id``/``--producer-epoch``.
+``--start-offset`` or given by ``--producer-id``/``--producer-epoch``. Each request goes where
+Kafka's Admin client sends it (:mod:`strom.cli.txn_wire`): ``list`` asks every broker and lists
+what those that answered know (one stderr line and exit 1 per broker that did not),
+``describe`` the id's coordinator, ``describe-producers``, ``find-hanging``'s producers and
+``abort`` each partition's leader. ``find-hanging`` refuses a partial list (an id missing from
+it would look hanging).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from typing import Any
 
-from strom.cli.clients import add_client_options, admin_client, metadata
+from strom.cli.clients import add_client_options
 from strom.cli.errors import CliError
 from strom.cli.output import print_json, print_table
-from strom.cli.wire import check, part, request
-
-LIST, DESCRIBE, PRODUCERS, MARKERS = 66, 65, 61, 27
+from strom.cli.txn_wire import Cluster
+from strom.cli.wire import check
 
 
 def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -33,6 +39,14 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("transactional_id", metavar="ID")
     add_client_options(p, listing=True)
     p.set_defaults(func=describe)
+    p = sub.add_parser("describe-producers", help="the active producers of one partition",
+                       parents=parents)  # fmt: skip
+    p.add_argument("--topic", required=True, metavar="T", help="the partition's topic")
+    p.add_argument("--partition", required=True, type=int, metavar="N", help="the partition")
+    p.add_argument("--broker-id", type=int, metavar="ID",
+                   help="ask this broker's replica (default: the partition's leader)")  # fmt: skip
+    add_client_options(p, listing=True)
+    p.set_defaults(func=describe_producers)
     p = sub.add_parser("find-hanging", help="open transactions no coordinator will end",
                        parents=parents)  # fmt: skip
     p.add_argument("--topic", metavar="T", help="only this topic (default: all)")
@@ -55,18 +69,6 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=abort)
 
 
-def _list(bootstrap: str) -> list[Any]:
-    resp = request(bootstrap, LIST, 1, state_filters=(), producer_id_filters=(), duration_filter=-1)
-    check(resp.error_code, "cannot list transactions")
-    return list(resp.transaction_states)
-
-
-def _describe(bootstrap: str, txn_ids: list[str]) -> list[Any]:
-    if not txn_ids:
-        return []
-    return list(request(bootstrap, DESCRIBE, 0, transactional_ids=tuple(txn_ids)).transaction_states)
-
-
 def _ms(value: Any) -> int:
     if value is None:
         return -1
@@ -77,19 +79,28 @@ def _ms(value: Any) -> int:
     return int(value)
 
 
+def _report(failures: dict[int, str]) -> int:
+    """One stderr line per broker that could not list; the exit code (1 if any)."""
+    for why in failures.values():
+        print(f"cannot list transactions on {why}", file=sys.stderr)
+    return 1 if failures else 0
+
+
 def list_(args: argparse.Namespace) -> int:
-    rows = [{"transactional_id": s.transactional_id, "producer_id": s.producer_id,
-             "state": s.transaction_state} for s in _list(args.bootstrap_server)]  # fmt: skip
+    states, failures = Cluster(args).list_transactions()
+    rows = [{"transactional_id": s.transactional_id, "coordinator": broker,
+             "producer_id": s.producer_id, "state": s.transaction_state}
+            for broker, s in states]  # fmt: skip
     if args.format == "json":
         print_json(rows)
-    else:
-        print_table(["TRANSACTIONAL-ID", "PRODUCER-ID", "STATE"],
-                    [[r["transactional_id"], r["producer_id"], r["state"]] for r in rows])  # fmt: skip
-    return 0
+    else:  # Kafka's columns: the coordinator is the broker that listed the id
+        print_table(["TRANSACTIONAL-ID", "COORDINATOR", "PRODUCER-ID", "STATE"],
+                    [list(r.values()) for r in rows])  # fmt: skip
+    return _report(failures)
 
 
 def describe(args: argparse.Namespace) -> int:
-    (s,) = _describe(args.bootstrap_server, [args.transactional_id])
+    s = Cluster(args).describe_transactions([args.transactional_id])[args.transactional_id]
     check(s.error_code, f"cannot describe transactional id {args.transactional_id!r}")
     start = _ms(s.transaction_start_time)
     start = start if start > 0 else -1  # 0: no transaction open (the broker cannot send -1)
@@ -109,35 +120,56 @@ def describe(args: argparse.Namespace) -> int:
     return 0
 
 
-def _open_producers(args: argparse.Namespace) -> list[dict[str, Any]]:
-    md = metadata(admin_client(args, check=False), args)
+def describe_producers(args: argparse.Namespace) -> int:
+    """Kafka's ``describe-producers``: the partition leader's producer state."""
+    key = (args.topic, args.partition)
+    rows = [{"producer_id": s.producer_id, "producer_epoch": s.producer_epoch,
+             "coordinator_epoch": s.coordinator_epoch, "last_sequence": s.last_sequence,
+             "last_timestamp": s.last_timestamp, "current_txn_start_offset": s.current_txn_start_offset}
+            for s in Cluster(args).describe_producers([key], args.broker_id)[key]]  # fmt: skip
+    if args.format == "json":
+        print_json(rows)
+    else:
+        print_table(["PRODUCER-ID", "PRODUCER-EPOCH", "COORDINATOR-EPOCH", "LAST-SEQUENCE",
+                     "LAST-TIMESTAMP", "CURRENT-TXN-START-OFFSET"],
+                    [list(r.values()) for r in rows])  # fmt: skip
+    return 0
+
+
+def _open_producers(cluster: Cluster, topic: str | None,
+                    partition: int | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """The producers with an open transaction in ``topic`` (default: every non-internal topic;
+    only ``partition`` if given), each asked of its partition's leader."""
+    md = cluster.metadata()
     topics = [t for name, t in sorted(md.topics.items())
-              if (args.topic is None or name == args.topic) and not name.startswith("__")]  # fmt: skip
-    if args.topic is not None and not topics:
-        raise CliError(f"topic {args.topic!r} does not exist")
-    req = tuple(part(PRODUCERS, 0, "TopicRequest", name=t.topic,
-                     partition_indexes=tuple(sorted(t.partitions))) for t in topics)  # fmt: skip
-    if not req:
-        return []
+              if (topic is None or name == topic) and not name.startswith("__")]  # fmt: skip
+    if topic is not None and not topics:
+        raise CliError(f"topic {topic!r} does not exist")
+    keys = [(t.topic, p) for t in topics for p in sorted(t.partitions)
+            if partition is None or p == partition]  # fmt: skip
+    if partition is not None and not keys:
+        raise CliError(f"partition {topic}-{partition} does not exist")
     out = []
-    for topic in request(args.bootstrap_server, PRODUCERS, 0, topics=req).topics:
-        for p in topic.partitions:
-            check(p.error_code, f"cannot describe producers of {topic.name}-{p.partition_index}")
-            for s in p.active_producers:
-                if s.current_txn_start_offset >= 0:
-                    out.append({"topic": topic.name, "partition": p.partition_index,
-                                "producer_id": s.producer_id, "producer_epoch": s.producer_epoch,
-                                "coordinator_epoch": s.coordinator_epoch,
-                                "start_offset": s.current_txn_start_offset,
-                                "last_timestamp": s.last_timestamp})  # fmt: skip
+    for (name, index), producers in sorted(cluster.describe_producers(keys).items()):
+        for s in producers:
+            if s.current_txn_start_offset >= 0:
+                out.append({"topic": name, "partition": index,
+                            "producer_id": s.producer_id, "producer_epoch": s.producer_epoch,
+                            "coordinator_epoch": s.coordinator_epoch,
+                            "start_offset": s.current_txn_start_offset,
+                            "last_timestamp": s.last_timestamp})  # fmt: skip
     return out
 
 
 def find_hanging(args: argparse.Namespace) -> int:
-    candidates = _open_producers(args)
-    by_pid = {s.producer_id: s.transactional_id for s in _list(args.bootstrap_server)}
-    states = {s.transactional_id: s for s in _describe(args.bootstrap_server,
-              sorted({by_pid[c["producer_id"]] for c in candidates if c["producer_id"] in by_pid}))}  # fmt: skip
+    cluster = Cluster(args)
+    candidates = _open_producers(cluster, args.topic)
+    listed, failures = cluster.list_transactions()
+    if failures:  # an id missing from the list would look hanging: no partial answer here
+        raise CliError(f"cannot list transactions on {next(iter(failures.values()))}")
+    by_pid = {s.producer_id: s.transactional_id for _broker, s in listed}
+    ids = {by_pid[c["producer_id"]] for c in candidates if c["producer_id"] in by_pid}
+    states = cluster.describe_transactions(sorted(ids))
     now = int(time.time() * 1000)
     hanging = []
     for c in candidates:
@@ -159,10 +191,11 @@ def find_hanging(args: argparse.Namespace) -> int:
 
 
 def abort(args: argparse.Namespace) -> int:
+    cluster = Cluster(args)
     pid, epoch, coordinator_epoch = args.producer_id, args.producer_epoch, -1
     if args.start_offset is not None:
-        match = [c for c in _open_producers(argparse.Namespace(**{**vars(args), "format": "text"}))
-                 if c["partition"] == args.partition and c["start_offset"] == args.start_offset]  # fmt: skip
+        match = [c for c in _open_producers(cluster, args.topic, args.partition)
+                 if c["start_offset"] == args.start_offset]  # fmt: skip
         if not match:
             raise CliError(f"no open transaction starts at offset {args.start_offset} of "
                            f"{args.topic}-{args.partition}")  # fmt: skip
@@ -170,14 +203,7 @@ def abort(args: argparse.Namespace) -> int:
         coordinator_epoch = match[0]["coordinator_epoch"]
     elif pid is None or epoch is None:
         raise CliError("give --start-offset, or --producer-id and --producer-epoch")
-    topic = part(MARKERS, 1, "WritableTxnMarkerTopic", name=args.topic,
-                 partition_indexes=(args.partition,))  # fmt: skip
-    marker = part(MARKERS, 1, "WritableTxnMarker", producer_id=pid, producer_epoch=epoch,
-                  transaction_result=False, topics=(topic,),
-                  coordinator_epoch=max(coordinator_epoch, 0))  # fmt: skip
-    resp = request(args.bootstrap_server, MARKERS, 1, markers=(marker,))
-    check(resp.markers[0].topics[0].partitions[0].error_code,
-          f"cannot abort the transaction of producer {pid} in {args.topic}-{args.partition}")  # fmt: skip
+    cluster.abort((args.topic, args.partition), pid, epoch, coordinator_epoch)
     print(f"aborted the transaction of producer {pid} (epoch {epoch}) in "
           f"{args.topic}-{args.partition}")  # fmt: skip
     return 0

@@ -3,8 +3,9 @@
 Used for the transaction tools (KIP-664: ListTransactions, DescribeTransactions,
 DescribeProducers; WriteTxnMarkers for an operator's abort) and for the cluster-wide default
 broker config (librdkafka cannot name the "" resource). One request per connection to the first
-bootstrap server, which on a single node is the coordinator and every partition's leader.
-Not a Kafka client: no metadata, no retries, no routing; data always goes through confluent-kafka.
+address given. Not a Kafka client: no metadata, no retries; which broker a request must go to
+in a cluster (a leader, a coordinator, every broker) is :mod:`strom.cli.routing`'s job, and
+data always goes through confluent-kafka.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any, Self
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
-from strom.cli.errors import DEFAULT_TIMEOUT_S, CliError
+from strom.cli.errors import CliError, timeout
 from strom.protocol.errors import ErrorCode
 from strom.protocol.messages import (
     RequestHeader,
@@ -73,7 +74,7 @@ def request(bootstrap: str, api_key: int, version: int, **fields: Any) -> Any:
     """Send one request and return the decoded response; an unreachable broker is a CliError."""
     server = bootstrap.split(",")[0].strip()
     try:
-        with WireConnection(server, timeout=DEFAULT_TIMEOUT_S) as conn:
+        with WireConnection(server, timeout=timeout()) as conn:
             return conn.request(api_key, version, **fields)
     except (OSError, ConnectionError) as exc:
         raise CliError(f"cannot reach the broker at {server}: {exc}") from None
