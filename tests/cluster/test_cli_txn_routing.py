@@ -56,7 +56,10 @@ def test_txn_commands_reach_the_coordinator_and_the_leader(tmp_path: Path) -> No
 
     settings = {"auto.leader.rebalance.enable": "false",
                 "transaction.state.log.num.partitions": "6"}  # fmt: skip
-    with ClusterProcess(tmp_path, brokers=3, settings=settings) as cluster:
+    # a session long enough that the broker paused below stays in the metadata while the CLI
+    # (its start-up included, slow on a loaded machine) asks it: the test is about the CLI
+    with ClusterProcess(tmp_path, brokers=3, settings=settings,
+                        session_timeout_ms=30_000) as cluster:  # fmt: skip
         # partition 0 on brokers 2 and 3 (led by 2), never on broker 1
         new = NewTopic(TOPIC, num_partitions=1, replication_factor=-1, replica_assignment=[[2, 3]])
         admin = cluster.admin()
