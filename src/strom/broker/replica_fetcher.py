@@ -46,11 +46,24 @@ TopicPartition = tuple[str, int]
 FETCH, OFFSET_FOR_LEADER_EPOCH = 1, 23
 
 
+#: first retry of a partition whose leader refused it (e.g. the leader has not applied its
+#: LeaderAndIsr yet, at topic creation); doubled per failure up to ``replica.fetch.backoff.ms``
+FIRST_RETRY_S = 0.05
+
+
 @dataclass(slots=True)
 class FetchState:
     leader_epoch: int
     truncating: bool = True
     delayed_until: float = 0.0
+    failures: int = 0  # refusals in a row: the next retry waits FIRST_RETRY_S * 2**failures
+
+    def delay(self, now: float, backoff_s: float) -> None:
+        """Hold this partition back after a refusal: briefly at first (a leader that is a
+        few milliseconds behind its LeaderAndIsr), then up to ``backoff_s`` (Kafka's
+        ``replica.fetch.backoff.ms``), so a leader that keeps refusing is not asked in a loop."""
+        self.delayed_until = now + min(backoff_s, FIRST_RETRY_S * (1 << min(self.failures, 16)))
+        self.failures += 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +166,9 @@ class LeaderFetcher:
                 await self._sleep(backoff)
                 continue
             try:
-                truncating = {tp: s for tp, s in self.partitions.items() if s.truncating}
+                now = loop.time()
+                truncating = {tp: s for tp, s in self.partitions.items()
+                              if s.truncating and s.delayed_until <= now}  # fmt: skip
                 if truncating:
                     await self._truncate(conn, truncating)
                 now = loop.time()
@@ -161,8 +176,9 @@ class LeaderFetcher:
                          if not s.truncating and s.delayed_until <= now}  # fmt: skip
                 if ready:
                     await self._fetch(conn, ready)
-                elif not truncating:
-                    await self._sleep(backoff / 4)
+                elif not truncating:  # all held back: until the first is due (a wake is sooner)
+                    due = min(s.delayed_until for s in self.partitions.values())
+                    await self._sleep(min(backoff / 4, max(due - now, 0.001)))
             except BrokerConnectionError as exc:
                 log.warning("fetching from broker %d failed: %s", self.leader, exc)
                 await self._sleep(backoff)
@@ -206,7 +222,7 @@ class LeaderFetcher:
                 if code != ErrorCode.none:
                     log.info("OffsetForLeaderEpoch of %s-%d from broker %d: %s", *tp,
                              self.leader, code.name)  # fmt: skip
-                    state.delayed_until = now + self.config.backoff_ms / 1000
+                    state.delay(now, self.config.backoff_ms / 1000)
                     continue
                 self._truncate_one(tp, int(p.leader_epoch), int(p.end_offset))
                 state.truncating = False
@@ -298,12 +314,13 @@ class LeaderFetcher:
             log.warning("fetch of %s-%d is out of range on broker %d: truncating again", *tp,
                         self.leader)  # fmt: skip
             state.truncating = True
-            state.delayed_until = now + self.config.backoff_ms / 1000
+            state.delay(now, self.config.backoff_ms / 1000)
             return
         if code != ErrorCode.none:
             log.info("fetch of %s-%d from broker %d: %s", *tp, self.leader, code.name)
-            state.delayed_until = now + self.config.backoff_ms / 1000
+            state.delay(now, self.config.backoff_ms / 1000)
             return
+        state.failures = 0
         part = self.replicas.partitions.get(tp)
         if part is None or part.is_leader:
             return
