@@ -198,6 +198,7 @@ def ack_latency(broker: Broker, topic: str, partitions: int, rate: int, seconds:
     total = int(rate * seconds)
     measuring[0] = 1
     cpu0 = cpu_seconds(broker.pid)
+    client0 = _own_cpu()
     start = time.monotonic()
     behind = 0.0
     for i in range(total):
@@ -215,10 +216,12 @@ def ack_latency(broker: Broker, topic: str, partitions: int, rate: int, seconds:
         raise TimeoutError("ack: messages not delivered")
     wall = time.monotonic() - start
     cpu1 = cpu_seconds(broker.pid)
+    client_cpu = _own_cpu() - client0
     cpu = None if cpu0 is None or cpu1 is None else cpu1 - cpu0
     if failed[0] or len(acks) != total:
         raise RuntimeError(f"ack: {len(acks)}/{total} delivered, {failed[0]} failed")
     acks.sort()
+    raw = raw_latency(broker, topic, partitions, rate, seconds, timeout)
     return {
         "partitions": partitions,
         "messages": total,
@@ -229,11 +232,52 @@ def ack_latency(broker: Broker, topic: str, partitions: int, rate: int, seconds:
         # near 1.0 (or the broker's share of a loaded machine) the broker is the bottleneck
         "broker_cores_busy": None if cpu is None else round(cpu / wall, 2),
         "broker_cpu_us_per_message": None if cpu is None else round(cpu * 1e6 / total, 1),
+        # this process (the producer: Python plus librdkafka's threads): near 1.0 or above,
+        # the client, not the broker, sets the latency
+        "client_cores_busy": round(client_cpu / wall, 2),
         # where the time went, from librdkafka's statistics (1 s windows; the worst window):
         # the broker's round trip, and the wait in the client's queue before sending
         "rtt_p99_ms_worst_window": max((w[0] for w in windows), default=None),
         "client_queue_p99_ms_worst_window": max((w[1] for w in windows), default=None),
+        **raw,
     }
+
+
+def raw_latency(broker: Broker, topic: str, partitions: int, rate: int, seconds: float,
+                timeout: float) -> dict[str, Any]:  # fmt: skip
+    """The broker alone, without librdkafka's queues: single-message Produce v9 requests
+    (acks=1) on one raw connection, one in flight at a time, paced at ``rate`` (sent at once
+    when behind), request *i* to partition *i* mod N; send -> response, client to client."""
+    import kio.schema.produce.v9.request as req
+
+    from strom.protocol.messages import RequestHeader, build, encode_request
+    from strom.protocol.record_batch import build_batch
+    from strom.testing.raw import RawConnection
+
+    total = int(rate * seconds)
+    batch = build_batch([(None, b"r" * 100, [], int(time.time() * 1000))])
+    frames = [encode_request(RequestHeader(0, 9, i, "scale-raw"), build(
+        req.ProduceRequest, transactional_id=None, acks=1, timeout=30000,
+        topic_data=(build(req.TopicProduceData, name=topic, partition_data=(
+            build(req.PartitionProduceData, index=i % partitions, records=batch),)),),
+    )) for i in range(total)]  # fmt: skip
+    rtts: list[float] = []
+    with RawConnection(broker.bootstrap, timeout=timeout) as conn:
+        start = time.monotonic()
+        for i, frame in enumerate(frames):
+            target = start + i / rate
+            now = time.monotonic()
+            if target > now:
+                time.sleep(target - now)
+            t0 = time.perf_counter()
+            conn.send_bytes(frame)
+            answer = conn.recv_frame()
+            rtts.append((time.perf_counter() - t0) * 1000)
+            if int.from_bytes(answer[:4], "big", signed=True) != i:
+                raise RuntimeError(f"raw: answer {answer[:4].hex()} to request {i}")
+    rtts.sort()
+    return {"raw_requests": total, "raw_p50_ms": _r(percentile(rtts, 50)),
+            "raw_p99_ms": _r(percentile(rtts, 99)), "raw_max_ms": _r(rtts[-1])}  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -387,6 +431,12 @@ def phase_partitions(broker: Broker, args: argparse.Namespace, out: dict[str, An
 # ---------------------------------------------------------------------------------------------
 
 
+def _own_cpu() -> float:
+    """This process's CPU seconds, every thread (librdkafka's included)."""
+    t = os.times()
+    return t.user + t.system
+
+
 def _r(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
@@ -469,6 +519,8 @@ def ratios(strom: dict[str, Any] | None, tansu: dict[str, Any] | None) -> dict[s
     n = None if strom is None else get(strom, "many_partitions", "partitions")
     many_ack = get(strom, "many_partitions", f"ack_{n}", "ack_p99_ms")
     out["strom_ack_p99_many_vs_1_partition"] = ratio(many_ack, get(strom, "ack_1", "ack_p99_ms"))
+    out["strom_raw_p99_many_vs_1_partition"] = ratio(
+        get(strom, "many_partitions", f"ack_{n}", "raw_p99_ms"), get(strom, "ack_1", "raw_p99_ms"))
     if tansu:
         out["requests_per_s_strom_vs_tansu"] = ratio(
             get(strom, "requests", "requests_per_s"), get(tansu, "requests", "requests_per_s"))
