@@ -319,8 +319,8 @@ class LogManager:
     def take_hw_changed(self) -> set[TopicPartition]:
         """The partitions whose high watermark may have changed since the last call (set
         by each log's ``on_hw_change``; also new, moved and detached ones), and forget them."""
-        changed = self._hw_changed
-        self._hw_changed = set()
+        changed = set(self._hw_changed)
+        self._hw_changed.clear()  # in place: every log's hook holds this set
         return changed
 
     def count(self) -> int:
