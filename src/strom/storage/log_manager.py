@@ -24,6 +24,7 @@ the loop, then :func:`remove_log` on a thread.
 from __future__ import annotations
 
 import fcntl
+import functools
 import logging
 import os
 import shutil
@@ -126,7 +127,7 @@ class LogManager:
         self.data_dir = dirs[0]  # the first log directory (the only one by default)
         self.flusher = flusher if flusher is not None else INLINE
         self._schedule: MaintenanceSchedule[TopicPartition] = MaintenanceSchedule()
-        self._hw_changed: set[TopicPartition] = set()  # see take_hw_changed
+        self._hw_changed: dict[TopicPartition, Log | None] = {}  # see take_hw_changed
         self._compacted: dict[TopicPartition, Log] = {}  # see compacted_logs
         self.clock = clock
         self.broker_configs = dict(broker_configs)
@@ -299,9 +300,9 @@ class LogManager:
         touch = self._schedule.touch
         log.on_change = lambda: touch(tp)
         touch(tp)
-        hw_changed = self._hw_changed
-        log.on_hw_change = lambda: hw_changed.add(tp)
-        hw_changed.add(tp)
+        # a C-level call per HW move (every append on a single node), no Python frame
+        log.on_hw_change = functools.partial(self._hw_changed.__setitem__, tp, log)
+        self._hw_changed[tp] = log
         self._classify(tp, log)
 
     def _classify(self, tp: TopicPartition, log: Log) -> None:
@@ -316,11 +317,12 @@ class LogManager:
         cleaner must plan: not every log)."""
         return list(self._compacted.items())
 
-    def take_hw_changed(self) -> set[TopicPartition]:
+    def take_hw_changed(self) -> dict[TopicPartition, Log | None]:
         """The partitions whose high watermark may have changed since the last call (set
-        by each log's ``on_hw_change``; also new, moved and detached ones), and forget them."""
-        changed = set(self._hw_changed)
-        self._hw_changed.clear()  # in place: every log's hook holds this set
+        by each log's ``on_hw_change``; also new and moved ones), each with its log (None:
+        detached since), and forget them."""
+        changed = dict(self._hw_changed)
+        self._hw_changed.clear()  # in place: every log's hook holds this dict
         return changed
 
     def count(self) -> int:
@@ -368,7 +370,7 @@ class LogManager:
     def moved(self, topic: str, partition: int, old_parent: Path) -> None:
         """A registered log now lives in another log directory (it adopted a moved copy)."""
         log = self._logs[(topic, partition)]
-        self._hw_changed.add((topic, partition))  # its HW checkpoint entry changes file
+        self._hw_changed[(topic, partition)] = log  # its HW checkpoint entry changes file
         self._counts[old_parent] -= 1
         self._counts[log.dir.parent] = self._counts.get(log.dir.parent, 0) + 1
 
@@ -380,7 +382,7 @@ class LogManager:
         self._compacted.pop((topic, partition), None)
         if log is not None:
             log.on_change = log.on_hw_change = None
-            self._hw_changed.add((topic, partition))  # its checkpoint entry goes
+            self._hw_changed[(topic, partition)] = None  # its checkpoint entry goes
             self._counts[log.dir.parent] -= 1
         return log
 
