@@ -159,7 +159,7 @@ def phase_requests(broker: Broker, args: argparse.Namespace, run: int) -> dict[s
 
 
 def ack_latency(broker: Broker, topic: str, partitions: int, rate: int, seconds: float,
-                timeout: float) -> dict[str, Any]:  # fmt: skip
+                timeout: float, linger_ms: int = 0) -> dict[str, Any]:  # fmt: skip
     """Paced producer (linger.ms=0, acks=1), message i to partition i % partitions; the
     figure is send -> delivery report. Warm-up: one message per partition first, so every
     partition's leader and connection are known before the clock starts."""
@@ -176,7 +176,7 @@ def ack_latency(broker: Broker, topic: str, partitions: int, rate: int, seconds:
             if b.get("nodeid", -1) >= 0 and b.get("rtt", {}).get("cnt"):
                 windows.append((b["rtt"]["p99"] / 1000, b["int_latency"]["p99"] / 1000))
 
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "acks": 1,
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": linger_ms, "acks": 1,
                          "queue.buffering.max.messages": 1_000_000,
                          "statistics.interval.ms": 1000, "stats_cb": on_stats})  # fmt: skip
     failed = [0]
@@ -414,7 +414,7 @@ def phase_partitions(broker: Broker, args: argparse.Namespace, out: dict[str, An
     create_topic(broker.bootstrap, topic, n, timeout=args.timeout)
     out["create_topic_s"] = round(time.perf_counter() - t0, 2)
     out[f"ack_{n}"] = ack_latency(broker, topic, n, args.ack_rate, args.ack_seconds,
-                                  args.timeout)  # fmt: skip
+                                  args.timeout, args.ack_linger_ms)  # fmt: skip
     log(f"{broker.name}: ack {n}: {out[f'ack_{n}']}")
     rss = rss_mb(broker.pid)
     if base_rss is not None and rss is not None:
@@ -494,7 +494,7 @@ def run_broker(broker: Broker, args: argparse.Namespace) -> dict[str, Any]:
             def one(n: int = n, topic: str = topic) -> Any:
                 create_topic(broker.bootstrap, topic, n, timeout=args.timeout)
                 return ack_latency(broker, topic, n, args.ack_rate, args.ack_seconds,
-                                   args.timeout)  # fmt: skip
+                                   args.timeout, args.ack_linger_ms)  # fmt: skip
 
             _guard(result, f"ack_{n}", broker, one)
     if "fetch" in phases:
@@ -553,6 +553,8 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=2, help="runs of the requests phase")
     parser.add_argument("--ack-rate", type=int, default=2000, help="ack phase msgs/s")
     parser.add_argument("--ack-seconds", type=float, default=5.0)
+    parser.add_argument("--ack-linger-ms", type=int, default=0,
+                        help="the ack producer's linger.ms (0: the issue's workload)")
     parser.add_argument("--fetch-mib", type=int, default=64)
     parser.add_argument("--fetch-passes", type=int, default=4, help="reads of the fetch data")
     parser.add_argument("--partitions", type=int, default=10_000,
@@ -589,6 +591,7 @@ def main() -> int:
         "small_request_config": {k: v for k, v in SMALL_REQUEST_CONFIG.items()
                                  if k != "statistics.interval.ms"},
         "quick": args.quick,
+        "ack_linger_ms": args.ack_linger_ms,
         "skipped": skipped,
         "note": "broker CPU = utime+stime of the broker process; compare ratios from one run",
     })  # fmt: skip
