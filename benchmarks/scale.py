@@ -159,7 +159,7 @@ def phase_requests(broker: Broker, args: argparse.Namespace, run: int) -> dict[s
 
 
 def ack_latency(broker: Broker, topic: str, partitions: int, rate: int, seconds: float,
-                timeout: float) -> dict[str, Any]:  # fmt: skip
+                timeout: float, linger_ms: int = 0) -> dict[str, Any]:  # fmt: skip
     """Paced producer (linger.ms=0, acks=1), message i to partition i % partitions; the
     figure is send -> delivery report. Warm-up: one message per partition first, so every
     partition's leader and connection are known before the clock starts."""
@@ -176,7 +176,7 @@ def ack_latency(broker: Broker, topic: str, partitions: int, rate: int, seconds:
             if b.get("nodeid", -1) >= 0 and b.get("rtt", {}).get("cnt"):
                 windows.append((b["rtt"]["p99"] / 1000, b["int_latency"]["p99"] / 1000))
 
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "acks": 1,
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": linger_ms, "acks": 1,
                          "queue.buffering.max.messages": 1_000_000,
                          "statistics.interval.ms": 1000, "stats_cb": on_stats})  # fmt: skip
     failed = [0]
@@ -198,6 +198,7 @@ def ack_latency(broker: Broker, topic: str, partitions: int, rate: int, seconds:
     total = int(rate * seconds)
     measuring[0] = 1
     cpu0 = cpu_seconds(broker.pid)
+    client0 = _own_cpu()
     start = time.monotonic()
     behind = 0.0
     for i in range(total):
@@ -215,10 +216,12 @@ def ack_latency(broker: Broker, topic: str, partitions: int, rate: int, seconds:
         raise TimeoutError("ack: messages not delivered")
     wall = time.monotonic() - start
     cpu1 = cpu_seconds(broker.pid)
+    client_cpu = _own_cpu() - client0
     cpu = None if cpu0 is None or cpu1 is None else cpu1 - cpu0
     if failed[0] or len(acks) != total:
         raise RuntimeError(f"ack: {len(acks)}/{total} delivered, {failed[0]} failed")
     acks.sort()
+    raw = raw_latency(broker, topic, partitions, rate, seconds, timeout)
     return {
         "partitions": partitions,
         "messages": total,
@@ -229,11 +232,52 @@ def ack_latency(broker: Broker, topic: str, partitions: int, rate: int, seconds:
         # near 1.0 (or the broker's share of a loaded machine) the broker is the bottleneck
         "broker_cores_busy": None if cpu is None else round(cpu / wall, 2),
         "broker_cpu_us_per_message": None if cpu is None else round(cpu * 1e6 / total, 1),
+        # this process (the producer: Python plus librdkafka's threads): near 1.0 or above,
+        # the client, not the broker, sets the latency
+        "client_cores_busy": round(client_cpu / wall, 2),
         # where the time went, from librdkafka's statistics (1 s windows; the worst window):
         # the broker's round trip, and the wait in the client's queue before sending
         "rtt_p99_ms_worst_window": max((w[0] for w in windows), default=None),
         "client_queue_p99_ms_worst_window": max((w[1] for w in windows), default=None),
+        **raw,
     }
+
+
+def raw_latency(broker: Broker, topic: str, partitions: int, rate: int, seconds: float,
+                timeout: float) -> dict[str, Any]:  # fmt: skip
+    """The broker alone, without librdkafka's queues: single-message Produce v9 requests
+    (acks=1) on one raw connection, one in flight at a time, paced at ``rate`` (sent at once
+    when behind), request *i* to partition *i* mod N; send -> response, client to client."""
+    import kio.schema.produce.v9.request as req
+
+    from strom.protocol.messages import RequestHeader, build, encode_request
+    from strom.protocol.record_batch import build_batch
+    from strom.testing.raw import RawConnection
+
+    total = int(rate * seconds)
+    batch = build_batch([(None, b"r" * 100, [], int(time.time() * 1000))])
+    frames = [encode_request(RequestHeader(0, 9, i, "scale-raw"), build(
+        req.ProduceRequest, transactional_id=None, acks=1, timeout=30000,
+        topic_data=(build(req.TopicProduceData, name=topic, partition_data=(
+            build(req.PartitionProduceData, index=i % partitions, records=batch),)),),
+    )) for i in range(total)]  # fmt: skip
+    rtts: list[float] = []
+    with RawConnection(broker.bootstrap, timeout=timeout) as conn:
+        start = time.monotonic()
+        for i, frame in enumerate(frames):
+            target = start + i / rate
+            now = time.monotonic()
+            if target > now:
+                time.sleep(target - now)
+            t0 = time.perf_counter()
+            conn.send_bytes(frame)
+            answer = conn.recv_frame()
+            rtts.append((time.perf_counter() - t0) * 1000)
+            if int.from_bytes(answer[:4], "big", signed=True) != i:
+                raise RuntimeError(f"raw: answer {answer[:4].hex()} to request {i}")
+    rtts.sort()
+    return {"raw_requests": total, "raw_p50_ms": _r(percentile(rtts, 50)),
+            "raw_p99_ms": _r(percentile(rtts, 99)), "raw_max_ms": _r(rtts[-1])}  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -370,7 +414,7 @@ def phase_partitions(broker: Broker, args: argparse.Namespace, out: dict[str, An
     create_topic(broker.bootstrap, topic, n, timeout=args.timeout)
     out["create_topic_s"] = round(time.perf_counter() - t0, 2)
     out[f"ack_{n}"] = ack_latency(broker, topic, n, args.ack_rate, args.ack_seconds,
-                                  args.timeout)  # fmt: skip
+                                  args.timeout, args.ack_linger_ms)  # fmt: skip
     log(f"{broker.name}: ack {n}: {out[f'ack_{n}']}")
     rss = rss_mb(broker.pid)
     if base_rss is not None and rss is not None:
@@ -385,6 +429,12 @@ def phase_partitions(broker: Broker, args: argparse.Namespace, out: dict[str, An
 
 
 # ---------------------------------------------------------------------------------------------
+
+
+def _own_cpu() -> float:
+    """This process's CPU seconds, every thread (librdkafka's included)."""
+    t = os.times()
+    return t.user + t.system
 
 
 def _r(value: float | None) -> float | None:
@@ -444,7 +494,7 @@ def run_broker(broker: Broker, args: argparse.Namespace) -> dict[str, Any]:
             def one(n: int = n, topic: str = topic) -> Any:
                 create_topic(broker.bootstrap, topic, n, timeout=args.timeout)
                 return ack_latency(broker, topic, n, args.ack_rate, args.ack_seconds,
-                                   args.timeout)  # fmt: skip
+                                   args.timeout, args.ack_linger_ms)  # fmt: skip
 
             _guard(result, f"ack_{n}", broker, one)
     if "fetch" in phases:
@@ -469,6 +519,8 @@ def ratios(strom: dict[str, Any] | None, tansu: dict[str, Any] | None) -> dict[s
     n = None if strom is None else get(strom, "many_partitions", "partitions")
     many_ack = get(strom, "many_partitions", f"ack_{n}", "ack_p99_ms")
     out["strom_ack_p99_many_vs_1_partition"] = ratio(many_ack, get(strom, "ack_1", "ack_p99_ms"))
+    out["strom_raw_p99_many_vs_1_partition"] = ratio(
+        get(strom, "many_partitions", f"ack_{n}", "raw_p99_ms"), get(strom, "ack_1", "raw_p99_ms"))
     if tansu:
         out["requests_per_s_strom_vs_tansu"] = ratio(
             get(strom, "requests", "requests_per_s"), get(tansu, "requests", "requests_per_s"))
@@ -501,6 +553,8 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=2, help="runs of the requests phase")
     parser.add_argument("--ack-rate", type=int, default=2000, help="ack phase msgs/s")
     parser.add_argument("--ack-seconds", type=float, default=5.0)
+    parser.add_argument("--ack-linger-ms", type=int, default=0,
+                        help="the ack producer's linger.ms (0: the issue's workload)")
     parser.add_argument("--fetch-mib", type=int, default=64)
     parser.add_argument("--fetch-passes", type=int, default=4, help="reads of the fetch data")
     parser.add_argument("--partitions", type=int, default=10_000,
@@ -537,6 +591,7 @@ def main() -> int:
         "small_request_config": {k: v for k, v in SMALL_REQUEST_CONFIG.items()
                                  if k != "statistics.interval.ms"},
         "quick": args.quick,
+        "ack_linger_ms": args.ack_linger_ms,
         "skipped": skipped,
         "note": "broker CPU = utime+stime of the broker process; compare ratios from one run",
     })  # fmt: skip

@@ -1,6 +1,7 @@
 """The log cleaner service: compacts ``cleanup.policy=compact`` logs in the background.
 
-Every ``log.cleaner.backoff.ms`` it plans every compacted log (segment summaries only, on the
+Every ``log.cleaner.backoff.ms`` it plans every compacted log (``LogManager.compacted_logs``,
+not every log; segment summaries only, on the
 event loop), then cleans those that need it, dirtiest first, one at a time: the reading and
 rewriting (:func:`strom.storage.cleaner.clean`) runs in a worker thread on duplicated file
 descriptors and fsyncs the cleaned segments there, and the swap
@@ -64,12 +65,14 @@ class LogCleaner(Service):
     async def _pass(self) -> None:
         manager = self.broker.logs
         now = self.broker.clock.time_ms()
-        live = {tp for tp, _log in manager.logs()}
-        if any(tp not in live for tp in self.checkpoint):  # deleted topics
-            self.checkpoint = {tp: o for tp, o in self.checkpoint.items() if tp in live}
+        # only compacted logs and the checkpoint's entries: never a walk of every partition
+        # (10,000 of them cost 3-4 ms of event loop per pass)
+        if any(manager.get(*tp) is None for tp in self.checkpoint):  # deleted topics
+            self.checkpoint = {tp: o for tp, o in self.checkpoint.items()
+                               if manager.get(*tp) is not None}  # fmt: skip
             await self._write_checkpoint()
         plans = []
-        for tp, lg in manager.logs():
+        for tp, lg in manager.compacted_logs():
             p = cleaner.plan(lg, self.checkpoint.get(tp), now)
             if p is not None and p.should_clean():
                 plans.append((tp, p))

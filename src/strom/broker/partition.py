@@ -25,6 +25,7 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -79,6 +80,9 @@ class Partition:
         self.isr: tuple[int, ...] = ()
         self.pending: PendingIsr | None = None
         self.followers: dict[int, FollowerState] = {}
+        #: called after every change of role or ISR (the replica manager keeps the leaders
+        #: with followers in their ISR from it: the only partitions the shrink check visits)
+        self.on_isr_change: Callable[[Partition], None] | None = None
 
     def __repr__(self) -> str:
         role = "leader" if self.is_leader else f"follower of {self.leader_id}"
@@ -90,6 +94,15 @@ class Partition:
     @property
     def is_leader(self) -> bool:
         return self.leader_id == self.local_id
+
+    @property
+    def has_isr_followers(self) -> bool:
+        """Leads with another replica in its ISR: the only state in which an ISR can shrink."""
+        return self.is_leader and any(r != self.local_id for r in self.isr)
+
+    def _isr_changed(self) -> None:
+        if self.on_isr_change is not None:
+            self.on_isr_change(self)
 
     @property
     def maximal_isr(self) -> tuple[int, ...]:
@@ -109,6 +122,7 @@ class Partition:
         self.isr = isr
         self.controller_epoch = controller_epoch
         self.pending = None
+        self._isr_changed()
 
     def make_leader(self, leader_epoch: int, partition_epoch: int, replicas: tuple[int, ...],
                     isr: tuple[int, ...], controller_epoch: int = -1) -> bool:  # fmt: skip
@@ -224,6 +238,7 @@ class Partition:
         self.leader_epoch = leader_epoch
         self.partition_epoch = partition_epoch
         self.pending = None
+        self._isr_changed()
         self.maybe_advance_hw()
 
     # --- follower ------------------------------------------------------------------------------

@@ -128,6 +128,8 @@ class Log:
         self._truncations = 0  # a flush job submitted before a truncation must not move
         # the recovery point afterwards (the offsets it fsynced may have been rewritten)
         self.on_change: Callable[[], None] | None = None  # maintenance schedule hook
+        #: told when the high watermark changes (the HW checkpoint writes only what moved)
+        self.on_hw_change: Callable[[], None] | None = None
         self.leader_epochs = LeaderEpochCache(dir)
 
     # --- opening ---------------------------------------------------------------------------
@@ -247,7 +249,11 @@ class Log:
 
     @high_watermark.setter
     def high_watermark(self, value: int) -> None:
-        self._high_watermark = max(self.log_start_offset, min(value, self.log_end_offset))
+        hw = max(self.log_start_offset, min(value, self.log_end_offset))
+        if hw != self._high_watermark:
+            self._high_watermark = hw
+            if self.on_hw_change is not None:
+                self.on_hw_change()
 
     def advance_high_watermark_to_end(self) -> bool:
         """Move the HW to the log end offset (a leader alone in its ISR); True if it moved.
@@ -671,6 +677,8 @@ class Log:
         self.leader_epochs.truncate_from_end(self.log_end_offset)
         self._rebuild_producer_state()
         self._changed()
+        if self.on_hw_change is not None:
+            self.on_hw_change()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Replace the whole log by an empty one starting at ``offset`` (Kafka's
@@ -691,6 +699,8 @@ class Log:
         self.leader_epochs.truncate_from_end(-1)
         self._rebuild_producer_state()
         self._changed()
+        if self.on_hw_change is not None:
+            self.on_hw_change()
 
     # --- compaction support ----------------------------------------------------------------
 
@@ -819,9 +829,12 @@ class Log:
         log directory) in place: partitions, fetch sessions and coordinators hold this object,
         so a replica moved between log directories keeps its identity. The high watermark
         and the maintenance hook (not on disk) stay; ``other`` must not be used afterwards."""
-        hw, hook = self._high_watermark, self.on_change
+        hw, hook, hw_hook = self._high_watermark, self.on_change, self.on_hw_change
         self.__dict__.update(other.__dict__)
         self._high_watermark, self.on_change = min(hw, self.log_end_offset), hook
+        self.on_hw_change = hw_hook
+        if hw_hook is not None:
+            hw_hook()
 
     def mark_clean(self) -> None:
         """Write the clean-shutdown marker (after everything the log wrote is durable)."""

@@ -24,6 +24,7 @@ the loop, then :func:`remove_log` on a thread.
 from __future__ import annotations
 
 import fcntl
+import functools
 import logging
 import os
 import shutil
@@ -141,6 +142,8 @@ class LogManager:
         self.data_dir = dirs[0]  # the first log directory (the only one by default)
         self.flusher = flusher if flusher is not None else INLINE
         self._schedule: MaintenanceSchedule[TopicPartition] = MaintenanceSchedule()
+        self._hw_changed: dict[TopicPartition, Log | None] = {}  # see take_hw_changed
+        self._compacted: dict[TopicPartition, Log] = {}  # see compacted_logs
         self.clock = clock
         self.broker_configs = dict(broker_configs)
         self._logs: dict[TopicPartition, Log] = {}
@@ -331,6 +334,30 @@ class LogManager:
         touch = self._schedule.touch
         log.on_change = lambda: touch(tp)
         touch(tp)
+        # a C-level call per HW move (every append on a single node), no Python frame
+        log.on_hw_change = functools.partial(self._hw_changed.__setitem__, tp, log)
+        self._hw_changed[tp] = log
+        self._classify(tp, log)
+
+    def _classify(self, tp: TopicPartition, log: Log) -> None:
+        """Keep :meth:`compacted_logs` in step with ``log``'s config (after every change)."""
+        if log.config.compact:
+            self._compacted[tp] = log
+        else:
+            self._compacted.pop(tp, None)
+
+    def compacted_logs(self) -> list[tuple[TopicPartition, Log]]:
+        """The registered logs with ``cleanup.policy`` including ``compact`` (all the log
+        cleaner must plan: not every log)."""
+        return list(self._compacted.items())
+
+    def take_hw_changed(self) -> dict[TopicPartition, Log | None]:
+        """The partitions whose high watermark may have changed since the last call (set
+        by each log's ``on_hw_change``; also new and moved ones), each with its log (None:
+        detached since), and forget them."""
+        changed = dict(self._hw_changed)
+        self._hw_changed.clear()  # in place: every log's hook holds this dict
+        return changed
 
     def count(self) -> int:
         """How many logs are registered."""
@@ -377,6 +404,7 @@ class LogManager:
     def moved(self, topic: str, partition: int, old_parent: Path) -> None:
         """A registered log now lives in another log directory (it adopted a moved copy)."""
         log = self._logs[(topic, partition)]
+        self._hw_changed[(topic, partition)] = log  # its HW checkpoint entry changes file
         self._counts[old_parent] -= 1
         self._counts[log.dir.parent] = self._counts.get(log.dir.parent, 0) + 1
 
@@ -385,8 +413,10 @@ class LogManager:
         :func:`remove_log`, off the event loop."""
         self._schedule.remove((topic, partition))
         log = self._logs.pop((topic, partition), None)
+        self._compacted.pop((topic, partition), None)
         if log is not None:
-            log.on_change = None
+            log.on_change = log.on_hw_change = None
+            self._hw_changed[(topic, partition)] = None  # its checkpoint entry goes
             self._counts[log.dir.parent] -= 1
         return log
 
@@ -397,6 +427,7 @@ class LogManager:
         existing = self._logs.get((topic, partition))
         if existing is not None:
             existing.update_config(config)
+            self._classify((topic, partition), existing)
             return existing
         parent = self.next_dirs(1)[0]
         return self._open((topic, partition), parent / f"{topic}-{partition}", config)
@@ -410,9 +441,10 @@ class LogManager:
         """Apply new overrides to every partition of ``topic`` (validated first)."""
         config = LogConfig.from_configs(overrides, self.broker_configs)
         self._overrides[topic] = dict(overrides)
-        for (t, _p), log in self._logs.items():
-            if t == topic:
+        for tp, log in self._logs.items():
+            if tp[0] == topic:
                 log.update_config(config)  # which touches its maintenance schedule
+                self._classify(tp, log)
 
     def update_broker_configs(self, broker_configs: Mapping[str, str]) -> None:
         """New broker properties (a dynamic broker config changed): every log gets its config
@@ -421,9 +453,10 @@ class LogManager:
         configs = dict(broker_configs)
         new = {topic: LogConfig.from_configs(o, configs) for topic, o in self._overrides.items()}
         self.broker_configs = configs
-        for (topic, _p), log in self._logs.items():
-            config = new.get(topic)
-            log.update_config(config if config is not None else self._config(topic))
+        for tp, log in self._logs.items():
+            config = new.get(tp[0])
+            log.update_config(config if config is not None else self._config(tp[0]))
+            self._classify(tp, log)
 
     def logs(self) -> Iterator[tuple[TopicPartition, Log]]:
         yield from list(self._logs.items())
