@@ -17,13 +17,24 @@ in this build) record their error and the rest still runs. Prints ONE JSON line 
 (progress on stderr).
 
     python benchmarks/cluster.py [--quick] [--messages N] [--size B] [--failovers K]
+                                 [--phases a,b,c] [--profile DIR]
+
+``--phases a`` runs the throughput phase alone. ``--profile DIR`` records each broker of phase
+(a) with py-spy (``DIR/<name>.txt``, py-spy's raw collapsed stacks: one stack and its sample
+count a line) while it produces. Each run of (a) also reports the CPU seconds its brokers
+used (``broker_cpu_s``) and that per MB produced: the cluster's brokers share the machine's
+cores with each other and with the client, so CPU per replicated byte is what limits it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import signal
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -33,7 +44,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import create_topic, env_info, log, ratio, remove, workdir  # noqa: E402
+from _common import (  # noqa: E402
+    cpu_seconds,
+    create_topic,
+    env_info,
+    log,
+    ratio,
+    remove,
+    workdir,
+)
 from confluent_kafka import Producer  # noqa: E402
 
 from strom.testing import BrokerProcess  # noqa: E402
@@ -74,11 +93,58 @@ def produce_rate(bootstrap: str, topic: str, count: int, size: int, acks: str) -
             "mb_per_s": round(state["ok"] * size / elapsed / 1e6, 3)}  # fmt: skip
 
 
+@contextlib.contextmanager
+def profiled(pids: dict[str, int | None], profile_dir: Path | None) -> Any:
+    """py-spy (raw collapsed stacks) on each of ``pids`` while the block runs, when asked;
+    always yields a dict filled on exit with each process's CPU seconds during the block."""
+    spies: list[subprocess.Popen[bytes]] = []
+    if profile_dir is not None:
+        profile_dir.mkdir(parents=True, exist_ok=True)
+        for name, pid in pids.items():
+            if pid is not None:
+                spies.append(subprocess.Popen(
+                    ["py-spy", "record", "--format", "raw", "--rate", "100", "--nonblocking",
+                     "-o", str(profile_dir / f"{name}.txt"), "--pid", str(pid)],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))  # fmt: skip
+        time.sleep(1.0)  # py-spy attaches
+    before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    used: dict[str, float | None] = {}
+    try:
+        yield used
+    finally:
+        for name, pid in pids.items():
+            after, start = cpu_seconds(pid), before[name]
+            used[name] = None if after is None or start is None else round(after - start, 2)
+        for spy in spies:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(spy.pid, signal.SIGINT)  # py-spy writes its file on SIGINT
+        for spy in spies:
+            try:
+                spy.wait(30)
+            except subprocess.TimeoutExpired:
+                os.kill(spy.pid, signal.SIGKILL)
+                spy.wait(10)
+
+
+def measured_rate(pids: dict[str, int | None], profile_dir: Path | None, bootstrap: str,
+                  args: argparse.Namespace, acks: str) -> dict[str, Any]:  # fmt: skip
+    """:func:`produce_rate` with the brokers' CPU seconds (and their profiles, if asked)."""
+    with profiled(pids, profile_dir) as cpu:
+        result = produce_rate(bootstrap, "bench", args.messages, args.size, acks)
+    known = [v for v in cpu.values() if v is not None]
+    mb = result["acked"] * args.size / 1e6
+    result["broker_cpu_s"] = cpu
+    if known and mb:
+        result["broker_cpu_s_per_mb"] = round(sum(known) / mb, 3)
+    return result
+
+
 def single_node(args: argparse.Namespace, base: Path) -> dict[str, Any]:
     with BrokerProcess(base / "single" / "data") as broker:
         create_topic(broker.bootstrap, "bench", PARTITIONS)
         log("single node, acks=1")
-        return produce_rate(broker.bootstrap, "bench", args.messages, args.size, "1")
+        profile = args.profile / "single" if args.profile else None
+        return measured_rate({"single": broker.pid}, profile, broker.bootstrap, args, "1")
 
 
 class Pinger:
@@ -189,14 +255,27 @@ def main() -> int:
     p.add_argument("--size", type=int, default=100, help="message size in bytes")
     p.add_argument("--failovers", type=int, default=3, help="rounds of each failover kind")
     p.add_argument("--catchup-mb", type=int, default=200, help="MB a follower must catch up")
+    p.add_argument(
+        "--phases",
+        default="a,b,c",
+        help="which phases: a throughput, b failover, c follower catch-up",
+    )
+    p.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="directory for py-spy profiles of phase (a)'s brokers",
+    )
     args = p.parse_args()
+    phases = {x.strip() for x in args.phases.split(",") if x.strip()}
     if args.quick:
         args.messages, args.failovers, args.catchup_mb = 20_000, 1, 20
     base = workdir()
     result: dict[str, Any] = {"benchmark": "cluster", "env": env_info(),
                               "messages": args.messages, "size": args.size}  # fmt: skip
     try:
-        phase(result, "single_acks_1", lambda: single_node(args, base))
+        if "a" in phases:
+            phase(result, "single_acks_1", lambda: single_node(args, base))
         cluster = ClusterProcess(base / "cluster", brokers=3,
                                  session_timeout_ms=SESSION_TIMEOUT_MS)  # fmt: skip
         try:
@@ -206,20 +285,26 @@ def main() -> int:
 
                 def rf3() -> dict[str, Any]:
                     cluster.create_topic("bench", PARTITIONS, 3, {"min.insync.replicas": "2"})
-                    return produce_rate(cluster.bootstrap, "bench", args.messages, args.size,
-                                        "all")  # fmt: skip
+                    pids = {f"broker-{i}": b.pid for i, b in sorted(cluster.brokers.items())}
+                    profile = args.profile / "cluster" if args.profile else None
+                    return measured_rate(pids, profile, cluster.bootstrap, args, "all")
 
-                phase(result, "rf3_acks_all", rf3)
-                phase(result, "failover_sigkill",
-                      lambda: failover(cluster, "sigkill", args.failovers))  # fmt: skip
-                phase(result, "failover_sigterm",
-                      lambda: failover(cluster, "sigterm", args.failovers))  # fmt: skip
-                phase(result, "follower_catch_up", lambda: catch_up(cluster, args.catchup_mb))
+                if "a" in phases:
+                    phase(result, "rf3_acks_all", rf3)
+                if "b" in phases:
+                    phase(result, "failover_sigkill",
+                          lambda: failover(cluster, "sigkill", args.failovers))  # fmt: skip
+                    phase(result, "failover_sigterm",
+                          lambda: failover(cluster, "sigterm", args.failovers))  # fmt: skip
+                if "c" in phases:
+                    phase(result, "follower_catch_up",
+                          lambda: catch_up(cluster, args.catchup_mb))  # fmt: skip
         finally:
             cluster.close()
-        single = result.get("single_acks_1", {}).get("msgs_per_s")
-        replicated = result.get("rf3_acks_all", {}).get("msgs_per_s")
-        result["ratio_rf3_acks_all_vs_single_acks_1"] = ratio(replicated, single)
+        if "a" in phases:
+            single = result.get("single_acks_1", {}).get("msgs_per_s")
+            replicated = result.get("rf3_acks_all", {}).get("msgs_per_s")
+            result["ratio_rf3_acks_all_vs_single_acks_1"] = ratio(replicated, single)
         result["targets"] = {
             "ratio_rf3_acks_all_vs_single_acks_1": ">= 0.5",
             "failover_sigkill_max_s": f"< {SESSION_TIMEOUT_MS / 1000 + 2:g}",
