@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, cast
 from strom.broker import dispatch, zero_copy
 from strom.broker.context import RequestContext
 from strom.broker.deferred import MAX_DEFERRED, DeferredAnswers, DeferredResponse
+from strom.broker.error_answers import unsupported_api_versions_response, where
 from strom.protocol import hot_path
 from strom.protocol.error_response import error_response
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
@@ -373,7 +374,7 @@ class KafkaConnection(asyncio.Protocol):
         else:
             log.error(
                 "connection %s: api key %s v%s failed (%s): %s: %s",
-                self.id, api_key, api_version, _where(exc), type(exc).__name__, exc,
+                self.id, api_key, api_version, where(exc), type(exc).__name__, exc,
             )  # fmt: skip
         return self.error_answer(header, request, code, str(exc) or code.name)
 
@@ -391,37 +392,8 @@ class KafkaConnection(asyncio.Protocol):
         return encode_response(header.api_key, header.api_version, header.correlation_id, response)
 
 
-def _where(exc: BaseException) -> str:
-    """``file:line`` of the innermost frame of ``exc``: enough to find a bug, in one line."""
-    tb = exc.__traceback__
-    if tb is None:
-        return "?"
-    while tb.tb_next is not None:
-        tb = tb.tb_next
-    code = tb.tb_frame.f_code
-    return f"{code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno} in {code.co_name}"
-
-
 class _CloseConnection(Exception):
     pass
-
-
-def unsupported_api_versions_response(correlation_id: int) -> bytes:
-    """ApiVersions v0 format, UNSUPPORTED_VERSION, with the full API list (so the client can
-    retry with a version we serve)."""
-    from kio.schema.api_versions.v0.response import ApiVersion, ApiVersionsResponse
-    from kio.static.primitive import i16
-
-    response = ApiVersionsResponse(
-        error_code=ErrorCode.unsupported_version,
-        api_keys=tuple(
-            ApiVersion(
-                api_key=i16(s.api_key), min_version=i16(s.advertise_min), max_version=i16(s.max_version)
-            )
-            for s in dispatch.supported_apis()
-        ),
-    )
-    return encode_response(API_VERSIONS_KEY, 0, correlation_id, response)
 
 
 async def start_server(broker: Broker, host: str, port: int) -> asyncio.Server:
