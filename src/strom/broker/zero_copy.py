@@ -18,9 +18,10 @@ Three pieces, used by :mod:`strom.broker.handlers.fetch` and :mod:`strom.broker.
 
 A slice shorter than :data:`COPY_BELOW` is read into bytes instead: such a response leaves
 in one ``write``, where a spliced one takes three sends (header bytes, ``sendfile``, trailing
-bytes), each a separate loopback delivery waking the reader, plus a ``dup`` and a ``close``.
-Followers fetching a busy leader get mostly small slices (what was appended since their
-previous Fetch), so this is the replication hot path.
+bytes), each a separate loopback delivery, plus a ``dup`` and a ``close`` and the server's
+drain of its transport. Measured on loopback (writer and reader CPU): 1 KB copied 2.4 µs,
+spliced 4.2 µs; 16 KB 7.6 / 6.6 µs; 64 KB 20 / 15 µs; so small slices (a follower or a
+consumer at the tail of a partition written in small batches) are copied.
 
 Enabled by the broker property :data:`CONFIG_KEY` (default :data:`DEFAULT`); where the
 transport has no plain socket (TLS, not Linux) the server reads the regions into bytes
@@ -47,7 +48,7 @@ SENDFILE_PLATFORM = sys.platform == "linux" and hasattr(os, "sendfile")
 # of partitions would hold thousands. Past this many in one response, partitions are copied.
 MAX_REGIONS = 64
 # Slices shorter than this are copied (one write for the whole response, see above).
-COPY_BELOW = 64 * 1024
+COPY_BELOW = 16 * 1024
 
 
 class RegionReadError(OSError):
