@@ -8,7 +8,6 @@ confluent-kafka; follower logs are compared file by file with the leader's.
 
 from __future__ import annotations
 
-import datetime
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,10 +16,7 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 
 from strom.cli import wire
-from strom.protocol.messages import RequestHeader, build, decode_response, encode_request
-from strom.protocol.record_batch import build_batch
 from strom.testing import BrokerProcess
-from strom.testing.raw import RawConnection
 from tests.integration.clients import consume_all, produce
 from tests.integration.controller_stub import AlterPartitionStub, FakeController, PartitionState
 
@@ -44,12 +40,13 @@ def _segment(broker: BrokerProcess, topic: str, partition: int = 0) -> bytes:
         return b""
 
 
-def _cluster(tmp_path: Path, lag_ms: int) -> Iterator[FakeController]:
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[FakeController]:
     stub = AlterPartitionStub()
     brokers = {
         i: BrokerProcess(tmp_path / f"b{i}", settings={
             "node.id": str(i), "strom.controller.enable": "false",
-            "replica.lag.time.max.ms": str(lag_ms), "replica.fetch.backoff.ms": "200",
+            "replica.lag.time.max.ms": "2000", "replica.fetch.backoff.ms": "200",
             "replica.fetch.wait.max.ms": "200", "min.insync.replicas": "2",
         })  # fmt: skip
         for i in (1, 2)
@@ -62,17 +59,6 @@ def _cluster(tmp_path: Path, lag_ms: int) -> Iterator[FakeController]:
         for b in brokers.values():
             b.stop()
         stub.close()
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[FakeController]:
-    yield from _cluster(tmp_path, 2000)
-
-
-@pytest.fixture
-def patient_cluster(tmp_path: Path) -> Iterator[FakeController]:
-    """A follower paused for seconds stays in the ISR (replica.lag.time.max.ms 60 s)."""
-    yield from _cluster(tmp_path, 60_000)
 
 
 def _list_offsets(broker: BrokerProcess, topic: str) -> tuple[int, int]:
@@ -205,53 +191,3 @@ def test_isr_shrinks_and_expands_through_the_controller(cluster: FakeController)
     got = consume_all(b1.bootstrap, "isr", [0], 3)
     assert [m.value() for m in got] == [b"both", b"alone", b"again"]
     _wait("the follower's copy", lambda: _segment(b2, "isr") == _segment(b1, "isr"))
-
-
-def test_pipelined_acks_all_produces_overlap_their_replication_wait(
-        patient_cluster: FakeController) -> None:  # fmt: skip
-    """A connection takes up its next Produce while an acks=all one waits for the followers
-    (strom.broker.deferred): all four are appended while the follower is stopped, none is
-    answered before it has them, the answers (and a Metadata request's after them) come in
-    request order, and the records are consumed once each, in order."""
-    b1, b2 = patient_cluster.brokers[1], patient_cluster.brokers[2]
-    patient_cluster.apply({"pipe": {0: PartitionState(leader=1, leader_epoch=1, replicas=[1, 2],
-                                                      isr=[1, 2])}})  # fmt: skip
-    produce(b1.bootstrap, "pipe", _messages("w", 1), acks="all")
-    _wait("the follower's copy", lambda: _segment(b2, "pipe") == _segment(b1, "pipe"))
-    mod = __import__("kio.schema.produce.v9.request", fromlist=["x"])
-    batches = [build_batch([(None, f"p-{i}".encode(), [], 1_700_000_000_000 + i)]) for i in range(4)]
-    frames = [encode_request(RequestHeader(0, 9, i + 1, "t"), build(
-        mod.ProduceRequest, transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=30),
-        topic_data=(build(mod.TopicProduceData, name="pipe", partition_data=(
-            build(mod.PartitionProduceData, index=0, records=batch),)),)))
-        for i, batch in enumerate(batches)]  # fmt: skip
-    meta = __import__("kio.schema.metadata.v9.request", fromlist=["x"])
-    frames.append(encode_request(RequestHeader(3, 9, 5, "t"), build(
-        meta.MetadataRequest, topics=(), allow_auto_topic_creation=False,
-        include_cluster_authorized_operations=False, include_topic_authorized_operations=False)))
-    stored = len(_segment(b1, "pipe"))
-    with RawConnection(b1.bootstrap) as conn:
-        b2.pause()
-        try:
-            conn.send_bytes(b"".join(frames))
-            _wait("the four appends on the leader",
-                  lambda: len(_segment(b1, "pipe")) == stored + sum(map(len, batches)))  # fmt: skip
-            conn.sock.settimeout(0.5)
-            with pytest.raises(TimeoutError):  # nobody answered: the follower has nothing yet
-                conn.sock.recv(1)
-            assert len(_segment(b2, "pipe")) == stored
-        finally:
-            b2.resume()
-        conn.sock.settimeout(30)
-        answers = []
-        for key, version in [(0, 9)] * 4 + [(3, 9)]:
-            correlation, response = decode_response(key, version, conn.recv_frame())
-            answers.append((correlation, response))
-    assert [c for c, _r in answers] == [1, 2, 3, 4, 5]
-    parts = [r.responses[0].partition_responses[0] for _c, r in answers[:4]]
-    assert [(int(p.error_code), int(p.base_offset)) for p in parts] == [(0, 1), (0, 2), (0, 3), (0, 4)]
-    assert [int(b.node_id) for b in answers[4][1].brokers] != []
-    got = consume_all(b1.bootstrap, "pipe", [0], 5)
-    assert [m.value() for m in got] == [b"w-0"] + [f"p-{i}".encode() for i in range(4)]
-    assert [m.offset() for m in got] == list(range(5))
-    _wait("the follower's copy", lambda: _segment(b2, "pipe") == _segment(b1, "pipe"))

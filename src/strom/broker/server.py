@@ -1,9 +1,7 @@
 """The network server: one asyncio protocol per client connection.
 
-Per connection, requests are handled one after another and answered in request order
-(Kafka's contract; clients pipeline but rely on the order); the one overlap is an acks=all
-Produce whose appends are done and that only waits for replication: the next Produce request is
-taken up meanwhile (:mod:`strom.broker.deferred`, answers still in order). Incoming bytes are framed as they
+Per connection, requests are handled strictly one after another and answered in request order
+(Kafka's contract; clients pipeline but rely on the order). Incoming bytes are framed as they
 arrive; reading pauses when too many requests are queued or the socket's write buffer is full,
 so one fast or stuck client cannot exhaust memory. A malformed frame (a declared length beyond
 the frame included: nothing reaches ``kio``'s reader unchecked), an oversize frame or an API
@@ -43,8 +41,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 from strom.broker import dispatch, zero_copy
 from strom.broker.context import RequestContext
-from strom.broker.deferred import MAX_DEFERRED, DeferredAnswers, DeferredResponse
-from strom.broker.error_answers import unsupported_api_versions_response, where
 from strom.protocol import hot_path
 from strom.protocol.error_response import error_response
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
@@ -68,7 +64,6 @@ log = logging.getLogger(__name__)
 _connection_ids = itertools.count(1)
 MAX_QUEUED_REQUESTS = 64
 PRODUCE_KEY = 0
-_PRODUCE_PREFIX = PRODUCE_KEY.to_bytes(2, "big")  # a request body's first bytes: its api key
 COALESCE_BYTES = 256 * 1024
 
 
@@ -95,8 +90,6 @@ class KafkaConnection(asyncio.Protocol):
         self.arrivals: deque[float] = deque()
         self.api_key = -1
         self.remote = 0.0
-        self.deferred = DeferredAnswers(self.queue_response, self.metrics.request_done,
-                                        self._deferred_failed)  # fmt: skip
 
     # asyncio.Protocol callbacks -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -192,23 +185,15 @@ class KafkaConnection(asyncio.Protocol):
                     self.reading_paused = False
                     assert self.transport is not None
                     self.transport.resume_reading()
-                if self.deferred and (len(self.deferred) >= MAX_DEFERRED
-                                      or frame[:2] != _PRODUCE_PREFIX):  # fmt: skip
-                    await self.deferred.drain()  # only a Produce overlaps a waiting Produce
                 self.api_key = -1
                 self.remote = 0.0
                 started = perf_counter()
                 response = await self.handle(frame)
-                if isinstance(response, asyncio.Task):  # waits for replication: answered later
-                    self.deferred.add(response, self.api_key, arrived, started)
-                    continue
                 if self.api_key >= 0:  # a request of a served API, answered (or not: acks=0)
                     self.metrics.request_done(self.api_key, arrived, started, perf_counter(),
                                               self.remote)  # fmt: skip
                 if response is None:
                     continue
-                if self.deferred:
-                    await self.deferred.drain()  # the earlier answers go first
                 if self.transport is None or self.transport.is_closing():
                     if isinstance(response, zero_copy.SplicedResponse):
                         response.close()
@@ -236,7 +221,6 @@ class KafkaConnection(asyncio.Protocol):
             self.flush()
             self.close()
         finally:
-            self.deferred.cancel()
             if self.sender is not None:
                 self.sender.close()  # our duplicate of the socket fd: the socket closes with it
                 self.sender = None
@@ -279,9 +263,7 @@ class KafkaConnection(asyncio.Protocol):
         finally:
             transport.set_write_buffer_limits(high=high, low=low)
 
-    async def handle(
-        self, frame: bytes
-    ) -> bytes | zero_copy.SplicedResponse | asyncio.Task[bytes] | None:
+    async def handle(self, frame: bytes) -> bytes | zero_copy.SplicedResponse | None:
         try:
             peeked = peek_header(frame)
         except ProtocolError as exc:
@@ -315,9 +297,6 @@ class KafkaConnection(asyncio.Protocol):
                 self.remote = ctx.remote_time
             if response is None:
                 return None
-            if isinstance(response, DeferredResponse):
-                loop = asyncio.get_running_loop()
-                return loop.create_task(self._finish_deferred(header, request, response))
             # Produce and Fetch answer with plain tuples that strom.protocol.hot_path encodes.
             if isinstance(response, hot_path.ProduceResponse):
                 return hot_path.produce_frame(api_version, correlation_id, response)
@@ -347,36 +326,19 @@ class KafkaConnection(asyncio.Protocol):
                 header.api_key, header.api_version, header.correlation_id, response
             )
         except Exception as exc:  # the handler boundary: every request gets an answer
-            return self._failed(header, request, exc)
-
-    async def _finish_deferred(self, header: RequestHeader, request: Any,
-                               deferred: DeferredResponse) -> bytes:  # fmt: skip
-        try:
-            response = await deferred.wait
-            return hot_path.produce_frame(header.api_version, header.correlation_id, response)
-        except Exception as exc:
-            return self._failed(header, request, exc)
-
-    def _deferred_failed(self, exc: BaseException) -> None:
-        log.error("closing connection %s: a deferred answer failed: %r", self.id, exc)
-        self.close()
-
-    def _failed(self, header: RequestHeader, request: Any, exc: Exception) -> bytes:
-        """The answer to a request whose handler raised ``exc``: its error code, one log line."""
-        api_key, api_version = header.api_key, header.api_version
-        code = error_code_of(exc)
-        self.metrics.request_error(api_key, code)
-        if isinstance(exc, KafkaError):
-            log.info(
-                "connection %s: api key %s v%s: %s: %s",
-                self.id, api_key, api_version, code.name.upper(), exc,
-            )  # fmt: skip
-        else:
-            log.error(
-                "connection %s: api key %s v%s failed (%s): %s: %s",
-                self.id, api_key, api_version, where(exc), type(exc).__name__, exc,
-            )  # fmt: skip
-        return self.error_answer(header, request, code, str(exc) or code.name)
+            code = error_code_of(exc)
+            self.metrics.request_error(api_key, code)
+            if isinstance(exc, KafkaError):
+                log.info(
+                    "connection %s: api key %s v%s: %s: %s",
+                    self.id, api_key, api_version, code.name.upper(), exc,
+                )  # fmt: skip
+            else:
+                log.error(
+                    "connection %s: api key %s v%s failed (%s): %s: %s",
+                    self.id, api_key, api_version, _where(exc), type(exc).__name__, exc,
+                )  # fmt: skip
+            return self.error_answer(header, request, code, str(exc) or code.name)
 
     def error_answer(
         self, header: RequestHeader, request: Any, code: ErrorCode, message: str
@@ -392,8 +354,37 @@ class KafkaConnection(asyncio.Protocol):
         return encode_response(header.api_key, header.api_version, header.correlation_id, response)
 
 
+def _where(exc: BaseException) -> str:
+    """``file:line`` of the innermost frame of ``exc``: enough to find a bug, in one line."""
+    tb = exc.__traceback__
+    if tb is None:
+        return "?"
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    return f"{code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno} in {code.co_name}"
+
+
 class _CloseConnection(Exception):
     pass
+
+
+def unsupported_api_versions_response(correlation_id: int) -> bytes:
+    """ApiVersions v0 format, UNSUPPORTED_VERSION, with the full API list (so the client can
+    retry with a version we serve)."""
+    from kio.schema.api_versions.v0.response import ApiVersion, ApiVersionsResponse
+    from kio.static.primitive import i16
+
+    response = ApiVersionsResponse(
+        error_code=ErrorCode.unsupported_version,
+        api_keys=tuple(
+            ApiVersion(
+                api_key=i16(s.api_key), min_version=i16(s.advertise_min), max_version=i16(s.max_version)
+            )
+            for s in dispatch.supported_apis()
+        ),
+    )
+    return encode_response(API_VERSIONS_KEY, 0, correlation_id, response)
 
 
 async def start_server(broker: Broker, host: str, port: int) -> asyncio.Server:

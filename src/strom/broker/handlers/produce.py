@@ -14,8 +14,7 @@ acks=0 gets no response at all, as Kafka's protocol says. Only the partition's l
 (NOT_LEADER_OR_FOLLOWER elsewhere). acks=all checks ``min.insync.replicas`` against the ISR
 first (NOT_ENOUGH_REPLICAS) and answers once the high watermark passes the records
 (:mod:`strom.broker.delayed_produce`: NOT_ENOUGH_REPLICAS_AFTER_APPEND, or REQUEST_TIMED_OUT
-at the request's timeout); that wait is handed back to the connection
-(:mod:`strom.broker.deferred`), which takes up the next Produce request meanwhile. v10–11 add only tagged response
+at the request's timeout). v10–11 add only tagged response
 fields (leader hints, left at their defaults); v12 (KIP-890 transaction version 2) changes
 nothing while strom does not finalize the ``transaction.version`` feature; v13 names topics by id (UNKNOWN_TOPIC_ID when none
 has it).
@@ -30,7 +29,6 @@ from typing import Any
 
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
-from strom.broker.deferred import DeferredResponse
 from strom.broker.txn.service import txn_coordinator_of
 from strom.protocol import record_batch as rb
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
@@ -184,15 +182,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return None
     for fut in durable:  # the flusher thread fsyncs; the loop serves others meanwhile
         await asyncio.wrap_future(fut)
-    if replicated:  # the connection takes up its next Produce meanwhile (broker.deferred)
-        return DeferredResponse(_replicated(responses, replicated, request.timeout.total_seconds()))
+    if replicated:
+        outcome = await _wait_replicated(replicated, request.timeout.total_seconds())
+        responses = [(name, [p._replace(error_code=outcome[id(p)]) if id(p) in outcome else p
+                             for p in parts], topic_id)
+                     for name, parts, topic_id in responses]  # fmt: skip
     return ProduceResponse(responses)
-
-
-async def _replicated(responses: list[Any], replicated: list[_Waiter], timeout_s: float
-                      ) -> ProduceResponse:  # fmt: skip
-    """The response once every acks=all partition is replicated, failed or timed out."""
-    outcome = await _wait_replicated(replicated, timeout_s)
-    return ProduceResponse([(name, [p._replace(error_code=outcome[id(p)]) if id(p) in outcome
-                                    else p for p in parts], topic_id)
-                            for name, parts, topic_id in responses])  # fmt: skip
