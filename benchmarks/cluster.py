@@ -3,7 +3,9 @@
 (a) Throughput: the same confluent-kafka workload produced to a single strom broker with
     ``acks=1`` (the reference) and to a 3-broker cluster, replication factor 3,
     ``min.insync.replicas=2``, ``acks=all``: ``ratio_rf3_acks_all_vs_single_acks_1``
-    (target >= 0.5).
+    (target >= 0.5). Also measured, to tell the cost of replication from the cost of the
+    client's acks=all + idempotence mode: the single node with the cluster's client settings
+    (``single_acks_all``, ``ratio_rf3_acks_all_vs_single_acks_all``).
 (b) Failover: a producer sends one message at a time (acks=all) to partition 0; the leader is
     killed with kill -9 (``sigkill``) or stopped with SIGTERM, a controlled shutdown
     (``sigterm``); we time from the signal to the first acknowledgement of a message sent
@@ -161,26 +163,40 @@ def throughput(args: argparse.Namespace, single: BrokerProcess, cluster: Cluster
     cluster.create_topic("bench", PARTITIONS, 3, {"min.insync.replicas": "2"})
     pids = {f"broker-{i}": b.pid for i, b in sorted(cluster.brokers.items())}
     singles: list[dict[str, Any]] = []
+    singles_all: list[dict[str, Any]] = []
     replicated: list[dict[str, Any]] = []
     ratios: list[float] = []
+    ratios_all: list[float] = []
     for r in range(args.repeat):
         suffix = f"-{r + 1}" if args.repeat > 1 else ""
         log(f"single node, acks=1{suffix}")
         profile = args.profile / f"single{suffix}" if args.profile else None
         singles.append(measured_rate({"single": single.pid}, profile, single.bootstrap, args, "1"))
+        log(f"single node, acks=all{suffix}")
+        singles_all.append(measured_rate({"single": single.pid}, None, single.bootstrap, args,
+                                         "all"))  # fmt: skip
         log(f"cluster RF 3, acks=all{suffix}")
         profile = args.profile / f"cluster{suffix}" if args.profile else None
         replicated.append(measured_rate(pids, profile, cluster.bootstrap, args, "all"))
         pair = ratio(replicated[-1].get("msgs_per_s"), singles[-1].get("msgs_per_s"))
         if pair is not None:
             ratios.append(pair)
+        pair = ratio(replicated[-1].get("msgs_per_s"), singles_all[-1].get("msgs_per_s"))
+        if pair is not None:
+            ratios_all.append(pair)
     result["single_acks_1"] = summary(singles)
     result["rf3_acks_all"] = summary(replicated)
     result["ratio_rf3_acks_all_vs_single_acks_1"] = (
         round(statistics.median(ratios), 3) if ratios else None
     )
+    # the replication cost alone: the same client settings (acks=all, idempotence) on both
+    result["single_acks_all"] = summary(singles_all)
+    result["ratio_rf3_acks_all_vs_single_acks_all"] = (
+        round(statistics.median(ratios_all), 3) if ratios_all else None
+    )
     if args.repeat > 1:
         result["ratio_per_round"] = ratios
+        result["ratio_vs_single_acks_all_per_round"] = ratios_all
 
 
 class Pinger:
