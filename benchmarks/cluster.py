@@ -3,7 +3,9 @@
 (a) Throughput: the same confluent-kafka workload produced to a single strom broker with
     ``acks=1`` (the reference) and to a 3-broker cluster, replication factor 3,
     ``min.insync.replicas=2``, ``acks=all``: ``ratio_rf3_acks_all_vs_single_acks_1``
-    (target >= 0.5).
+    (target >= 0.5). Also measured, to tell the cost of replication from the cost of the
+    client's acks=all + idempotence mode: the single node with the cluster's client settings
+    (``single_acks_all``, ``ratio_rf3_acks_all_vs_single_acks_all``).
 (b) Failover: a producer (librdkafka's defaults but acks=all and idempotence; a new one each
     round, warm before the signal) sends one message at a time to partition 0; the leader is
     killed with kill -9 (``sigkill``) or stopped with SIGTERM, a controlled shutdown
@@ -24,7 +26,17 @@ in this build) record their error and the rest still runs. Prints ONE JSON line 
 
     python benchmarks/cluster.py [--quick] [--messages N] [--size B] [--failovers K]
                                  [--phases throughput,sigkill,sigterm,catchup]
-                                 [--keep-logs DIR] [--client-debug]
+                                 [--repeat N] [--profile DIR] [--keep-logs DIR] [--client-debug]
+
+``--phases`` also takes ``a`` (throughput), ``b`` (sigkill and sigterm) and ``c`` (catchup).
+``--repeat N`` measures the throughput phase N times, the single node and the cluster back to
+back each round (both kept running), and reports the median of the rounds' ratios: on a
+machine shared with other work, the load changes between runs. ``--profile DIR`` records each
+broker of the throughput phase with py-spy (``DIR/<name>.txt``, py-spy's raw collapsed stacks:
+one stack and its sample count a line) while it produces. Each throughput run also reports
+the CPU seconds its brokers used (``broker_cpu_s``) and that per MB produced: the cluster's
+brokers share the machine's cores with each other and with the client, so CPU per replicated
+byte is what limits it.
 
 ``--keep-logs`` copies every broker's log (INFO, millisecond timestamps) to DIR; each failover
 round's signal is printed on stderr with its wall-clock time so the logs can be lined up with
@@ -35,10 +47,14 @@ msg, topic) with wall-clock timestamps to DIR/client.log (needs ``--keep-logs``)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import os
 import shutil
+import signal
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -48,7 +64,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import create_topic, env_info, log, ratio, remove, workdir  # noqa: E402
+from _common import (  # noqa: E402
+    cpu_seconds,
+    create_topic,
+    env_info,
+    log,
+    ratio,
+    remove,
+    workdir,
+)
 from confluent_kafka import Producer  # noqa: E402
 
 from strom.testing import BrokerProcess  # noqa: E402
@@ -90,11 +114,106 @@ def produce_rate(bootstrap: str, topic: str, count: int, size: int, acks: str) -
             "mb_per_s": round(state["ok"] * size / elapsed / 1e6, 3)}  # fmt: skip
 
 
-def single_node(args: argparse.Namespace, base: Path) -> dict[str, Any]:
-    with BrokerProcess(base / "single" / "data") as broker:
-        create_topic(broker.bootstrap, "bench", PARTITIONS)
-        log("single node, acks=1")
-        return produce_rate(broker.bootstrap, "bench", args.messages, args.size, "1")
+@contextlib.contextmanager
+def profiled(pids: dict[str, int | None], profile_dir: Path | None) -> Any:
+    """py-spy (raw collapsed stacks) on each of ``pids`` while the block runs, when asked;
+    always yields a dict filled on exit with each process's CPU seconds during the block."""
+    spies: list[subprocess.Popen[bytes]] = []
+    if profile_dir is not None:
+        profile_dir.mkdir(parents=True, exist_ok=True)
+        for name, pid in pids.items():
+            if pid is not None:
+                spies.append(subprocess.Popen(
+                    ["py-spy", "record", "--format", "raw", "--rate", "100", "--nonblocking",
+                     "-o", str(profile_dir / f"{name}.txt"), "--pid", str(pid)],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))  # fmt: skip
+        time.sleep(1.0)  # py-spy attaches
+    before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    used: dict[str, float | None] = {}
+    try:
+        yield used
+    finally:
+        for name, pid in pids.items():
+            after, start = cpu_seconds(pid), before[name]
+            used[name] = None if after is None or start is None else round(after - start, 2)
+        for spy in spies:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(spy.pid, signal.SIGINT)  # py-spy writes its file on SIGINT
+        for spy in spies:
+            try:
+                spy.wait(30)
+            except subprocess.TimeoutExpired:
+                os.kill(spy.pid, signal.SIGKILL)
+                spy.wait(10)
+
+
+def measured_rate(pids: dict[str, int | None], profile_dir: Path | None, bootstrap: str,
+                  args: argparse.Namespace, acks: str) -> dict[str, Any]:  # fmt: skip
+    """:func:`produce_rate` with the brokers' CPU seconds (and their profiles, if asked)."""
+    with profiled(pids, profile_dir) as cpu:
+        result = produce_rate(bootstrap, "bench", args.messages, args.size, acks)
+    known = [v for v in cpu.values() if v is not None]
+    mb = result["acked"] * args.size / 1e6
+    result["broker_cpu_s"] = cpu
+    if known and mb:
+        result["broker_cpu_s_per_mb"] = round(sum(known) / mb, 3)
+    return result
+
+
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median run (by msgs/s), with every run's msgs/s when there are several."""
+    ok = [r for r in runs if "msgs_per_s" in r]
+    if not ok:
+        return runs[-1]
+    best = sorted(ok, key=lambda r: r["msgs_per_s"])[(len(ok) - 1) // 2]
+    if len(runs) > 1:
+        best = dict(best, runs_msgs_per_s=[r.get("msgs_per_s") for r in runs])
+    return best
+
+
+def throughput(args: argparse.Namespace, single: BrokerProcess, cluster: ClusterProcess,
+               result: dict[str, Any]) -> None:  # fmt: skip
+    """Phase (a): ``--repeat`` rounds, each the single node (acks=1) then the cluster
+    (acks=all) back to back; the ratio is the median of the rounds' ratios (a round's two runs
+    see the same load of a shared machine)."""
+    create_topic(single.bootstrap, "bench", PARTITIONS)
+    cluster.create_topic("bench", PARTITIONS, 3, {"min.insync.replicas": "2"})
+    pids = {f"broker-{i}": b.pid for i, b in sorted(cluster.brokers.items())}
+    singles: list[dict[str, Any]] = []
+    singles_all: list[dict[str, Any]] = []
+    replicated: list[dict[str, Any]] = []
+    ratios: list[float] = []
+    ratios_all: list[float] = []
+    for r in range(args.repeat):
+        suffix = f"-{r + 1}" if args.repeat > 1 else ""
+        log(f"single node, acks=1{suffix}")
+        profile = args.profile / f"single{suffix}" if args.profile else None
+        singles.append(measured_rate({"single": single.pid}, profile, single.bootstrap, args, "1"))
+        log(f"single node, acks=all{suffix}")
+        singles_all.append(measured_rate({"single": single.pid}, None, single.bootstrap, args,
+                                         "all"))  # fmt: skip
+        log(f"cluster RF 3, acks=all{suffix}")
+        profile = args.profile / f"cluster{suffix}" if args.profile else None
+        replicated.append(measured_rate(pids, profile, cluster.bootstrap, args, "all"))
+        pair = ratio(replicated[-1].get("msgs_per_s"), singles[-1].get("msgs_per_s"))
+        if pair is not None:
+            ratios.append(pair)
+        pair = ratio(replicated[-1].get("msgs_per_s"), singles_all[-1].get("msgs_per_s"))
+        if pair is not None:
+            ratios_all.append(pair)
+    result["single_acks_1"] = median_run(singles)
+    result["rf3_acks_all"] = median_run(replicated)
+    result["ratio_rf3_acks_all_vs_single_acks_1"] = (
+        round(statistics.median(ratios), 3) if ratios else None
+    )
+    # the replication cost alone: the same client settings (acks=all, idempotence) on both
+    result["single_acks_all"] = median_run(singles_all)
+    result["ratio_rf3_acks_all_vs_single_acks_all"] = (
+        round(statistics.median(ratios_all), 3) if ratios_all else None
+    )
+    if args.repeat > 1:
+        result["ratio_per_round"] = ratios
+        result["ratio_vs_single_acks_all_per_round"] = ratios_all
 
 
 def client_logger(path: Path) -> logging.Logger:
@@ -296,7 +415,19 @@ def main() -> int:
     p.add_argument(
         "--phases",
         default=",".join(PHASES),
-        help=f"comma-separated subset of {','.join(PHASES)} (default: all)",
+        help=f"comma-separated subset of {','.join(PHASES)} or of a,b,c (default: all)",
+    )
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="rounds of the throughput phase, single node and cluster back to back",
+    )
+    p.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="directory for py-spy profiles of the throughput phase's brokers",
     )
     p.add_argument("--keep-logs", type=Path, help="copy the brokers' logs to this directory")
     p.add_argument(
@@ -305,7 +436,9 @@ def main() -> int:
         help="librdkafka debug log of the failover producer (with --keep-logs)",
     )
     args = p.parse_args()
-    phases = set(args.phases.split(","))
+    aliases = {"a": ["throughput"], "b": ["sigkill", "sigterm"], "c": ["catchup"]}
+    phases = {y for x in args.phases.split(",") if x.strip()
+              for y in aliases.get(x.strip(), [x.strip()])}  # fmt: skip
     if phases - set(PHASES):
         p.error(f"unknown phase(s) {sorted(phases - set(PHASES))}; known: {', '.join(PHASES)}")
     if args.client_debug and args.keep_logs is None:
@@ -318,23 +451,22 @@ def main() -> int:
     result: dict[str, Any] = {"benchmark": "cluster", "env": env_info(),
                               "messages": args.messages, "size": args.size}  # fmt: skip
     debug = args.keep_logs / "client.log" if args.client_debug else None
+    single: BrokerProcess | None = None
     try:
         if "throughput" in phases:
-            phase(result, "single_acks_1", lambda: single_node(args, base))
+            single = BrokerProcess(base / "single" / "data")
+            phase(result, "single_start", lambda: {"ok": bool(single and single.start())})
         cluster = ClusterProcess(base / "cluster", brokers=3,
                                  session_timeout_ms=SESSION_TIMEOUT_MS)  # fmt: skip
         try:
             phase(result, "cluster_start", lambda: {"ok": bool(cluster.start(120))})
             if "error" not in result["cluster_start"]:
-                log("cluster RF 3, acks=all")
-
-                def rf3() -> dict[str, Any]:
-                    cluster.create_topic("bench", PARTITIONS, 3, {"min.insync.replicas": "2"})
-                    return produce_rate(cluster.bootstrap, "bench", args.messages, args.size,
-                                        "all")  # fmt: skip
-
-                if "throughput" in phases:
-                    phase(result, "rf3_acks_all", rf3)
+                if ("throughput" in phases and single is not None
+                        and "error" not in result["single_start"]):  # fmt: skip
+                    phase(result, "throughput",
+                          lambda: throughput(args, single, cluster, result))  # fmt: skip
+                    if result["throughput"] is None:
+                        del result["throughput"]
                 for how in ("sigkill", "sigterm"):
                     if how in phases:
                         phase(result, f"failover_{how}",
@@ -348,9 +480,8 @@ def main() -> int:
                 for broker_id, broker in cluster.brokers.items():
                     if broker.log_file.exists():
                         shutil.copy(broker.log_file, args.keep_logs / f"broker-{broker_id}.log")
-        single = result.get("single_acks_1", {}).get("msgs_per_s")
-        replicated = result.get("rf3_acks_all", {}).get("msgs_per_s")
-        result["ratio_rf3_acks_all_vs_single_acks_1"] = ratio(replicated, single)
+            if single is not None:
+                single.stop()
         result["targets"] = {
             "ratio_rf3_acks_all_vs_single_acks_1": ">= 0.5",
             "failover_sigkill_max_s": f"< {SESSION_TIMEOUT_MS / 1000 + 2:g}",

@@ -16,6 +16,13 @@ Three pieces, used by :mod:`strom.broker.handlers.fetch` and :mod:`strom.broker.
   fd, because event loops refuse ``add_writer`` on an fd their transport owns. The caller must
   make sure the transport's own buffer is empty first (see ``KafkaConnection``).
 
+A slice shorter than :data:`COPY_BELOW` is read into bytes instead: such a response leaves
+in one ``write``, where a spliced one takes three sends (header bytes, ``sendfile``, trailing
+bytes), each a separate loopback delivery, plus a ``dup`` and a ``close`` and the server's
+drain of its transport. Measured on loopback (writer and reader CPU): 1 KB copied 2.4 µs,
+spliced 4.2 µs; 16 KB 7.6 / 6.6 µs; 64 KB 20 / 15 µs; so small slices (a follower or a
+consumer at the tail of a partition written in small batches) are copied.
+
 Enabled by the broker property :data:`CONFIG_KEY` (default :data:`DEFAULT`); where the
 transport has no plain socket (TLS, not Linux) the server reads the regions into bytes
 (:func:`materialize`) and writes those as before.
@@ -40,6 +47,8 @@ SENDFILE_PLATFORM = sys.platform == "linux" and hasattr(os, "sendfile")
 # Each region holds a duplicated descriptor until its response is sent: a Fetch of thousands
 # of partitions would hold thousands. Past this many in one response, partitions are copied.
 MAX_REGIONS = 64
+# Slices shorter than this are copied (one write for the whole response, see above).
+COPY_BELOW = 16 * 1024
 
 
 class RegionReadError(OSError):
@@ -87,13 +96,17 @@ def enabled(config: Any) -> bool:
 
 
 def read_region(log: Log, offset: int, max_bytes: int, *, max_offset: int | None,
-                min_one_batch: bool) -> FileRegion | None:  # fmt: skip
+                min_one_batch: bool, copy_below: int = COPY_BELOW
+                ) -> FileRegion | bytes | None:  # fmt: skip
     """The batches ``log.read(offset, max_bytes, ...)`` returns, as a region (None if none):
     :meth:`strom.storage.log.Log.read_region` (the one read path) with the segment's fd
-    duplicated. The caller has checked ``offset`` against the log's range."""
+    duplicated; as bytes when shorter than ``copy_below``. The caller has checked
+    ``offset`` against the log's range."""
     found = log.read_region(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
     if found is None:
         return None
+    if found.length < copy_below:
+        return found.segment.read_at(found.position, found.length)
     return FileRegion(found.segment.dup_fd(), found.position, found.length)
 
 

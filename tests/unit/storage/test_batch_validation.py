@@ -211,3 +211,14 @@ def test_header_key_must_be_utf8(open_log: OpenLog, clock: FakeClock) -> None:
     refused(log, bad, ErrorCode.invalid_record)
     good = with_payload(record_bytes(0, headers=b"\x02\x04\xc3\xa9\x00"), 1, ts=clock.time_ms())
     assert log.append(good).base_offset == 0
+
+
+def test_timestamp_deltas_of_every_varint_width() -> None:
+    """One-, two- and three-byte zigzag timestamp deltas (the scan inlines the first two)."""
+    base = 1_700_000_000_000
+    deltas = [0, 63, -64, 64, -65, 8191, -8192, 8192, -8193, 1_000_000, -1_000_000]
+    data = rb.build_batch([(b"k", b"v", [], base + d) for d in [0, *deltas]])
+    scan = scan_records(memoryview(data)[rb.HEADER_SIZE:], len(deltas) + 1, -8192, 8191,
+                        -1 - base, False)  # fmt: skip
+    assert scan.max_timestamp_delta == 1_000_000
+    assert scan.bad_timestamps == [i + 1 for i, d in enumerate(deltas) if not -8192 <= d <= 8191]

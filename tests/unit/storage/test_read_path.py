@@ -83,15 +83,20 @@ def _check_all(log: Log, rng: random.Random, samples: int = 40) -> int:
                     assert got.records == want, (offset, max_bytes, max_offset, min_one)
                     if want:
                         assert got.first_offset == next(iter_batches(want))[0].base_offset
-                    region = zero_copy.read_region(log, offset, max_bytes, max_offset=max_offset,
-                                                   min_one_batch=min_one)  # fmt: skip
-                    if region is None:
-                        assert want == b""
-                    else:
-                        try:
-                            assert zero_copy.materialize([region]) == want
-                        finally:
-                            region.close()
+                    for copy_below in (0, zero_copy.COPY_BELOW):  # a file region; bytes if small
+                        region = zero_copy.read_region(log, offset, max_bytes, max_offset=max_offset,
+                                                       min_one_batch=min_one, copy_below=copy_below)  # fmt: skip
+                        if region is None:
+                            assert want == b""
+                        elif isinstance(region, bytes):
+                            assert len(want) < copy_below
+                            assert region == want
+                        else:
+                            assert len(want) >= copy_below
+                            try:
+                                assert zero_copy.materialize([region]) == want
+                            finally:
+                                region.close()
                     checked += 1
     return checked
 

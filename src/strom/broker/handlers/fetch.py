@@ -241,6 +241,9 @@ class _FetchPlan:
         if region is None:
             return _partition(self.ctx, index, ErrorCode.none, hw=hw, log_start=start, lso=lso,
                               aborted=aborted), 0  # fmt: skip
+        if isinstance(region, bytes):  # small: copied (zero_copy.COPY_BELOW)
+            return _partition(self.ctx, index, ErrorCode.none, hw=hw, log_start=start,
+                              records=region, lso=lso, aborted=aborted), len(region)  # fmt: skip
         self.regions.append(region)
         part = _partition(self.ctx, index, ErrorCode.none, hw=hw, log_start=start,
                           records=region, lso=lso, aborted=aborted)  # fmt: skip
