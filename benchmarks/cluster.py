@@ -2,10 +2,10 @@
 
 (a) Throughput: the same confluent-kafka workload produced to a single strom broker with
     ``acks=1`` (the reference) and to a 3-broker cluster, replication factor 3,
-    ``min.insync.replicas=2``, ``acks=all``: ``ratio_rf3_acks_all_vs_single_acks_1``
-    (target >= 0.5). Also measured, to tell the cost of replication from the cost of the
-    client's acks=all + idempotence mode: the single node with the cluster's client settings
-    (``single_acks_all``, ``ratio_rf3_acks_all_vs_single_acks_all``).
+    ``min.insync.replicas=2``, ``acks=all``, the client otherwise the same:
+    ``ratio_rf3_acks_all_vs_single_acks_1`` (target >= 0.5). Also measured with an idempotent
+    producer on both the single node and the cluster (``*_idempotent``): librdkafka's
+    idempotent mode costs the client more than replication costs the brokers.
 (b) Failover: a producer (librdkafka's defaults but acks=all and idempotence; a new one each
     round, warm before the signal) sends one message at a time to partition 0; the leader is
     killed with kill -9 (``sigkill``) or stopped with SIGTERM, a controlled shutdown
@@ -17,7 +17,7 @@
     acknowledges for a few ms after the signal, so ``seconds`` alone misses the message
     caught in the move). docs/cluster.md (Failover time) says what each consists of.
 (c) Follower catch-up: one follower stopped, ``--catchup-mb`` produced without it, started
-    again; MB/s from its listening again to its return to the ISR.
+    again; MB/s from its start (start-up included: a lower bound) to its return to the ISR.
 
 Uses :class:`strom.testing.cluster.ClusterProcess` (ZooKeeper from Debian's package) and stops
 every process by PID. Phases that cannot run (cluster mode, replication or the controller not
@@ -88,10 +88,11 @@ class _Quiet:
         pass
 
 
-def produce_rate(bootstrap: str, topic: str, count: int, size: int, acks: str) -> dict[str, Any]:
+def produce_rate(bootstrap: str, topic: str, count: int, size: int, acks: str,
+                 idempotent: bool) -> dict[str, Any]:  # fmt: skip
     """Produce ``count`` messages of ``size`` bytes as fast as the client goes; msgs/s."""
     producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
-                         "enable.idempotence": acks == "all", "logger": _Quiet()})  # fmt: skip
+                         "enable.idempotence": idempotent, "logger": _Quiet()})  # fmt: skip
     state = {"ok": 0, "err": 0}
 
     def on_delivery(err: Any, _msg: Any) -> None:
@@ -148,10 +149,10 @@ def profiled(pids: dict[str, int | None], profile_dir: Path | None) -> Any:
 
 
 def measured_rate(pids: dict[str, int | None], profile_dir: Path | None, bootstrap: str,
-                  args: argparse.Namespace, acks: str) -> dict[str, Any]:  # fmt: skip
+                  args: argparse.Namespace, acks: str, idempotent: bool) -> dict[str, Any]:  # fmt: skip
     """:func:`produce_rate` with the brokers' CPU seconds (and their profiles, if asked)."""
     with profiled(pids, profile_dir) as cpu:
-        result = produce_rate(bootstrap, "bench", args.messages, args.size, acks)
+        result = produce_rate(bootstrap, "bench", args.messages, args.size, acks, idempotent)
     known = [v for v in cpu.values() if v is not None]
     mb = result["acked"] * args.size / 1e6
     result["broker_cpu_s"] = cpu
@@ -171,49 +172,47 @@ def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return best
 
 
+#: the throughput runs of one round: (result key, on the cluster?, acks, idempotence). The
+#: issue's figure compares the same client workload with only ``acks`` changed; the idempotent
+#: pair shows what librdkafka's idempotent mode (5 requests in flight, more client CPU per
+#: message) costs on top, on the single node as on the cluster.
+RUNS = (("single_acks_1", False, "1", False), ("rf3_acks_all", True, "all", False),
+        ("single_acks_all_idempotent", False, "all", True),
+        ("rf3_acks_all_idempotent", True, "all", True))  # fmt: skip
+RATIOS = {"ratio_rf3_acks_all_vs_single_acks_1": ("rf3_acks_all", "single_acks_1"),
+          "ratio_rf3_idempotent_vs_single_acks_1": ("rf3_acks_all_idempotent", "single_acks_1"),
+          "ratio_rf3_idempotent_vs_single_idempotent": ("rf3_acks_all_idempotent",
+                                                        "single_acks_all_idempotent")}  # fmt: skip
+
+
 def throughput(args: argparse.Namespace, single: BrokerProcess, cluster: ClusterProcess,
                result: dict[str, Any]) -> None:  # fmt: skip
-    """Phase (a): ``--repeat`` rounds, each the single node (acks=1) then the cluster
-    (acks=all) back to back; the ratio is the median of the rounds' ratios (a round's two runs
-    see the same load of a shared machine)."""
+    """Phase (a): ``--repeat`` rounds, each every run of :data:`RUNS` back to back; each ratio
+    of :data:`RATIOS` is the median of the rounds' ratios (a round's runs see the same load of
+    a shared machine)."""
     create_topic(single.bootstrap, "bench", PARTITIONS)
     cluster.create_topic("bench", PARTITIONS, 3, {"min.insync.replicas": "2"})
-    pids = {f"broker-{i}": b.pid for i, b in sorted(cluster.brokers.items())}
-    singles: list[dict[str, Any]] = []
-    singles_all: list[dict[str, Any]] = []
-    replicated: list[dict[str, Any]] = []
-    ratios: list[float] = []
-    ratios_all: list[float] = []
+    cluster_pids = {f"broker-{i}": b.pid for i, b in sorted(cluster.brokers.items())}
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name, *_ in RUNS}
+    per_round: dict[str, list[float]] = {name: [] for name in RATIOS}
     for r in range(args.repeat):
         suffix = f"-{r + 1}" if args.repeat > 1 else ""
-        log(f"single node, acks=1{suffix}")
-        profile = args.profile / f"single{suffix}" if args.profile else None
-        singles.append(measured_rate({"single": single.pid}, profile, single.bootstrap, args, "1"))
-        log(f"single node, acks=all{suffix}")
-        singles_all.append(measured_rate({"single": single.pid}, None, single.bootstrap, args,
-                                         "all"))  # fmt: skip
-        log(f"cluster RF 3, acks=all{suffix}")
-        profile = args.profile / f"cluster{suffix}" if args.profile else None
-        replicated.append(measured_rate(pids, profile, cluster.bootstrap, args, "all"))
-        pair = ratio(replicated[-1].get("msgs_per_s"), singles[-1].get("msgs_per_s"))
-        if pair is not None:
-            ratios.append(pair)
-        pair = ratio(replicated[-1].get("msgs_per_s"), singles_all[-1].get("msgs_per_s"))
-        if pair is not None:
-            ratios_all.append(pair)
-    result["single_acks_1"] = median_run(singles)
-    result["rf3_acks_all"] = median_run(replicated)
-    result["ratio_rf3_acks_all_vs_single_acks_1"] = (
-        round(statistics.median(ratios), 3) if ratios else None
-    )
-    # the replication cost alone: the same client settings (acks=all, idempotence) on both
-    result["single_acks_all"] = median_run(singles_all)
-    result["ratio_rf3_acks_all_vs_single_acks_all"] = (
-        round(statistics.median(ratios_all), 3) if ratios_all else None
-    )
-    if args.repeat > 1:
-        result["ratio_per_round"] = ratios
-        result["ratio_vs_single_acks_all_per_round"] = ratios_all
+        for name, on_cluster, acks, idempotent in RUNS:
+            log(f"{name}{suffix}")
+            profile = args.profile / f"{name}{suffix}" if args.profile else None
+            pids = cluster_pids if on_cluster else {"single": single.pid}
+            bootstrap = cluster.bootstrap if on_cluster else single.bootstrap
+            runs[name].append(measured_rate(pids, profile, bootstrap, args, acks, idempotent))
+        for key, (num, den) in RATIOS.items():
+            pair = ratio(runs[num][-1].get("msgs_per_s"), runs[den][-1].get("msgs_per_s"))
+            if pair is not None:
+                per_round[key].append(pair)
+    for name, measured in runs.items():
+        result[name] = median_run(measured)
+    for key, values in per_round.items():
+        result[key] = round(statistics.median(values), 3) if values else None
+        if args.repeat > 1:
+            result[f"{key}_per_round"] = values
 
 
 def client_logger(path: Path) -> logging.Logger:
@@ -386,9 +385,11 @@ def catch_up(cluster: ClusterProcess, megabytes: int) -> dict[str, Any]:
     cluster.wait_for_isr(topic, 0, {1, 2, 3} - {follower}, timeout=120)
     size = 10_000
     count = megabytes * 1_000_000 // size
-    produced = produce_rate(cluster.bootstrap, topic, count, size, "all")
-    cluster.start_broker(follower)
+    produced = produce_rate(cluster.bootstrap, topic, count, size, "all", False)
+    # from before the start: the follower may fetch before start_broker returns (it waits for
+    # the listener), so the rate counts its start-up too (a lower bound)
     t0 = time.monotonic()
+    cluster.start_broker(follower)
     cluster.wait_for_isr(topic, 0, {1, 2, 3}, timeout=600)
     seconds = time.monotonic() - t0
     mb = produced["acked"] * size / 1e6
