@@ -18,6 +18,7 @@ from strom.protocol.record_batch import build_batch
 from strom.testing import BrokerProcess
 from strom.testing.raw import RawConnection
 from tests.integration.clients import create_topic
+from tests.integration.routing import TRANSACTION, coordinator_of, leader_of
 from tests.integration.txn_helpers import list_latest, read_to_end, wait_until
 
 FAST_ABORT = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"}
@@ -153,7 +154,7 @@ def _raw_produce(bootstrap: str, topic: str, records: bytes) -> Any:
     mod = load_payload_module(0, 9, EntityType.request)
     data = build(mod.TopicProduceData, name=topic, partition_data=(
         build(mod.PartitionProduceData, index=0, records=records),))  # fmt: skip
-    with RawConnection(bootstrap) as conn:
+    with RawConnection(leader_of(bootstrap, topic)) as conn:
         resp = conn.request(0, 9, transactional_id=None, acks=-1,
                             timeout=datetime.timedelta(seconds=5), topic_data=(data,))  # fmt: skip
     return resp.responses[0].partition_responses[0]
@@ -163,7 +164,7 @@ def test_transactional_batch_outside_its_transaction_is_refused(broker, topic_na
     """A late batch (after the commit) or one of a producer with no transaction would open a
     transaction no coordinator ends: refused with INVALID_TXN_STATE, nothing stored."""
     create_topic(broker.bootstrap, topic_name)
-    with RawConnection(broker.bootstrap) as conn:
+    with RawConnection(coordinator_of(broker.bootstrap, f"{topic_name}-tx", TRANSACTION)) as conn:
         init = conn.request(22, 4, transactional_id=f"{topic_name}-tx", transaction_timeout=60000,
                             producer_id=-1, producer_epoch=-1)  # fmt: skip
     pid, epoch = init.producer_id, init.producer_epoch

@@ -1,0 +1,56 @@
+"""The topologies the integration tests run in: one broker process, or a 3-broker cluster.
+
+See ``tests/conftest.py`` for how a module picks one (``STROM_TEST_CLUSTER=3``, the
+``both_topologies`` marker). :func:`module_broker` starts either with the same settings, so a
+module that needs its own broker settings (a group module's short session timeouts) still
+runs in both.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from strom.testing import BrokerProcess
+
+SINGLE = "single"
+CLUSTER3 = "cluster3"
+
+
+class ExternalBroker:
+    """Stands in for :class:`BrokerProcess` when STROM_TEST_BOOTSTRAP names a running broker."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+
+
+def default_topology() -> str:
+    size = int(os.environ.get("STROM_TEST_CLUSTER") or 0)
+    if size not in (0, 1, 3):
+        raise pytest.UsageError(f"STROM_TEST_CLUSTER={size}: only 3 (or unset) is supported")
+    return CLUSTER3 if size == 3 else SINGLE
+
+
+@contextmanager
+def module_broker(topology: str, work_dir: Path, settings: Mapping[str, str] | None = None
+                  ) -> Iterator[Any]:  # fmt: skip
+    """A started broker (BrokerProcess) or 3-broker cluster (ClusterProcess) with ``settings``
+    on every broker; stopped (by PID) on exit. Both have ``.bootstrap``."""
+    external = os.environ.get("STROM_TEST_BOOTSTRAP")
+    if external:
+        yield ExternalBroker(external)
+        return
+    if topology == CLUSTER3:
+        from strom.testing.cluster import ClusterProcess
+
+        merged = {"default.replication.factor": "3", "num.partitions": "4", **(settings or {})}
+        with ClusterProcess(work_dir / "cluster", 3, settings=merged) as cluster:
+            yield cluster
+        return
+    with BrokerProcess(work_dir / "data", settings=dict(settings or {})) as proc:
+        yield proc
