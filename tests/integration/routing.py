@@ -15,6 +15,7 @@ election, the first FindCoordinator creating ``__consumer_offsets`` or ``__trans
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from strom.cli import wire
 from strom.protocol.errors import ErrorCode
@@ -78,3 +79,17 @@ def coordinator_of(bootstrap: str, key: str, key_type: int = GROUP, timeout: flo
             raise AssertionError(f"no coordinator for {key!r} within {timeout} s: "
                                  f"{ErrorCode(int(resp.error_code)).name}")  # fmt: skip
         time.sleep(0.2)
+
+
+def processes(broker: Any) -> list[Any]:
+    """Every broker process of the module's ``broker`` (a BrokerProcess or a ClusterProcess)."""
+    cluster = getattr(broker, "brokers", None)
+    return list(cluster.values()) if cluster is not None else [broker]
+
+
+def process_at(broker: Any, address: str) -> Any:
+    """The broker process listening at ``address`` (its log file, its pid)."""
+    for proc in processes(broker):
+        if proc.bootstrap == address:
+            return proc
+    raise LookupError(f"no broker process at {address}")
