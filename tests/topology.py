@@ -47,6 +47,10 @@ def module_broker(topology: str, work_dir: Path, settings: Mapping[str, str] | N
         return
     if topology == CLUSTER3:
         from strom.testing.cluster import ClusterProcess
+        from strom.testing.zookeeper import zookeeper_available
+
+        if not zookeeper_available():  # as tests/cluster: ZooKeeper is Debian's package
+            pytest.skip("a cluster needs ZooKeeper: apt-get install -y zookeeper")
 
         merged = {"default.replication.factor": "3", "num.partitions": "4", **(settings or {})}
         with ClusterProcess(work_dir / "cluster", 3, settings=merged) as cluster:

@@ -15,6 +15,8 @@ import pytest
 from tests.integration.clients import create_topic, produce
 from tests.topology import module_broker
 
+pytestmark = pytest.mark.both_topologies  # [single] and [cluster3]: docs/cluster.md
+
 SETTINGS = {
     "group.initial.rebalance.delay.ms": "0",
     "group.min.session.timeout.ms": "1000",

@@ -21,6 +21,8 @@ from tests.integration.clients import create_topic
 from tests.integration.routing import TRANSACTION, coordinator_of, leader_of
 from tests.integration.txn_helpers import list_latest, read_to_end, wait_until
 
+pytestmark = pytest.mark.both_topologies  # [single] and [cluster3]: docs/cluster.md
+
 FAST_ABORT = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"}
 
 

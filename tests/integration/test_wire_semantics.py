@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import time
 
+import pytest
 from kio.schema.errors import ErrorCode
 
 from strom.protocol.messages import build, request_class
@@ -13,6 +14,8 @@ from strom.testing.raw import RawConnection
 from tests.integration.clients import create_topic, produce
 from tests.integration.routing import any_broker, leader_of
 from tests.integration.sockets import broker_side_queues, wait_until
+
+pytestmark = pytest.mark.both_topologies  # [single] and [cluster3]: docs/cluster.md
 
 
 def _mod(api: str, version: int):
