@@ -19,8 +19,8 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[st
     admin = AdminClient({"bootstrap.servers": bootstrap})
     if one_leader and "," in bootstrap:
         brokers = sorted(admin.list_topics(timeout=15).brokers)
-        new = NewTopic(name, num_partitions=-1, replica_assignment=[brokers] * partitions,
-                       config=config or {})
+        new = NewTopic(name, num_partitions=partitions, replication_factor=-1,
+                       replica_assignment=[brokers] * partitions, config=config or {})
     else:
         new = NewTopic(name, partitions, -1, config=config or {})
     futures = admin.create_topics([new], request_timeout=15)

@@ -31,6 +31,7 @@ from typing import Any
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
 from strom.broker.txn.service import txn_coordinator_of, txn_verifier_of
+from strom.broker.txn.verification import produce_code
 from strom.protocol import record_batch as rb
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
 from strom.protocol.hot_path import ProducePartition, ProduceResponse
@@ -71,27 +72,30 @@ def _opens_transaction(log_: Any, records: bytes) -> tuple[int, int] | None:
 
 
 def _verify_transaction(broker: Any, log_: Any, topic: str, index: int, records: bytes,
-                        remote: dict[tuple[str, int], ErrorCode]) -> None:  # fmt: skip
+                        txn_id: str | None, remote: dict[tuple[str, int], ErrorCode]) -> None:  # fmt: skip
     """A transactional batch that would open a transaction in this partition must belong to
     its producer's ongoing transaction, with this partition added (KIP-890's verification):
     a late batch of an ended or aborted transaction would otherwise start a transaction no
     coordinator knows of, and hold the last stable offset back for good. ``remote``: the
     answers of another broker's coordinator (:func:`_verify_remote`)."""
-    code = remote.get((topic, index))
-    if code is not None:
-        if code != ErrorCode.none:
-            raise KafkaError(code, "Partition was not added to the transaction"
-                             if code == ErrorCode.invalid_txn_state
-                             else "The transaction coordinator could not verify the batch")  # fmt: skip
-        return
-    opens = _opens_transaction(log_, records)
-    if opens is None:
-        return
-    coordinator = txn_coordinator_of(broker)
-    if not coordinator.owns_all and not coordinator.knows_producer(opens[0]):
-        return  # no transactional id to find its coordinator by (a raw request): not verified
-    if not coordinator.is_ongoing_with(*opens, (topic, index)):
-        raise KafkaError(ErrorCode.invalid_txn_state, "Partition was not added to the transaction")
+    tp = (topic, index)
+    code = remote.get(tp)
+    if code is None:
+        opens = _opens_transaction(log_, records)
+        if opens is None:
+            return
+        coordinator = txn_coordinator_of(broker)
+        if txn_id is not None and coordinator.ownership(txn_id) != ErrorCode.not_coordinator:
+            code = produce_code(coordinator.verify(txn_id, *opens, [tp])[tp])
+        elif coordinator.owns_all or coordinator.knows_producer(opens[0]):
+            code = ErrorCode.none if coordinator.is_ongoing_with(*opens, tp) \
+                else ErrorCode.invalid_txn_state
+        else:
+            return  # no transactional id to find its coordinator by (a raw request)
+    if code != ErrorCode.none:
+        raise KafkaError(code, "Partition was not added to the transaction"
+                         if code == ErrorCode.invalid_txn_state
+                         else "The transaction coordinator could not verify the batch")  # fmt: skip
 
 
 async def _verify_remote(ctx: RequestContext, request: Any) -> dict[tuple[str, int], ErrorCode]:
@@ -129,7 +133,8 @@ async def _verify_remote(ctx: RequestContext, request: Any) -> dict[tuple[str, i
 
 def _append_one(ctx: RequestContext, topic: str, index: int, records: bytes | None, acks: int,
                 durable: list[Future[None]], replicated: list[_Waiter],
-                remote: dict[tuple[str, int], ErrorCode]) -> ProducePartition:  # fmt: skip
+                remote: dict[tuple[str, int], ErrorCode], txn_id: str | None,
+                ) -> ProducePartition:  # fmt: skip
     broker = ctx.broker
     info = broker.topics.get(topic)
     if info is None or index not in info.replicas:
@@ -148,7 +153,7 @@ def _append_one(ctx: RequestContext, topic: str, index: int, records: bytes | No
         part = replicas.leader_partition(topic, index)
         if acks == -1:
             replicas.check_min_isr(part)
-        _verify_transaction(broker, part.log, topic, index, records, remote)
+        _verify_transaction(broker, part.log, topic, index, records, txn_id, remote)
         result = replicas.append(topic, index, bytes(records))
         if result.flushed is not None:  # flush.messages reached: answer once it is on disk
             durable.append(result.flushed)
@@ -229,7 +234,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 parts.append(_partition(ctx, pdata.index, ErrorCode.unknown_topic_id))
             else:
                 parts.append(_append_one(ctx, name, pdata.index, pdata.records, acks, durable,
-                                         replicated, remote))  # fmt: skip
+                                         replicated, remote, request.transactional_id))  # fmt: skip
         responses.append((name, parts, getattr(topic_data, "topic_id", None)))
     if acks == 0:
         return None

@@ -77,7 +77,7 @@ class TxnVerifier:
                 for p in topic.results_by_partition:
                     tp = (str(topic.name), int(p.partition_index))
                     if tp in codes:
-                        codes[tp] = _produce_code(E(int(p.partition_error_code)))
+                        codes[tp] = produce_code(E(int(p.partition_error_code)))
         return codes
 
     def _connection(self, broker_id: int) -> BrokerConnection:
@@ -99,7 +99,8 @@ class TxnVerifier:
         self._conns.clear()
 
 
-def _produce_code(code: ErrorCode) -> ErrorCode:
+def produce_code(code: ErrorCode) -> ErrorCode:
+    """A coordinator's verification answer as the produce error code of the partition."""
     if code == E.none:
         return E.none
     return E.invalid_txn_state if code in _REFUSED else E.not_enough_replicas
