@@ -250,11 +250,12 @@ def test_late_batch_on_a_leader_that_is_not_the_coordinator_is_refused(cluster: 
     pid, zombie_epoch = int(init.producer_id), int(init.producer_epoch)
     producer = new_producer(cluster)  # the same id: epoch + 1, the raw instance is a zombie
     producer.begin_transaction()
-    sent: list[tuple[int, bytes]] = []
-    producer.produce(TOPIC, b"committed", partition=partition,
-                     on_delivery=lambda err, msg: sent.append((msg.offset(), msg.value())))
-    producer.commit_transaction(60)  # accepted: the leader verified it with the coordinator
-    assert sent == [(0, b"committed")]
+    sent: list[tuple[int, int, bytes]] = []
+    for p in range(3):  # every partition (read_all reads each to its end)
+        producer.produce(TOPIC, b"c%d" % p, partition=p, on_delivery=lambda err, msg: sent.append(
+            (msg.partition(), msg.offset(), msg.value())))  # fmt: skip
+    producer.commit_transaction(60)  # accepted: each leader verified it with the coordinator
+    assert sorted(sent) == [(p, 0, b"c%d" % p) for p in range(3)]
 
     def late(epoch: int, seq: int) -> bytes:
         return build_batch([(None, b"late", [], int(time.time() * 1000))], producer_id=pid,
@@ -265,9 +266,9 @@ def test_late_batch_on_a_leader_that_is_not_the_coordinator_is_refused(cluster: 
         answer = _raw_produce(cluster, leader, partition, late(epoch, seq))
         assert answer.error_code == ErrorCode.invalid_txn_state, (what, answer)
     assert_lso_at_end(cluster)
-    everything = read_all(cluster, "read_uncommitted")[partition]
-    assert [v for _o, v in everything] == [b"committed"]  # the late batches were not stored
-    assert read_all(cluster, "read_committed")[partition] == [(0, b"committed")]
+    expected = {p: [(0, b"c%d" % p)] for p in range(3)}
+    assert read_all(cluster, "read_uncommitted") == expected  # the late batches: not stored
+    assert read_all(cluster, "read_committed") == expected
 
 
 def test_coordinator_killed_mid_transaction(cluster: Any) -> None:
