@@ -30,10 +30,9 @@ class ExternalBroker:
 
 
 def default_topology() -> str:
+    """"single", or "clusterN" when STROM_TEST_CLUSTER=N (N > 1) is set by hand."""
     size = int(os.environ.get("STROM_TEST_CLUSTER") or 0)
-    if size not in (0, 1, 3):
-        raise pytest.UsageError(f"STROM_TEST_CLUSTER={size}: only 3 (or unset) is supported")
-    return CLUSTER3 if size == 3 else SINGLE
+    return f"cluster{size}" if size > 1 else SINGLE
 
 
 @contextmanager
@@ -45,15 +44,17 @@ def module_broker(topology: str, work_dir: Path, settings: Mapping[str, str] | N
     if external:
         yield ExternalBroker(external)
         return
-    if topology == CLUSTER3:
+    if topology.startswith("cluster"):
         from strom.testing.cluster import ClusterProcess
         from strom.testing.zookeeper import zookeeper_available
 
         if not zookeeper_available():  # as tests/cluster: ZooKeeper is Debian's package
             pytest.skip("a cluster needs ZooKeeper: apt-get install -y zookeeper")
 
-        merged = {"default.replication.factor": "3", "num.partitions": "4", **(settings or {})}
-        with ClusterProcess(work_dir / "cluster", 3, settings=merged) as cluster:
+        size = int(topology.removeprefix("cluster"))
+        merged = {"default.replication.factor": str(min(3, size)), "num.partitions": "4",
+                  **(settings or {})}  # fmt: skip
+        with ClusterProcess(work_dir / "cluster", size, settings=merged) as cluster:
             yield cluster
         return
     with BrokerProcess(work_dir / "data", settings=dict(settings or {})) as proc:
