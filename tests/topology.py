@@ -38,7 +38,7 @@ def default_topology() -> str:
 @contextmanager
 def module_broker(topology: str, work_dir: Path, settings: Mapping[str, str] | None = None
                   ) -> Iterator[Any]:  # fmt: skip
-    """A started broker (BrokerProcess) or 3-broker cluster (ClusterProcess) with ``settings``
+    """A started broker (BrokerProcess) or cluster (ClusterProcess, "clusterN") with ``settings``
     on every broker; stopped (by PID) on exit. Both have ``.bootstrap``."""
     external = os.environ.get("STROM_TEST_BOOTSTRAP")
     if external:
