@@ -5,6 +5,11 @@ transaction that its coordinator does not know as ongoing with that partition an
 that has been open longer than ``--max-transaction-timeout`` minutes (Kafka's default 15);
 ``abort`` writes an ABORT marker for such a transaction (WriteTxnMarkers), found by
 ``--start-offset`` or given by ``--producer-id``/``--producer-epoch``.
+
+Each request goes where Kafka's admin client sends it, so the tools work on a cluster too:
+ListTransactions to every broker (each lists the ids it coordinates), DescribeTransactions to
+the id's coordinator (FindCoordinator), DescribeProducers and WriteTxnMarkers to each
+partition's leader (Metadata). On a single node all of them are the bootstrap broker.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from strom.cli.errors import CliError
 from strom.cli.output import print_json, print_table
 from strom.cli.wire import check, part, request
 
-LIST, DESCRIBE, PRODUCERS, MARKERS = 66, 65, 61, 27
+LIST, DESCRIBE, PRODUCERS, MARKERS, METADATA, FIND_COORDINATOR = 66, 65, 61, 27, 3, 10
 
 
 def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -55,16 +60,42 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=abort)
 
 
+def _brokers(bootstrap: str) -> dict[int, str]:
+    """Every live broker's address by id (Metadata v9 from the first bootstrap server)."""
+    resp = request(bootstrap, METADATA, 9, topics=(), allow_auto_topic_creation=False,
+                   include_cluster_authorized_operations=False,
+                   include_topic_authorized_operations=False)  # fmt: skip
+    return {int(b.node_id): f"{b.host}:{int(b.port)}" for b in resp.brokers}
+
+
 def _list(bootstrap: str) -> list[Any]:
-    resp = request(bootstrap, LIST, 1, state_filters=(), producer_id_filters=(), duration_filter=-1)
-    check(resp.error_code, "cannot list transactions")
-    return list(resp.transaction_states)
+    states = []
+    for address in _brokers(bootstrap).values():
+        resp = request(address, LIST, 1, state_filters=(), producer_id_filters=(),
+                       duration_filter=-1)  # fmt: skip
+        check(resp.error_code, "cannot list transactions")
+        states.extend(resp.transaction_states)
+    return states
+
+
+def _coordinator(bootstrap: str, txn_id: str) -> str:
+    resp = request(bootstrap, FIND_COORDINATOR, 3, key=txn_id, key_type=1)
+    check(resp.error_code, f"no coordinator for transactional id {txn_id!r}")
+    return f"{resp.host}:{int(resp.port)}"
 
 
 def _describe(bootstrap: str, txn_ids: list[str]) -> list[Any]:
-    if not txn_ids:
-        return []
-    return list(request(bootstrap, DESCRIBE, 0, transactional_ids=tuple(txn_ids)).transaction_states)
+    return [state for txn_id in txn_ids
+            for state in request(_coordinator(bootstrap, txn_id), DESCRIBE, 0,
+                                 transactional_ids=(txn_id,)).transaction_states]  # fmt: skip
+
+
+def _leader_address(md: Any, topic: str, partition: int) -> str:
+    p = md.topics[topic].partitions.get(partition) if topic in md.topics else None
+    if p is None or p.leader < 0 or p.leader not in md.brokers:
+        raise CliError(f"{topic}-{partition} has no leader")
+    b = md.brokers[p.leader]
+    return f"{b.host}:{b.port}"
 
 
 def _ms(value: Any) -> int:
@@ -115,22 +146,25 @@ def _open_producers(args: argparse.Namespace) -> list[dict[str, Any]]:
               if (args.topic is None or name == args.topic) and not name.startswith("__")]  # fmt: skip
     if args.topic is not None and not topics:
         raise CliError(f"topic {args.topic!r} does not exist")
-    req = tuple(part(PRODUCERS, 0, "TopicRequest", name=t.topic,
-                     partition_indexes=tuple(sorted(t.partitions))) for t in topics)  # fmt: skip
-    if not req:
-        return []
+    by_leader: dict[str, dict[str, list[int]]] = {}  # leader address -> topic -> partitions
+    for t in topics:
+        for p in sorted(t.partitions):
+            by_leader.setdefault(_leader_address(md, t.topic, p), {}).setdefault(t.topic, []).append(p)
     out = []
-    for topic in request(args.bootstrap_server, PRODUCERS, 0, topics=req).topics:
-        for p in topic.partitions:
-            check(p.error_code, f"cannot describe producers of {topic.name}-{p.partition_index}")
-            for s in p.active_producers:
-                if s.current_txn_start_offset >= 0:
-                    out.append({"topic": topic.name, "partition": p.partition_index,
-                                "producer_id": s.producer_id, "producer_epoch": s.producer_epoch,
-                                "coordinator_epoch": s.coordinator_epoch,
-                                "start_offset": s.current_txn_start_offset,
-                                "last_timestamp": s.last_timestamp})  # fmt: skip
-    return out
+    for address, wanted in by_leader.items():
+        req = tuple(part(PRODUCERS, 0, "TopicRequest", name=name, partition_indexes=tuple(ps))
+                    for name, ps in wanted.items())  # fmt: skip
+        for topic in request(address, PRODUCERS, 0, topics=req).topics:
+            for p in topic.partitions:
+                check(p.error_code, f"cannot describe producers of {topic.name}-{p.partition_index}")
+                for s in p.active_producers:
+                    if s.current_txn_start_offset >= 0:
+                        out.append({"topic": topic.name, "partition": p.partition_index,
+                                    "producer_id": s.producer_id, "producer_epoch": s.producer_epoch,
+                                    "coordinator_epoch": s.coordinator_epoch,
+                                    "start_offset": s.current_txn_start_offset,
+                                    "last_timestamp": s.last_timestamp})  # fmt: skip
+    return sorted(out, key=lambda c: (c["topic"], c["partition"], c["start_offset"]))
 
 
 def find_hanging(args: argparse.Namespace) -> int:
@@ -175,7 +209,8 @@ def abort(args: argparse.Namespace) -> int:
     marker = part(MARKERS, 1, "WritableTxnMarker", producer_id=pid, producer_epoch=epoch,
                   transaction_result=False, topics=(topic,),
                   coordinator_epoch=max(coordinator_epoch, 0))  # fmt: skip
-    resp = request(args.bootstrap_server, MARKERS, 1, markers=(marker,))
+    md = metadata(admin_client(args, check=False), args, args.topic)
+    resp = request(_leader_address(md, args.topic, args.partition), MARKERS, 1, markers=(marker,))
     check(resp.markers[0].topics[0].partitions[0].error_code,
           f"cannot abort the transaction of producer {pid} in {args.topic}-{args.partition}")  # fmt: skip
     print(f"aborted the transaction of producer {pid} (epoch {epoch}) in "
