@@ -1,10 +1,18 @@
 """Shared fixtures: a real strom broker process per test module (or an external one).
 
-Set ``STROM_TEST_BOOTSTRAP=host:port`` to run the integration tests against a broker that is
-already running (handy for comparing strom with another Kafka-compatible broker), or
-``STROM_TEST_CLUSTER=3`` to run the tests that use the module's ``broker`` against a local
-cluster of that many brokers and a ZooKeeper (``strom.testing.cluster``) with
-``default.replication.factor=3`` and ``num.partitions=4``, as issue 9 asks.
+Topologies. The module-scoped ``broker`` fixture (and any module fixture built with
+:func:`module_broker`) is a single broker process, or a local cluster (``strom.testing.cluster``:
+a ZooKeeper and three brokers on 127.0.0.2..4, ``default.replication.factor=3``,
+``num.partitions=4``, as issue 9 asks):
+
+- ``STROM_TEST_CLUSTER=3`` runs every module against the cluster (by hand: the whole suite);
+- a module marked ``pytestmark = pytest.mark.both_topologies`` runs twice in any plain
+  ``pytest`` run, test ids ``[single]`` and ``[cluster3]`` (what CI runs in both topologies);
+- ``STROM_TEST_BOOTSTRAP=host:port`` runs them against a broker that is already running
+  (handy for comparing strom with another Kafka-compatible broker).
+
+Tests about one broker process (kill/restart it, its data dir, its config) start their own
+``BrokerProcess`` (``fresh_broker`` or a fixture of their module) and stay single-node.
 """
 
 from __future__ import annotations
@@ -13,40 +21,36 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from strom.testing import BrokerProcess
+from tests.topology import CLUSTER3, SINGLE, default_topology, module_broker
 
 
-class ExternalBroker:
-    """Stands in for :class:`BrokerProcess` when STROM_TEST_BOOTSTRAP names a running broker."""
-
-    def __init__(self, bootstrap: str) -> None:
-        self.bootstrap = bootstrap
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Modules marked ``both_topologies`` get ``topology`` (and so their broker) twice."""
+    if "topology" not in metafunc.fixturenames:
+        return
+    if metafunc.definition.get_closest_marker("both_topologies") is None:
+        return
+    if os.environ.get("STROM_TEST_BOOTSTRAP") or os.environ.get("STROM_TEST_CLUSTER"):
+        return  # one topology chosen by hand for the whole run
+    metafunc.parametrize("topology", [SINGLE, CLUSTER3], indirect=True, scope="module")
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess | ExternalBroker]:
-    """A broker shared by the tests of one module; each test uses its own topic names."""
-    external = os.environ.get("STROM_TEST_BOOTSTRAP")
-    if external:
-        yield ExternalBroker(external)
-        return
-    size = int(os.environ.get("STROM_TEST_CLUSTER") or 0)
-    if size:
-        from strom.testing.cluster import ClusterProcess
+def topology(request: pytest.FixtureRequest) -> str:
+    """"single" or "cluster3": this module's run (parametrized by ``both_topologies``)."""
+    return str(getattr(request, "param", None) or default_topology())
 
-        settings = {"default.replication.factor": str(min(3, size)), "num.partitions": "4"}
-        with ClusterProcess(tmp_path_factory.mktemp("cluster"), size, settings=settings) as c:
-            yield c  # type: ignore[misc]
-        return
-    proc = BrokerProcess(tmp_path_factory.mktemp("broker") / "data")
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.stop()
+
+@pytest.fixture(scope="module")
+def broker(topology: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A broker (or cluster) shared by the tests of one module; each test uses its own topics."""
+    with module_broker(topology, tmp_path_factory.mktemp("broker")) as b:
+        yield b
 
 
 @pytest.fixture

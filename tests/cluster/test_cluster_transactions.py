@@ -213,6 +213,64 @@ def test_transactions_commit_and_abort_across_three_leaders(cluster: Any) -> Non
     assert_lso_at_end(cluster)
 
 
+def _raw_produce(cluster: Any, leader: int, partition: int, records: bytes) -> Any:
+    """One Produce v9 (acks=all) naming TXN_ID, sent to broker ``leader``; its partition answer."""
+    import datetime
+
+    from kio.schema.produce.v9 import request as pr
+
+    from strom.protocol.messages import build
+    from strom.testing.raw import RawConnection
+
+    data = build(pr.TopicProduceData, name=TOPIC, partition_data=(
+        build(pr.PartitionProduceData, index=partition, records=records),))  # fmt: skip
+    with RawConnection(cluster.broker(leader).bootstrap) as conn:
+        resp = conn.request(0, 9, transactional_id=TXN_ID, acks=-1,
+                            timeout=datetime.timedelta(seconds=10), topic_data=(data,))  # fmt: skip
+    return resp.responses[0].partition_responses[0]
+
+
+def test_late_batch_on_a_leader_that_is_not_the_coordinator_is_refused(cluster: Any) -> None:
+    """KIP-890's verification across brokers: a transactional batch that would open a
+    transaction on a leader whose transaction coordinator is another broker is checked with
+    that coordinator (AddPartitionsToTxn v4 verify_only). A zombie's batch, or a late batch
+    after the commit, gets INVALID_TXN_STATE and is not stored; before, it was appended and
+    held the partition's last stable offset back for good (no coordinator would end it)."""
+    from strom.protocol.errors import ErrorCode
+    from strom.protocol.record_batch import build_batch
+    from strom.testing.raw import RawConnection
+
+    coordinator = find_coordinator(cluster, TXN_ID)
+    partition = next(p for p in range(3) if cluster.leader_of(TOPIC, p) != coordinator)
+    leader = cluster.leader_of(TOPIC, partition)
+    with RawConnection(cluster.broker(coordinator).bootstrap) as conn:
+        init = conn.request(22, 4, transactional_id=TXN_ID, transaction_timeout=60000,
+                            producer_id=-1, producer_epoch=-1)  # fmt: skip
+    assert init.error_code == ErrorCode.none
+    pid, zombie_epoch = int(init.producer_id), int(init.producer_epoch)
+    producer = new_producer(cluster)  # the same id: epoch + 1, the raw instance is a zombie
+    producer.begin_transaction()
+    sent: list[tuple[int, int, bytes]] = []
+    for p in range(3):  # every partition (read_all reads each to its end)
+        producer.produce(TOPIC, b"c%d" % p, partition=p, on_delivery=lambda err, msg: sent.append(
+            (msg.partition(), msg.offset(), msg.value())))  # fmt: skip
+    producer.commit_transaction(60)  # accepted: each leader verified it with the coordinator
+    assert sorted(sent) == [(p, 0, b"c%d" % p) for p in range(3)]
+
+    def late(epoch: int, seq: int) -> bytes:
+        return build_batch([(None, b"late", [], int(time.time() * 1000))], producer_id=pid,
+                           producer_epoch=epoch, base_sequence=seq, is_transactional=True)  # fmt: skip
+
+    for epoch, seq, what in ((zombie_epoch + 1, 1, "after the commit"),
+                             (zombie_epoch, 0, "the fenced zombie")):  # fmt: skip
+        answer = _raw_produce(cluster, leader, partition, late(epoch, seq))
+        assert answer.error_code == ErrorCode.invalid_txn_state, (what, answer)
+    assert_lso_at_end(cluster)
+    expected = {p: [(0, b"c%d" % p)] for p in range(3)}
+    assert read_all(cluster, "read_uncommitted") == expected  # the late batches: not stored
+    assert read_all(cluster, "read_committed") == expected
+
+
 def test_coordinator_killed_mid_transaction(cluster: Any) -> None:
     batches = Batches()
     producer = new_producer(cluster)

@@ -10,9 +10,20 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
-def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
+def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None,
+                 *, one_leader: bool = False) -> None:
+    """Create ``name`` with the broker's default replication factor (1 on a single node, every
+    broker of a test cluster). ``one_leader``: on a cluster, every partition gets the same
+    replica list, so one broker leads them all (for raw requests naming several partitions,
+    which a real client would split by leader)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(name, partitions, 1, config=config or {})], request_timeout=15)
+    if one_leader and "," in bootstrap:
+        brokers = sorted(admin.list_topics(timeout=15).brokers)
+        new = NewTopic(name, num_partitions=partitions, replication_factor=-1,
+                       replica_assignment=[brokers] * partitions, config=config or {})
+    else:
+        new = NewTopic(name, partitions, -1, config=config or {})
+    futures = admin.create_topics([new], request_timeout=15)
     futures[name].result(timeout=20)
 
 

@@ -13,6 +13,7 @@ from strom.protocol.messages import RequestHeader, build, encode_request, reques
 from strom.protocol.record_batch import build_batch
 from strom.testing.raw import RawConnection
 from tests.integration.clients import consume_all, create_topic, produce
+from tests.integration.routing import leader_of
 
 
 @pytest.fixture
@@ -43,7 +44,7 @@ def one_partition(response):
 def test_bad_crc_is_corrupt_message_and_not_stored(broker, seeded) -> None:
     batch = bytearray(build_batch([(b"k", b"evil", [], 1_700_000_000_000)]))
     batch[-1] ^= 0xFF
-    with RawConnection(broker.bootstrap) as conn:
+    with RawConnection(leader_of(broker.bootstrap, seeded)) as conn:
         part = one_partition(produce_raw(conn, seeded, bytes(batch)))
         assert part.error_code == ErrorCode.corrupt_message
         # the same connection is still served
@@ -53,19 +54,19 @@ def test_bad_crc_is_corrupt_message_and_not_stored(broker, seeded) -> None:
 
 def test_truncated_batch_is_corrupt_message(broker, seeded) -> None:
     batch = build_batch([(b"k", b"v" * 100, [], 1)])
-    with RawConnection(broker.bootstrap) as conn:
+    with RawConnection(leader_of(broker.bootstrap, seeded)) as conn:
         part = one_partition(produce_raw(conn, seeded, batch[:-10]))
         assert part.error_code == ErrorCode.corrupt_message
 
 
 def test_too_large_message_is_message_too_large(broker, seeded) -> None:
-    with RawConnection(broker.bootstrap) as conn:
+    with RawConnection(leader_of(broker.bootstrap, seeded)) as conn:
         part = one_partition(produce_raw(conn, seeded, build_batch([(None, b"x" * 5000, [], 1)])))
         assert part.error_code == ErrorCode.message_too_large
 
 
 def test_unknown_topic_and_invalid_topic_name(broker, seeded) -> None:
-    with RawConnection(broker.bootstrap) as conn:
+    with RawConnection(leader_of(broker.bootstrap, seeded)) as conn:
         part = one_partition(produce_raw(conn, "no-such-topic-xyz", build_batch([(None, b"x", [], 1)])))
         assert part.error_code == ErrorCode.unknown_topic_or_partition
         mod = __import__("kio.schema.metadata.v12.request", fromlist=["x"])
@@ -76,7 +77,7 @@ def test_unknown_topic_and_invalid_topic_name(broker, seeded) -> None:
 
 def test_fetch_out_of_range_offset(broker, seeded) -> None:
     mod = __import__("kio.schema.fetch.v11.request", fromlist=["x"])
-    with RawConnection(broker.bootstrap) as conn:
+    with RawConnection(leader_of(broker.bootstrap, seeded)) as conn:
         resp = conn.request(
             1, 11, replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1 << 20,
             isolation_level=0, session_id=0, session_epoch=-1, rack_id="", forgotten_topics_data=(),
@@ -90,7 +91,7 @@ def test_fetch_out_of_range_offset(broker, seeded) -> None:
 
 
 def test_unsupported_api_versions_version_gets_v0_answer(broker, seeded) -> None:
-    with RawConnection(broker.bootstrap) as conn:
+    with RawConnection(leader_of(broker.bootstrap, seeded)) as conn:
         # ApiVersions v99: header v1-style prefix, empty body
         body = struct.pack(">hhih", 18, 99, 7, -1)
         conn.send_bytes(struct.pack(">i", len(body)) + body)
@@ -112,7 +113,7 @@ def test_unsupported_api_versions_version_gets_v0_answer(broker, seeded) -> None
     ],
 )
 def test_garbage_closes_only_that_connection(broker, seeded, payload) -> None:
-    with RawConnection(broker.bootstrap) as bystander, RawConnection(broker.bootstrap) as bad:
+    with RawConnection(leader_of(broker.bootstrap, seeded)) as bystander, RawConnection(leader_of(broker.bootstrap, seeded)) as bad:
         bad.send_bytes(payload)
         if payload.startswith(struct.pack(">i", 30)):
             bad.sock.shutdown(1)  # a frame cut off mid-way by the peer
@@ -122,7 +123,7 @@ def test_garbage_closes_only_that_connection(broker, seeded, payload) -> None:
 
 
 def test_produce_v2_is_refused_but_advertised_from_v0(broker, seeded) -> None:
-    with RawConnection(broker.bootstrap) as conn:
+    with RawConnection(leader_of(broker.bootstrap, seeded)) as conn:
         resp = conn.request(18, 3, client_software_name="t", client_software_version="1")
         produce_api = next(k for k in resp.api_keys if k.api_key == 0)
         assert produce_api.min_version == 0
@@ -133,7 +134,7 @@ def test_produce_v2_is_refused_but_advertised_from_v0(broker, seeded) -> None:
 
 def test_invalid_required_acks(broker, seeded) -> None:
     mod = __import__("kio.schema.produce.v7.request", fromlist=["x"])
-    with RawConnection(broker.bootstrap) as conn:
+    with RawConnection(leader_of(broker.bootstrap, seeded)) as conn:
         resp = conn.request(0, 7, transactional_id=None, acks=5, timeout=datetime.timedelta(seconds=1),
                             topic_data=(build(mod.TopicProduceData, name=seeded, partition_data=(
                                 build(mod.PartitionProduceData, index=0, records=build_batch([(None, b"x", [], 1)])),)),))

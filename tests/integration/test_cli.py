@@ -36,22 +36,25 @@ def parse_describe(output: str) -> tuple[dict[str, str], list[dict[str, str]]]:
 
 
 def test_topic_create_list_describe_alter_delete(cli: Cli, topic_name: str) -> None:
+    rf = len(cli.bootstrap.split(","))  # the brokers' default: 1, or a test cluster's 3
     create(cli, topic_name, 3, "--config", "retention.ms=123456")
     eventually(lambda: _assert_listed(cli, topic_name, True))
-    assert {"name": topic_name, "partitions": 3, "replicas": 1, "internal": False} in json.loads(
+    assert {"name": topic_name, "partitions": 3, "replicas": rf, "internal": False} in json.loads(
         cli.ok("topic", "list", "--format", "json")
     )
 
     header, parts = parse_describe(cli.ok("topic", "describe", topic_name))
     assert header["Topic"] == topic_name
     assert header["PartitionCount"] == "3"
-    assert header["ReplicationFactor"] == "1"
+    assert header["ReplicationFactor"] == str(rf)
     assert header["TopicId"] not in ("", "-")
     assert "retention.ms=123456" in header["Configs"].split(",")
     assert [p["Partition"] for p in parts] == ["0", "1", "2"]
     for p in parts:
         assert p["Topic"] == topic_name
-        assert p["Replicas"] == p["Leader"] == p["Isr"]
+        replicas = p["Replicas"].split(",")
+        assert len(set(replicas)) == rf and p["Leader"] in replicas
+        assert sorted(p["Isr"].split(",")) == sorted(replicas)
 
     cli.ok("topic", "alter-config", topic_name, "retention.ms=654321", "cleanup.policy=compact")
     [doc] = json.loads(cli.ok("topic", "describe", topic_name, "--format", "json"))
@@ -168,10 +171,12 @@ def test_unreachable_broker_times_out_cleanly() -> None:
 
 def test_cluster_info(cli: Cli) -> None:
     [doc] = json.loads(cli.ok("cluster", "info", "--format", "json"))
-    host, port = cli.bootstrap.rsplit(":", 1)
+    # one broker, or a test cluster's brokers 1..N at the bootstrap addresses in that order
+    expected = [(h, int(p)) for h, p in (a.rsplit(":", 1) for a in cli.bootstrap.split(","))]
     assert doc["cluster_id"]
-    assert [(b["host"], b["port"]) for b in doc["brokers"]] == [(host, int(port))]
-    assert doc["controller"] == doc["brokers"][0]["id"]
+    assert [(b["host"], b["port"]) for b in sorted(doc["brokers"], key=lambda b: b["id"])] == (
+        expected)
+    assert doc["controller"] in {b["id"] for b in doc["brokers"]}
     assert f"Cluster ID: {doc['cluster_id']}" in cli.lines("cluster", "info")
 
 

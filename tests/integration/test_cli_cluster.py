@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,9 +17,18 @@ from strom.testing import BrokerProcess, free_port
 from tests.integration.cli_helpers import Cli, assert_clean_error, side_by_side, strom
 
 
+@pytest.fixture(scope="module")
+def single(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """A single node, whatever STROM_TEST_CLUSTER says: these tests check a single node's
+    answers (replication factor 3 refused, every leader broker 1, a reassignment to [1]);
+    their 3-broker counterparts are in tests/cluster/test_cli_cluster_mode.py."""
+    with BrokerProcess(tmp_path_factory.mktemp("single") / "data") as proc:
+        yield proc
+
+
 @pytest.fixture
-def cli(broker) -> Cli:  # type: ignore[no-untyped-def]
-    return Cli(str(broker.bootstrap))
+def cli(single: BrokerProcess) -> Cli:
+    return Cli(str(single.bootstrap))
 
 
 def supports(bootstrap: str, api_key: int) -> bool:

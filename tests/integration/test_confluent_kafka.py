@@ -7,6 +7,8 @@ from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME
 
 from tests.integration.clients import consume_all, create_topic, produce
 
+pytestmark = pytest.mark.both_topologies  # [single] and [cluster3]: docs/cluster.md
+
 
 @pytest.mark.parametrize("compression", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_produce_consume_every_codec_keys_headers_timestamps(broker, topic_name, compression) -> None:

@@ -32,6 +32,7 @@ from strom.protocol.messages import (
 from strom.protocol.record_batch import build_batch
 from strom.testing import BrokerProcess
 from tests.integration.clients import create_topic
+from tests.integration.routing import leader_of
 
 CONNECTIONS = 1000
 PARTITIONS = 10
@@ -181,10 +182,10 @@ def test_a_waiting_fetch_does_not_hold_back_the_answers_before_it(broker, topic_
     long-polling Fetch pipelined after it starts waiting."""
     import socket
 
-    create_topic(broker.bootstrap, topic_name, partitions=PARTITIONS)
+    create_topic(broker.bootstrap, topic_name, partitions=PARTITIONS, one_leader=True)
     reqs = _pipeline(3, topic_name)
     produce, fetch = reqs[1], reqs[3]
-    host, _, port = broker.bootstrap.rpartition(":")
+    host, _, port = leader_of(broker.bootstrap, topic_name).rpartition(":")
     with socket.create_connection((host, int(port)), timeout=10) as sock:
 
         def recv_exact(n: int) -> bytes:  # a timeout makes the socket non-blocking: no WAITALL

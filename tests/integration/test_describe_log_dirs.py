@@ -15,6 +15,8 @@ from strom.protocol.messages import build
 from strom.testing import BrokerProcess
 from strom.testing.raw import RawConnection
 from tests.integration.clients import create_topic, produce
+from tests.integration.routing import any_broker, process_at
+from tests.topology import ExternalBroker
 
 KEY = 35
 
@@ -23,7 +25,7 @@ def describe(bootstrap: str, version: int, topics: dict[str, list[int]] | None) 
     cls = load_payload_module(KEY, version, EntityType.request).DescribableLogDirTopic
     wanted = None if topics is None else tuple(
         build(cls, topic=name, partitions=tuple(parts)) for name, parts in topics.items())
-    with RawConnection(bootstrap) as conn:
+    with RawConnection(any_broker(bootstrap)) as conn:  # that broker's log dirs
         return conn.request(KEY, version, topics=wanted)
 
 
@@ -39,9 +41,11 @@ def on_disk(data_dir: Path, topic: str, partition: int) -> int:
 
 @pytest.fixture
 def data_dir(broker: Any) -> Path:
-    if not isinstance(broker, BrokerProcess):
-        pytest.skip("needs the broker's data dir")
-    return Path(broker.data_dir)
+    """The data dir of the broker :func:`describe` asks (a cluster's first: with the default
+    replication factor it holds a replica of every test partition)."""
+    if isinstance(broker, ExternalBroker):
+        pytest.skip("needs the broker's data dir (STROM_TEST_BOOTSTRAP names a broker elsewhere)")
+    return Path(process_at(broker, any_broker(broker.bootstrap)).data_dir)
 
 
 def test_sizes_grow_with_data_and_match_the_segments_on_disk(broker, data_dir, topic_name) -> None:

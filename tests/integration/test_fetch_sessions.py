@@ -7,6 +7,7 @@ from typing import Any
 from strom.cli import wire
 from strom.testing.raw import RawConnection
 from tests.integration.clients import create_topic, produce
+from tests.integration.routing import leader_of
 
 FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH = 70, 71
 
@@ -35,9 +36,9 @@ def _send(bootstrap: str, topic: str, partition: int, n: int) -> None:
 
 
 def test_incremental_fetch_sends_only_news(broker: Any, topic_name: str) -> None:
-    create_topic(broker.bootstrap, topic_name, partitions=3)
+    create_topic(broker.bootstrap, topic_name, partitions=3, one_leader=True)
     _send(broker.bootstrap, topic_name, 0, 4)
-    with RawConnection(broker.bootstrap) as conn:
+    with RawConnection(leader_of(broker.bootstrap, topic_name)) as conn:
         full = _fetch(conn, topic_name, 0, 0, {0: 0, 1: 0, 2: 0})
         session = int(full.session_id)
         assert int(full.error_code) == 0 and session != 0

@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
-from strom.testing import BrokerProcess
 from tests.integration.clients import create_topic, produce
+from tests.topology import module_broker
+
+pytestmark = pytest.mark.both_topologies  # [single] and [cluster3]: docs/cluster.md
 
 SETTINGS = {
     "group.initial.rebalance.delay.ms": "0",
@@ -23,13 +25,10 @@ SETTINGS = {
 
 
 @pytest.fixture(scope="module")
-def gbroker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(tmp_path_factory.mktemp("groups-other") / "data", settings=SETTINGS)
-    proc.start()
-    try:
+def gbroker(topology: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The module's broker (or cluster) with short group timeouts."""
+    with module_broker(topology, tmp_path_factory.mktemp("groups-other"), SETTINGS) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def numbered(

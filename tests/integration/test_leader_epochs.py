@@ -17,6 +17,7 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.messages import build
 from strom.testing.raw import RawConnection
 from tests.integration.clients import create_topic, produce
+from tests.integration.routing import leader_of
 
 
 def _req(api_key: int, version: int, cls: str, **fields: Any) -> Any:
@@ -42,12 +43,12 @@ def _list_offsets(conn: RawConnection, topic: str, ts: int, current: int) -> Any
 
 def test_epoch_zero_everywhere(broker, topic_name) -> None:
     create_topic(broker.bootstrap, topic_name)
-    with RawConnection(broker.bootstrap) as conn:
+    with RawConnection(leader_of(broker.bootstrap, topic_name)) as conn:
         # an empty partition: epoch 0 ends at the log end offset 0 already
         e = _offset_for_epoch(conn, topic_name, 0)
         assert (e.error_code, e.leader_epoch, e.end_offset) == (ErrorCode.none, 0, 0)
     produce(broker.bootstrap, topic_name, [{"value": b"m%d" % i} for i in range(10)])
-    with RawConnection(broker.bootstrap) as conn:
+    with RawConnection(leader_of(broker.bootstrap, topic_name)) as conn:
         meta = conn.request(3, 12, topics=(_req(3, 12, "MetadataRequestTopic", topic_id=None,
                                                      name=topic_name),),
                             allow_auto_topic_creation=False,

@@ -20,6 +20,7 @@ from strom.protocol import record_batch as rb
 from strom.protocol.messages import build
 from strom.testing.raw import RawConnection
 from tests.integration.clients import consume_all, create_topic, produce
+from tests.integration.routing import leader_of
 
 HOUR = 3_600_000
 
@@ -78,7 +79,7 @@ def _raw_produce(bootstrap: str, topic: str, records: bytes) -> Any:
     mod = load_payload_module(0, 9, EntityType.request)
     data = build(mod.TopicProduceData, name=topic, partition_data=(
         build(mod.PartitionProduceData, index=0, records=records),))  # fmt: skip
-    with RawConnection(bootstrap) as conn:
+    with RawConnection(leader_of(bootstrap, topic)) as conn:
         resp = conn.request(0, 9, transactional_id=None, acks=1,
                             timeout=datetime.timedelta(seconds=5), topic_data=(data,))  # fmt: skip
     return resp.responses[0].partition_responses[0]

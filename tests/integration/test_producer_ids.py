@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 from strom.protocol.record_batch import iter_batches
 from strom.testing.raw import RawConnection
 from tests.integration.clients import consume_all, create_topic
+from tests.integration.routing import TRANSACTION, any_broker, coordinator_of, leader_of
 from tests.integration.test_wire_semantics import fetch
 
 TIMEOUT = datetime.timedelta(seconds=60)
@@ -52,7 +53,7 @@ def test_naming_another_producers_id_gets_a_new_id_and_fences_nobody(broker, top
         assert victim.flush(30) == 0
 
     send(range(0, 10))
-    with RawConnection(broker.bootstrap) as conn:
+    with RawConnection(leader_of(broker.bootstrap, topic_name)) as conn:
         batches = [h for h, _ in iter_batches(fetch(conn, topic_name, {0: 0}).responses[0]
                                               .partitions[0].records)]  # fmt: skip
         pid, epoch = batches[0].producer_id, batches[0].producer_epoch
@@ -70,7 +71,7 @@ def test_naming_another_producers_id_gets_a_new_id_and_fences_nobody(broker, top
     assert errors == [None] * 20
     values = [m.value() for m in consume_all(broker.bootstrap, topic_name, [0], 20)]
     assert values == [f"v{i}".encode() for i in range(20)]
-    with RawConnection(broker.bootstrap) as conn:
+    with RawConnection(leader_of(broker.bootstrap, topic_name)) as conn:
         records = fetch(conn, topic_name, {0: 0}).responses[0].partitions[0].records
         assert {(h.producer_id, h.producer_epoch) for h, _ in iter_batches(records)} == {
             (pid, epoch)
@@ -79,7 +80,8 @@ def test_naming_another_producers_id_gets_a_new_id_and_fences_nobody(broker, top
 
 
 def test_malformed_init_producer_id_requests_are_invalid_request(broker, topic_name) -> None:
-    with RawConnection(broker.bootstrap) as conn:
+    tid = f"{topic_name}-tx"
+    with RawConnection(any_broker(broker.bootstrap)) as conn:
         for pid, epoch in ((5, -1), (-1, 0)):
             answer = init(conn, 4, pid=pid, epoch=epoch)
             assert (answer.error_code, answer.producer_id, answer.producer_epoch) == (
@@ -89,10 +91,11 @@ def test_malformed_init_producer_id_requests_are_invalid_request(broker, topic_n
         # a transactional id owns its producer id: the coordinator bumps its epoch each time.
         # As a client does, find the coordinator first: that creates __transaction_state
         # (before it, as in Kafka, InitProducerId with an id gets NOT_COORDINATOR)
-        find_transaction_coordinator(conn, f"{topic_name}-tx")
-        tx = init(conn, 4, tid=f"{topic_name}-tx")
+        find_transaction_coordinator(conn, tid)
+    with RawConnection(coordinator_of(broker.bootstrap, tid, TRANSACTION)) as conn:
+        tx = init(conn, 4, tid=tid)
         assert tx.error_code == ErrorCode.none and tx.producer_epoch == 0
-        again = init(conn, 4, tid=f"{topic_name}-tx")
+        again = init(conn, 4, tid=tid)
         assert (again.error_code, again.producer_id, again.producer_epoch) == (
             ErrorCode.none, tx.producer_id, 1)  # fmt: skip
         ok = init(conn, 4)

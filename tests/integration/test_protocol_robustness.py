@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 from strom.protocol.messages import decode_response
 from strom.testing.raw import RawConnection
 from tests.integration.clients import consume_all, create_topic, produce
+from tests.integration.routing import leader_of, process_at, processes
 from tests.integration.wire_bytes import TAGS, carr, cstr, frame, larr, lstr, uvarint
 
 HUGE = uvarint(0xFFFFFFFF)  # a compact array claiming 4,294,967,294 elements
@@ -29,8 +30,9 @@ def seeded(broker, topic_name):
     yield topic_name
     got = consume_all(broker.bootstrap, topic_name, [0], expected=20)
     assert [m.value() for m in got] == [f"keep-{i}".encode() for i in range(20)]
-    assert broker.pid is not None and broker.wait(0) is None, "the broker died"
-    assert "Traceback" not in broker.log_file.read_text(errors="replace")
+    for proc in processes(broker):
+        assert proc.pid is not None and proc.wait(0) is None, f"broker {proc.bootstrap} died"
+        assert "Traceback" not in proc.log_file.read_text(errors="replace")
 
 
 def assert_alive(bootstrap: str) -> None:
@@ -60,10 +62,10 @@ LYING_LENGTHS = {
 
 @pytest.mark.parametrize("payload", list(LYING_LENGTHS.values()), ids=list(LYING_LENGTHS))
 def test_a_length_beyond_the_frame_closes_only_that_connection(broker, seeded, payload) -> None:
-    with RawConnection(broker.bootstrap) as bad:
+    with RawConnection(leader_of(broker.bootstrap, seeded)) as bad:
         bad.send_bytes(payload)
         assert bad.is_closed_by_peer()
-    assert_alive(broker.bootstrap)
+    assert_alive(leader_of(broker.bootstrap, seeded))
 
 
 def request_raw(conn: RawConnection, api_key: int, version: int, body: bytes, flexible: bool = True):
@@ -82,7 +84,7 @@ def answered_invalid(broker, api_key: int, version: int) -> bool:
 def test_null_partitions_in_fetch_is_invalid_request(broker, seeded) -> None:
     fixed = struct.pack(">iiiibii", -1, 100, 1, 1 << 20, 0, 0, -1)
     body = fixed + carr([cstr(seeded) + b"\x00" + TAGS]) + carr([]) + cstr("") + TAGS
-    with RawConnection(broker.bootstrap) as conn:
+    with RawConnection(leader_of(broker.bootstrap, seeded)) as conn:
         resp = request_raw(conn, 1, 12, body)
         assert resp.error_code == ErrorCode.invalid_request
         assert [t.topic for t in resp.responses] == [seeded]
@@ -94,10 +96,10 @@ def test_null_partitions_in_fetch_is_invalid_request(broker, seeded) -> None:
 def test_null_configs_in_create_topics_is_invalid_request(broker, seeded) -> None:
     topic = cstr(seeded + "-new") + struct.pack(">ih", 1, 1) + carr([]) + b"\x00" + TAGS
     body = carr([topic]) + struct.pack(">i?", 5000, False) + TAGS
-    with RawConnection(broker.bootstrap) as conn:
+    with RawConnection(leader_of(broker.bootstrap, seeded)) as conn:
         resp = request_raw(conn, 19, 7, body)
     assert [(t.name, t.error_code) for t in resp.topics] == [(seeded + "-new", ErrorCode.invalid_request)]
-    with RawConnection(broker.bootstrap) as conn:  # and the topic was not created
+    with RawConnection(leader_of(broker.bootstrap, seeded)) as conn:  # and the topic was not created
         meta = conn.request(3, 12, topics=None, allow_auto_topic_creation=False,
                             include_topic_authorized_operations=False)
         assert seeded + "-new" not in {t.name for t in meta.topics}
@@ -105,7 +107,7 @@ def test_null_configs_in_create_topics_is_invalid_request(broker, seeded) -> Non
 
 def test_null_config_list_in_alter_configs_is_invalid_request(broker, seeded) -> None:
     resource = struct.pack(">b", 2) + cstr(seeded) + b"\x00" + TAGS
-    with RawConnection(broker.bootstrap) as conn:
+    with RawConnection(leader_of(broker.bootstrap, seeded)) as conn:
         resp = request_raw(conn, 33, 2, carr([resource]) + b"\x00" + TAGS)
         assert [(r.resource_name, r.error_code) for r in resp.responses] == [
             (seeded, ErrorCode.invalid_request)
@@ -137,7 +139,7 @@ def test_null_config_list_in_alter_configs_is_invalid_request(broker, seeded) ->
 def test_null_where_the_schema_forbids_it_is_answered_not_dropped(
     broker, seeded, api_key, version, body, flexible
 ) -> None:
-    with RawConnection(broker.bootstrap) as conn:
+    with RawConnection(leader_of(broker.bootstrap, seeded)) as conn:
         resp = request_raw(conn, api_key, version, body, flexible)
         for name in ("error_code",):
             if hasattr(resp, name):
@@ -151,20 +153,20 @@ def test_null_where_the_schema_forbids_it_is_answered_not_dropped(
         ]
         assert all(code == ErrorCode.invalid_request for code in codes), codes
         assert conn.request(18, 3, client_software_name="t", client_software_version="1").error_code == 0
-    assert answered_invalid(broker, api_key, version)
+    assert answered_invalid(process_at(broker, leader_of(broker.bootstrap, seeded)), api_key, version)
 
 
 def test_produce_with_null_partitions_is_answered_with_the_topic(broker, seeded) -> None:
     body = cstr(None) + struct.pack(">hi", 1, 1000) + carr([cstr(seeded) + b"\x00" + TAGS]) + TAGS
-    with RawConnection(broker.bootstrap) as conn:
+    with RawConnection(leader_of(broker.bootstrap, seeded)) as conn:
         resp = request_raw(conn, 0, 9, body)
         assert [(t.name, t.partition_responses) for t in resp.responses] == [(seeded, ())]
-    assert answered_invalid(broker, 0, 9)
+    assert answered_invalid(process_at(broker, leader_of(broker.bootstrap, seeded)), 0, 9)
 
 
 def test_acks_zero_produce_with_a_null_closes_the_connection(broker, seeded) -> None:
     body = cstr(None) + struct.pack(">hi", 0, 1000) + carr([cstr(seeded) + b"\x00" + TAGS]) + TAGS
-    with RawConnection(broker.bootstrap) as conn:
+    with RawConnection(leader_of(broker.bootstrap, seeded)) as conn:
         conn.send_bytes(frame(0, 9, 5, body))
         assert conn.is_closed_by_peer()
 
@@ -184,9 +186,9 @@ def test_metadata_by_topic_id_before_v12_is_invalid_request(broker, seeded, vers
         include_topic_authorized_operations=False,
     )  # fmt: skip
     assert build(request_class(3, version), **req)
-    with RawConnection(broker.bootstrap) as conn:
+    with RawConnection(leader_of(broker.bootstrap, seeded)) as conn:
         resp = conn.request(3, version, **req)
         assert [(t.name, t.error_code) for t in resp.topics] == [("", ErrorCode.invalid_request)]
         assert conn.request(18, 3, client_software_name="t", client_software_version="1").error_code == 0
-    log = broker.log_file.read_text(errors="replace")
+    log = process_at(broker, leader_of(broker.bootstrap, seeded)).log_file.read_text(errors="replace")
     assert f"api key 3 v{version}: INVALID_REQUEST: topic name can not be null" in log

@@ -18,7 +18,10 @@ from strom.protocol.record_batch import build_batch
 from strom.testing import BrokerProcess
 from strom.testing.raw import RawConnection
 from tests.integration.clients import create_topic
+from tests.integration.routing import TRANSACTION, coordinator_of, leader_of
 from tests.integration.txn_helpers import list_latest, read_to_end, wait_until
+
+pytestmark = pytest.mark.both_topologies  # [single] and [cluster3]: docs/cluster.md
 
 FAST_ABORT = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"}
 
@@ -149,12 +152,12 @@ def test_broker_kill_9_mid_transaction_leaves_no_stuck_lso(tmp_path, topic_name)
         proc.stop()
 
 
-def _raw_produce(bootstrap: str, topic: str, records: bytes) -> Any:
+def _raw_produce(bootstrap: str, topic: str, records: bytes, txn_id: str | None = None) -> Any:
     mod = load_payload_module(0, 9, EntityType.request)
     data = build(mod.TopicProduceData, name=topic, partition_data=(
         build(mod.PartitionProduceData, index=0, records=records),))  # fmt: skip
-    with RawConnection(bootstrap) as conn:
-        resp = conn.request(0, 9, transactional_id=None, acks=-1,
+    with RawConnection(leader_of(bootstrap, topic)) as conn:
+        resp = conn.request(0, 9, transactional_id=txn_id, acks=-1,
                             timeout=datetime.timedelta(seconds=5), topic_data=(data,))  # fmt: skip
     return resp.responses[0].partition_responses[0]
 
@@ -163,7 +166,7 @@ def test_transactional_batch_outside_its_transaction_is_refused(broker, topic_na
     """A late batch (after the commit) or one of a producer with no transaction would open a
     transaction no coordinator ends: refused with INVALID_TXN_STATE, nothing stored."""
     create_topic(broker.bootstrap, topic_name)
-    with RawConnection(broker.bootstrap) as conn:
+    with RawConnection(coordinator_of(broker.bootstrap, f"{topic_name}-tx", TRANSACTION)) as conn:
         init = conn.request(22, 4, transactional_id=f"{topic_name}-tx", transaction_timeout=60000,
                             producer_id=-1, producer_epoch=-1)  # fmt: skip
     pid, epoch = init.producer_id, init.producer_epoch
@@ -177,9 +180,12 @@ def test_transactional_batch_outside_its_transaction_is_refused(broker, topic_na
                            producer_epoch=producer_epoch, base_sequence=seq,
                            is_transactional=True)  # fmt: skip
 
-    assert _raw_produce(broker.bootstrap, topic_name, batch(pid, epoch + 1, 1)).error_code == (
-        ErrorCode.invalid_txn_state)  # the current epoch, but its transaction has ended
-    assert _raw_produce(broker.bootstrap, topic_name, batch(987654, 0, 0)).error_code == (
+    # with its transactional id, as a client sends it: on a cluster the partition's leader
+    # asks the id's coordinator, which may be another broker (AddPartitionsToTxn v4)
+    txn_id = f"{topic_name}-tx"
+    assert _raw_produce(broker.bootstrap, topic_name, batch(pid, epoch + 1, 1), txn_id).error_code \
+        == ErrorCode.invalid_txn_state  # the current epoch, but its transaction has ended
+    assert _raw_produce(broker.bootstrap, topic_name, batch(987654, 0, 0), txn_id).error_code == (
         ErrorCode.invalid_txn_state)  # no transaction at all
     assert list_latest(broker.bootstrap, topic_name, 0, 0) == 2  # "ok" and its marker
     assert list_latest(broker.bootstrap, topic_name, 0, 1) == 2

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from tests.integration.clients import create_topic
 from tests.integration.txn_helpers import read_to_end
+
+pytestmark = pytest.mark.both_topologies  # [single] and [cluster3]: docs/cluster.md
 
 
 def _check(bootstrap: str, topic: str) -> None:

@@ -5,13 +5,17 @@ from __future__ import annotations
 import datetime
 import time
 
+import pytest
 from kio.schema.errors import ErrorCode
 
 from strom.protocol.messages import build, request_class
 from strom.protocol.record_batch import build_batch, iter_batches
 from strom.testing.raw import RawConnection
 from tests.integration.clients import create_topic, produce
+from tests.integration.routing import any_broker, leader_of
 from tests.integration.sockets import broker_side_queues, wait_until
+
+pytestmark = pytest.mark.both_topologies  # [single] and [cluster3]: docs/cluster.md
 
 
 def _mod(api: str, version: int):
@@ -54,13 +58,14 @@ def test_long_poll_is_woken_by_an_append(broker, topic_name) -> None:
             build(mod.FetchPartition, partition=0, current_leader_epoch=-1, fetch_offset=0,
                   last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=1 << 20),)),),
     )  # fmt: skip
-    with RawConnection(broker.bootstrap, timeout=30) as conn:
+    leader = leader_of(broker.bootstrap, topic_name)
+    with RawConnection(leader, timeout=30) as conn:
         conn.sock.sendall(encode_request(RequestHeader(1, 12, 5, "raw"), request))
         start = time.monotonic()
         # parked: the broker has read the fetch and served another connection since
         wait_until(lambda: (q := broker_side_queues(conn.sock)) is not None and q[1] == 0,
                    10, "the broker to read the fetch")  # fmt: skip
-        with RawConnection(broker.bootstrap) as other:
+        with RawConnection(leader) as other:
             other.request(18, 3, client_software_name="t", client_software_version="1")
         poller = select.poll()  # not select(): fds above 1024 in a long test session
         poller.register(conn.sock, select.POLLIN)
@@ -79,7 +84,7 @@ def test_long_poll_is_woken_by_an_append(broker, topic_name) -> None:
 def test_min_bytes_unmet_waits_for_max_wait_and_returns_what_there_is(broker, topic_name) -> None:
     create_topic(broker.bootstrap, topic_name)
     produce(broker.bootstrap, topic_name, [{"value": b"tiny"}])
-    with RawConnection(broker.bootstrap) as conn:
+    with RawConnection(leader_of(broker.bootstrap, topic_name)) as conn:
         start = time.monotonic()
         resp = fetch(conn, topic_name, {0: 0}, max_wait_ms=600, min_bytes=1 << 20)
         waited = time.monotonic() - start
@@ -88,8 +93,8 @@ def test_min_bytes_unmet_waits_for_max_wait_and_returns_what_there_is(broker, to
 
 
 def test_max_bytes_limits_but_always_returns_the_first_batch(broker, topic_name) -> None:
-    create_topic(broker.bootstrap, topic_name, partitions=2)
-    with RawConnection(broker.bootstrap) as conn:
+    create_topic(broker.bootstrap, topic_name, partitions=2, one_leader=True)
+    with RawConnection(leader_of(broker.bootstrap, topic_name)) as conn:
         for p in (0, 1):
             for i in range(5):
                 assert produce_raw(conn, topic_name, p, build_batch([(None, b"x" * 1000, [], i)])).error_code == 0
@@ -102,7 +107,7 @@ def test_max_bytes_limits_but_always_returns_the_first_batch(broker, topic_name)
 
 def test_fetch_from_mid_batch_offset_returns_the_containing_batch(broker, topic_name) -> None:
     create_topic(broker.bootstrap, topic_name)
-    with RawConnection(broker.bootstrap) as conn:
+    with RawConnection(leader_of(broker.bootstrap, topic_name)) as conn:
         produce_raw(conn, topic_name, 0, build_batch([(None, f"{i}".encode(), [], i) for i in range(10)]))
         resp = fetch(conn, topic_name, {0: 7})
     (header, _), = list(iter_batches(resp.responses[0].partitions[0].records))
@@ -111,7 +116,7 @@ def test_fetch_from_mid_batch_offset_returns_the_containing_batch(broker, topic_
 
 def test_idempotent_retry_is_stored_once_and_answered_with_its_offset(broker, topic_name) -> None:
     create_topic(broker.bootstrap, topic_name)
-    with RawConnection(broker.bootstrap) as conn:
+    with RawConnection(leader_of(broker.bootstrap, topic_name)) as conn:
         init = conn.request(22, 4, transactional_id=None, transaction_timeout=60000,
                             producer_id=-1, producer_epoch=-1)
         assert init.error_code == ErrorCode.none and init.producer_id >= 0
@@ -137,7 +142,7 @@ def test_idempotent_retry_is_stored_once_and_answered_with_its_offset(broker, to
 
 def test_list_offsets_earliest_latest_and_by_timestamp(broker, topic_name) -> None:
     create_topic(broker.bootstrap, topic_name)
-    with RawConnection(broker.bootstrap) as conn:
+    with RawConnection(leader_of(broker.bootstrap, topic_name)) as conn:
         for i in range(4):
             produce_raw(conn, topic_name, 0, build_batch([(None, b"v", [], 1000 * (i + 1))]))
         mod = _mod("list_offsets", 7)
@@ -166,7 +171,7 @@ def test_many_concurrent_connections_are_all_served_in_order(broker, topic_name)
 
     create_topic(broker.bootstrap, topic_name)
     produce(broker.bootstrap, topic_name, [{"value": b"shared"}])
-    host, _, port = broker.bootstrap.rpartition(":")
+    host, _, port = any_broker(broker.bootstrap).rpartition(":")
     api_req = build(request_class(18, 3), client_software_name="t", client_software_version="1")
     socks = [socket.create_connection((host, int(port)), timeout=30) for _ in range(300)]
     try:
@@ -190,5 +195,5 @@ def test_many_concurrent_connections_are_all_served_in_order(broker, topic_name)
     finally:
         for s in socks:
             s.close()
-    with RawConnection(broker.bootstrap) as conn:
+    with RawConnection(leader_of(broker.bootstrap, topic_name)) as conn:
         assert b"shared" in fetch(conn, topic_name, {0: 0}).responses[0].partitions[0].records

@@ -13,6 +13,7 @@ from kio.static.constants import EntityType
 
 from strom.protocol.messages import build
 from strom.testing.raw import RawConnection
+from tests.integration.routing import leader_of
 
 
 def read_to_end(bootstrap: str, topic: str, partitions: Iterable[int], isolation: str,
@@ -49,7 +50,7 @@ def list_latest(bootstrap: str, topic: str, partition: int, isolation_level: int
     p = build(mod.ListOffsetsPartition, partition_index=partition, current_leader_epoch=-1,
               timestamp=-1)  # fmt: skip
     t = build(mod.ListOffsetsTopic, name=topic, partitions=(p,))
-    with RawConnection(bootstrap) as conn:
+    with RawConnection(leader_of(bootstrap, topic, partition)) as conn:
         resp = conn.request(2, 7, replica_id=-1, isolation_level=isolation_level, topics=(t,))
     part = resp.topics[0].partitions[0]
     assert part.error_code == 0, part

@@ -7,7 +7,9 @@ imported, and :func:`load_handlers` imports them all, so adding an API is adding
 
 The advertised range is what the broker answers: ``advertise_min`` may be lower than the
 decodable minimum where clients gate features on it (Produce is advertised from v0 because
-librdkafka turns compression off without it; v0–2 requests are still refused).
+librdkafka turns compression off without it; v0–2 requests are still refused), and
+``advertise_max`` lower than the served maximum for versions only brokers send each other
+(AddPartitionsToTxn v4, KIP-890's verification: clients must not pick it).
 """
 
 from __future__ import annotations
@@ -31,6 +33,11 @@ class HandlerSpec:
     max_version: int
     advertise_min: int
     fn: HandlerFn
+    advertise_max: int = -1  # -1: max_version
+
+    @property
+    def advertised_max(self) -> int:
+        return self.max_version if self.advertise_max < 0 else self.advertise_max
 
     def serves(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -40,7 +47,8 @@ _REGISTRY: dict[int, HandlerSpec] = {}
 
 
 def handler(
-    api_key: int, min_version: int, max_version: int, *, advertise_min: int | None = None
+    api_key: int, min_version: int, max_version: int, *, advertise_min: int | None = None,
+    advertise_max: int | None = None,
 ) -> Callable[[HandlerFn], HandlerFn]:
     """Register the decorated coroutine for ``api_key`` versions min..max inclusive."""
 
@@ -53,6 +61,7 @@ def handler(
             max_version,
             min_version if advertise_min is None else advertise_min,
             fn,
+            -1 if advertise_max is None else advertise_max,
         )
         return fn
 

@@ -419,7 +419,7 @@ def unsupported_api_versions_response(correlation_id: int) -> bytes:
         error_code=ErrorCode.unsupported_version,
         api_keys=tuple(
             ApiVersion(
-                api_key=i16(s.api_key), min_version=i16(s.advertise_min), max_version=i16(s.max_version)
+                api_key=i16(s.api_key), min_version=i16(s.advertise_min), max_version=i16(s.advertised_max)
             )
             for s in dispatch.supported_apis()
         ),

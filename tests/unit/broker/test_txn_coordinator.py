@@ -225,3 +225,21 @@ async def test_a_store_outlived_by_a_reload_is_dropped(clock: FakeClock) -> None
     assert await h.coord.add_partitions("tx", pid, epoch, [("t", 1)]) == E.concurrent_transactions
     h.coord.begin_load(partition, 1)  # ... when the partition is led anew
     assert await pending == E.not_coordinator
+
+
+@run
+async def test_verify_only_answers_per_partition_as_a_leader_needs(clock: FakeClock) -> None:
+    """AddPartitionsToTxn v4 verify_only (a leader on another broker asking, KIP-890)."""
+    h = Harness(clock, partitions=4)
+    _, pid, epoch = await h.coord.init_producer_id("tx", 60000)
+    await h.coord.add_partitions("tx", pid, epoch, [("t", 0)])
+    wanted = [("t", 0), ("t", 1)]
+    assert h.coord.verify("tx", pid, epoch, wanted) == {("t", 0): E.none,
+                                                        ("t", 1): E.invalid_txn_state}
+    assert h.coord.verify("tx", pid, epoch - 1, wanted) == dict.fromkeys(wanted, E.invalid_txn_state)
+    assert h.coord.verify("tx", pid + 1, epoch, wanted) == dict.fromkeys(wanted, E.invalid_txn_state)
+    assert await h.coord.end_txn("tx", pid, epoch, True) == E.none
+    assert h.coord.verify("tx", pid, epoch, wanted) == dict.fromkeys(wanted, E.invalid_txn_state)
+    h.coord.unload(h.coord.partition_for("tx"))
+    assert h.coord.verify("tx", pid, epoch, wanted) == dict.fromkeys(wanted, E.not_coordinator)
+    assert len(h.log) == 4  # verifying writes nothing (init, add, prepare, complete)

@@ -1,9 +1,14 @@
-"""AddPartitionsToTxn (key 24, v0–3): add partitions to the producer's ongoing transaction.
+"""AddPartitionsToTxn (key 24, v0–4): add partitions to the producer's ongoing transaction.
 
 Served by the transaction coordinator (:mod:`strom.broker.txn.coordinator`). Unknown topics or
 partitions get UNKNOWN_TOPIC_OR_PARTITION and the rest OPERATION_NOT_ATTEMPTED, as Kafka: a
-transaction never includes a partition that does not exist. Versions 4+ (broker-to-broker
-verification, KIP-890) are not served.
+transaction never includes a partition that does not exist.
+
+v4 (KIP-890 part 1) is the brokers' batched form: a partition leader asks ``verify_only``
+whether the partitions of a transactional batch it is about to append are in the producer's
+ongoing transaction (:mod:`strom.broker.txn.verification`). It is served but not advertised:
+clients keep v0–3, and v5 (transaction version 2) is not served at all. A v4 transaction that
+is not ``verify_only`` is added as in v3.
 """
 
 from __future__ import annotations
@@ -25,8 +30,10 @@ def fenced_code(ctx: RequestContext, code: ErrorCode) -> ErrorCode:
     return code
 
 
-@dispatch.handler(API_KEY, 0, 3)
+@dispatch.handler(API_KEY, 0, 4, advertise_max=3)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if ctx.api_version >= 4:
+        return await _handle_batched(ctx, request)
     wanted = [(t.name, int(p)) for t in request.v3_and_below_topics for p in t.partitions]
     unknown = set()
     for topic, partition in wanted:
@@ -55,3 +62,26 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for t in request.v3_and_below_topics
     )  # fmt: skip
     return ctx.respond(throttle_time=0, results_by_topic_v3_and_below=results)
+
+
+async def _handle_batched(ctx: RequestContext, request: Any) -> Any:
+    coordinator = txn_coordinator_of(ctx.broker)
+    results = []
+    for txn in request.transactions:
+        wanted = [(t.name, int(p)) for t in txn.topics for p in t.partitions]
+        pid, epoch = int(txn.producer_id), int(txn.producer_epoch)
+        if txn.verify_only:
+            codes = coordinator.verify(txn.transactional_id, pid, epoch, wanted)
+        else:
+            try:
+                code = await coordinator.add_partitions(txn.transactional_id, pid, epoch, wanted)
+            except KafkaError as exc:
+                code = exc.error_code
+            codes = {tp: code for tp in wanted}
+        results.append(ctx.make("AddPartitionsToTxnResult", transactional_id=txn.transactional_id,
+            topic_results=tuple(ctx.make("AddPartitionsToTxnTopicResult", name=t.name,
+                results_by_partition=tuple(ctx.make("AddPartitionsToTxnPartitionResult",
+                    partition_index=p, partition_error_code=codes[(t.name, int(p))])
+                    for p in t.partitions))
+                for t in txn.topics)))  # fmt: skip
+    return ctx.respond(throttle_time=0, error_code=0, results_by_transaction=tuple(results))

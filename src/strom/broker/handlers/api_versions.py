@@ -24,7 +24,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 "ApiVersion",
                 api_key=spec.api_key,
                 min_version=spec.advertise_min,
-                max_version=spec.max_version,
+                max_version=spec.advertised_max,
             )
             for spec in dispatch.supported_apis()
         ),

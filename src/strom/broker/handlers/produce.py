@@ -7,9 +7,10 @@ size, every record, producer sequence; :mod:`strom.storage.batch_validation`), s
 partition gets its error code while the others are appended. Records refused one by one (null
 keys on compacted topics, timestamps out of range) are named in ``record_errors`` with
 ``error_message`` (KIP-467). A transactional batch must belong to its producer's ongoing
-transaction with that partition added (else INVALID_TXN_STATE, KIP-890's verification) when
-this broker's transaction coordinator has that producer (in a cluster, a producer whose
-coordinator is another broker is not verified, as in Kafka before 3.6).
+transaction with that partition added (else INVALID_TXN_STATE, KIP-890's verification): asked
+of this broker's transaction coordinator, or, when the request's transactional id is another
+broker's, of that coordinator with AddPartitionsToTxn v4 (:mod:`strom.broker.txn.verification`)
+before anything is appended.
 acks=0 gets no response at all, as Kafka's protocol says. Only the partition's leader appends
 (NOT_LEADER_OR_FOLLOWER elsewhere). acks=all checks ``min.insync.replicas`` against the ISR
 first (NOT_ENOUGH_REPLICAS) and answers once the high watermark passes the records
@@ -28,13 +29,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
 from concurrent.futures import Future
 from typing import Any
 
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
-from strom.broker.txn.service import txn_coordinator_of
+from strom.broker.single_produce import NOT_SINGLE
+from strom.broker.txn.service import txn_coordinator_of, txn_verifier_of
+from strom.broker.txn.verification import produce_code
 from strom.protocol import record_batch as rb
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
 from strom.protocol.hot_path import ProducePartition, ProduceResponse, produce_frame
@@ -61,29 +63,84 @@ def _partition(broker: Any, index: int, code: ErrorCode, **values: Any) -> Produ
     )
 
 
-def _verify_transaction(broker: Any, log_: Any, topic: str, index: int, records: bytes) -> None:
+def _opens_transaction(log_: Any, records: bytes) -> tuple[int, int] | None:
+    """(producer id, epoch) of a transactional batch that would open a transaction in this
+    partition, else None (nearly every batch: no header parse for it)."""
+    if len(records) < rb.HEADER_SIZE or not records[_ATTRS_LOW_BYTE] & rb.TRANSACTIONAL_BIT:
+        return None
+    header = rb.parse_header(records)
+    if not header.is_transactional or header.is_control or header.producer_id < 0:
+        return None
+    entry = log_.producer_state.producers.get(header.producer_id)
+    if entry is not None and entry.txn_first_offset >= 0 and entry.epoch == header.producer_epoch:
+        return None  # already part of this producer's open transaction here
+    return header.producer_id, header.producer_epoch
+
+
+def _verify_transaction(broker: Any, log_: Any, topic: str, index: int, records: bytes,
+                        txn_id: str | None, remote: dict[tuple[str, int], ErrorCode]) -> None:  # fmt: skip
     """A transactional batch that would open a transaction in this partition must belong to
     its producer's ongoing transaction, with this partition added (KIP-890's verification):
     a late batch of an ended or aborted transaction would otherwise start a transaction no
-    coordinator knows of, and hold the last stable offset back for good."""
-    if len(records) < rb.HEADER_SIZE or not records[_ATTRS_LOW_BYTE] & rb.TRANSACTIONAL_BIT:
-        return  # nearly every batch: no header parse for it (Log.append parses it anyway)
-    header = rb.parse_header(records)
-    if not header.is_transactional or header.is_control or header.producer_id < 0:
-        return
-    entry = log_.producer_state.producers.get(header.producer_id)
-    if entry is not None and entry.txn_first_offset >= 0 and entry.epoch == header.producer_epoch:
-        return  # already part of this producer's open transaction here
-    coordinator = txn_coordinator_of(broker)
-    if not coordinator.owns_all and not coordinator.knows_producer(header.producer_id):
-        return  # its coordinator is another broker's: not verified (Kafka before KIP-890)
-    if not coordinator.is_ongoing_with(header.producer_id, header.producer_epoch,
-                                       (topic, index)):  # fmt: skip
-        raise KafkaError(ErrorCode.invalid_txn_state, "Partition was not added to the transaction")
+    coordinator knows of, and hold the last stable offset back for good. ``remote``: the
+    answers of another broker's coordinator (:func:`_verify_remote`)."""
+    tp = (topic, index)
+    code = remote.get(tp)
+    if code is None:
+        opens = _opens_transaction(log_, records)
+        if opens is None:
+            return
+        coordinator = txn_coordinator_of(broker)
+        if txn_id is not None and coordinator.ownership(txn_id) != ErrorCode.not_coordinator:
+            code = produce_code(coordinator.verify(txn_id, *opens, [tp])[tp])
+        elif coordinator.owns_all or coordinator.knows_producer(opens[0]):
+            code = ErrorCode.none if coordinator.is_ongoing_with(*opens, tp) \
+                else ErrorCode.invalid_txn_state
+        else:
+            return  # no transactional id to find its coordinator by (a raw request)
+    if code != ErrorCode.none:
+        raise KafkaError(code, "Partition was not added to the transaction"
+                         if code == ErrorCode.invalid_txn_state
+                         else "The transaction coordinator could not verify the batch")  # fmt: skip
+
+
+async def _verify_remote(ctx: RequestContext, request: Any) -> dict[tuple[str, int], ErrorCode]:
+    """The verification of the request's transactional batches by their coordinator when it is
+    another broker (:mod:`strom.broker.txn.verification`), before anything is appended."""
+    txn_id = request.transactional_id
+    if txn_id is None:
+        return {}
+    broker = ctx.broker
+    try:
+        coordinator = txn_coordinator_of(broker)
+    except KafkaError:
+        return {}
+    verifier = txn_verifier_of(broker)
+    if verifier is None or coordinator.ownership(txn_id) != ErrorCode.not_coordinator:
+        return {}  # this broker's coordinator (or loading it): checked in _verify_transaction
+    wanted: dict[tuple[int, int], list[tuple[str, int]]] = {}
+    for topic_data in request.topic_data:
+        name = _topic_name(ctx, topic_data)
+        if name is None:
+            continue
+        for pdata in topic_data.partition_data:
+            try:
+                log_ = broker.replicas.leader_partition(name, pdata.index).log
+            except Exception:  # not the leader, unknown: _append_one answers that
+                continue
+            opens = _opens_transaction(log_, pdata.records or b"")
+            if opens is not None:
+                wanted.setdefault(opens, []).append((name, int(pdata.index)))
+    codes: dict[tuple[str, int], ErrorCode] = {}
+    for (pid, epoch), tps in wanted.items():
+        codes.update(await verifier.verify(coordinator, txn_id, pid, epoch, tps))
+    return codes
 
 
 def _append_one(broker: Any, topic: str, index: int, records: bytes | None, acks: int,
-                durable: list[Future[None]], replicated: list[_Waiter]) -> ProducePartition:  # fmt: skip
+                durable: list[Future[None]], replicated: list[_Waiter],
+                remote: dict[tuple[str, int], ErrorCode] | None = None,
+                txn_id: str | None = None) -> ProducePartition:  # fmt: skip
     info = broker.topics.get(topic)
     if info is None or index not in info.replicas:
         return _partition(broker, index, ErrorCode.unknown_topic_or_partition)
@@ -101,7 +158,7 @@ def _append_one(broker: Any, topic: str, index: int, records: bytes | None, acks
         part = replicas.leader_partition(topic, index)
         if acks == -1:
             replicas.check_min_isr(part)
-        _verify_transaction(broker, part.log, topic, index, records)
+        _verify_transaction(broker, part.log, topic, index, records, txn_id, remote or {})
         result = replicas.append_to(part, bytes(records))
         if result.flushed is not None:  # flush.messages reached: answer once it is on disk
             durable.append(result.flushed)
@@ -170,6 +227,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     acks = int(request.acks)
     durable: list[Future[None]] = []
     replicated: list[_Waiter] = []
+    remote = await _verify_remote(ctx, request) if acks in (0, 1, -1) else {}
     responses = []
     for topic_data in request.topic_data:
         name = _topic_name(ctx, topic_data)
@@ -180,8 +238,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             elif name is None:
                 parts.append(_partition(ctx.broker, pdata.index, ErrorCode.unknown_topic_id))
             else:
-                parts.append(_append_one(ctx.broker, name, pdata.index, pdata.records, acks, durable,
-                                         replicated))  # fmt: skip
+                parts.append(_append_one(ctx.broker, name, pdata.index, pdata.records, acks,
+                                         durable, replicated, remote,
+                                         request.transactional_id))  # fmt: skip
         responses.append((name, parts, getattr(topic_data, "topic_id", None)))
     if acks == 0:
         _fail_unanswered([p for _, parts, _ in responses for p in parts])
@@ -219,18 +278,21 @@ _MAX_TEMPLATES = 4096  # per connection; cleared when full (a producer writing m
 
 def produce_single(broker: Any, version: int, request: SingleProduce,
                    templates: dict[tuple[int, str, int], ResponseTemplate],
-                   ) -> bytes | None | Coroutine[Any, Any, bytes]:  # fmt: skip
+                   ) -> object:  # fmt: skip
     """Answer ``request`` as :func:`handle` answers the same request: the response frame,
-    ``None`` for acks=0, or a coroutine returning the frame once the append is durable /
+    ``None`` for acks=0, :data:`NOT_SINGLE` for a transactional batch another broker's
+    coordinator must verify, or a coroutine returning the frame once the append is durable /
     replicated. Raises ``KafkaError`` only for a failed acks=0 request (the caller closes the
     connection, as Kafka does)."""
     acks = request.acks
+    if request.transactional_id is not None and _verified_elsewhere(broker, request):
+        return NOT_SINGLE  # the generic path asks the other broker's coordinator first
     durable: list[Future[None]] = []
     replicated: list[_Waiter] = []
     try:
         if acks in (1, -1, 0):
             part = _append_one(broker, request.topic, request.partition, request.records, acks,
-                               durable, replicated)  # fmt: skip
+                               durable, replicated, None, request.transactional_id)  # fmt: skip
         else:
             part = _partition(broker, request.partition, ErrorCode.invalid_required_acks)
     except Exception as exc:  # the handler boundary (server.py answers the generic path's)
@@ -246,6 +308,21 @@ def produce_single(broker: Any, version: int, request: SingleProduce,
     if durable or replicated:
         return _single_later(broker, version, request, part, templates, durable, replicated)
     return _single_frame(broker, version, request, part, templates)
+
+
+def _verified_elsewhere(broker: Any, request: SingleProduce) -> bool:
+    """True for a transactional batch whose transactional id another broker coordinates (its
+    verification is a request to that broker: :func:`_verify_remote`, on the generic path)."""
+    records = request.records
+    if len(records) < rb.HEADER_SIZE or not records[_ATTRS_LOW_BYTE] & rb.TRANSACTIONAL_BIT:
+        return False
+    try:
+        coordinator = txn_coordinator_of(broker)
+    except KafkaError:
+        return False
+    assert request.transactional_id is not None
+    return (txn_verifier_of(broker) is not None
+            and coordinator.ownership(request.transactional_id) == ErrorCode.not_coordinator)
 
 
 async def _single_later(broker: Any, version: int, request: SingleProduce, part: ProducePartition,

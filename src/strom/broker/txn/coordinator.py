@@ -225,6 +225,18 @@ class TransactionCoordinator:
             return E.concurrent_transactions
         return E.none
 
+    def verify(self, txn_id: str, producer_id: int, producer_epoch: int,
+               partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:  # fmt: skip
+        """AddPartitionsToTxn v4 ``verify_only`` (KIP-890), asked by a partition leader before
+        it appends a transactional batch: per partition NONE when it is in the ongoing
+        transaction of that producer (epoch), else INVALID_TXN_STATE; the ownership error
+        (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS) for all when ``txn_id`` is not here."""
+        code = self.ownership(txn_id)
+        if code != E.none:
+            return {tp: code for tp in partitions}
+        return {tp: E.none if self.is_ongoing_with(producer_id, producer_epoch, tp)
+                else E.invalid_txn_state for tp in partitions}  # fmt: skip
+
     # AddPartitionsToTxn / AddOffsetsToTxn -----------------------------------------------------
     async def add_partitions(self, txn_id: str, producer_id: int, producer_epoch: int,
                              partitions: list[TopicPartition]) -> ErrorCode:  # fmt: skip

@@ -33,6 +33,7 @@ from strom.broker.internal_log_replay import replay
 from strom.broker.txn import records as rec
 from strom.broker.txn.coordinator import TransactionCoordinator, TxnConfig, TxnValue
 from strom.broker.txn.markers import MarkerChannel
+from strom.broker.txn.verification import TxnVerifier
 from strom.protocol import record_batch as rb
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.storage.batch_validation import AppendOrigin
@@ -65,6 +66,7 @@ class TxnService(Service):
         self.broker = broker
         self.coordinator: TransactionCoordinator | None = None
         self.markers = MarkerChannel(broker)
+        self.verifier = TxnVerifier(broker)
         self._loads: dict[int, asyncio.Task[None]] = {}
 
     async def start(self) -> None:
@@ -94,6 +96,7 @@ class TxnService(Service):
         if self.coordinator is not None:
             self.coordinator.close()
         self.markers.close()
+        self.verifier.close()
 
     # partition ownership (strom.broker.coordinator_partitions) ---------------------------------
     def on_elected(self, partition: int, leader_epoch: int) -> None:
@@ -146,6 +149,12 @@ class TxnService(Service):
 
 
 register_service(TxnService)
+
+
+def txn_verifier_of(broker: Broker) -> TxnVerifier | None:
+    """The leader's channel to other brokers' coordinators (None before the service starts)."""
+    service = broker.extensions.get(EXTENSION)
+    return service.verifier if isinstance(service, TxnService) else None
 
 
 def txn_coordinator_of(broker: Broker) -> TransactionCoordinator:

@@ -1,0 +1,118 @@
+"""A partition leader asks another broker's transaction coordinator about a transactional batch.
+
+KIP-890 part 1 (Kafka 3.6's ``AddPartitionsToTxnManager``): before appending a transactional
+batch that would open a transaction in a partition, the leader checks that the partition is
+in the producer's ongoing transaction. When this broker is the coordinator of the batch's
+transactional id, the produce handler asks its own coordinator; otherwise it comes here, and
+one AddPartitionsToTxn v4 ``verify_only`` request goes to the coordinator (the leader of the
+id's ``__transaction_state`` partition in the metadata cache), one connection per coordinator
+broker. Without it a late batch of an ended transaction (a zombie's retry after the commit)
+opens a transaction in that partition that no coordinator will ever end, holding its last
+stable offset back for good.
+
+The leader's answer, per partition: NONE (append), INVALID_TXN_STATE (the coordinator says it
+is not part of the producer's ongoing transaction, or knows no such producer or epoch: the
+single node's answer to the same batch), NOT_ENOUGH_REPLICAS (no coordinator to ask, or it
+did not answer, is loading or is not the coordinator any more: retriable by every client, as
+Kafka maps those errors for produce).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.add_partitions_to_txn.v4 import request as aptx
+
+from strom.broker import internal_topics
+from strom.broker.interbroker.connection import BrokerConnection, BrokerConnectionError
+from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.messages import build
+
+if TYPE_CHECKING:
+    from strom.broker.broker import Broker
+    from strom.broker.txn.coordinator import TransactionCoordinator
+
+log = logging.getLogger(__name__)
+E = ErrorCode
+TopicPartition = tuple[str, int]
+API_KEY = 24
+VERSION = 4
+TIMEOUT_S = 10.0
+#: the coordinator's answers that say the batch is not part of a live transaction
+_REFUSED = (E.invalid_txn_state, E.invalid_producer_id_mapping, E.producer_fenced,
+            E.invalid_producer_epoch)  # fmt: skip
+
+
+class TxnVerifier:
+    """AddPartitionsToTxn v4 ``verify_only`` to remote transaction coordinators."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._conns: dict[int, BrokerConnection] = {}
+        host = broker.listen[0]
+        self._source = host if host not in ("", "0.0.0.0", "::") else None
+
+    async def verify(self, coordinator: TransactionCoordinator, txn_id: str, producer_id: int,
+                     producer_epoch: int, partitions: list[TopicPartition],
+                     ) -> dict[TopicPartition, ErrorCode]:  # fmt: skip
+        """Each partition's produce error code (NONE: in the ongoing transaction)."""
+        state = self.broker.replicas.cache.partition(internal_topics.TXN_TOPIC,
+                                                     coordinator.partition_for(txn_id))  # fmt: skip
+        if state is None or state.leader < 0:
+            return {tp: E.not_enough_replicas for tp in partitions}
+        try:
+            conn = self._connection(state.leader)
+            response = await conn.send(API_KEY, VERSION, _request(txn_id, producer_id,
+                                                                  producer_epoch, partitions),
+                                       TIMEOUT_S)  # fmt: skip
+        except (BrokerConnectionError, OSError, KafkaError, TimeoutError) as exc:
+            log.info("verifying %r with broker %d failed: %s", txn_id, state.leader, exc)
+            return {tp: E.not_enough_replicas for tp in partitions}
+        codes = {tp: E.not_enough_replicas for tp in partitions}  # unanswered: retriable
+        if int(response.error_code) != 0:
+            return codes
+        for result in response.results_by_transaction:
+            for topic in result.topic_results:
+                for p in topic.results_by_partition:
+                    tp = (str(topic.name), int(p.partition_index))
+                    if tp in codes:
+                        codes[tp] = produce_code(E(int(p.partition_error_code)))
+        return codes
+
+    def _connection(self, broker_id: int) -> BrokerConnection:
+        info = self.broker.replicas.cache.broker(broker_id)
+        if info is None:
+            raise KafkaError(E.broker_not_available, f"broker {broker_id} is not alive")
+        conn = self._conns.get(broker_id)
+        if conn is None or (conn.host, conn.port) != (info.host, info.port):
+            if conn is not None:
+                conn.close()
+            conn = BrokerConnection(info.host, info.port, client_id=f"strom-txn-verify-"
+                                    f"{self.broker.node_id}", source_host=self._source)  # fmt: skip
+            self._conns[broker_id] = conn
+        return conn
+
+    def close(self) -> None:
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
+
+
+def produce_code(code: ErrorCode) -> ErrorCode:
+    """A coordinator's verification answer as the produce error code of the partition."""
+    if code == E.none:
+        return E.none
+    return E.invalid_txn_state if code in _REFUSED else E.not_enough_replicas
+
+
+def _request(txn_id: str, producer_id: int, producer_epoch: int,
+             partitions: list[TopicPartition]) -> Any:  # fmt: skip
+    topics: dict[str, list[int]] = {}
+    for topic, index in partitions:
+        topics.setdefault(topic, []).append(index)
+    return build(aptx.AddPartitionsToTxnRequest, transactions=(build(
+        aptx.AddPartitionsToTxnTransaction, transactional_id=txn_id, producer_id=producer_id,
+        producer_epoch=producer_epoch, verify_only=True,
+        topics=tuple(build(aptx.AddPartitionsToTxnTopic, name=t, partitions=tuple(ps))
+                     for t, ps in topics.items())),))  # fmt: skip
