@@ -262,6 +262,8 @@ class Log:
         end = self._segments[-1].next_offset
         if end > self._high_watermark:
             self._high_watermark = end
+            if self.on_hw_change is not None:  # the HW checkpoint's dirty set
+                self.on_hw_change()
             return True
         return False
 
