@@ -127,7 +127,9 @@ def test_partition_offset_and_idle_timeout(cli: Cli, topic_name: str) -> None:
 
     started = time.monotonic()
     assert consume("--partition", "1", "--offset", "4") == []  # nothing after the end: idle exit
-    assert time.monotonic() - started < 30
+    # a hang check, not a speed check: each command gives up after its 10 s --timeout; six
+    # Python start-ups side by side took 34 s on a loaded 2-core machine
+    assert time.monotonic() - started < 75
 
 
 def test_bad_input_gives_one_clean_line(cli: Cli, topic_name: str) -> None:
@@ -166,7 +168,9 @@ def test_unreachable_broker_times_out_cleanly() -> None:
         lines = list(pool.map(lambda cmd: cli.fail(*cmd, stdin="x\n"), UNREACHABLE_COMMANDS))
     for command, line in zip(UNREACHABLE_COMMANDS, lines, strict=True):
         assert "127.0.0.1" in line, (command, line)
-    assert time.monotonic() - started < 30
+    # a hang check, not a speed check: each command gives up after its 10 s --timeout; six
+    # Python start-ups side by side took 34 s on a loaded 2-core machine
+    assert time.monotonic() - started < 75
 
 
 def test_cluster_info(cli: Cli) -> None:
