@@ -102,7 +102,9 @@ def test_leader_kill_loses_nothing_acknowledged(tmp_path: Path) -> None:
     history = History()
     # no preferred-leader rebalancing: leadership moves only by our kills, so the broker read
     # as the leader is the one killed (a rebalance in between made the ISR check below race)
-    with ClusterProcess(tmp_path, brokers=3,
+    # a 4 s ZooKeeper session (the harness's default is 6 s): each kill waits for its expiry,
+    # ten times over; kazoo still heartbeats every ~1.3 s
+    with ClusterProcess(tmp_path, brokers=3, session_timeout_ms=4000,
                         settings={"auto.leader.rebalance.enable": "false"}) as cluster:
         cluster.create_topic("f", 1, 3, {"min.insync.replicas": "2"})
         killed = []

@@ -12,6 +12,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from strom.testing.connect import ConnectWorkerProcess
+from tests.integration.clients import create_topic
 from tests.integration.connect_helpers import connect_broker, wait_for
 
 
@@ -147,6 +148,7 @@ def test_plugins_list_transforms_and_predicates(worker: ConnectWorkerProcess) ->
 
 def test_source_transforms_shape_what_is_produced(worker: ConnectWorkerProcess, broker: Any,
                                                   tmp_path: Path, topic_name: str) -> None:
+    create_topic(broker.bootstrap, topic_name, partitions=1)  # alpha before beta: one partition
     (tmp_path / "in.txt").write_text("alpha\nbeta\n")
     config = {"connector.class": "FileStreamSource", "file": str(tmp_path / "in.txt"),
               "topic": "raw", "value.converter": "org.apache.kafka.connect.json.JsonConverter",

@@ -14,6 +14,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from strom.testing import BrokerProcess
 from strom.testing.connect import ConnectWorkerProcess
+from tests.integration.clients import create_topic
 from tests.integration.connect_helpers import connect_broker
 
 
@@ -84,6 +85,9 @@ def wait_for_lines(path: Path, count: int, timeout: float = 30.0) -> list[str]:
 
 def test_file_to_topic_to_file_exact_lines(broker: BrokerProcess, tmp_path: Path,
                                            topic_name: str) -> None:
+    # one partition: a file's lines keep their order through one partition only (an
+    # auto-created topic gets num.partitions, 4 on the test cluster)
+    create_topic(broker.bootstrap, topic_name, partitions=1)
     expected = [f"line {i} ünïcode" for i in range(3000)]
     (tmp_path / "in.txt").write_text("\n".join(expected[:2000]) + "\n")
     # The connectors override the worker's StringConverter: Kafka's JSON envelope on the topic.
@@ -112,6 +116,7 @@ def test_file_to_topic_to_file_exact_lines(broker: BrokerProcess, tmp_path: Path
 @pytest.mark.slow
 def test_kill_9_and_restart_loses_no_line(broker: BrokerProcess, tmp_path: Path,
                                           topic_name: str) -> None:
+    create_topic(broker.bootstrap, topic_name, partitions=1)  # ordered lines: one partition
     total = 20000
     expected = [f"record-{i:06d}" for i in range(total)]
     source_file = tmp_path / "in.txt"

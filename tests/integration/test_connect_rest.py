@@ -14,6 +14,7 @@ from strom.cli.main import main
 from strom.testing import BrokerProcess
 from strom.testing.connect import ConnectWorkerProcess
 from tests.integration.cli_helpers import assert_clean_error, strom
+from tests.integration.clients import create_topic
 from tests.integration.connect_helpers import connect_broker, wait_for
 
 
@@ -186,8 +187,8 @@ def test_sink_topics_regex_matches_whole_names_and_new_topics(
     sent = {f"{topic_name}-1": ["a1", "a2"], f"{topic_name}-2": ["b1"],
             f"{topic_name}-1x": ["prefix-only"], f"{topic_name}-x": ["other"]}
     for topic, values in sent.items():
-        for v in values:
-            producer.produce(topic, v.encode())
+        for v in values:  # one partition each: a1 before a2 is an order within a partition
+            producer.produce(topic, v.encode(), partition=0)
     assert producer.flush(10) == 0
     out = tmp_path / "out.txt"
     regex = topic_name + r"-\d"
@@ -201,7 +202,7 @@ def test_sink_topics_regex_matches_whole_names_and_new_topics(
     assert status == 400 and "may not be included in the regex matching" in body["message"]
     assert worker.request("PUT", "/connectors/rx/config", config)[0] == 201
     wait_for(lambda: out.exists() and len(out.read_text().splitlines()) == 3, "3 lines")
-    producer.produce(f"{topic_name}-3", b"c1")  # a new topic the regex matches
+    producer.produce(f"{topic_name}-3", b"c1", partition=0)  # a new topic the regex matches
     assert producer.flush(10) == 0
     lines = wait_for(lambda: (x := out.read_text().splitlines()) and len(x) >= 4 and x,
                      "the new topic's record")
@@ -273,6 +274,7 @@ def test_offsets_endpoints(worker: ConnectWorkerProcess, broker: BrokerProcess,
                            tmp_path: Path, topic_name: str) -> None:
     from confluent_kafka import Producer
 
+    create_topic(broker.bootstrap, topic_name, partitions=1)  # the offsets of one partition
     producer = Producer({"bootstrap.servers": broker.bootstrap})
     for i in range(3):
         producer.produce(topic_name, f"v{i}".encode())
