@@ -14,6 +14,7 @@ from confluent_kafka import Consumer, TopicPartition
 from strom.testing.connect import ConnectWorkerProcess
 from strom.testing.postgres import PostgresProcess, postgres_binaries
 from strom.testing.process import free_port
+from tests.integration.clients import create_topic
 from tests.integration.connect_helpers import connect_broker, wait_for
 
 
@@ -80,6 +81,8 @@ def test_postgres_incremental_source_and_upsert_sink(
     for customer, amount in [("ann", 10), ("bob", 20), ("ann", 30)]:
         sql(pg.url, "INSERT INTO orders (customer, amount) VALUES (:c, :a)", c=customer, a=amount)
     prefix = f"{topic_name}-"
+    # the reader follows one partition, in order (auto-created: num.partitions, 4 on a cluster)
+    create_topic(broker.bootstrap, prefix + "orders", partitions=1)
     create(worker, "pg-source", {
         "connector.class": "io.confluent.connect.jdbc.JdbcSourceConnector",
         "connection.url": pg.jdbc_url, "mode": "incrementing",
@@ -130,6 +133,7 @@ def test_sqlite_timestamp_incrementing_source(worker: ConnectWorkerProcess, brok
     sql(url, "CREATE TABLE events (id INTEGER PRIMARY KEY, kind TEXT, at DATETIME NOT NULL)")
     sql(url, "INSERT INTO events VALUES (1, 'a', '2026-01-01 00:00:00.000000'), "
              "(2, 'b', '2026-01-01 00:00:00.000000')")
+    create_topic(broker.bootstrap, topic_name + "-events", partitions=1)  # one, read in order
     create(worker, "lite-source", {
         "connector.class": "JdbcSource", "connection.url": f"jdbc:sqlite:{tmp_path / 'shop.db'}",
         "mode": "timestamp+incrementing", "timestamp.column.name": "at",
