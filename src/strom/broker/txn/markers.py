@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.write_txn_markers.v1 import request as wtm
 
 from strom.broker.interbroker.connection import BrokerConnection, BrokerConnectionError
+from strom.broker.interbroker.pool import PeerConnections
 from strom.broker.txn.coordinator import TxnMarker
 from strom.protocol.control import build_marker
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
@@ -95,9 +96,7 @@ class MarkerChannel:
     def __init__(self, broker: Broker, backoff_s: float = BACKOFF_S) -> None:
         self.broker = broker
         self.backoff_s = backoff_s
-        self._conns: dict[int, BrokerConnection] = {}
-        host = broker.listen[0]
-        self._source = host if host not in ("", "0.0.0.0", "::") else None
+        self._peers = PeerConnections(broker, "strom-txn-markers")
 
     async def write(self, marker: TxnMarker, still_owner: Callable[[], bool]) -> ErrorCode:
         """NONE once every partition of ``marker`` has it; NOT_COORDINATOR when
@@ -155,23 +154,11 @@ class MarkerChannel:
                         codes[tp] = E(p.error_code)
         return codes
 
-    def _connection(self, leader: int) -> BrokerConnection:
-        info = self.broker.replicas.cache.broker(leader)
-        if info is None:
-            raise KafkaError(E.broker_not_available, f"broker {leader} is not alive")
-        conn = self._conns.get(leader)
-        if conn is None or (conn.host, conn.port) != (info.host, info.port):
-            if conn is not None:
-                conn.close()
-            conn = BrokerConnection(info.host, info.port, client_id=f"strom-txn-markers-"
-                                    f"{self.broker.node_id}", source_host=self._source)  # fmt: skip
-            self._conns[leader] = conn
-        return conn
+    def _connection(self, broker_id: int) -> BrokerConnection:
+        return self._peers.get(broker_id)
 
     def close(self) -> None:
-        for conn in self._conns.values():
-            conn.close()
-        self._conns.clear()
+        self._peers.close()
 
 
 def _request(marker: TxnMarker, partitions: tuple[TopicPartition, ...]) -> Any:

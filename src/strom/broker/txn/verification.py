@@ -26,6 +26,7 @@ from kio.schema.add_partitions_to_txn.v4 import request as aptx
 
 from strom.broker import internal_topics
 from strom.broker.interbroker.connection import BrokerConnection, BrokerConnectionError
+from strom.broker.interbroker.pool import PeerConnections
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.messages import build
 
@@ -49,9 +50,7 @@ class TxnVerifier:
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self._conns: dict[int, BrokerConnection] = {}
-        host = broker.listen[0]
-        self._source = host if host not in ("", "0.0.0.0", "::") else None
+        self._peers = PeerConnections(broker, "strom-txn-verify")
 
     async def verify(self, coordinator: TransactionCoordinator, txn_id: str, producer_id: int,
                      producer_epoch: int, partitions: list[TopicPartition],
@@ -81,22 +80,10 @@ class TxnVerifier:
         return codes
 
     def _connection(self, broker_id: int) -> BrokerConnection:
-        info = self.broker.replicas.cache.broker(broker_id)
-        if info is None:
-            raise KafkaError(E.broker_not_available, f"broker {broker_id} is not alive")
-        conn = self._conns.get(broker_id)
-        if conn is None or (conn.host, conn.port) != (info.host, info.port):
-            if conn is not None:
-                conn.close()
-            conn = BrokerConnection(info.host, info.port, client_id=f"strom-txn-verify-"
-                                    f"{self.broker.node_id}", source_host=self._source)  # fmt: skip
-            self._conns[broker_id] = conn
-        return conn
+        return self._peers.get(broker_id)
 
     def close(self) -> None:
-        for conn in self._conns.values():
-            conn.close()
-        self._conns.clear()
+        self._peers.close()
 
 
 def produce_code(code: ErrorCode) -> ErrorCode:
