@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from strom.broker import dispatch, dynamic_config, replication, topic_config_sync
+from strom.broker.listener import drain, start_server
 from strom.broker.log_mover import LogMover
 from strom.broker.observability import BrokerMetrics, broker_health
 from strom.broker.producer_ids import ProducerIdManager
 from strom.broker.replica_manager import ReplicaManager
 from strom.broker.replica_selector import check_selector
-from strom.broker.server import drain, start_server
 from strom.broker.topic_lifecycle import TopicLifecycle
 from strom.clock import Clock, SystemClock
 from strom.config import BrokerConfig, ConfigError, parse_properties
@@ -63,7 +63,7 @@ class Service:
 
 #: how long one shutdown step may take before the broker goes on without it
 SHUTDOWN_STEP_S = 10.0
-#: how long connections may take to become idle before they are closed anyway (server.drain)
+#: how long connections may take to become idle before they are closed anyway (listener.drain)
 CONNECTION_DRAIN_S = 1.0
 
 

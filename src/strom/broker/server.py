@@ -92,7 +92,7 @@ class KafkaConnection(asyncio.Protocol):
         self.api_key = -1
         self.remote = 0.0
         self.single = SingleProducePath(broker)  # one-partition Produce requests
-        self.handled = 0  # requests handled (server.drain: answered since the shutdown began)
+        self.handled = 0  # requests handled (listener.drain: answered since the shutdown began)
 
     # asyncio.Protocol callbacks -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -408,7 +408,6 @@ class _CloseConnection(Exception):
     pass
 
 
-
 def unsupported_api_versions_response(correlation_id: int) -> bytes:
     """ApiVersions v0 format, UNSUPPORTED_VERSION, with the full API list (so the client can
     retry with a version we serve)."""
@@ -425,32 +424,3 @@ def unsupported_api_versions_response(correlation_id: int) -> bytes:
         ),
     )
     return encode_response(API_VERSIONS_KEY, 0, correlation_id, response)
-
-
-async def drain(connections: set[KafkaConnection], timeout: float, grace: float = 0.1) -> None:
-    """Close each connection once it is idle (between requests, every answer written) and has
-    answered a request since now, or, if it sends none, after ``grace`` s; at most ``timeout``
-    s from now (the caller closes what is left).
-
-    Why, at shutdown after a controlled shutdown made this broker a follower: its waiting
-    acks=all Produce requests were just failed NOT_LEADER_OR_FOLLOWER, and the requests an
-    active producer sends next are refused the same way, each naming the new leader (KIP-951),
-    so the producer moves at once. Closing the connection under them, or before the next
-    request, leaves the producer to notice a dead connection and ask for metadata (librdkafka:
-    up to its 1 s refresh of partitions whose leader is down)."""
-    loop = asyncio.get_running_loop()
-    start = loop.time()
-    before = {conn: conn.handled for conn in connections}
-    while connections and loop.time() < start + timeout:
-        late = loop.time() >= start + grace
-        for conn in [c for c in connections if c.idle]:
-            if late or conn.handled > before.get(conn, 0):
-                conn.close()
-        await asyncio.sleep(0.005)
-
-
-async def start_server(broker: Broker, host: str, port: int) -> asyncio.Server:
-    loop = asyncio.get_running_loop()
-    return await loop.create_server(
-        lambda: KafkaConnection(broker), host, port, reuse_address=True, backlog=1024
-    )

@@ -1,0 +1,41 @@
+"""The broker's client listener: the asyncio server that makes a :class:`KafkaConnection` per
+accepted socket, and the drain of those connections at shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from strom.broker.server import KafkaConnection
+
+if TYPE_CHECKING:
+    from strom.broker.broker import Broker
+
+
+async def drain(connections: set[KafkaConnection], timeout: float, grace: float = 0.1) -> None:
+    """Close each connection once it is idle (between requests, every answer written) and has
+    answered a request since now, or, if it sends none, after ``grace`` s; at most ``timeout``
+    s from now (the caller closes what is left).
+
+    Why, at shutdown after a controlled shutdown made this broker a follower: its waiting
+    acks=all Produce requests were just failed NOT_LEADER_OR_FOLLOWER, and the requests an
+    active producer sends next are refused the same way, each naming the new leader (KIP-951),
+    so the producer moves at once. Closing the connection under them, or before the next
+    request, leaves the producer to notice a dead connection and ask for metadata (librdkafka:
+    up to its 1 s refresh of partitions whose leader is down)."""
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    before = {conn: conn.handled for conn in connections}
+    while connections and loop.time() < start + timeout:
+        late = loop.time() >= start + grace
+        for conn in [c for c in connections if c.idle]:
+            if late or conn.handled > before.get(conn, 0):
+                conn.close()
+        await asyncio.sleep(0.005)
+
+
+async def start_server(broker: Broker, host: str, port: int) -> asyncio.Server:
+    loop = asyncio.get_running_loop()
+    return await loop.create_server(
+        lambda: KafkaConnection(broker), host, port, reuse_address=True, backlog=1024
+    )
