@@ -13,13 +13,7 @@ import uuid
 from dataclasses import fields
 from typing import Any
 
-from kio.serial._introspect import (
-    EntityField,
-    EntityTupleField,
-    PrimitiveTupleField,
-    classify_field,
-    is_optional,
-)
+from strom.protocol.kio_fields import field_shape
 
 _INT_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
 _UINT_BITS = {"uint8": 8, "uint16": 16, "uint32": 32, "uint64": 64}
@@ -36,16 +30,16 @@ def sample(cls: Any, rng: random.Random, max_wait_ms: int = 60_000) -> Any:
 
 
 def _field_value(f: Any, rng: random.Random, max_wait_ms: int) -> Any:
-    kind = classify_field(f)
-    if is_optional(f) and rng.random() < 0.2:
+    array, entity, nullable = field_shape(f)
+    if nullable and rng.random() < 0.2:
         return None
-    if isinstance(kind, EntityTupleField):
-        return tuple(sample(kind.type_, rng, max_wait_ms) for _ in range(rng.randint(0, 2)))
-    if isinstance(kind, PrimitiveTupleField):
+    if array and entity is not None:
+        return tuple(sample(entity, rng, max_wait_ms) for _ in range(rng.randint(0, 2)))
+    if array:
         kafka_type = f.metadata["kafka_type"]
         return tuple(_primitive(kafka_type, rng, max_wait_ms) for _ in range(rng.randint(0, 2)))
-    if isinstance(kind, EntityField):
-        return sample(kind.type_, rng, max_wait_ms)
+    if entity is not None:
+        return sample(entity, rng, max_wait_ms)
     return _primitive(f.metadata["kafka_type"], rng, max_wait_ms)
 
 
