@@ -59,7 +59,6 @@ def _result(ctx: RequestContext, resource: Any, synonyms: bool, docs: bool) -> A
             value=e.value,
             read_only=e.read_only,
             config_source=e.source,
-            is_default=e.source == cr.SOURCE_CODES[cr.DEFAULT_CONFIG],
             is_sensitive=e.sensitive,
             synonyms=tuple(
                 ctx.make("DescribeConfigsSynonym", name=n, value=v, source=s)
