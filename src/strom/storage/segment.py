@@ -17,7 +17,7 @@ Descriptors: a segment holds at most one, its ``.log``'s, and only while it is i
 process-wide cache :data:`strom.storage.file_handles.HANDLES` (opened on demand, closed when
 least recently used). Every use of it goes through :meth:`LogSegment.open_fd` (or
 :meth:`LogSegment.dup_fd` for a descriptor that outlives the call), which pins it so that no
-other thread's eviction closes it meanwhile. The indexes hold none (:mod:`strom.storage.index`).
+other thread's eviction closes it meanwhile. The indexes hold none (:mod:`strom.storage.abstract_index`).
 """
 
 from __future__ import annotations
@@ -34,9 +34,10 @@ from strom.protocol.record_batch import (
     BatchHeader,
     verify_crc,
 )
+from strom.storage.abstract_index import CorruptIndexError
 from strom.storage.file_handles import HANDLES
 from strom.storage.flush_stats import FLUSH_STATS
-from strom.storage.index import CorruptIndexError, OffsetIndex
+from strom.storage.index import OffsetIndex
 from strom.storage.log_config import LogConfig
 from strom.storage.read_path import SEEK_CHUNK, find_batch, read_batches, scan_headers
 from strom.storage.time_index import TimeIndex
