@@ -624,9 +624,7 @@ class Log:
         or checkpoint written for the old contents lands after the truncation."""
         if offset >= self.log_end_offset:
             return
-        with self._ckpt_lock:
-            self._truncations += 1
-        self._flusher.drain()
+        self._begin_truncation()
         keep = [s for s in self._segments if s.base_offset < offset]
         for seg in self._segments[len(keep) :]:
             self._delete_segment(seg)
@@ -642,17 +640,12 @@ class Log:
             self.recovery_point = min(self.recovery_point, self.log_end_offset)
             ckpt.write_offset(self.dir / ckpt.RECOVERY_POINT_FILE, self.recovery_point)
         self.leader_epochs.truncate_from_end(self.log_end_offset)
-        self._rebuild_producer_state()
-        self._changed()
-        if self.on_hw_change is not None:
-            self.on_hw_change()
+        self._end_truncation()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Replace the whole log by an empty one starting at ``offset`` (Kafka's
         ``truncateFullyAndStartAt``: a follower whose end is below its leader's log start)."""
-        with self._ckpt_lock:
-            self._truncations += 1
-        self._flusher.drain()
+        self._begin_truncation()
         for seg in self._segments:
             self._delete_segment(seg)
         with self._ckpt_lock:
@@ -664,6 +657,19 @@ class Log:
             self.recovery_point = offset
             ckpt.write_offset(self.dir / ckpt.RECOVERY_POINT_FILE, offset)
         self.leader_epochs.truncate_from_end(-1)
+        self._end_truncation()
+
+    def _begin_truncation(self) -> None:
+        """Count the truncation (a flush job submitted before it must not move the recovery
+        point afterwards) and wait for the queued flusher work, so that no snapshot or
+        checkpoint written for the old contents lands after it."""
+        with self._ckpt_lock:
+            self._truncations += 1
+        self._flusher.drain()
+
+    def _end_truncation(self) -> None:
+        """Rebuild what depends on the removed batches (producer state, the ``.txnindex``
+        entries) and tell the maintenance schedule and the HW checkpoint."""
         self._rebuild_producer_state()
         self._changed()
         if self.on_hw_change is not None:
