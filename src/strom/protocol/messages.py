@@ -321,25 +321,51 @@ def _names_of_any_version(cls: Any) -> frozenset[str]:
     return frozenset(names)
 
 
+_DROP = object()  # in a build plan: a field only other versions of the message have
+
+
+@_per_class
+def _build_plan(cls: Any) -> dict[str, Any]:
+    """:func:`_field_plan`, plus (once a name was missing from it) ``_DROP`` for the names only
+    other versions have: :func:`build` then answers every name with one lookup."""
+    return dict(_field_plan(cls))
+
+
+def _drops_of(cls: Any, name: str) -> dict[str, Any]:
+    """``name`` is not a field of ``cls``: add the other versions' names to its build plan,
+    or raise :class:`UnknownFieldError` when no version has ``name``."""
+    names = _names_of_any_version(cls)
+    if name not in names:
+        raise UnknownFieldError(
+            f"{cls.__module__}.{cls.__qualname__}: no version of it has a field {name!r}"
+        )
+    plan = _build_plan(cls)
+    for other in names:
+        plan.setdefault(other, _DROP)
+    return plan
+
+
 def build(cls: type[E], **values: Any) -> E:
     """Construct ``cls`` from the values it has fields for; the rest are dropped.
 
     Lets one handler serve every version: pass every field any version has, and each version's
     class takes its own. Plain ints become ``ErrorCode`` / ``timedelta`` where ``kio`` needs
     them. Bugs in the caller: a field the version requires but the caller did not pass
-    (TypeError), a field name that no version of the message has (:class:`UnknownFieldError`;
-    checked only when a name is dropped, so the common case costs nothing more).
+    (TypeError), a field name that no version of the message has (:class:`UnknownFieldError`).
+    One dict lookup per name (the plan is cached per class): on hot paths.
     """
-    plan = _field_plan(cls)
+    plan = _build_plan(cls)
     kwargs: dict[str, Any] = {}
     for name, value in values.items():
-        if name in plan:
+        try:
             coerce = plan[name]
-            kwargs[name] = coerce(value) if coerce is not None else value
-        elif name not in _names_of_any_version(cls):
-            raise UnknownFieldError(
-                f"{cls.__module__}.{cls.__qualname__}: no version of it has a field {name!r}"
-            )
+        except KeyError:
+            plan = _drops_of(cls, name)
+            coerce = plan[name]
+        if coerce is None:
+            kwargs[name] = value
+        elif coerce is not _DROP:
+            kwargs[name] = coerce(value)
     missing = _required_fields(cls) - kwargs.keys()
     if missing:
         raise TypeError(f"{cls.__module__}.{cls.__qualname__} needs {sorted(missing)}")
