@@ -97,11 +97,6 @@ class AbstractIndex:
     def _last(self) -> tuple[int, int] | None:
         return (self._keys[-1], self._values[-1]) if self._keys else None
 
-    def _floor(self, key: int) -> int:
-        """Slot of the last entry whose key is ``<= key`` (-1: none). Kafka's
-        ``largestLowerBoundSlotFor``."""
-        return bisect.bisect_right(self._keys, key) - 1
-
     def _truncate_values_from(self, value: int) -> None:
         """Drop every entry whose value is ``>= value`` (from the file at once)."""
         keep = bisect.bisect_left(self._values, value)

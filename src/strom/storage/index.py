@@ -56,8 +56,9 @@ class OffsetIndex(AbstractIndex):
         self._append(offset, position)
 
     def lookup(self, offset: int) -> tuple[int, int]:
-        """Largest entry with offset <= ``offset``, or (base_offset, 0)."""
-        i = self._floor(offset)
+        """Largest entry with offset <= ``offset``, or (base_offset, 0) (Kafka's
+        ``largestLowerBoundSlotFor``; every Fetch gets here)."""
+        i = bisect.bisect_right(self._keys, offset) - 1
         if i < 0:
             return self.base_offset, 0
         return self._keys[i], self._values[i]
