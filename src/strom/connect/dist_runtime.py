@@ -18,8 +18,9 @@ last task-count record) is held back; every tick this worker asks the leader (``
 transactional ids and write the new task-count record, and the held tasks start when that
 record is read.
 
-Statuses go to the status topic on each change (``worker_id`` = this worker, ``generation`` =
-the group generation); UNASSIGNED is written on a stop only while the record still names this
+Statuses go to the status topic on each change, written by the thread that made it (a task's
+own thread when it starts or fails; ``worker_id`` = this worker, ``generation`` = the group
+generation); UNASSIGNED is written on a stop only while the record still names this
 worker, so a late stop never hides the new owner's RUNNING.
 """
 
@@ -77,6 +78,9 @@ class DistributedRuntime(StandaloneHerder):
                                           "disabled").strip().lower()
         self.awaiting_fence: set[TaskId] = set()  # assigned, held until zombies are fenced
         self.fence_lock = threading.Lock()
+        # Status writes come from the herder thread and from task threads. Taken after
+        # ``self.lock`` (never the other way round), never held while a task is joined.
+        self.publish_lock = threading.RLock()
 
     def on_config_event(self, event: ConfigEvent) -> None:
         """Called by the config topic's reader thread: queue it for the herder thread."""
@@ -247,9 +251,10 @@ class DistributedRuntime(StandaloneHerder):
             self.publish_task(tid, "FAILED", "".join(traceback.format_exception(exc)))
             return
         task.set_paused(self.configs.target_state(name) == "PAUSED")
-        task.start()
-        self.local_tasks[tid] = task
+        task.on_state = self._task_state_changed
+        self.local_tasks[tid] = task  # before it runs: its first state change is published
         self.task_started_at[tid] = read_up_to
+        task.start()
 
     def stop_task(self, tid: TaskId, deleted: bool = False) -> None:
         self.awaiting_fence.discard(tid)
@@ -331,30 +336,47 @@ class DistributedRuntime(StandaloneHerder):
 
     # -- statuses -----------------------------------------------------------------------
     def publish_connector(self, name: str, state: str, trace: str | None) -> None:
-        self.published[("connector", name)] = (state, trace)
-        self.statuses.put_connector(name, state, trace, self.worker_id, self.generation)
+        with self.publish_lock:
+            self.published[("connector", name)] = (state, trace)
+            self.statuses.put_connector(name, state, trace, self.worker_id, self.generation)
 
     def publish_task(self, tid: TaskId, state: str, trace: str | None) -> None:
-        self.published[tid] = (state, trace)
-        self.statuses.put_task(tid, state, trace, self.worker_id, self.generation)
+        with self.publish_lock:
+            self.published[tid] = (state, trace)
+            self.statuses.put_task(tid, state, trace, self.worker_id, self.generation)
 
     def _publish_unassigned(self, key: object, current: dict[str, object] | None) -> None:
-        self.published.pop(key, None)
-        if current is None or current.get("worker_id") != self.worker_id:
-            return  # another worker already owns it: its status stands
-        if isinstance(key, tuple) and key and key[0] == "connector":
-            self.statuses.put_connector(str(key[1]), "UNASSIGNED", None, self.worker_id,
-                                        self.generation)
-        elif isinstance(key, tuple):
-            self.statuses.put_task((str(key[0]), int(key[1])), "UNASSIGNED", None,
-                                   self.worker_id, self.generation)
+        with self.publish_lock:
+            self.published.pop(key, None)
+            if current is None or current.get("worker_id") != self.worker_id:
+                return  # another worker already owns it: its status stands
+            if isinstance(key, tuple) and key and key[0] == "connector":
+                self.statuses.put_connector(str(key[1]), "UNASSIGNED", None, self.worker_id,
+                                            self.generation)
+            elif isinstance(key, tuple):
+                self.statuses.put_task((str(key[0]), int(key[1])), "UNASSIGNED", None,
+                                       self.worker_id, self.generation)
+
+    def _task_state_changed(self, task: WorkerTask) -> None:
+        """A local task changed state (on its own thread, or pause/resume): publish it now,
+        so the status never shows an older state than the task is in for longer than a
+        write takes. A task already stopped here (its successor may run) is not published."""
+        tid = (task.connector, task.task_id)
+        with self.publish_lock:
+            if self.local_tasks.get(tid) is task:
+                self._publish_if_changed(tid, task)
+
+    def _publish_if_changed(self, tid: TaskId, task: WorkerTask) -> None:
+        state = (task.state, task.trace)
+        if state[0] != "UNASSIGNED" and self.published.get(tid) != state:
+            self.publish_task(tid, *state)
 
     def publish_task_states(self) -> None:
-        """Write the status of every local task whose state changed (tasks run on threads)."""
+        """Write the status of every local task whose state changed and was not published
+        yet (a write that failed when the task changed state is retried here)."""
         for tid, task in list(self.local_tasks.items()):
-            state = (task.state, task.trace)
-            if state[0] != "UNASSIGNED" and self.published.get(tid) != state:
-                self.publish_task(tid, *state)
+            with self.publish_lock:
+                self._publish_if_changed(tid, task)
 
     def stop_everything(self) -> None:
         for tid in list(self.local_tasks):

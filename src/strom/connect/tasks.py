@@ -24,6 +24,7 @@ import threading
 import time
 import traceback
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +59,9 @@ class WorkerTask(threading.Thread):
         self.flush_interval_s = flush_interval_s
         self.state = "UNASSIGNED"
         self.trace: str | None = None
+        #: Called (from whichever thread changed it) after each change of ``state``/``trace``:
+        #: a distributed worker publishes the status at once, as Kafka's TaskStatus.Listener.
+        self.on_state: Callable[[WorkerTask], None] | None = None
         self.stopping = threading.Event()
         self.paused = threading.Event()
         self.transforms = transforms or TransformationChain([])
@@ -71,7 +75,7 @@ class WorkerTask(threading.Thread):
         try:
             self.prepare()
             self.task.start(self.config)
-            self.state = "PAUSED" if self.paused.is_set() else "RUNNING"
+            self._set_state("PAUSED" if self.paused.is_set() else "RUNNING")
             LOG.info("task %s-%d started", self.connector, self.task_id)
             self.execute()
         except BaseException as exc:  # noqa: BLE001 - any task failure is its FAILED status
@@ -84,7 +88,7 @@ class WorkerTask(threading.Thread):
             self.transforms.close()
             self.errors.close()
             if self.state != "FAILED":
-                self.state = "UNASSIGNED"
+                self._set_state("UNASSIGNED")
 
     def fail(self, exc: BaseException) -> None:
         """Report the task FAILED with ``exc`` (the first failure wins). Not a failure: a
@@ -95,8 +99,8 @@ class WorkerTask(threading.Thread):
             LOG.info("task %s-%d stopped while retrying: %s", self.connector, self.task_id, exc)
             return
         self.trace = "".join(traceback.format_exception(exc))
-        self.state = "FAILED"
         LOG.error("task %s-%d failed: %s", self.connector, self.task_id, exc)
+        self._set_state("FAILED")
 
     def prepare(self) -> None:
         """Runs on the task's thread before the task starts (exactly-once: fence, read)."""
@@ -110,7 +114,16 @@ class WorkerTask(threading.Thread):
         else:
             self.paused.clear()
         if self.state in ("RUNNING", "PAUSED"):
-            self.state = "PAUSED" if paused else "RUNNING"
+            self._set_state("PAUSED" if paused else "RUNNING")
+
+    def _set_state(self, state: str) -> None:
+        self.state = state
+        if self.on_state is not None:
+            try:
+                self.on_state(self)
+            except Exception:  # noqa: BLE001 - a status not written is retried by the herder
+                LOG.exception("task %s-%d: status %s not published", self.connector,
+                              self.task_id, state)
 
     def stop(self, timeout: float = 10.0) -> None:
         self.stopping.set()
