@@ -396,3 +396,52 @@ def test_worker_without_converters_refuses_to_start(tmp_path: Path, mode: str) -
         assert all(f'"{k}"' in line for k in missing), line
         assert "no default value" in line
 
+
+
+def test_reconfigured_task_is_back_at_once_while_a_departed_workers_work_waits(
+        broker: Any, tmp_path: Path, topic_name: str) -> None:
+    """Two workers; the second leaves with a task (the leader holds that task back for
+    ``scheduled.rebalance.max.delay.ms``, as Kafka's). A failed task fixed by ``PUT /config``
+    on the remaining worker must not wait for that delay: it is still this worker's."""
+    suffix = topic_name[-8:]
+    settings = {"group.id": f"cluster-{suffix}", "config.storage.topic": f"configs-{suffix}",
+                "offset.storage.topic": f"offsets-{suffix}",
+                "status.storage.topic": f"status-{suffix}",
+                "scheduled.rebalance.max.delay.ms": "90000"}
+    workers = [ConnectWorkerProcess(tmp_path / f"w{i}", broker.bootstrap, distributed=True,
+                                    settings=settings) for i in (1, 2)]
+    try:
+        for w in workers:
+            w.start()
+            wait_for(lambda w=w: w.request("GET", "/connectors")[0] == 200, "REST", timeout=60)
+        first, second = workers
+        spread = f"{topic_name}-spread"
+        create_topic(broker.bootstrap, spread, 2)
+        call(first, "POST", "/connectors", {"name": "spread", "config": {
+            "connector.class": "FileStreamSink", "topics": spread, "tasks.max": "2",
+            "file": str(tmp_path / "spread.txt")}}, ok=(201,))
+
+        def owners() -> set[str]:
+            status, body = first.request("GET", "/connectors/spread/status")
+            tasks = body["tasks"] if status == 200 else []
+            return {t["worker_id"] for t in tasks if t["state"] == "RUNNING"}
+
+        wait_for(lambda: owners() == {first.worker_id, second.worker_id},
+                 "a task on each worker", timeout=60)
+        second.stop()  # leaves with spread-1: held back for the delay
+        create_topic(broker.bootstrap, topic_name, 1)
+        values = [f"p{i}" for i in range(1, 6)]
+        produce(broker.bootstrap, topic_name, values)
+        name, out = connector_name(topic_name), tmp_path / "out.txt"
+        config = {"connector.class": "FileStreamSink", "topics": topic_name, "file": str(out),
+                  "value.converter": JSON}
+        call(first, "POST", "/connectors", {"name": name, "config": config}, ok=(201,))
+        wait_failed(first, name, broker.bootstrap)
+        assert committed(broker.bootstrap, name, topic_name) is None
+        fixed_at = time.monotonic()
+        fix_and_restart(first, name, {**config, "value.converter": STRING})
+        delivered_all(first, broker, name, topic_name, out, values)
+        assert time.monotonic() - fixed_at < 45  # not after the 90 s delay
+    finally:
+        for w in workers:
+            w.stop()

@@ -6,7 +6,8 @@ class starts and stops it and reacts to the config topic:
 - a connector started here computes its task configs; when they differ from the committed
   ones they go to the leader (written directly when this worker leads, else ``POST
   /connectors/{name}/tasks`` on the leader), and every worker then stops its tasks of that
-  connector and rejoins, so the new configs are assigned (Kafka's incremental handling);
+  connector, keeps them in its assignment and rejoins; those the new assignment leaves with
+  it start again with the new configs (Kafka's incremental handling);
 - a new or deleted connector makes every worker rejoin; an updated config restarts the
   connector where it runs; target states pause, resume or stop it here; restart requests
   restart what runs here.
@@ -72,6 +73,7 @@ class DistributedRuntime(StandaloneHerder):
         self.generation = -1
         self.assigned_offset = -1  # config offset the last applied assignment was made at
         self.task_started_at: dict[TaskId, int] = {}  # config offset read when started
+        self.tasks_to_restart: set[TaskId] = set()  # stopped for new configs, still owned
         self.is_leader = False
         self.leader_url: str | None = None
         self.eos_mode = worker_config.get("exactly.once.source.support",
@@ -120,13 +122,16 @@ class DistributedRuntime(StandaloneHerder):
                 self.stop_connector(name)
                 self.start_connector(name)
         elif event.kind == "tasks":
-            # Tasks started before these configs were read run old configs: stop them, and
-            # the rebalance hands them out again with the new ones.
+            # Tasks started before these configs were read run old configs: stop them. They
+            # stay this worker's in the rebalance that follows and start again, with the new
+            # configs, if it leaves them here (Kafka's stopReconfiguredTasks). Dropped from
+            # the running set, the leader would count them lost and, while a departed
+            # worker's scheduled delay runs, hold them back for up to 5 minutes.
             old = [t for t in self.local_tasks if t[0] == name and
                    self.task_started_at.get(t, -1) <= event.offset]
             for tid in old:
                 self.stop_task(tid)
-            self.running.tasks = [t for t in self.running.tasks if t not in old]
+            self.tasks_to_restart.update(old)
             if old or not stale:
                 self.need_rejoin.set()
         elif event.kind == "target":
@@ -378,7 +383,16 @@ class DistributedRuntime(StandaloneHerder):
             with self.publish_lock:
                 self._publish_if_changed(tid, task)
 
+    def restart_reconfigured_tasks(self) -> None:
+        """After a rebalance: start again the tasks stopped for new configs that are still
+        assigned here (the others were revoked, or the assignment starts them)."""
+        for tid in sorted(self.tasks_to_restart):
+            if tid in self.running.tasks and tid not in self.local_tasks:
+                self.start_task(tid)
+        self.tasks_to_restart.clear()
+
     def stop_everything(self) -> None:
+        self.tasks_to_restart.clear()
         for tid in list(self.local_tasks):
             self.stop_task(tid)
         for name in list(self.local_connectors):

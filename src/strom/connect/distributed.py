@@ -219,6 +219,7 @@ class DistributedHerder(DistributedRuntime):
                 if tid not in self.running.tasks:
                     self.running.tasks.append(tid)
                     self.start_task(tid)
+            self.restart_reconfigured_tasks()
         self.last_completed_generation = generation
         if version >= 1 and not a.revoked.is_empty():
             self.need_rejoin.set()

@@ -258,3 +258,4 @@ class WorkerSinkTask(WorkerTask):
         self.batch = [r for r in self.batch if (r.topic, r.partition) not in gone]
         if self.redeliver_at is not None and not self.batch:
             self.redeliver_at = None  # its records went with the partitions
+            self.reassigned = True  # resume the partitions still assigned

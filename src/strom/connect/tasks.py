@@ -62,6 +62,7 @@ class WorkerTask(threading.Thread):
         #: Called (from whichever thread changed it) after each change of ``state``/``trace``:
         #: a distributed worker publishes the status at once, as Kafka's TaskStatus.Listener.
         self.on_state: Callable[[WorkerTask], None] | None = None
+        self._state_lock = threading.Lock()
         self.stopping = threading.Event()
         self.paused = threading.Event()
         self.transforms = transforms or TransformationChain([])
@@ -75,7 +76,7 @@ class WorkerTask(threading.Thread):
         try:
             self.prepare()
             self.task.start(self.config)
-            self._set_state("PAUSED" if self.paused.is_set() else "RUNNING")
+            self._transition(lambda state: "PAUSED" if self.paused.is_set() else "RUNNING")
             LOG.info("task %s-%d started", self.connector, self.task_id)
             self.execute()
         except BaseException as exc:  # noqa: BLE001 - any task failure is its FAILED status
@@ -87,20 +88,23 @@ class WorkerTask(threading.Thread):
                 LOG.exception("task %s-%d stop failed", self.connector, self.task_id)
             self.transforms.close()
             self.errors.close()
-            if self.state != "FAILED":
-                self._set_state("UNASSIGNED")
+            self._transition(lambda state: None if state == "FAILED" else "UNASSIGNED")
 
     def fail(self, exc: BaseException) -> None:
         """Report the task FAILED with ``exc`` (the first failure wins). Not a failure: a
         retry cut short because the task is stopping."""
-        if self.state == "FAILED":
-            return
         if isinstance(exc, RetryInterrupted) and self.stopping.is_set():
             LOG.info("task %s-%d stopped while retrying: %s", self.connector, self.task_id, exc)
             return
-        self.trace = "".join(traceback.format_exception(exc))
-        LOG.error("task %s-%d failed: %s", self.connector, self.task_id, exc)
-        self._set_state("FAILED")
+
+        def failed(state: str) -> str | None:
+            if state == "FAILED":
+                return None
+            self.trace = "".join(traceback.format_exception(exc))
+            LOG.error("task %s-%d failed: %s", self.connector, self.task_id, exc)
+            return "FAILED"
+
+        self._transition(failed)
 
     def prepare(self) -> None:
         """Runs on the task's thread before the task starts (exactly-once: fence, read)."""
@@ -113,11 +117,18 @@ class WorkerTask(threading.Thread):
             self.paused.set()
         else:
             self.paused.clear()
-        if self.state in ("RUNNING", "PAUSED"):
-            self._set_state("PAUSED" if paused else "RUNNING")
+        self._transition(lambda state: ("PAUSED" if paused else "RUNNING")
+                         if state in ("RUNNING", "PAUSED") else None)
 
-    def _set_state(self, state: str) -> None:
-        self.state = state
+    def _transition(self, change: Callable[[str], str | None]) -> None:
+        """Move to ``change(state)`` (None: stay), atomically with respect to the other
+        threads that change it (the task's own, the herder's pause/resume), then tell
+        :attr:`on_state` outside the lock."""
+        with self._state_lock:
+            state = change(self.state)
+            if state is None:
+                return
+            self.state = state
         if self.on_state is not None:
             try:
                 self.on_state(self)
