@@ -11,6 +11,7 @@ probe of :mod:`tests.integration.connect_probe` where ``put``/``flush`` must fai
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import time
@@ -334,6 +335,31 @@ def test_paused_task_commits_what_it_delivered_and_resumes_after_a_restart(
     delivered_all(runtime, broker, name, topic_name, out, ["p1", "p2", "p3", "p4"])
 
 
+@contextlib.contextmanager
+def another_member(bootstrap: str, name: str, topic: str) -> Iterator[dict[int, int]]:
+    """A consumer joins the sink task's group (a rebalance revokes the task's partitions)
+    and holds its share, reading nothing, until it leaves; yields the committed offsets of
+    that share as they were when it was assigned."""
+    seen: dict[int, int] = {}
+
+    def assigned(c: Consumer, partitions: list[TopicPartition]) -> None:
+        for tp in c.committed(partitions, timeout=10):
+            seen[tp.partition] = tp.offset
+
+    other = Consumer({"bootstrap.servers": bootstrap, "group.id": f"connect-{name}",
+                      "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    other.subscribe([topic], on_assign=assigned)
+    try:
+        def joined() -> dict[int, int]:
+            other.consume(1, 0.2)  # joins the group; reads nothing past the committed offset
+            return seen
+
+        wait_for(joined, "the other member's share")
+        yield seen
+    finally:
+        other.close()  # leaves without committing
+
+
 def test_revoked_partitions_commit_what_was_delivered_and_lose_nothing(
         runtime: ConnectWorkerProcess, broker: Any, tmp_path: Path, topic_name: str,
         cleanup: list[str]) -> None:
@@ -348,28 +374,12 @@ def test_revoked_partitions_commit_what_was_delivered_and_lose_nothing(
     for partition, values in first.items():
         produce(broker.bootstrap, topic_name, values, partition)
     wait_for(lambda: sorted(lines(out)) == ["a0", "a1", "b0", "b1"], "the first records")
-    seen: dict[int, int] = {}
-
-    def assigned(c: Consumer, partitions: list[TopicPartition]) -> None:
-        for tp in c.committed(partitions, timeout=10):
-            seen[tp.partition] = tp.offset
-
-    other = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"connect-{name}",
-                      "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    other.subscribe([topic_name], on_assign=assigned)
-    try:
-        def joined() -> dict[int, int]:
-            other.consume(1, 0.2)  # joins the group; its share holds no record yet
-            return seen
-
-        wait_for(joined, "the other member's share")
+    with another_member(broker.bootstrap, name, topic_name) as seen:
         assert set(seen.values()) == {2}, seen  # committed when revoked from the task
         for partition in (0, 1):
             produce(broker.bootstrap, topic_name, [f"{'ab'[partition]}{i}" for i in (2, 3)],
                     partition)
         time.sleep(1.0)
-    finally:
-        other.close()
     expected = {"a0", "a1", "a2", "a3", "b0", "b1", "b2", "b3"}
     wait_for(lambda: set(lines(out)) == expected, "every record", timeout=45)
     for partition, prefix in ((0, "a"), (1, "b")):
@@ -377,6 +387,33 @@ def test_revoked_partitions_commit_what_was_delivered_and_lose_nothing(
         assert in_order == [f"{prefix}{i}" for i in range(4)]
         wait_for(lambda p=partition: committed(broker.bootstrap, name, topic_name, p) == 4,
                  f"partition {partition} committed to 4")
+
+
+def test_revocation_while_a_batch_waits_for_redelivery(
+        runtime: ConnectWorkerProcess, broker: Any, tmp_path: Path, topic_name: str,
+        cleanup: list[str]) -> None:
+    """The group rebalances while ``put`` keeps raising RetriableError: the consumer is still
+    polled, so the task takes part; it commits only what was delivered, drops the waiting
+    batch with the partitions, and delivers it again once it has them back."""
+    create_topic(broker.bootstrap, topic_name, 2)
+    name, out = connector_name(topic_name), tmp_path / "out.txt"
+    puts = Path(str(out) + ".puts")
+    config = {"connector.class": PROBE, "topics": topic_name, "file": str(out),
+              "probe.fail.value": "p3", "probe.fail.mode": "retriable"}
+    start(runtime, cleanup, name, config)
+    produce(broker.bootstrap, topic_name, ["p1", "p2"])
+    wait_for(lambda: committed(broker.bootstrap, name, topic_name) == 2, "offset 2 committed")
+    attempts = len(lines(puts))
+    produce(broker.bootstrap, topic_name, ["p3", "p4", "p5"])
+    wait_for(lambda: len(lines(puts)) >= attempts + 2, "put retried")
+    with another_member(broker.bootstrap, name, topic_name) as seen:
+        assert seen.get(0, 2) == 2, seen  # if it took partition 0: nothing past p2
+    retried = len(lines(puts))
+    wait_for(lambda: len(lines(puts)) >= retried + 2, "put retried with the partitions back")
+    assert committed(broker.bootstrap, name, topic_name) == 2
+    assert lines(out) == ["p1", "p2"]
+    call(runtime, "PUT", f"/connectors/{name}/config", {**config, "probe.fail.value": ""})
+    delivered_all(runtime, broker, name, topic_name, out, ["p1", "p2", "p3", "p4", "p5"])
 
 
 @pytest.mark.parametrize("mode", ["standalone", "distributed"])
