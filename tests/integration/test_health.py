@@ -16,9 +16,9 @@ import pytest
 
 from strom.broker.broker import Broker
 from strom.broker.group.service import GroupService
-from strom.broker.metadata_cache import PartitionInfo
 from strom.broker.observability import cluster_state
 from strom.config import BrokerConfig
+from strom.replication.metadata_cache import PartitionInfo
 from strom.testing import BrokerProcess, free_port
 from tests.integration.admin_http import get_json
 from tests.integration.clients import consume_all, create_topic, produce

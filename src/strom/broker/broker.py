@@ -22,13 +22,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from strom.broker import dispatch, dynamic_config, replication, topic_config_sync
+from strom.broker import dispatch, dynamic_config, topic_config_sync
 from strom.broker.listener import drain, start_server
 from strom.broker.log_mover import LogMover
 from strom.broker.observability import BrokerMetrics, broker_health
 from strom.broker.producer_ids import ProducerIdManager
-from strom.broker.replica_manager import ReplicaManager
-from strom.broker.replica_selector import check_selector
 from strom.broker.topic_lifecycle import TopicLifecycle
 from strom.clock import Clock, SystemClock
 from strom.config import BrokerConfig, ConfigError, parse_properties
@@ -37,6 +35,11 @@ from strom.metadata.embedded import EmbeddedStore
 from strom.metadata.store import MetadataStore
 from strom.metadata.topics import TopicInfo, TopicRegistry
 from strom.metadata.zk_model import BrokerRegistration, Endpoint
+from strom.periodic import Periodic
+from strom.replication.metadata_cache import BrokerInfo
+from strom.replication.replica_manager import ReplicaManager
+from strom.replication.replica_selector import check_selector
+from strom.replication.service import ReplicationService
 from strom.storage import file_handles
 from strom.storage.flusher import Flusher
 from strom.storage.log_manager import LogManager
@@ -73,7 +76,7 @@ async def _bounded(what: str, step: Awaitable[Any], seconds: float = SHUTDOWN_ST
     cleanly. Seen once in CI: a broker SIGTERMed right after its controlled shutdown, while its
     new replica fetchers were truncating, never exited. The cause found since: a fetcher woken
     by that LeaderAndIsr lost its cancellation to Python 3.11's ``wait_for`` and its close
-    awaited it for ever (:mod:`strom.broker.task_stop`); this bound stays as a safety net."""
+    awaited it for ever (:mod:`strom.replication.task_stop`); this bound stays as a safety net."""
     task = asyncio.ensure_future(step)
     done, _ = await asyncio.wait({task}, timeout=seconds)
     if not done:
@@ -106,7 +109,7 @@ class Broker:
         self.services: list[Service] = []
         self.extensions: dict[str, Any] = {}
         self._server: asyncio.Server | None = None
-        self._tasks: list[asyncio.Task[None]] = []
+        self.periodic = Periodic()
         self._stopping = asyncio.Event()
         self.metrics = BrokerMetrics()
         self.health = broker_health(self)
@@ -134,7 +137,9 @@ class Broker:
         self.logs = LogManager(self.log_dirs, self.clock, self.config.values, Flusher())
         doomed = self.logs.load(self._topic_overrides, self._hosted)
         self.logs_loaded = True
-        self.replicas = ReplicaManager(self.logs, self.node_id, self.clock)
+        self.replicas = ReplicaManager(self.logs, self.node_id, self.clock,
+                                       broker_epoch=lambda: self.broker_epoch,
+                                       topic_configs=self._topic_overrides)  # fmt: skip
         self.lifecycle = TopicLifecycle(self)
         self.log_mover = LogMover(self)
         self.lifecycle.remove_in_background(doomed)
@@ -149,7 +154,13 @@ class Broker:
                 self.logs.add(topic.name, made, topic.configs)
         self.producer_ids = ProducerIdManager(self.store, self.node_id)
         dispatch.load_handlers()
-        replication.start(self)  # leaders and followers before any service appends
+        host, port = self.advertised
+        self.replication = ReplicationService(
+            self.replicas, self.topics, self.config, self.periodic,
+            BrokerInfo(self.node_id, host, port, self.config.get("broker.rack") or None),
+            source_host=self.source_host, broker_epoch=lambda: self.broker_epoch,
+            metrics=self.metrics.replication)  # fmt: skip
+        self.replication.start()  # leaders and followers before any service appends
         # Registered before the services start, as Kafka does: the controller (a service)
         # needs this broker among the live. Peers that connect before the listener is up retry.
         self.membership = BrokerMembership(self.store, self._registration(),
@@ -163,9 +174,9 @@ class Broker:
             await service.start()
         host, port = self.listen
         self._server = await start_server(self, host, port)
-        self._every(self._maintenance_interval(), self._maintenance)
+        self.periodic.every(self._maintenance_interval(), self._maintenance)
         checkpoint_ms = self.config.get_int("log.flush.offset.checkpoint.interval.ms")
-        self._every(max(checkpoint_ms, 100) / 1000.0, self._checkpoint_recovery_points)
+        self.periodic.every(max(checkpoint_ms, 100) / 1000.0, self._checkpoint_recovery_points)
         self.started = True
         log.info(
             "strom broker %s listening on %s:%s (advertised %s:%s), data in %s, cluster %s",
@@ -206,8 +217,7 @@ class Broker:
             await drain(self.connections, CONNECTION_DRAIN_S)
         for conn in list(self.connections):
             conn.close()
-        for task in self._tasks:
-            task.cancel()
+        self.periodic.cancel_all()
         for service in reversed(self.services):
             try:
                 await _bounded(f"stopping {type(service).__name__}", service.stop())
@@ -216,8 +226,8 @@ class Broker:
         creating = self.extensions.get("internal_topics")
         if creating is not None:  # internal topics being created (strom.broker.internal_topics)
             await _bounded("internal topic creation", creating.close())
-        if hasattr(self, "replicas"):
-            await _bounded("replication", replication.stop(self))
+        if hasattr(self, "replication"):
+            await _bounded("replication", self.replication.stop())
         if hasattr(self, "log_mover"):
             await _bounded("log dir moves", self.log_mover.close())
         if hasattr(self, "lifecycle"):
@@ -291,22 +301,15 @@ class Broker:
         thread (after the fsyncs queued before it; never concurrently with shutdown's)."""
         await asyncio.wrap_future(self.logs.checkpoint_recovery_points_async())
 
-    def _every(self, seconds: float, fn: Callable[[], None | Awaitable[None]]) -> None:
-        async def loop() -> None:
-            while True:
-                await asyncio.sleep(seconds)
-                try:
-                    result = fn()
-                    if asyncio.iscoroutine(result):
-                        await result
-                except Exception:
-                    log.exception("periodic task %s failed", getattr(fn, "__name__", fn))
-
-        self._tasks.append(asyncio.get_running_loop().create_task(loop()))
-
     def every(self, seconds: float, fn: Callable[[], None | Awaitable[None]]) -> None:
         """Run ``fn`` every ``seconds`` until the broker stops (for services)."""
-        self._every(seconds, fn)
+        self.periodic.every(seconds, fn)
+
+    @property
+    def source_host(self) -> str | None:
+        """Our listener address to bind outgoing connections to (None for a wildcard)."""
+        host = self.listen[0]
+        return None if host in ("", "0.0.0.0", "::") else host
 
     def _make_store(self) -> MetadataStore:
         """ZooKeeper when ``zookeeper.connect`` is set (a cluster), else the embedded store."""

@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from strom.broker.replica_selector import check_selector
 from strom.config import BrokerConfig, ConfigError
+from strom.replication.replica_selector import check_selector
 
 log = logging.getLogger("strom")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")

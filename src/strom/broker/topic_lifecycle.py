@@ -31,7 +31,6 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypeVar
 
-from strom.broker import replication
 from strom.metadata.topics import TopicInfo
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.storage.log_manager import doomed_name, remove_dirs, remove_log
@@ -105,7 +104,7 @@ class TopicLifecycle:
                 await self._discard(made)
                 raise
             broker.logs.add(name, made, info.configs)
-            replication.partitions_created(broker, info, range(partitions))
+            broker.replication.partitions_created(info, range(partitions))
         finally:
             self._busy.discard(name)
         log.info("created topic %s with %d partitions", name, partitions)
@@ -128,7 +127,7 @@ class TopicLifecycle:
                 await self._discard(made)
                 raise
             broker.logs.add(name, made, info.configs)
-            replication.partitions_created(broker, info, local)
+            broker.replication.partitions_created(info, local)
         finally:
             self._busy.discard(name)
         return info
@@ -146,7 +145,7 @@ class TopicLifecycle:
                 broker.replicas.purgatory.notify((info.name, partition))
             doomed = await self._run(lambda: [_close_and_rename(x) for x in detached])
             await broker.topics.delete(info.name)
-            replication.partitions_removed(broker, info.name, info.replicas)
+            broker.replication.partitions_removed(info.name, info.replicas)
         finally:
             self._busy.discard(info.name)
         self.remove_in_background([d for d in doomed if d is not None])

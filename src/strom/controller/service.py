@@ -27,8 +27,6 @@ from typing import TYPE_CHECKING, Any
 from strom.broker import dispatch
 from strom.broker.broker import Service, register_service
 from strom.broker.context import RequestContext
-from strom.broker.interbroker.connection import BrokerConnection, BrokerConnectionError
-from strom.broker.local_leadership import local_controller_active
 from strom.controller import election, requests, single_node
 from strom.controller.controller import Controller, ControllerSettings, NotControllerError
 from strom.metadata.store import MetadataStore, NoNodeError, StoreError
@@ -37,6 +35,7 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.interbroker import CONTROLLED_SHUTDOWN, VERSIONS
 from strom.protocol.interbroker import controlled_shutdown_v3_request as csr
 from strom.protocol.messages import RequestHeader, build
+from strom.replication.connection import BrokerConnection, BrokerConnectionError
 
 if TYPE_CHECKING:
     from strom.broker.broker import Broker
@@ -78,9 +77,9 @@ def active_controller(broker: Broker) -> Controller | None:
 
 def admin_controller(broker: Broker) -> Controller | None:
     """The controller serving ElectLeaders and the reassignment APIs: the active one, or on a
-    single node (it leads itself, :mod:`strom.broker.local_leadership`) its stand-in
+    single node (it leads itself, :mod:`strom.replication.local_leadership`) its stand-in
     (:mod:`strom.controller.single_node`); None elsewhere (answer NOT_CONTROLLER)."""
-    if local_controller_active(broker):
+    if broker.replicas.led_locally:
         return single_node.controller_for(broker)
     return active_controller(broker)
 

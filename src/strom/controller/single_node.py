@@ -2,7 +2,7 @@
 ListPartitionReassignments.
 
 A single node (the embedded store, no ``zookeeper.connect``) runs no :class:`Controller`: it
-leads every partition it hosts itself (:mod:`strom.broker.local_leadership`) and names itself the
+leads every partition it hosts itself (:mod:`strom.replication.local_leadership`) and names itself the
 controller in Metadata and DescribeCluster. So that these admin APIs answer as Kafka's do against
 one broker, :class:`SingleNodeController` stands in for the active controller: a
 :class:`Controller` whose context is built, for each request, from this broker alone (itself the
@@ -37,13 +37,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from strom.broker.local_leadership import LOCAL_CONTROLLER_EPOCH
 from strom.controller.batch import RequestBatch
 from strom.controller.context import ControllerContext, LeaderIsr, LiveBroker, TopicDoc
 from strom.controller.controller import Controller, NotControllerError
 from strom.controller.partitions import PartitionStates
 from strom.metadata.topics import TopicInfo, topic_document
 from strom.metadata.zk_model import BrokerRegistration, Endpoint, PartitionState, topic_path
+from strom.replication.local_leadership import LOCAL_CONTROLLER_EPOCH
 
 if TYPE_CHECKING:
     from strom.broker.broker import Broker

@@ -9,9 +9,9 @@ from types import SimpleNamespace
 from typing import Any
 
 from strom.broker.handlers import produce
-from strom.broker.metadata_cache import BrokerInfo, MetadataCache, PartitionInfo
 from strom.protocol.errors import ErrorCode
 from strom.protocol.hot_path import ProducePartition
+from strom.replication.metadata_cache import BrokerInfo, MetadataCache, PartitionInfo
 
 
 def _broker(part_leader: int, part_epoch: int, cached: PartitionInfo | None) -> Any:

@@ -22,7 +22,8 @@ from tests.unit.controller.harness import Cluster, run
 
 
 def _ctx(controller: Controller | None, api_key: int, version: int) -> RequestContext:
-    broker: Any = SimpleNamespace(extensions={} if controller is None else {"controller": controller})
+    broker: Any = SimpleNamespace(extensions={} if controller is None else {"controller": controller},
+                                  replicas=SimpleNamespace(led_locally=False))
     return RequestContext(RequestHeader(api_key, version, 1, "test"), broker, "127.0.0.1", 1, 1)
 
 

@@ -107,7 +107,7 @@ class GroupService(Service):
                 if member.heartbeat_timer is not None:
                     member.heartbeat_timer.cancel()
 
-    # partition ownership (strom.broker.coordinator_partitions) ---------------------------------
+    # partition ownership (strom.replication.coordinator_partitions) ---------------------------------
     def on_elected(self, partition: int, leader_epoch: int) -> None:
         coord = self.coordinator
         if coord is not None and partition < coord.config.offsets_partitions:

@@ -2,7 +2,7 @@
 
 Only broker endpoints (endpoint_type 1) exist; asking for controller endpoints (2) is
 UNSUPPORTED_ENDPOINT_TYPE. The live brokers (with rack) and the controller come from the
-metadata cache (:mod:`strom.broker.metadata_cache`), once a cluster member has it
+metadata cache (:mod:`strom.replication.metadata_cache`), once a cluster member has it
 (:func:`strom.broker.handlers.metadata.cluster_view`). Authorized operations are "unknown" until an authorizer exists.
 """
 

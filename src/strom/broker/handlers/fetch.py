@@ -18,7 +18,7 @@ Rules kept from Kafka (KIP-74 and the protocol guide):
 Topic ids (v13+) are resolved through the topic registry. The partition's leader serves it;
 from v11 a follower serves consumers too, up to its own high watermark, and the leader may
 send a consumer that names its rack to a follower in that rack (KIP-392,
-:mod:`strom.broker.replica_selector`: the partition comes back empty with
+:mod:`strom.replication.replica_selector`: the partition comes back empty with
 ``preferred_read_replica`` set, at once); anywhere else NOT_LEADER_OR_FOLLOWER. A partition's
 ``current_leader_epoch`` (v9+) is checked first: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH
 (:meth:`Partition.check_leader_epoch`).
@@ -41,9 +41,9 @@ from typing import Any
 
 from strom.broker import dispatch, fetch_session, zero_copy
 from strom.broker.context import RequestContext
-from strom.broker.replica_selector import preferred_read_replica
 from strom.protocol.errors import ErrorCode, error_code_of
 from strom.protocol.hot_path import FetchPartition, FetchResponse, FetchTopic
+from strom.replication.replica_selector import preferred_read_replica
 
 API_KEY = 1
 SESSIONS = "fetch.sessions"

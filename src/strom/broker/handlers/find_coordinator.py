@@ -21,10 +21,10 @@ from typing import Any
 from strom.broker import dispatch, internal_topics
 from strom.broker.context import RequestContext
 from strom.broker.group.service import EXTENSION, OFFSETS_TOPIC
-from strom.broker.metadata_cache import BrokerInfo
 from strom.broker.txn.service import EXTENSION as TXN_EXTENSION
 from strom.broker.txn.service import TXN_TOPIC
 from strom.protocol.errors import ErrorCode
+from strom.replication.metadata_cache import BrokerInfo
 
 API_KEY = 10
 GROUP_KEY_TYPE = 0

@@ -9,7 +9,7 @@ remote reads (unused).
 
 Only the leader answers (NOT_LEADER_OR_FOLLOWER elsewhere). Leader epochs (v4+): the
 request's ``current_leader_epoch`` is checked (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH,
-:meth:`strom.broker.partition.Partition.check_leader_epoch`); the answer carries the epoch that
+:meth:`strom.replication.partition.Partition.check_leader_epoch`); the answer carries the epoch that
 wrote the offset found (the leader-epoch cache's), the current epoch for latest, as Kafka.
 """
 

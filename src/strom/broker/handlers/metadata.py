@@ -4,7 +4,7 @@ Asked for unknown topics, the broker creates them when the client allows it and
 ``auto.create.topics.enable`` is true (with ``num.partitions``); names Kafka would refuse get
 INVALID_TOPIC_EXCEPTION, and unknown ones otherwise UNKNOWN_TOPIC_OR_PARTITION. Every
 partition's leader, leader epoch, replicas, ISR and offline replicas, the live brokers and the
-controller come from the metadata cache (:mod:`strom.broker.metadata_cache`, filled by the
+controller come from the metadata cache (:mod:`strom.replication.metadata_cache`, filled by the
 controller's UpdateMetadata or, on a single node, by itself); a partition the cache does not
 know yet is LEADER_NOT_AVAILABLE (the controller is still electing its leader).
 v0 has no null topic list: there an empty list asks for every topic, as in Kafka.

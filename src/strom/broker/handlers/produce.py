@@ -14,7 +14,7 @@ before anything is appended.
 acks=0 gets no response at all, as Kafka's protocol says. Only the partition's leader appends
 (NOT_LEADER_OR_FOLLOWER elsewhere). acks=all checks ``min.insync.replicas`` against the ISR
 first (NOT_ENOUGH_REPLICAS) and answers once the high watermark passes the records
-(:mod:`strom.broker.delayed_produce`: NOT_ENOUGH_REPLICAS_AFTER_APPEND, or REQUEST_TIMED_OUT
+(:mod:`strom.replication.delayed_produce`: NOT_ENOUGH_REPLICAS_AFTER_APPEND, or REQUEST_TIMED_OUT
 at the request's timeout). v10+ carries KIP-951's leader hints: a partition answered
 NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names the leader this broker knows (the newer
 epoch of its own replica's LeaderAndIsr and of the metadata cache: right after a controlled
@@ -182,7 +182,7 @@ def _append_one(broker: Any, topic: str, index: int, records: bytes | None, acks
         index, 0, result.base_offset, result.log_append_time, result.log_start_offset
     )
     if acks == -1 and part.log.high_watermark <= result.last_offset:
-        # acks=all: answered once the ISR has it (strom.broker.delayed_produce)
+        # acks=all: answered once the ISR has it (strom.replication.delayed_produce)
         future = replicas.delayed.watch((topic, index), result.last_offset)
         replicated.append(_Waiter(future, answer))
     return answer

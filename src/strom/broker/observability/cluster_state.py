@@ -3,7 +3,7 @@
 :func:`install` replaces the single-node defaults of
 :class:`~strom.broker.observability.metrics.ReplicationMetrics` by functions that look at what
 this broker knows right now, the same way on a single node (it leads every partition it
-hosts, :mod:`strom.broker.local_leadership`) and in a cluster (a controller's LeaderAndIsr
+hosts, :mod:`strom.replication.local_leadership`) and in a cluster (a controller's LeaderAndIsr
 and UpdateMetadata decide):
 
 - ``under_replicated`` / ``under_min_isr``: partitions led here whose committed ISR is smaller
@@ -41,7 +41,8 @@ def _controller(broker: Broker) -> Any:
 
 def _local(broker: Broker) -> bool:
     """Whether this broker leads itself (a single node: ``local_leadership`` is running)."""
-    return broker.extensions.get("local_leadership") is not None
+    replicas = getattr(broker, "replicas", None)
+    return replicas is not None and replicas.led_locally
 
 
 def _led(broker: Broker) -> list[Any]:

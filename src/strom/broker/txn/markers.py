@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.write_txn_markers.v1 import request as wtm
 
-from strom.broker.interbroker.connection import BrokerConnection, BrokerConnectionError
-from strom.broker.interbroker.pool import PeerConnections
 from strom.broker.txn.coordinator import TxnMarker
 from strom.protocol.control import build_marker
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
 from strom.protocol.messages import build
+from strom.replication.connection import BrokerConnection, BrokerConnectionError
+from strom.replication.peers import PeerConnections
 from strom.storage.batch_validation import AppendOrigin
 
 if TYPE_CHECKING:
@@ -96,7 +96,8 @@ class MarkerChannel:
     def __init__(self, broker: Broker, backoff_s: float = BACKOFF_S) -> None:
         self.broker = broker
         self.backoff_s = backoff_s
-        self._peers = PeerConnections(broker, "strom-txn-markers")
+        self._peers = PeerConnections(broker.replicas.cache, "strom-txn-markers",
+                                      broker.source_host)  # fmt: skip
 
     async def write(self, marker: TxnMarker, still_owner: Callable[[], bool]) -> ErrorCode:
         """NONE once every partition of ``marker`` has it; NOT_COORDINATOR when

@@ -3,7 +3,7 @@
 ``__transaction_state`` is created by the first FindCoordinator of a transactional id
 (:mod:`strom.broker.internal_topics`; in a cluster with ``min.insync.replicas`` =
 ``transaction.state.log.min.isr``), not here. The service listens to the leadership of its partitions
-(:mod:`strom.broker.coordinator_partitions`): when this broker becomes the leader of one, in
+(:mod:`strom.replication.coordinator_partitions`): when this broker becomes the leader of one, in
 a leader epoch, the coordinator loads it (:meth:`TransactionCoordinator.begin_load`, its
 transactional ids answer COORDINATOR_LOAD_IN_PROGRESS; the log replayed in a task; then
 :meth:`~TransactionCoordinator.finish_load`, which completes transactions left in
@@ -98,7 +98,7 @@ class TxnService(Service):
         self.markers.close()
         self.verifier.close()
 
-    # partition ownership (strom.broker.coordinator_partitions) ---------------------------------
+    # partition ownership (strom.replication.coordinator_partitions) ---------------------------------
     def on_elected(self, partition: int, leader_epoch: int) -> None:
         coord = self.coordinator
         if coord is None or partition >= coord.config.partitions:

@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.add_partitions_to_txn.v4 import request as aptx
 
 from strom.broker import internal_topics
-from strom.broker.interbroker.connection import BrokerConnection, BrokerConnectionError
-from strom.broker.interbroker.pool import PeerConnections
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.messages import build
+from strom.replication.connection import BrokerConnection, BrokerConnectionError
+from strom.replication.peers import PeerConnections
 
 if TYPE_CHECKING:
     from strom.broker.broker import Broker
@@ -50,7 +50,8 @@ class TxnVerifier:
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self._peers = PeerConnections(broker, "strom-txn-verify")
+        self._peers = PeerConnections(broker.replicas.cache, "strom-txn-verify",
+                                      broker.source_host)  # fmt: skip
 
     async def verify(self, coordinator: TransactionCoordinator, txn_id: str, producer_id: int,
                      producer_epoch: int, partitions: list[TopicPartition],
