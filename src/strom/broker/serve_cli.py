@@ -230,7 +230,7 @@ def _on_loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> 
 async def _serve(
     config: BrokerConfig, data_dir: Path, listen: tuple[str, int], advertised: tuple[str, int]
 ) -> int:
-    from strom.broker.broker import Broker
+    from strom.broker.assembly import Broker
 
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(_on_loop_error)

@@ -62,10 +62,10 @@ async def register_topic(topics: TopicRegistry, name: str, topic_id: uuid.UUID |
 
 @dispatch.handler(API_KEY, 7, 7)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    replicas = ctx.broker.replicas
+    replicas = ctx.replicas
     if replicas.led_locally:
         return ctx.respond(error_code=ErrorCode.stale_controller_epoch, topics=())
-    topics = ctx.broker.topics
+    topics = ctx.topics.registry
     for topic in request.topic_states:
         if await topics.load(str(topic.topic_name)) is None:
             await register_topic(topics, str(topic.topic_name), topic.topic_id,

@@ -29,7 +29,7 @@ EARLIEST_PENDING_UPLOAD = -6
 def _lookup(ctx: RequestContext, topic: str, partition: int, ts: int,
             current_epoch: int, read_committed: bool) -> tuple[int, int, int]:  # fmt: skip
     """(timestamp, offset, leader epoch) of the answer; raises KafkaError."""
-    part = ctx.broker.replicas.leader_partition(topic, partition, current_epoch)
+    part = ctx.replicas.leader_partition(topic, partition, current_epoch)
     log_ = part.log
     if ts == LATEST:
         latest = log_.last_stable_offset if read_committed else log_.high_watermark

@@ -35,7 +35,7 @@ def command(request: Any) -> StopReplicas:
 
 @dispatch.handler(API_KEY, 4, 4)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    replicas = ctx.broker.replicas
+    replicas = ctx.replicas
     if replicas.led_locally:
         return ctx.respond(error_code=ErrorCode.stale_controller_epoch, partition_errors=())
     code, errors = replicas.apply_stop_replicas(command(request))

@@ -39,7 +39,7 @@ def command(request: Any) -> UpdateMetadata:
 
 @dispatch.handler(API_KEY, 8, 8)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    replicas = ctx.broker.replicas
+    replicas = ctx.replicas
     if replicas.led_locally:
         return ctx.respond(error_code=ErrorCode.stale_controller_epoch)
     return ctx.respond(error_code=replicas.apply_update_metadata(command(request)))
