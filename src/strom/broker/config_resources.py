@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from strom.broker import broker_config_defs as defs
 from strom.broker import dynamic_config as dc
+from strom.broker.dynamic_config import DynamicConfig
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
 from strom.storage.errors import InvalidConfigError
 from strom.storage.log_config import (
@@ -33,9 +34,9 @@ from strom.storage.log_config import (
 )
 
 if TYPE_CHECKING:
-    from strom.broker.broker import Broker
     from strom.broker.context import RequestContext
-    from strom.metadata.topics import TopicInfo
+    from strom.metadata.topics import TopicInfo, TopicRegistry
+    from strom.storage.log_manager import LogManager
 
 # ConfigResource.Type
 UNKNOWN_RESOURCE, TOPIC, BROKER, BROKER_LOGGER = 0, 2, 4, 8
@@ -69,10 +70,10 @@ class ConfigEntry:
 
 
 def describe_topic(
-    broker: Broker, overrides: Mapping[str, str], keys: Iterable[str] | None = None
+    configs: DynamicConfig, overrides: Mapping[str, str], keys: Iterable[str] | None = None
 ) -> list[ConfigEntry]:
     """Every topic config (or those in ``keys``) with its effective value, source, synonyms."""
-    values = effective_configs(overrides, broker.config.values)
+    values = effective_configs(overrides, configs.config.values)
     wanted = set(keys) if keys is not None else None
     entries = []
     for name, (value, _) in sorted(values.items()):
@@ -84,7 +85,7 @@ def describe_topic(
             synonyms.append((name, overrides[name], SOURCE_CODES[DYNAMIC_TOPIC_CONFIG]))
         if spec.broker_property is not None:
             names = defs.synonyms(spec.broker_property)
-            synonyms += dc.broker_synonyms(broker, names, sensitive=False)
+            synonyms += configs.broker_synonyms(names, sensitive=False)
         entries.append(
             ConfigEntry(
                 name=name,
@@ -98,28 +99,29 @@ def describe_topic(
     return entries
 
 
-def _computed_broker_values(broker: Broker) -> dict[str, str]:
+def _computed_broker_values(configs: DynamicConfig) -> dict[str, str]:
     """Static settings that come from the command line rather than properties."""
-    host, port = broker.listen
-    adv_host, adv_port = broker.advertised
+    node = configs.node
+    host, port = node.listen
+    adv_host, adv_port = node.advertised
     return {
-        "broker.id": str(broker.node_id),
-        "node.id": str(broker.node_id),
+        "broker.id": str(node.node_id),
+        "node.id": str(node.node_id),
         "listeners": f"PLAINTEXT://{host}:{port}",
         "advertised.listeners": f"PLAINTEXT://{adv_host}:{adv_port}",
-        "log.dirs": ",".join(str(d) for d in broker.log_dirs),
+        "log.dirs": ",".join(str(d) for d in node.log_dirs),
     }
 
 
 def describe_broker(
-    broker: Broker, entity: str, keys: Iterable[str] | None = None
+    configs: DynamicConfig, entity: str, keys: Iterable[str] | None = None
 ) -> list[ConfigEntry]:
     """A BROKER resource: this broker's every config (``entity`` its id) with value, source
     and synonyms; or (``entity`` the default) the cluster-wide dynamic configs alone."""
-    cfg = broker.config
+    cfg = configs.config
     per_broker = entity != dc.DEFAULT_ENTITY
     if per_broker:
-        computed = _computed_broker_values(broker)
+        computed = _computed_broker_values(configs)
         names = set(defs.BROKER_CONFIGS) | set(cfg.explicit) | set(cfg.dynamic_broker)
     else:
         computed = {}
@@ -130,7 +132,7 @@ def describe_broker(
         if wanted is not None and name not in wanted:
             continue
         sensitive = defs.is_sensitive(name)
-        synonyms = dc.broker_synonyms(broker, defs.synonyms(name), sensitive)
+        synonyms = configs.broker_synonyms(defs.synonyms(name), sensitive)
         if not per_broker:
             synonyms = [s for s in synonyms if s[2] == dc.DYNAMIC_DEFAULT]
         while synonyms and synonyms[0][0] != name:  # Kafka drops other names' leading entries
@@ -161,7 +163,8 @@ def describe_broker(
     return entries
 
 
-def validate_overrides(broker: Broker, overrides: Mapping[str, str | None]) -> dict[str, str]:
+def validate_overrides(configs: DynamicConfig, overrides: Mapping[str, str | None]
+                       ) -> dict[str, str]:  # fmt: skip
     """Check every override and the resulting configuration; raise InvalidConfigError."""
     checked: dict[str, str] = {}
     for name, value in overrides.items():
@@ -169,20 +172,20 @@ def validate_overrides(broker: Broker, overrides: Mapping[str, str | None]) -> d
             raise InvalidConfigError(f"Null value not supported for topic configs: {name}")
         validate_topic_config(name, value)
         checked[name] = value
-    LogConfig.from_configs(checked, broker.config.values)
+    LogConfig.from_configs(checked, configs.config.values)
     return checked
 
 
 async def apply_topic_overrides(
-    broker: Broker, topic: str, overrides: Mapping[str, str]
+    registry: TopicRegistry, logs: LogManager, topic: str, overrides: Mapping[str, str]
 ) -> None:
     """Persist ``overrides`` as the topic's whole override set and reconfigure its logs."""
-    await broker.topics.set_configs(topic, dict(overrides))
-    broker.logs.update_topic_config(topic, dict(overrides))
+    await registry.set_configs(topic, dict(overrides))
+    logs.update_topic_config(topic, dict(overrides))
 
 
 def incremental(
-    broker: Broker, current: Mapping[str, str], ops: Iterable[tuple[str, int, str | None]]
+    configs: DynamicConfig, current: Mapping[str, str], ops: Iterable[tuple[str, int, str | None]]
 ) -> dict[str, str]:
     """The topic override set after IncrementalAlterConfigs' SET/DELETE/APPEND/SUBTRACT ops."""
 
@@ -191,13 +194,13 @@ def incremental(
         return spec.type if spec is not None else None
 
     def base(name: str) -> str:
-        return effective_configs({}, broker.config.values)[name][0]
+        return effective_configs({}, configs.config.values)[name][0]
 
     return apply_ops(current, ops, spec_type, base, "topic")
 
 
 async def incremental_broker(
-    broker: Broker, entity: str, ops: Iterable[tuple[str, int, str | None]]
+    configs: DynamicConfig, entity: str, ops: Iterable[tuple[str, int, str | None]]
 ) -> dict[str, str]:
     """A broker entity's dynamic config set after IncrementalAlterConfigs' ops."""
 
@@ -206,9 +209,9 @@ async def incremental_broker(
         return spec.type if spec is not None else None
 
     def base(name: str) -> str:
-        return broker.config.values.get(name) or defs.BROKER_CONFIGS[name].default or ""
+        return configs.config.values.get(name) or defs.BROKER_CONFIGS[name].default or ""
 
-    return apply_ops(await dc.current(broker, entity), ops, spec_type, base, "broker")
+    return apply_ops(await configs.current(entity), ops, spec_type, base, "broker")
 
 
 def apply_ops(
@@ -291,7 +294,7 @@ def resource_to_alter(ctx: RequestContext, resource: Any) -> TopicInfo | str:
         return dc.entity_of(name)
     if rtype != TOPIC:
         raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {rtype}")
-    info = ctx.broker.topics.get(name)
+    info = ctx.topics.get(name)
     if info is None:
         raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
     return info
@@ -302,6 +305,6 @@ async def alter_broker(
 ) -> None:
     """Make ``configs`` the broker entity's dynamic set (or only check it)."""
     if validate_only:
-        dc.validate(ctx.broker, entity, configs)
+        ctx.configs.validate(entity, configs)
     else:
-        await dc.apply(ctx.broker, entity, configs)
+        await ctx.configs.apply(entity, configs)

@@ -17,23 +17,22 @@ from typing import Any
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
 from strom.broker.group.model import OffsetEntry
-from strom.broker.group.service import OFFSETS_TOPIC, coordinator_of, wait_for_callback
+from strom.broker.group.service import OFFSETS_TOPIC, wait_for_callback
 from strom.broker.handlers.add_partitions_to_txn import fenced_code
-from strom.broker.txn.service import txn_coordinator_of
 from strom.protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 28
 
 
 def _check(ctx: RequestContext, request: Any) -> ErrorCode:
-    txn = txn_coordinator_of(ctx.broker)
+    txn = ctx.transactions.active()
     if txn.ownership(request.transactional_id) == ErrorCode.not_coordinator:
         return ErrorCode.none  # another broker coordinates it: not verified (Kafka before KIP-890)
     code = txn.check(request.transactional_id, int(request.producer_id),
                      int(request.producer_epoch))  # fmt: skip
     if code != ErrorCode.none:
         return fenced_code(ctx, code)
-    groups = coordinator_of(ctx.broker)
+    groups = ctx.groups.active()
     tp = (OFFSETS_TOPIC, groups.partition_for(request.group_id))
     if not txn.is_ongoing_with(int(request.producer_id), int(request.producer_epoch), tp):
         return ErrorCode.invalid_txn_state
@@ -45,7 +44,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     codes: dict[tuple[str, int], ErrorCode] = {}
     wanted: dict[tuple[str, int], OffsetEntry] = {}
     for topic in request.topics:
-        info = ctx.broker.topics.get(topic.name)
+        info = ctx.topics.get(topic.name)
         for p in topic.partitions:
             tp = (topic.name, int(p.partition_index))
             if info is None or tp[1] not in info.replicas:
@@ -60,7 +59,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if code != ErrorCode.none:
                 codes.update({tp: code for tp in wanted})
             else:
-                coord = coordinator_of(ctx.broker)
+                coord = ctx.groups.active()
                 answer: dict[tuple[str, int], ErrorCode] = await wait_for_callback(
                     lambda cb: coord.commit_txn_offsets(
                         request.group_id, int(request.producer_id), int(request.producer_epoch),
