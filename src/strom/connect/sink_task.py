@@ -133,10 +133,10 @@ class WorkerSinkTask(WorkerTask):
             self.redeliver_at = None
             self._pause_or_resume(consumer)
 
-    def _pause_or_resume(self, consumer: Consumer, partitions: list[TopicPartition] | None = None
-                         ) -> None:
-        """Paused while the task is paused or a batch waits for redelivery, else resumed."""
-        assigned = consumer.assignment() if partitions is None else partitions
+    def _pause_or_resume(self, consumer: Consumer) -> None:
+        """The assignment is paused while the task is paused or a batch waits for
+        redelivery, else resumed."""
+        assigned = consumer.assignment()
         if assigned:
             hold = self.paused.is_set() or self.redeliver_at is not None
             (consumer.pause if hold else consumer.resume)(assigned)
