@@ -1,6 +1,6 @@
 // Prints Kafka's broker and topic config catalogue as JSON, read from a Kafka release's own
 // config definitions (KafkaConfig.configDef, QuotaConfig.brokerQuotaConfigs, LogConfig,
-// DynamicBrokerConfig, ServerTopicConfigSynonyms). Run by tools/gen_kafka_configs.py with that release's jars on
+// GroupConfig, DynamicBrokerConfig, ServerTopicConfigSynonyms). Run by tools/gen_kafka_configs.py with that release's jars on
 // the class path (java's single-file source launcher); see that script.
 
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -13,6 +13,7 @@ import java.util.Map;
 import java.util.TreeMap;
 import org.apache.kafka.common.config.ConfigDef;
 import org.apache.kafka.common.utils.AppInfoParser;
+import org.apache.kafka.coordinator.group.GroupConfig;
 import org.apache.kafka.server.config.ConfigSynonym;
 import org.apache.kafka.server.config.DynamicBrokerConfig;
 import org.apache.kafka.server.config.QuotaConfig;
@@ -46,10 +47,15 @@ public class KafkaConfigCatalogue {
             entry.put("broker_synonyms", synonyms);
             topic.put(key.name, entry);
         }
+        Map<String, Object> group = new TreeMap<>();
+        for (ConfigDef.ConfigKey key : GroupConfig.CONFIG_DEF.configKeys().values()) {
+            group.put(key.name, describe(key));
+        }
         Map<String, Object> out = new LinkedHashMap<>();
         out.put("kafka_release", AppInfoParser.getVersion());
         out.put("broker", broker);
         out.put("topic", topic);
+        out.put("group", group);
         System.out.println(new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT)
             .writeValueAsString(out));
     }

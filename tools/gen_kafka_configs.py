@@ -5,7 +5,8 @@ The catalogue is read from one Kafka release's own config definitions, never wri
 the release's jars (``org.apache.kafka:kafka_2.13`` and its dependencies, resolved by Maven
 from Maven Central) run ``tools/KafkaConfigCatalogue.java`` (Java's single-file source
 launcher), which prints, for every name of ``KafkaConfig.configDef()`` (and the dynamic-only
-``QuotaConfig.brokerQuotaConfigs()``) and of ``LogConfig``: its
+``QuotaConfig.brokerQuotaConfigs()``), of ``LogConfig`` and of ``GroupConfig`` (KIP-848's
+group configs): its
 type, default (as Kafka prints it, ``ConfigDef.convertToString``), validator text, importance,
 whether it is internal and its documentation; for broker configs the dynamic update mode
 (``DynamicBrokerConfig.dynamicConfigUpdateModes()``: per-broker, cluster-wide, else
@@ -75,10 +76,11 @@ def main() -> int:
         "generated_by": "tools/gen_kafka_configs.py (tools/KafkaConfigCatalogue.java)",
         "broker": dict(sorted(raw["broker"].items())),
         "topic": dict(sorted(raw["topic"].items())),
+        "group": dict(sorted(raw["group"].items())),
     }
     args.out.write_text(json.dumps(catalogue, indent=1, sort_keys=False) + "\n")
-    print(f"{args.out}: Kafka {catalogue['kafka_release']}, {len(catalogue['broker'])} broker "
-          f"and {len(catalogue['topic'])} topic configs")  # fmt: skip
+    print(f"{args.out}: Kafka {catalogue['kafka_release']}, {len(catalogue['broker'])} broker, "
+          f"{len(catalogue['topic'])} topic and {len(catalogue['group'])} group configs")  # fmt: skip
     return 0
 
 

@@ -157,3 +157,63 @@ def test_list_config_resources_by_type(broker, topic_name) -> None:
     assert (groups.error_code, groups.config_resources) == (ErrorCode.none, ())
     assert (unknown.error_code, unknown.config_resources) == (ErrorCode.unsupported_version, ())
     assert (v0.error_code, v0.config_resources) == (ErrorCode.none, ())  # client metrics: none
+
+
+def test_group_configs_are_kept_described_and_listed(broker, topic_name) -> None:
+    """librdkafka's 0081 IncrementalAlterConfigs sets ``consumer.session.timeout.ms`` on a
+    GROUP resource (Kafka 4's group configs): kept, described (source GROUP_CONFIG 8), listed
+    by ListConfigResources; unknown names and values outside the broker's bounds refused."""
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    group = f"{topic_name}-g"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+    def alter(name: str, value: str | None) -> Any:
+        op = AlterConfigOpType.SET if value is not None else AlterConfigOpType.DELETE
+        resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+            ConfigEntry(name, value, incremental_operation=op)])  # fmt: skip
+        try:
+            admin.incremental_alter_configs([resource])[resource].result(timeout=20)
+        except Exception as exc:
+            return exc.args[0]
+        return None
+
+    def describe() -> dict[str, tuple[str, int]]:
+        resource = build(load(32, 4).DescribeConfigsResource, resource_type=32,
+                         resource_name=group, configuration_keys=None)  # fmt: skip
+        with RawConnection(any_broker(broker.bootstrap)) as conn:
+            (result,) = conn.request(32, 4, resources=(resource,), include_synonyms=False,
+                                     include_documentation=False).results  # fmt: skip
+        assert result.error_code == ErrorCode.none, result
+        return {c.name: (c.value, int(c.config_source)) for c in result.configs}
+
+    assert alter("consumer.session.timeout.ms", "50000") is None
+    got = describe()
+    assert got["consumer.session.timeout.ms"] == ("50000", 8)
+    assert got["consumer.heartbeat.interval.ms"] == ("5000", 5)  # the broker's default
+    with RawConnection(any_broker(broker.bootstrap)) as conn:
+        listed = conn.request(74, 1, resource_types=(32,))
+    assert [(r.resource_name, int(r.resource_type)) for r in listed.config_resources] \
+        == [(group, 32)]  # fmt: skip
+    for name, value in (("no.such.group.config", "1"), ("consumer.session.timeout.ms", "1000"),
+                        ("consumer.session.timeout.ms", "x")):  # fmt: skip
+        err = alter(name, value)
+        assert err is not None and err.code() == KafkaError.INVALID_CONFIG, (name, value, err)
+    assert alter("consumer.session.timeout.ms", None) is None
+    assert describe()["consumer.session.timeout.ms"] == ("45000", 5)
+    with RawConnection(any_broker(broker.bootstrap)) as conn:
+        assert conn.request(74, 1, resource_types=(32,)).config_resources == ()
+
+
+def load(key: int, version: int) -> Any:
+    from kio.index import load_payload_module
+    from kio.static.constants import EntityType
+
+    return load_payload_module(key, version, EntityType.request)

@@ -90,3 +90,24 @@ def test_docs_list_what_is_accepted_without_effect() -> None:
     assert _listed("## Accepted, stored and described, without effect in strom") == (
         defs.NO_EFFECT - at_start)
     assert _listed("## Topic configs accepted without effect") == set(cr.KAFKA_ONLY_TOPIC_CONFIGS)
+    assert _listed("## Group configs accepted without effect") == set(kc.GROUP)
+
+
+def test_group_configs_are_checked_as_kafka_checks_them() -> None:
+    from strom.broker import group_configs as gc
+    from strom.storage.errors import InvalidConfigError
+
+    gc.validate({"consumer.session.timeout.ms": "50000", "share.isolation.level": "read_committed"},
+                {})  # fmt: skip
+    refused = [({"no.such": "1"}, "Unknown group config name"),
+               ({"consumer.session.timeout.ms": "1000"},
+                "must be greater than or equal to group.consumer.min.session.timeout.ms"),
+               ({"consumer.session.timeout.ms": "70000"},
+                "must be less than or equal to group.consumer.max.session.timeout.ms"),
+               ({"share.isolation.level": "dirty"}, "String must be one of")]  # fmt: skip
+    for configs, why in refused:
+        with pytest.raises(InvalidConfigError, match=why):
+            gc.validate(configs, {})
+    # the broker's bounds as configured
+    gc.validate({"consumer.session.timeout.ms": "1000"},
+                {"group.consumer.min.session.timeout.ms": "500"})

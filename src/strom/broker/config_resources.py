@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from strom import kafka_configs as kc
 from strom.broker import broker_config_defs as defs
 from strom.broker import dynamic_config as dc
+from strom.broker import group_configs as gc
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
 from strom.storage.errors import InvalidConfigError
 from strom.storage.log_config import (
@@ -44,7 +45,14 @@ if TYPE_CHECKING:
 KAFKA_ONLY_TOPIC_CONFIGS = {n: k for n, k in kc.TOPIC.items() if n not in TOPIC_CONFIGS}
 
 # ConfigResource.Type
-UNKNOWN_RESOURCE, TOPIC, BROKER, BROKER_LOGGER = 0, 2, 4, 8
+UNKNOWN_RESOURCE, TOPIC, BROKER, BROKER_LOGGER, GROUP = 0, 2, 4, 8, 32
+
+
+@dataclass(frozen=True, slots=True)
+class GroupTarget:
+    """A GROUP config resource (:mod:`strom.broker.group_configs`)."""
+
+    group_id: str
 
 # ConfigEntry.ConfigSource codes on the wire
 SOURCE_CODES = {
@@ -322,19 +330,55 @@ async def alter_each_resource(
     return ctx.respond(throttle_time=0, responses=tuple(responses))
 
 
-def resource_to_alter(ctx: RequestContext, resource: Any) -> TopicInfo | str:
-    """What an AlterConfigs-style resource names: a topic (its info) or a broker entity
-    (``dynamic_config`` entity: a broker id, or the cluster default for ``""``)."""
+def resource_to_alter(ctx: RequestContext, resource: Any) -> TopicInfo | GroupTarget | str:
+    """What an AlterConfigs-style resource names: a topic (its info), a group, or a broker
+    entity (``dynamic_config`` entity: a broker id, or the cluster default for ``""``)."""
     rtype = int(resource.resource_type)
     name = resource.resource_name
     if rtype == BROKER:
         return dc.entity_of(name)
+    if rtype == GROUP:
+        if not name:
+            raise KafkaError(ErrorCode.invalid_request, "Group name must not be empty")
+        return GroupTarget(str(name))
     if rtype != TOPIC:
         raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {rtype}")
     info = ctx.broker.topics.get(name)
     if info is None:
         raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
     return info
+
+
+async def incremental_group(broker: Broker, group: str,
+                            ops: Iterable[tuple[str, int, str | None]]) -> dict[str, str]:  # fmt: skip
+    """A group's config set after IncrementalAlterConfigs' ops."""
+
+    def spec_type(name: str) -> str | None:
+        defn = kc.GROUP.get(name)
+        return defn.type if defn is not None else None
+
+    def base(name: str) -> str:
+        return kc.GROUP[name].default or ""
+
+    return apply_ops(await gc.read(broker.store, group), ops, spec_type, base, "group")
+
+
+async def alter_group(broker: Broker, group: str, configs: Mapping[str, str | None],
+                      validate_only: bool) -> None:  # fmt: skip
+    """Make ``configs`` the group's whole config set (or only check it)."""
+    gc.validate(configs, broker.config.values)
+    if not validate_only:
+        await gc.write(broker.store, group, {k: v for k, v in configs.items() if v is not None})
+
+
+async def describe_group(broker: Broker, group: str,
+                         keys: Iterable[str] | None = None) -> list[ConfigEntry]:  # fmt: skip
+    """Every group config of ``group`` (or those in ``keys``) with its value and source."""
+    own = await gc.read(broker.store, group)
+    return [ConfigEntry(name=name, value=value, source=source,
+                        config_type=CONFIG_TYPES.get(ctype, 0), documentation=doc or None,
+                        synonyms=[(name, value, source)])
+            for name, value, source, ctype, doc in gc.describe(own, broker.config.values, keys)]
 
 
 async def alter_broker(

@@ -6,19 +6,19 @@ types wanted (none: every type it supports) and answers name and type of each, a
 
 * TOPIC (2): every topic;
 * BROKER (4) and BROKER_LOGGER (8): every live broker, by id;
-* GROUP (32): groups with dynamic group configs — none in strom, which keeps no group
-  configs (KIP-848's ``consumer.session.timeout.ms`` and the like);
+* GROUP (32): groups with group configs (KIP-848's ``consumer.session.timeout.ms`` and the
+  like, :mod:`strom.broker.group_configs`);
 * CLIENT_METRICS (16): client-metrics subscriptions (KIP-714) — none: strom has no telemetry;
 * a type outside those (for v0, anything but CLIENT_METRICS): UNSUPPORTED_VERSION, no list.
 
-The broker is used in :func:`handle` only (its topics and metadata cache).
+The broker is used in :func:`handle` only (its topics, metadata cache and store).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import dispatch, group_configs
 from strom.broker.context import RequestContext
 from strom.protocol.errors import ErrorCode
 
@@ -28,10 +28,13 @@ SUPPORTED_V0 = (CLIENT_METRICS,)
 SUPPORTED = (TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP)
 
 
-def resources(wanted: tuple[int, ...], topics: list[str], brokers: list[int]) -> list[tuple[str, int]]:
+def resources(wanted: tuple[int, ...], topics: list[str], brokers: list[int],
+              groups: list[str]) -> list[tuple[str, int]]:  # fmt: skip
     """(name, type) of every resource of the ``wanted`` types, in Kafka's order (groups,
     client metrics, broker loggers, brokers, topics)."""
     out: list[tuple[str, int]] = []
+    if GROUP in wanted:
+        out += [(g, GROUP) for g in groups]
     if BROKER_LOGGER in wanted:
         out += [(str(b), BROKER_LOGGER) for b in brokers]
     if BROKER in wanted:
@@ -50,7 +53,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                            config_resources=())  # fmt: skip
     topics = sorted(info.name for info in ctx.broker.topics)
     brokers = sorted(ctx.broker.replicas.cache.brokers)
-    found = resources(wanted, topics, brokers)
+    groups = await group_configs.groups_with_configs(ctx.broker.store) if GROUP in wanted else []
+    found = resources(wanted, topics, brokers, groups)
     if ctx.api_version == 0:
         entries = tuple(ctx.make("ConfigResource", resource_name=name) for name, _ in found)
     else:
