@@ -54,8 +54,8 @@ def find_coordinator(cluster: Any, txn_id: str, timeout: float = 30.0) -> int:
     """FindCoordinator (key type 1) asked of every live broker until one answers; the id."""
     from kio.schema.find_coordinator.v4 import request as fc
 
-    from strom.broker.interbroker.connection import BrokerConnection
     from strom.protocol.messages import build
+    from strom.replication.connection import BrokerConnection
 
     async def ask(host: str, port: int) -> int | None:
         conn = BrokerConnection(host, port, client_id="test-find-coordinator")

@@ -22,6 +22,7 @@ from strom import kafka_configs as kc
 from strom.broker import broker_config_defs as defs
 from strom.broker import dynamic_config as dc
 from strom.broker import group_configs as gc
+from strom.broker.dynamic_config import DynamicConfig
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
 from strom.storage.errors import InvalidConfigError
 from strom.storage.log_config import (
@@ -35,9 +36,9 @@ from strom.storage.log_config import (
 )
 
 if TYPE_CHECKING:
-    from strom.broker.broker import Broker
     from strom.broker.context import RequestContext
-    from strom.metadata.topics import TopicInfo
+    from strom.metadata.topics import TopicInfo, TopicRegistry
+    from strom.storage.log_manager import LogManager
 
 #: Kafka's topic configs strom accepts, stores and describes (internal ones only when asked
 #: for by name) but does not act on (remote storage, per-codec compression levels,
@@ -83,12 +84,12 @@ class ConfigEntry:
 
 
 def describe_topic(
-    broker: Broker, overrides: Mapping[str, str], keys: Iterable[str] | None = None
+    configs: DynamicConfig, overrides: Mapping[str, str], keys: Iterable[str] | None = None
 ) -> list[ConfigEntry]:
     """Every topic config (or those in ``keys``) with its effective value, source, synonyms:
     strom's own (:data:`TOPIC_CONFIGS`) and the rest of Kafka's catalogue, accepted and kept
     but without effect in strom (:data:`KAFKA_ONLY_TOPIC_CONFIGS`)."""
-    values = effective_configs(overrides, broker.config.values)
+    values = effective_configs(overrides, configs.config.values)
     wanted = set(keys) if keys is not None else None
     entries = []
     for name in sorted(set(values) | set(KAFKA_ONLY_TOPIC_CONFIGS)):
@@ -104,13 +105,13 @@ def describe_topic(
             spec = TOPIC_CONFIGS[name]
             value, ctype, doc = values[name][0], spec.type, spec.doc
             if spec.broker_property is not None:
-                synonyms += dc.broker_synonyms(broker, defs.synonyms(spec.broker_property),
-                                               sensitive=False)  # fmt: skip
+                synonyms += configs.broker_synonyms(defs.synonyms(spec.broker_property),
+                                                    sensitive=False)  # fmt: skip
         else:
             kafka = KAFKA_ONLY_TOPIC_CONFIGS[name]
             ctype, doc = kafka.type, kafka.doc
             if kafka.broker_synonyms:
-                synonyms += dc.broker_synonyms(broker, kafka.broker_synonyms, sensitive=False)
+                synonyms += configs.broker_synonyms(kafka.broker_synonyms, sensitive=False)
             value = synonyms[0][1] if synonyms else kafka.default
         entries.append(
             ConfigEntry(
@@ -125,28 +126,29 @@ def describe_topic(
     return entries
 
 
-def _computed_broker_values(broker: Broker) -> dict[str, str]:
+def _computed_broker_values(configs: DynamicConfig) -> dict[str, str]:
     """Static settings that come from the command line rather than properties."""
-    host, port = broker.listen
-    adv_host, adv_port = broker.advertised
+    node = configs.node
+    host, port = node.listen
+    adv_host, adv_port = node.advertised
     return {
-        "broker.id": str(broker.node_id),
-        "node.id": str(broker.node_id),
+        "broker.id": str(node.node_id),
+        "node.id": str(node.node_id),
         "listeners": f"PLAINTEXT://{host}:{port}",
         "advertised.listeners": f"PLAINTEXT://{adv_host}:{adv_port}",
-        "log.dirs": ",".join(str(d) for d in broker.log_dirs),
+        "log.dirs": ",".join(str(d) for d in node.log_dirs),
     }
 
 
 def describe_broker(
-    broker: Broker, entity: str, keys: Iterable[str] | None = None
+    configs: DynamicConfig, entity: str, keys: Iterable[str] | None = None
 ) -> list[ConfigEntry]:
     """A BROKER resource: this broker's every config (``entity`` its id) with value, source
     and synonyms; or (``entity`` the default) the cluster-wide dynamic configs alone."""
-    cfg = broker.config
+    cfg = configs.config
     per_broker = entity != dc.DEFAULT_ENTITY
     if per_broker:
-        computed = _computed_broker_values(broker)
+        computed = _computed_broker_values(configs)
         names = set(defs.DESCRIBED) | set(cfg.explicit) | set(cfg.dynamic_broker)
     else:
         computed = {}
@@ -157,7 +159,7 @@ def describe_broker(
         if wanted is not None and name not in wanted:
             continue
         sensitive = defs.is_sensitive(name)
-        synonyms = dc.broker_synonyms(broker, defs.synonyms(name), sensitive)
+        synonyms = configs.broker_synonyms(defs.synonyms(name), sensitive)
         if not per_broker:
             synonyms = [s for s in synonyms if s[2] == dc.DYNAMIC_DEFAULT]
         while synonyms and synonyms[0][0] != name:  # Kafka drops other names' leading entries
@@ -188,7 +190,8 @@ def describe_broker(
     return entries
 
 
-def validate_overrides(broker: Broker, overrides: Mapping[str, str | None]) -> dict[str, str]:
+def validate_overrides(configs: DynamicConfig, overrides: Mapping[str, str | None]
+                       ) -> dict[str, str]:  # fmt: skip
     """Check every override and the resulting configuration; raise InvalidConfigError
     (INVALID_CONFIG, Kafka's answer): a name in neither strom's topic configs nor Kafka's
     catalogue is unknown; a Kafka-only name is checked by Kafka's type and validator."""
@@ -198,7 +201,7 @@ def validate_overrides(broker: Broker, overrides: Mapping[str, str | None]) -> d
             raise InvalidConfigError(f"Null value not supported for topic configs: {name}")
         check_topic_value(name, value)
         checked[name] = value
-    LogConfig.from_configs(checked, broker.config.values)
+    LogConfig.from_configs(checked, configs.config.values)
     return checked
 
 
@@ -217,15 +220,15 @@ def check_topic_value(name: str, value: str) -> None:
 
 
 async def apply_topic_overrides(
-    broker: Broker, topic: str, overrides: Mapping[str, str]
+    registry: TopicRegistry, logs: LogManager, topic: str, overrides: Mapping[str, str]
 ) -> None:
     """Persist ``overrides`` as the topic's whole override set and reconfigure its logs."""
-    await broker.topics.set_configs(topic, dict(overrides))
-    broker.logs.update_topic_config(topic, dict(overrides))
+    await registry.set_configs(topic, dict(overrides))
+    logs.update_topic_config(topic, dict(overrides))
 
 
 def incremental(
-    broker: Broker, current: Mapping[str, str], ops: Iterable[tuple[str, int, str | None]]
+    configs: DynamicConfig, current: Mapping[str, str], ops: Iterable[tuple[str, int, str | None]]
 ) -> dict[str, str]:
     """The topic override set after IncrementalAlterConfigs' SET/DELETE/APPEND/SUBTRACT ops."""
 
@@ -238,14 +241,14 @@ def incremental(
 
     def base(name: str) -> str:
         if name in TOPIC_CONFIGS:
-            return effective_configs({}, broker.config.values)[name][0]
+            return effective_configs({}, configs.config.values)[name][0]
         return KAFKA_ONLY_TOPIC_CONFIGS[name].default or ""
 
     return apply_ops(current, ops, spec_type, base, "topic")
 
 
 async def incremental_broker(
-    broker: Broker, entity: str, ops: Iterable[tuple[str, int, str | None]]
+    configs: DynamicConfig, entity: str, ops: Iterable[tuple[str, int, str | None]]
 ) -> dict[str, str]:
     """A broker entity's dynamic config set after IncrementalAlterConfigs' ops."""
 
@@ -254,9 +257,9 @@ async def incremental_broker(
         return spec.type if spec is not None else None
 
     def base(name: str) -> str:
-        return broker.config.values.get(name) or defs.BROKER_CONFIGS[name].default or ""
+        return configs.config.values.get(name) or defs.BROKER_CONFIGS[name].default or ""
 
-    return apply_ops(await dc.current(broker, entity), ops, spec_type, base, "broker")
+    return apply_ops(await configs.current(entity), ops, spec_type, base, "broker")
 
 
 def apply_ops(
@@ -343,13 +346,13 @@ def resource_to_alter(ctx: RequestContext, resource: Any) -> TopicInfo | GroupTa
         return GroupTarget(str(name))
     if rtype != TOPIC:
         raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {rtype}")
-    info = ctx.broker.topics.get(name)
+    info = ctx.topics.get(name)
     if info is None:
         raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
     return info
 
 
-async def incremental_group(broker: Broker, group: str,
+async def incremental_group(configs: DynamicConfig, group: str,
                             ops: Iterable[tuple[str, int, str | None]]) -> dict[str, str]:  # fmt: skip
     """A group's config set after IncrementalAlterConfigs' ops."""
 
@@ -360,25 +363,25 @@ async def incremental_group(broker: Broker, group: str,
     def base(name: str) -> str:
         return kc.GROUP[name].default or ""
 
-    return apply_ops(await gc.read(broker.store, group), ops, spec_type, base, "group")
+    return apply_ops(await gc.read(configs.store, group), ops, spec_type, base, "group")
 
 
-async def alter_group(broker: Broker, group: str, configs: Mapping[str, str | None],
+async def alter_group(configs: DynamicConfig, group: str, wanted: Mapping[str, str | None],
                       validate_only: bool) -> None:  # fmt: skip
-    """Make ``configs`` the group's whole config set (or only check it)."""
-    gc.validate(configs, broker.config.values)
+    """Make ``wanted`` the group's whole config set (or only check it)."""
+    gc.validate(wanted, configs.config.values)
     if not validate_only:
-        await gc.write(broker.store, group, {k: v for k, v in configs.items() if v is not None})
+        await gc.write(configs.store, group, {k: v for k, v in wanted.items() if v is not None})
 
 
-async def describe_group(broker: Broker, group: str,
+async def describe_group(configs: DynamicConfig, group: str,
                          keys: Iterable[str] | None = None) -> list[ConfigEntry]:  # fmt: skip
     """Every group config of ``group`` (or those in ``keys``) with its value and source."""
-    own = await gc.read(broker.store, group)
+    own = await gc.read(configs.store, group)
     return [ConfigEntry(name=name, value=value, source=source,
                         config_type=CONFIG_TYPES.get(ctype, 0), documentation=doc or None,
                         synonyms=[(name, value, source)])
-            for name, value, source, ctype, doc in gc.describe(own, broker.config.values, keys)]
+            for name, value, source, ctype, doc in gc.describe(own, configs.config.values, keys)]
 
 
 async def alter_broker(
@@ -386,6 +389,6 @@ async def alter_broker(
 ) -> None:
     """Make ``configs`` the broker entity's dynamic set (or only check it)."""
     if validate_only:
-        dc.validate(ctx.broker, entity, configs)
+        ctx.configs.validate(entity, configs)
     else:
-        await dc.apply(ctx.broker, entity, configs)
+        await ctx.configs.apply(entity, configs)

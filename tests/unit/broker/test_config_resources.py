@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-from typing import Any
+from pathlib import Path
 
 import pytest
 
 from strom.broker import config_resources as cr
+from strom.broker.dynamic_config import DynamicConfig
+from strom.broker.node import NodeIdentity
 from strom.config import BrokerConfig
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.storage.errors import InvalidConfigError
 
 
-def fake_broker(**props: str) -> Any:
-    return SimpleNamespace(
-        config=BrokerConfig(props), node_id=1, listen=("127.0.0.1", 9092),
-        advertised=("localhost", 9092), data_dir="/data", log_dirs=["/data"],
-    )  # fmt: skip
+def fake_broker(**props: str) -> DynamicConfig:
+    """A broker's dynamic configs with no store behind them (nothing here reads or writes it)
+    and no topics."""
+    node = NodeIdentity(1, "c", ("localhost", 9092), ("127.0.0.1", 9092), None, Path("/data"),
+                        (Path("/data"),))  # fmt: skip
+    return DynamicConfig(None, BrokerConfig(props), node, [])  # type: ignore[arg-type]
 
 
 def test_topic_sources_and_synonyms() -> None:

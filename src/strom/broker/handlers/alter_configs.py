@@ -30,13 +30,13 @@ async def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> Non
             )
         wanted[config.name] = config.value
     if isinstance(target, cr.GroupTarget):  # the group's whole set (group_configs)
-        return await cr.alter_group(ctx.broker, target.group_id, wanted, validate_only)
+        return await cr.alter_group(ctx.configs, target.group_id, wanted, validate_only)
     if isinstance(target, str):  # a broker entity; a null value leaves the config unset
         configs = {k: v for k, v in wanted.items() if v is not None}
         return await cr.alter_broker(ctx, target, configs, validate_only)
-    overrides = cr.validate_overrides(ctx.broker, wanted)
+    overrides = cr.validate_overrides(ctx.configs, wanted)
     if not validate_only:
-        await cr.apply_topic_overrides(ctx.broker, target.name, overrides)
+        await cr.apply_topic_overrides(ctx.topics.registry, ctx.logs, target.name, overrides)
     return None
 
 

@@ -25,27 +25,26 @@ API_KEY = 32
 
 
 async def _entries(ctx: RequestContext, rtype: int, name: str, keys: Any) -> list[cr.ConfigEntry]:
-    broker = ctx.broker
     if rtype == cr.GROUP:
         if not name:
             raise KafkaError(ErrorCode.invalid_request, "Group name must not be empty")
-        return await cr.describe_group(broker, name, keys)
+        return await cr.describe_group(ctx.configs, name, keys)
     if rtype == cr.TOPIC:
-        info = broker.topics.get(name)
+        info = ctx.topics.get(name)
         if info is None:
             raise KafkaError(
                 ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist."
             )
-        return cr.describe_topic(broker, info.configs, keys)
+        return cr.describe_topic(ctx.configs, info.configs, keys)
     if rtype == cr.BROKER:
         entity = dc.entity_of(name)
-        if entity not in (dc.DEFAULT_ENTITY, str(broker.node_id)):
+        if entity not in (dc.DEFAULT_ENTITY, str(ctx.node.node_id)):
             raise KafkaError(
                 ErrorCode.invalid_request,
-                f"Unexpected broker id, expected {broker.node_id} or empty string, "
+                f"Unexpected broker id, expected {ctx.node.node_id} or empty string, "
                 f"but received {name}",
             )
-        return cr.describe_broker(broker, entity, keys)
+        return cr.describe_broker(ctx.configs, entity, keys)
     raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {rtype}")
 
 

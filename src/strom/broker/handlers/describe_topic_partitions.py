@@ -20,7 +20,7 @@ and kafka-python's ``describe_topic_partitions``. Kafka's rules
   a topic supports), in :func:`authorized_operations`, the one place an authorizer would
   decide it.
 
-The broker is used in :func:`handle` only (its topics, metadata cache and config).
+The services used (topics, the metadata cache, the config) are read in :func:`handle` only.
 """
 
 from __future__ import annotations
@@ -88,8 +88,8 @@ def _unknown_code(name: str) -> ErrorCode:
 
 @dispatch.handler(API_KEY, 0, 0)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    topics, cache = ctx.broker.topics, ctx.broker.replicas.cache
-    configured = ctx.broker.config.get(PARTITION_LIMIT_CONFIG)
+    topics, cache = ctx.topics, ctx.replicas.cache
+    configured = ctx.config.get(PARTITION_LIMIT_CONFIG)
     limit = int(configured) if configured else DEFAULT_PARTITION_LIMIT
     cursor = request.cursor
     start_topic = cursor.topic_name if cursor is not None else ""

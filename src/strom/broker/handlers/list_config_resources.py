@@ -11,7 +11,8 @@ types wanted (none: every type it supports) and answers name and type of each, a
 * CLIENT_METRICS (16): client-metrics subscriptions (KIP-714) — none: strom has no telemetry;
 * a type outside those (for v0, anything but CLIENT_METRICS): UNSUPPORTED_VERSION, no list.
 
-The broker is used in :func:`handle` only (its topics, metadata cache and store).
+The services used (topics, the metadata cache, the config store) are read in :func:`handle`
+only.
 """
 
 from __future__ import annotations
@@ -51,9 +52,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if any(t not in supported for t in wanted):
         return ctx.respond(throttle_time=0, error_code=ErrorCode.unsupported_version,
                            config_resources=())  # fmt: skip
-    topics = sorted(info.name for info in ctx.broker.topics)
-    brokers = sorted(ctx.broker.replicas.cache.brokers)
-    groups = await group_configs.groups_with_configs(ctx.broker.store) if GROUP in wanted else []
+    topics = sorted(info.name for info in ctx.topics)
+    brokers = sorted(ctx.replicas.cache.brokers)
+    groups = await group_configs.groups_with_configs(ctx.configs.store) if GROUP in wanted else []
     found = resources(wanted, topics, brokers, groups)
     if ctx.api_version == 0:
         entries = tuple(ctx.make("ConfigResource", resource_name=name) for name, _ in found)

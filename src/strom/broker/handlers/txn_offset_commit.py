@@ -1,8 +1,8 @@
 """TxnOffsetCommit (key 28, v0–3): consumer offsets as part of a transaction.
 
 The producer must have added the group's ``__consumer_offsets`` partition with AddOffsetsToTxn
-(else INVALID_TXN_STATE; a stale epoch is INVALID_PRODUCER_EPOCH, :func:`_check`). The offsets
-are written as a transactional batch of the producer and become the group's committed offsets only when the
+(else INVALID_TXN_STATE; a stale epoch is INVALID_PRODUCER_EPOCH, :func:`_check`). The offsets are written as a
+transactional batch of the producer and become the group's committed offsets only when the
 COMMIT marker reaches that partition (:meth:`GroupCoordinator.complete_txn`); the request is
 answered once that batch is replicated. v3 carries the
 member id and generation (KIP-447): a zombie member of an older generation is refused. In a
@@ -17,8 +17,7 @@ from typing import Any
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
 from strom.broker.group.model import OffsetEntry
-from strom.broker.group.service import OFFSETS_TOPIC, coordinator_of, wait_for_callback
-from strom.broker.txn.service import txn_coordinator_of, txn_verifier_of
+from strom.broker.group.service import OFFSETS_TOPIC, wait_for_callback
 from strom.broker.txn.verification import produce_code
 from strom.protocol.errors import ErrorCode, KafkaError
 
@@ -33,20 +32,17 @@ async def _check(ctx: RequestContext, request: Any) -> ErrorCode:
     here), INVALID_TXN_STATE when the partition is not in the transaction,
     INVALID_PRODUCER_ID_MAPPING, CONCURRENT_TRANSACTIONS, and COORDINATOR_NOT_AVAILABLE when the
     transaction coordinator could not be asked (Kafka's group coordinator's answer)."""
-    txn = txn_coordinator_of(ctx.broker)
+    txn = ctx.transactions.active()
     txn_id = request.transactional_id
     pid, epoch = int(request.producer_id), int(request.producer_epoch)
-    tp = (OFFSETS_TOPIC, coordinator_of(ctx.broker).partition_for(request.group_id))
+    tp = (OFFSETS_TOPIC, ctx.groups.active().partition_for(request.group_id))
     if txn.ownership(txn_id) != ErrorCode.not_coordinator:
         code = txn.verify(txn_id, pid, epoch, [tp])[tp]
         if code == ErrorCode.concurrent_transactions:
             return code  # retried by every client as it is
         code = produce_code(code)
     else:
-        verifier = txn_verifier_of(ctx.broker)
-        if verifier is None:
-            return ErrorCode.none  # no peers to ask (Kafka before KIP-890 did not check)
-        code = (await verifier.verify(txn, txn_id, pid, epoch, [tp]))[tp]
+        code = (await ctx.transactions.verifier.verify(txn, txn_id, pid, epoch, [tp]))[tp]
     return ErrorCode.coordinator_not_available if code == ErrorCode.not_enough_replicas else code
 
 
@@ -55,7 +51,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     codes: dict[tuple[str, int], ErrorCode] = {}
     wanted: dict[tuple[str, int], OffsetEntry] = {}
     for topic in request.topics:
-        info = ctx.broker.topics.get(topic.name)
+        info = ctx.topics.get(topic.name)
         for p in topic.partitions:
             tp = (topic.name, int(p.partition_index))
             if info is None or tp[1] not in info.replicas:
@@ -70,7 +66,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if code != ErrorCode.none:
                 codes.update({tp: code for tp in wanted})
             else:
-                coord = coordinator_of(ctx.broker)
+                coord = ctx.groups.active()
                 answer: dict[tuple[str, int], ErrorCode] = await wait_for_callback(
                     lambda cb: coord.commit_txn_offsets(
                         request.group_id, int(request.producer_id), int(request.producer_epoch),

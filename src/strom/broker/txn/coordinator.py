@@ -8,7 +8,7 @@ WriteTxnMarkers request; it returns once every partition of the marker has it, r
 meanwhile, or with the error that made it stop) and ``allocate_producer_id()``. Every state
 change is appended *before* memory changes and before the answer.
 
-Ownership is per partition of ``__transaction_state`` (:mod:`strom.broker.coordinator_partitions`):
+Ownership is per partition of ``__transaction_state`` (:mod:`strom.replication.coordinator_partitions`):
 :meth:`begin_load` (the broker became its leader; its ids answer COORDINATOR_LOAD_IN_PROGRESS),
 :meth:`finish_load` (its records replayed, in log order; transactions caught between
 PrepareCommit/PrepareAbort and Complete* are completed again — a marker for a transaction already

@@ -28,14 +28,14 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.add_partitions_to_txn.v4 import request as aptx
 
 from strom.broker import internal_topics
-from strom.broker.interbroker.connection import BrokerConnection, BrokerConnectionError
-from strom.broker.interbroker.pool import PeerConnections
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.messages import build
+from strom.replication.connection import BrokerConnection, BrokerConnectionError
+from strom.replication.peers import PeerConnections
 
 if TYPE_CHECKING:
-    from strom.broker.broker import Broker
     from strom.broker.txn.coordinator import TransactionCoordinator
+    from strom.replication.metadata_cache import MetadataCache
 
 log = logging.getLogger(__name__)
 E = ErrorCode
@@ -51,16 +51,15 @@ _RETRIABLE = (E.concurrent_transactions, E.network_exception, E.coordinator_load
 class TxnVerifier:
     """AddPartitionsToTxn v4 ``verify_only`` to remote transaction coordinators."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self._peers = PeerConnections(broker, "strom-txn-verify")
+    def __init__(self, cache: MetadataCache, source_host: str | None) -> None:
+        self.cache = cache
+        self._peers = PeerConnections(cache, "strom-txn-verify", source_host)
 
     async def verify(self, coordinator: TransactionCoordinator, txn_id: str, producer_id: int,
                      producer_epoch: int, partitions: list[TopicPartition],
                      ) -> dict[TopicPartition, ErrorCode]:  # fmt: skip
         """Each partition's produce error code (NONE: in the ongoing transaction)."""
-        state = self.broker.replicas.cache.partition(internal_topics.TXN_TOPIC,
-                                                     coordinator.partition_for(txn_id))  # fmt: skip
+        state = self.cache.partition(internal_topics.TXN_TOPIC, coordinator.partition_for(txn_id))
         if state is None or state.leader < 0:
             return {tp: E.not_enough_replicas for tp in partitions}
         try:
