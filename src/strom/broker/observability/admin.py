@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from strom.config import ConfigError
 
 if TYPE_CHECKING:
-    from strom.broker.broker import Broker
+    from strom.broker.observability.health import ObservedBroker
 
 log = logging.getLogger(__name__)
 CONFIG_KEY = "strom.admin.listener"
@@ -73,7 +73,7 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def build_app(broker: Broker) -> Any:
+def build_app(broker: ObservedBroker) -> Any:
     """The Starlette app of the admin listener."""
     from prometheus_client import (
         CONTENT_TYPE_LATEST,
@@ -114,7 +114,7 @@ def build_app(broker: Broker) -> Any:
 class AdminListener:
     """The uvicorn server of one broker, as a task of its event loop."""
 
-    def __init__(self, broker: Broker, host: str, port: int) -> None:
+    def __init__(self, broker: ObservedBroker, host: str, port: int) -> None:
         self.broker = broker
         self.host, self.port = host, port
         self._sock: socket.socket | None = None
