@@ -41,13 +41,13 @@ def minimal(cls: Any, **overrides: Any) -> Any:
             continue
         if f.default is not MISSING or f.default_factory is not MISSING:
             continue  # the schema's default
-        kind = classify_field(f)
-        if isinstance(kind, EntityTupleField | PrimitiveTupleField):
+        array, entity, nullable = field_shape(f)
+        if array:
             values[f.name] = ()
-        elif is_optional(f):
+        elif nullable:
             values[f.name] = None
-        elif isinstance(kind, EntityField):
-            values[f.name] = minimal(kind.type_)
+        elif entity is not None:
+            values[f.name] = minimal(entity)
         else:
             values[f.name] = _zero(f.metadata["kafka_type"])
     return cls(**values)
