@@ -64,6 +64,11 @@ def _marker(batch: bytes | bytearray | memoryview) -> Marker | None:
 
 
 _INT32_MAX = 2**31 - 1
+# record_batch names read on every append, bound once (a module attribute lookup less each)
+_LOG_OVERHEAD, _CONTROL_BIT = rb.LOG_OVERHEAD, rb.CONTROL_BIT
+_HEADER_SIZE, _MAGIC, _MIN_BATCH_LENGTH = rb.HEADER_SIZE, rb.MAGIC, rb.MIN_BATCH_LENGTH
+_LOG_APPEND_TIME, _TIMESTAMP_TYPE_BIT = rb.LOG_APPEND_TIME, rb.TIMESTAMP_TYPE_BIT
+_parse_header, _pack_header = rb.parse_header, rb.HEADER_STRUCT.pack
 _Buffer = bytes | bytearray | memoryview
 _new_header = tuple.__new__  # a NamedTuple from a plain tuple, without keyword handling
 _new_result = tuple.__new__
@@ -346,13 +351,13 @@ class Log:
             append_time = -1
             value_bytes = 0
             for stored, batch in batches:  # stored as the leader wrote them
-                self._store(stored, None, batch, now, pending)
+                self._store(self._segments[-1], stored, None, batch, now, pending)
         else:
             # Every Produce: the header is parsed once, the records validated in place and
             # written as they came beside the patched header (LogSegment.append), never copied.
-            header = rb.parse_header(records) if len(records) >= rb.HEADER_SIZE else None
-            if header is None or not (header.magic == rb.MAGIC and header.size == len(records)
-                                      and header.batch_length >= rb.MIN_BATCH_LENGTH):  # fmt: skip
+            header = _parse_header(records) if len(records) >= _HEADER_SIZE else None
+            if header is None or not (header.magic == _MAGIC and header.size == len(records)
+                                      and header.batch_length >= _MIN_BATCH_LENGTH):  # fmt: skip
                 header = self._one_batch(records)  # or the codec's error
             validate_shape(header, records, config)
             max_ts, value_bytes = validate_records(header, records, config, now, origin)
@@ -363,9 +368,9 @@ class Log:
                 if dup is not None:
                     return AppendResult(dup.first_offset, dup.last_offset, -1,
                                         self.log_start_offset, count, True)  # fmt: skip
-            append_time = now if config.timestamp_type == rb.LOG_APPEND_TIME else -1
+            append_time = now if config.timestamp_type == _LOG_APPEND_TIME else -1
             if append_time >= 0:
-                attributes |= rb.TIMESTAMP_TYPE_BIT
+                attributes |= _TIMESTAMP_TYPE_BIT
                 max_ts = append_time
             seg = self._segments[-1]
             first = seg.next_offset
@@ -379,7 +384,7 @@ class Log:
                                                   seq, count))  # fmt: skip
             if max_ts != client_max_ts or attributes != header.attributes:
                 stored = stored._replace(crc=rb.crc_of(stored, records))
-            self._store(stored, rb.HEADER_STRUCT.pack(*stored), records, now, pending)
+            self._store(seg, stored, _pack_header(*stored), records, now, pending)
         self._unflushed_messages += count
         flushed = None
         if self._unflushed_messages >= config.flush_messages:
@@ -394,40 +399,42 @@ class Log:
         return _new_result(AppendResult, (first, last, append_time, self.log_start_offset,
                                           count, False, value_bytes, flushed))  # fmt: skip
 
-    def _store(self, stored: rb.BatchHeader, head: bytes | None, batch: _Buffer, now: int,
-               pending: dict[int, ProducerEntry]) -> None:  # fmt: skip
-        """Write one checked batch whose offsets are final (``stored`` is its header as
-        stored; ``head`` that header packed, when it differs from the batch's first bytes):
-        roll first when it does not fit the active segment, then keep the transaction index,
-        producer state (``pending``: what :meth:`ProducerStateManager.check` staged) and the
-        leader epochs in step."""
+    def _store(self, seg: LogSegment, stored: rb.BatchHeader, head: bytes | None, batch: _Buffer,
+               now: int, pending: dict[int, ProducerEntry]) -> None:  # fmt: skip
+        """Write one checked batch whose offsets are final into the active segment ``seg``
+        (``stored`` is its header as stored; ``head`` that header packed, when it differs from
+        the batch's first bytes): roll first when it does not fit, then keep the transaction
+        index, producer state (``pending``: what :meth:`ProducerStateManager.check` staged)
+        and the leader epochs in step."""
         # BatchHeader's fields by position: cheaper than attributes or a 13-name unpack on
-        # the Produce path (base offset, batch length, epoch, ..., attributes, delta, ..., pid)
-        offset, length, epoch = stored[0], stored[1], stored[2]
-        attributes, delta, pid = stored[5], stored[6], stored[9]
-        seg = self._segments[-1]
+        # the Produce path (base offset, batch length, ..., last offset delta)
+        offset, length, delta = stored[0], stored[1], stored[6]
         config = self.config
         seg_size = seg.size
         # The roll test. A batch fits when its offsets are expressible relative to the
         # segment's base and, unless the segment is empty, it stays within segment.bytes,
         # segment.ms (less the jitter) and the offset index's size.
         if not (0 <= offset + delta - seg.base_offset <= _INT32_MAX and (seg_size == 0 or (
-                seg_size + length + rb.LOG_OVERHEAD <= config.segment_bytes
+                seg_size + length + _LOG_OVERHEAD <= config.segment_bytes
                 and now - seg.created_ms <= config.segment_ms - config.segment_jitter_ms
                 and not seg.index.is_full))):  # fmt: skip
             if seg_size == 0:  # an empty segment's base is the log end: the offsets are wrong
                 raise InvalidRecordError(f"batch offsets {offset} do not fit {seg}")
             seg = self.roll(offset)
-        marker = aborted = None
-        if attributes & rb.CONTROL_BIT:
+        coordinator_epoch = None
+        if stored[5] & _CONTROL_BIT:  # attributes: a control batch (a transaction marker)
             marker = _marker(batch)
-            aborted = self._aborted_by(stored, marker)
-        seg.append(batch, stored, head)
-        if aborted is not None:
-            seg.txn_index.append(aborted)
-        if pid >= 0:
-            self.producer_state.update(stored, pending,
-                                       marker.coordinator_epoch if marker else None)  # fmt: skip
+            aborted = self._aborted_by(stored, marker)  # before producer state applies it
+            seg.append(batch, stored, head)
+            if aborted is not None:
+                seg.txn_index.append(aborted)
+            if marker is not None:
+                coordinator_epoch = marker.coordinator_epoch
+        else:
+            seg.append(batch, stored, head)
+        if stored[9] >= 0:  # a producer id
+            self.producer_state.update(stored, pending, coordinator_epoch)
+        epoch = stored[2]  # the partition leader epoch
         if epoch > self.leader_epochs.latest_epoch:
             self.leader_epochs.assign(epoch, offset)
 
