@@ -21,15 +21,28 @@ wait for the queue issue; ACLs and SCRAM for the security issue.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.jvm.jvm import Outcome, check_outcomes, junit_tests, run_junit
+from tests.topology import CLUSTER3, module_broker
 
 pytestmark = [pytest.mark.both_topologies, pytest.mark.jvm, pytest.mark.timeout(600)]
 CLASSES = ("ProducerTest", "TransactionsTest", "ConsumerTest", "AdminTest")
 CASES = [(c, m) for c in CLASSES for m in junit_tests(c)]
+
+
+@pytest.fixture(scope="module")
+def broker(topology: str, request: pytest.FixtureRequest,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:  # fmt: skip
+    """This module's broker: a single one of its own, or the JVM tests' shared cluster."""
+    if topology == CLUSTER3 and not __import__("os").environ.get("STROM_TEST_BOOTSTRAP"):
+        yield request.getfixturevalue("jvm_cluster")
+        return
+    with module_broker(topology, tmp_path_factory.mktemp("broker")) as b:
+        yield b
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ the committed output against the known answer (:mod:`tests.jvm.streams_check`):
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -24,7 +25,7 @@ import pytest
 from strom.testing.cluster import wait_until
 from tests.jvm.jvm import JavaProcess
 from tests.jvm.streams_check import OUTPUTS, OrdersInput, read_committed
-from tests.topology import CLUSTER3, module_broker
+from tests.topology import module_broker
 
 pytestmark = [pytest.mark.jvm, pytest.mark.slow, pytest.mark.timeout(300)]
 APP = "io.strom.jvm.OrdersApp"
@@ -115,9 +116,16 @@ def test_instance_killed_mid_run_then_restarted(single: Any, tmp_path: Path) -> 
     data, app_id = _setup(single.bootstrap, 1)
     with StreamsInstance(single.bootstrap, app_id, data.prefix, tmp_path, "a") as a:
         a.wait_running()
-        data.produce_orders(single.bootstrap, 300)
-        wait_for_output(single.bootstrap, data, 90, at_least=50)  # mid-run: some committed
-        a.kill()  # kill -9: its open transaction is left behind
+        # orders keep coming (20 every 0.1 s) while the instance is killed: it dies in the
+        # middle of a transaction, not idle
+        feeder = threading.Thread(target=lambda: [
+            (data.produce_orders(single.bootstrap, 20), time.sleep(0.1)) for _ in range(15)])
+        feeder.start()
+        try:
+            wait_for_output(single.bootstrap, data, 90, at_least=50)  # mid-run: some committed
+            a.kill()  # kill -9: its open transaction is left behind
+        finally:
+            feeder.join(120)
     data.produce_orders(single.bootstrap, 300)
     # the same instance again (same state directory, so the same transactional ids: its
     # producers fence the dead one's and abort what it had not committed)
@@ -152,19 +160,24 @@ def test_rebalance_to_a_second_instance(single: Any, tmp_path: Path) -> None:
         b.kill()
 
 
-def test_broker_killed_mid_run_on_a_cluster(tmp_path: Path) -> None:
-    with module_broker(CLUSTER3, tmp_path / "cluster") as cluster:
-        data, app_id = _setup(cluster.bootstrap, 3)
+def test_broker_killed_mid_run_on_a_cluster(jvm_cluster: Any, tmp_path: Path) -> None:
+    cluster = jvm_cluster
+    data, app_id = _setup(cluster.bootstrap, 3)
+    victim = None
+    try:
         with StreamsInstance(cluster.bootstrap, app_id, data.prefix, tmp_path, "a") as a:
             a.wait_running()
-            data.produce_orders(cluster.bootstrap, 200)
+            data.produce_orders(cluster.bootstrap, 150)
             wait_for_output(cluster.bootstrap, data, 90, at_least=50)
             # kill -9 the leader of the orders' first partition (and, with it, the leaders
             # of whatever else it leads: the repartition topics, the transaction state log)
             victim = cluster.leader_of(data.prefix + "orders", 0)
             cluster.kill(victim)
-            data.produce_orders(cluster.bootstrap, 200)
-            wait_for_output(cluster.bootstrap, data, 120, at_least=400)
+            data.produce_orders(cluster.bootstrap, 150)
+            wait_for_output(cluster.bootstrap, data, 120, at_least=300)
             cluster.start_broker(victim)
-            data.produce_orders(cluster.bootstrap, 200)
+            data.produce_orders(cluster.bootstrap, 150)
             settle_and_check(cluster.bootstrap, data, timeout=180)
+    finally:
+        if victim is not None and victim not in cluster.running_ids():
+            cluster.start_broker(victim)

@@ -16,7 +16,6 @@ inconsistent or unexpected.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +34,6 @@ pytestmark = [
 ]
 PRODUCER = "org.apache.kafka.tools.VerifiableProducer"
 CONSUMER = "org.apache.kafka.tools.VerifiableConsumer"
-SETTINGS = {"replica.lag.time.max.ms": "3000", "auto.leader.rebalance.enable": "false"}
 
 
 def events(log: Path) -> list[dict[str, Any]]:
@@ -83,10 +81,12 @@ def build_history(topic: str, producer_log: Path, consumer_log: Path) -> History
     return history
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcess]:
-    with ClusterProcess(tmp_path_factory.mktemp("cluster"), 3, settings=SETTINGS) as c:
-        yield c
+@pytest.fixture
+def cluster(jvm_cluster: ClusterProcess) -> ClusterProcess:
+    """The JVM tests' shared cluster (tests/jvm/conftest.py), every broker running."""
+    for broker_id in set(jvm_cluster.brokers) - jvm_cluster.running_ids():
+        jvm_cluster.start_broker(broker_id)
+    return jvm_cluster
 
 
 @pytest.mark.parametrize("fault", ["hard_bounce_leader", "clean_bounce_leader",
