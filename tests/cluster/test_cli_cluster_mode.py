@@ -127,7 +127,7 @@ def test_reassign_to_a_new_broker_and_log_dir(tmp_path: Path) -> None:
     every acknowledged record reads back from the new replica, once, in order."""
     from confluent_kafka import Producer
 
-    from strom.cli import wire
+    from strom.admin import wire
     from tests.integration.clients import consume_all
 
     dirs = {i: [str((tmp_path / f"b{i}-{d}").resolve()) for d in "ab"] for i in (1, 2)}

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from strom.cli import wire
+from strom.admin import wire
 from strom.testing import BrokerProcess, free_port
 from tests.integration.cli_helpers import Cli, assert_clean_error, side_by_side, strom
 

@@ -30,8 +30,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from strom.cli.clients import add_format_option
 from strom.cli.errors import CliError
+from strom.cli.options import add_format_option
 from strom.cli.output import print_json
 
 STATE_FILE = "cluster.json"

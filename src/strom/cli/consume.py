@@ -31,10 +31,13 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from strom.cli.clients import add_client_options, consumer, metadata
+from strom.admin.errors import describe_kafka_error
+from strom.admin.offsets import Position
+from strom.admin.timestamps import parse_datetime_ms
+from strom.cli.clients import consumer, session
 from strom.cli.consume_format import ENCODINGS, compile_template, message_json, text_line
-from strom.cli.errors import CliError, describe_kafka_error, timeout
-from strom.cli.group_reset import parse_datetime_ms
+from strom.cli.errors import CliError
+from strom.cli.options import add_client_options
 
 #: Errors that end ``consume``; others (broker down, rebalances) are retried by the client.
 _FATAL_CODES = {
@@ -117,25 +120,25 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run)
 
 
-def parse_offset(text: str) -> tuple[str, int]:
-    """``start|end|N|-N|@TIME`` to (kind, number)."""
+def parse_offset(text: str) -> Position:
+    """``start|end|N|-N|@TIME`` to a :class:`~strom.admin.offsets.Position`."""
     value = text.strip()
     if value in ("start", "beginning", "oldest", "earliest"):
-        return "start", 0
+        return Position("start")
     if value in ("end", "newest", "latest"):
-        return "end", 0
+        return Position("end")
     if value.startswith("@"):
         moment = value[1:]
         if moment.isdigit():
-            return "time", int(moment)
-        return "time", parse_datetime_ms(moment, "--offset")
+            return Position("time", int(moment))
+        return Position("time", parse_datetime_ms(moment, "--offset"))
     try:
         number = int(value)
     except ValueError:
         raise CliError(
             f"invalid --offset {text!r}: expected start, end, N, -N or @TIME"
         ) from None
-    return ("tail", -number) if number < 0 else ("absolute", number)
+    return Position("tail", -number) if number < 0 else Position("absolute", number)
 
 
 def _validate(args: argparse.Namespace) -> None:
@@ -144,7 +147,7 @@ def _validate(args: argparse.Namespace) -> None:
     if args.from_beginning and args.offset is not None:
         raise CliError("--from-beginning and --offset cannot be used together")
     args.start = parse_offset(args.offset) if args.offset is not None else (
-        ("start", 0) if args.from_beginning else ("end", 0)
+        Position("start") if args.from_beginning else Position("end")
     )
     if args.group and args.start[0] not in ("start", "end"):
         raise CliError(
@@ -207,11 +210,11 @@ def _start_offsets(cons: Consumer, args: argparse.Namespace, parts: list[TopicPa
             tp.offset = number
     elif kind == "tail":
         for tp in parts:
-            low, high = cons.get_watermark_offsets(tp, timeout=timeout())
+            low, high = cons.get_watermark_offsets(tp, timeout=session(args).timeout)
             tp.offset = max(low, high - number)
     else:
         query = [TopicPartition(tp.topic, tp.partition, number) for tp in parts]
-        found = cons.offsets_for_times(query, timeout=timeout())
+        found = cons.offsets_for_times(query, timeout=session(args).timeout)
         for tp, hit in zip(parts, found, strict=True):
             tp.offset = hit.offset if hit.offset >= 0 else OFFSET_END
 
@@ -229,7 +232,7 @@ def _setup(args: argparse.Namespace, state: dict[str, Any]) -> Consumer:
         extra["enable.partition.eof"] = True
     cons = consumer(args, extra)
     try:
-        md = metadata(cons, args)
+        md = session(args).metadata(client=cons)
         topics = _topics(args, md)
         if args.group:
 

@@ -24,8 +24,10 @@ from typing import Any, BinaryIO
 from confluent_kafka import KafkaError, KafkaException, Message
 from confluent_kafka.admin import ConfigResource
 
-from strom.cli.clients import add_client_options, admin_client, metadata, producer
-from strom.cli.errors import CliError, describe_kafka_error, timeout, wait_for
+from strom.admin.errors import AdminError, describe_kafka_error
+from strom.cli.clients import checked_session, producer, session
+from strom.cli.errors import CliError
+from strom.cli.options import add_client_options
 from strom.cli.produce_input import DEFAULT_TEMPLATE, Record, parse_template, read_records
 
 ACKS = ("0", "1", "all", "-1")
@@ -169,17 +171,16 @@ class Delivery:
 
 def _topic_limit(args: argparse.Namespace) -> int | None:
     """The topic's ``max.message.bytes`` (None if the broker does not say)."""
-    admin = admin_client(args)  # fails clearly, at once, if the broker does not answer
+    s = checked_session(args)  # fails clearly, at once, if the broker does not answer
     resource = ConfigResource(ConfigResource.Type.TOPIC, args.topic)
     try:
-        entries = wait_for(
-            admin.describe_configs([resource], request_timeout=timeout())[resource],
+        entries = s.wait(
+            s.admin.describe_configs([resource], request_timeout=s.timeout)[resource],
             "describe configs",
-            args.bootstrap_server,
         )
         entry = entries.get("max.message.bytes")
         return int(entry.value) if entry is not None and entry.value else None
-    except (CliError, ValueError):
+    except (AdminError, ValueError):
         return None
 
 
@@ -257,7 +258,7 @@ def run(args: argparse.Namespace, stdin: BinaryIO | None = None) -> int:
         conf["message.max.bytes"] = min(max(limit, 1000), 1_000_000_000)
         conf["batch.size"] = min(1_000_000, conf["message.max.bytes"])
     prod = producer(args, conf)
-    topic_md = metadata(prod, args, args.topic).topics.get(args.topic)
+    topic_md = session(args).metadata(args.topic, client=prod).topics.get(args.topic)
     if topic_md is not None and topic_md.error is not None:
         raise CliError(f"cannot produce to {args.topic!r}: {describe_kafka_error(topic_md.error)}")
     partitions = set(topic_md.partitions) if topic_md is not None else set()
@@ -313,7 +314,7 @@ def _open_input(args: argparse.Namespace, stdin: BinaryIO | None) -> BinaryIO:
 
 def _finish(prod: Any, args: argparse.Namespace, track: Delivery) -> None:
     """Flush; then resend records refused as too large one at a time (a batch of their own)."""
-    wait = args.delivery_timeout_ms / 1000 + timeout()
+    wait = args.delivery_timeout_ms / 1000 + session(args).timeout
     remaining = prod.flush(wait)
     track.retrying = True
     for line, kwargs in track.retry:
