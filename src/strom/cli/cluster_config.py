@@ -65,6 +65,7 @@ def get(args: argparse.Namespace) -> int:
     print_table(
         ("NAME", "VALUE", "SOURCE", "DYNAMIC"),
         [(r.name, r.value, r.source, "yes" if r.dynamic else "no") for r in rows],
+        flexible=("VALUE",),
     )
     return 0
 

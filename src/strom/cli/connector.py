@@ -53,7 +53,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         st = entry["status"]
         tasks = ",".join(f"{t['id']}:{t['state']}" for t in st["tasks"]) or "-"
         rows.append([name, st.get("type"), st["connector"]["state"], tasks])
-    print_table(["NAME", "TYPE", "STATE", "TASKS"], rows)
+    print_table(["NAME", "TYPE", "STATE", "TASKS"], rows, flexible=("TASKS",))
     return 0
 
 
@@ -64,7 +64,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 0
     rows = [["connector", "-", doc["connector"]["state"], doc["connector"]["worker_id"]]]
     rows += [["task", t["id"], t["state"], t["worker_id"]] for t in doc["tasks"]]
-    print_table(["KIND", "ID", "STATE", "WORKER"], rows)
+    print_table(["KIND", "ID", "STATE", "WORKER"], rows, flexible=("WORKER",))
     for part in [doc["connector"], *doc["tasks"]]:
         if part.get("trace"):
             print(part["trace"].strip().splitlines()[-1])

@@ -27,6 +27,8 @@ MEMBERS_HEADERS = ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS")
 STATE_HEADERS = (
     "GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS", "TOTAL-LAG"
 )
+#: free text that may narrow and wrap on a narrow terminal; the rest keeps its width
+FLEXIBLE = ("CONSUMER-ID", "HOST", "CLIENT-ID", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY")
 
 
 def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -103,7 +105,7 @@ def describe(args: argparse.Namespace) -> int:
     if args.format == "json":
         print_json(rows)
         return 0
-    print_table(headers, [list(r.values()) for r in rows])
+    print_table(headers, [list(r.values()) for r in rows], flexible=FLEXIBLE)
     if not args.members and not args.state and is_terminal():
         # a terminal only: piped output stays one table
         print(f"TOTAL-LAG {groups.total_lag(offsets)}")

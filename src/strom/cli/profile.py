@@ -83,6 +83,7 @@ def list_(args: argparse.Namespace) -> int:
             ("NAME", "BROKERS", "TIMEOUT"),
             [(f"{r['name']}*" if r["current"] else r["name"], r["brokers"], r["timeout"])
              for r in rows],
+            flexible=("BROKERS",),
         )
     return 0
 

@@ -110,7 +110,8 @@ def describe(args: argparse.Namespace) -> int:
         if args.format == "json":
             print_json([asdict(c) for c in configs])
         else:
-            print_table(CONFIG_HEADERS, [(c.topic, c.key, c.value, c.source) for c in configs])
+            print_table(CONFIG_HEADERS, [(c.topic, c.key, c.value, c.source) for c in configs],
+                        flexible=("VALUE",))
         return 0
     overrides = {d.name: topics.overrides([c for c in configs if c.topic == d.name])
                  for d in docs}  # fmt: skip

@@ -12,7 +12,6 @@ import pytest
 
 from strom.admin.errors import AdminError
 from strom.admin.log_dir_moves import replica_name, same_dir
-from strom.admin.topics import PartitionState, partition_problems
 from strom.admin.reassign import (
     assign_replicas,
     parse_plan,
@@ -20,6 +19,7 @@ from strom.admin.reassign import (
     parse_topics_to_move,
     reassignment_json,
 )
+from strom.admin.topics import PartitionState, partition_problems
 
 
 class Zero(random.Random):

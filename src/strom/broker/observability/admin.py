@@ -7,9 +7,12 @@ the broker's own event loop: ``Server.serve()`` runs as a task, so a scrape read
 state between two requests without locks. Endpoints are ``async`` on purpose: Starlette would
 run plain functions in a thread, beside the loop that mutates what they read.
 
-The socket is bound by the broker, before the logs load, so a port in use is one readable
-start-up error (uvicorn would call ``sys.exit``), and ``/health/live`` answers (and
-``/health/ready`` says 503) as soon as the loop is free during start-up. uvicorn's own signal
+The socket is bound by the broker, before the logs load, and ``/health/live`` answers (and
+``/health/ready`` says 503) as soon as the loop is free during start-up. A port in use is one
+readable line (uvicorn would call ``sys.exit``): a start-up error when the listener was asked
+for (``--admin-listener``, ``--set`` or ``--config``), and with the default address only a
+WARNING naming ``--admin-listener``: the broker starts without it (``pip install . && strom
+serve`` must not fail because something else holds 127.0.0.1:9644). uvicorn's own signal
 handlers are not installed: the broker's SIGTERM/SIGINT handling stays in charge.
 """
 
@@ -30,6 +33,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 CONFIG_KEY = "strom.admin.listener"
 DEFAULT = "127.0.0.1:9644"
+#: what to do about a busy admin listener port
+HINT = "choose another with --admin-listener HOST:PORT, or turn it off with --admin-listener="
 
 
 def missing_packages() -> list[str]:
@@ -129,7 +134,13 @@ class AdminListener:
             def capture_signals(self) -> Iterator[None]:  # the broker handles signals
                 yield
 
-        self._sock = bind(self.host, self.port)
+        try:
+            self._sock = bind(self.host, self.port)
+        except ConfigError as exc:
+            if CONFIG_KEY in self.broker.config.explicit:
+                raise ConfigError(f"{exc} ({HINT})") from None
+            log.warning("admin listener off (no /metrics, /health): %s; %s", exc, HINT)
+            return
         config = uvicorn.Config(build_app(self.broker), log_config=None, log_level="warning",
                                 access_log=False, lifespan="off", timeout_graceful_shutdown=2)
         self._server = _Server(config)
