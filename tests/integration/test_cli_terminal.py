@@ -55,10 +55,10 @@ def in_terminal(args: list[str], columns: int) -> str:
 def member(broker, topic_name: str):  # type: ignore[no-untyped-def]
     """A live member (long client id) of a group over 6 partitions, offsets committed."""
     cli = Cli(str(broker.bootstrap))
-    topic = f"clickstream-{topic_name}"[:60]
+    topic = f"clickstream-events-{topic_name[-8:]}"  # the fixture's unique suffix
     cli.ok("topic", "create", topic, "-p", "6")
     cli.ok("produce", topic, stdin="".join(f"v{i}\n" for i in range(60)))
-    group = f"click-reader-{topic_name}"[:48]
+    group = f"click-reader-analytics-{topic_name[-8:]}"
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
                          "client.id": "click-reader-service-instance-7",
                          "enable.auto.commit": False})  # fmt: skip

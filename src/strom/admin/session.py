@@ -62,6 +62,7 @@ class ClientSettings:
     properties: Mapping[str, str] = field(default_factory=dict)
     logger: logging.Logger | None = LIBRDKAFKA_LOG
     debug: str | None = None
+    log_level: int | None = None
     checked: bool = False
 
 
@@ -109,6 +110,8 @@ class Session:
             conf["logger"] = self.settings.logger  # queued, shown only if served
         if self.settings.debug:
             conf["debug"] = self.settings.debug
+        if self.settings.log_level is not None:
+            conf["log_level"] = self.settings.log_level
         return conf
 
     @property

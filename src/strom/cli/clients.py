@@ -34,6 +34,10 @@ def settings(args: argparse.Namespace) -> ClientSettings:
         properties=client_properties(args),
         logger=LIBRDKAFKA_LOG if verbose < 2 else None,
         debug="broker,protocol" if verbose >= 3 else None,
+        # below -vv no client log line is shown, so librdkafka makes none below ERROR: an
+        # info line written while a client is destroyed (issue 21 saw "%6|...BGQUEUE...
+        # Purging") cannot reach stderr then, whatever path it takes
+        log_level=3 if verbose < 2 else None,
     )
 
 

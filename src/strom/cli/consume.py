@@ -8,7 +8,8 @@ only after its line was written and flushed to stdout, so Ctrl-C while stdout is
 commits a message that was not printed (it is printed again by the next run instead).
 
 Exit status: 0 when done (``--max-messages`` reached, ``-e`` caught up with the end of every
-partition, or ``--timeout-ms`` without a message), 130 when stopped by Ctrl-C, 143 by SIGTERM,
+partition — with ``--group``, of every partition assigned to this member —, or
+``--timeout-ms`` without a message), 130 when stopped by Ctrl-C, 143 by SIGTERM,
 1 on an error.
 """
 
@@ -80,7 +81,8 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     )
     p.add_argument(
         "--exit-on-end", "-e", action="store_true",
-        help="exit once every partition is read to its end (caught up)",
+        help="exit once every partition is read to its end (caught up; with --group: every "
+        "partition assigned to this member)",
     )
     p.add_argument(
         "--group", "-g", metavar="G",
@@ -93,7 +95,7 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
         metavar="FORMAT",
         help="text (default), json (one object a line) or a template like '%%k %%p %%o %%T "
         "%%v\\n' (%%t topic %%p partition %%o offset %%T ms %%d ISO time %%k key %%v value "
-        "%%h headers %%K %%V lengths)",
+        "%%h headers %%K %%V lengths, %%S as %%V)",
     )
     p.add_argument(
         "--value-encoding",
@@ -156,8 +158,6 @@ def _validate(args: argparse.Namespace) -> None:
         )
     if args.group and args.partition is not None:
         raise CliError("--partition cannot be used with --group")
-    if args.group and args.exit_on_end:
-        raise CliError("--exit-on-end cannot be used with --group")
 
 
 def _renderer(args: argparse.Namespace) -> Any:
@@ -236,10 +236,17 @@ def _setup(args: argparse.Namespace, state: dict[str, Any]) -> Consumer:
         topics = _topics(args, md)
         if args.group:
 
+            state["pending_eof"] = set()
+
             def on_assign(_c: Consumer, parts: list[TopicPartition]) -> None:
                 state["last"] = time.monotonic()
+                state["pending_eof"] |= {(tp.topic, tp.partition) for tp in parts}
+                state["assigned"] = True
 
-            cons.subscribe(topics, on_assign=on_assign)
+            def on_revoke(_c: Consumer, parts: list[TopicPartition]) -> None:
+                state["pending_eof"] -= {(tp.topic, tp.partition) for tp in parts}
+
+            cons.subscribe(topics, on_assign=on_assign, on_revoke=on_revoke)
             return cons
         parts = []
         for name in topics:
@@ -251,6 +258,7 @@ def _setup(args: argparse.Namespace, state: dict[str, Any]) -> Consumer:
             parts += [TopicPartition(name, p) for p in available]
         _start_offsets(cons, args, parts)
         state["pending_eof"] = {(tp.topic, tp.partition) for tp in parts}
+        state["assigned"] = True
         cons.assign(parts)
     except BaseException:
         cons.close()
@@ -285,8 +293,8 @@ def run(args: argparse.Namespace, out: BinaryIO | None = None) -> int:
                     break
                 continue
             if not _usable(msg, args, state):
-                if args.exit_on_end and not state["pending_eof"]:
-                    break
+                if args.exit_on_end and not state["pending_eof"] and state.get("assigned"):
+                    break  # caught up with every partition assigned (as a member: to us)
                 continue
             state["last"] = now
             sink.write(render(msg))

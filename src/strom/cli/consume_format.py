@@ -8,8 +8,10 @@ Template fields (``-f '%k %p %o %T %v\\n'``):
 ``%d``  timestamp, ISO 8601 UTC               ``%k``  key (``--value-encoding`` applies)
 ``%v``  value (``--value-encoding`` applies)  ``%K``  key length in bytes (-1: null)
 ``%V``  value length in bytes (-1: null)      ``%h``  headers ``k=v`` joined by ``,``
-``%%``  a percent sign                        ``\\n`` ``\\t`` ``\\r`` ``\\\\`` escapes
+``%S``  as ``%V`` (kcat's name for it)        ``%%``  a percent sign
 ======  ====================================  ======  ==================================
+
+and the escapes ``\\n`` ``\\t`` ``\\r`` ``\\\\``.
 
 JSON lines (``--format json``) have one stable shape per message::
 
@@ -101,6 +103,7 @@ def compile_template(template: str, encoding: str | None) -> Callable[[Message],
         "v": lambda m: _raw(m.value(), encoding),
         "K": lambda m: _length(m.key()),
         "V": lambda m: _length(m.value()),
+        "S": lambda m: _length(m.value()),  # kcat's "message size": the value's length
         "h": lambda m: b",".join(
             k.encode() + b"=" + _raw(v, encoding) for k, v in _headers(m)
         ),
