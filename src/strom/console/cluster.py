@@ -33,10 +33,11 @@ RESET_STRATEGIES = ("earliest", "latest", "offset", "datetime")
 
 
 class Cluster:
-    """The cluster seen through one bootstrap address."""
+    """The cluster seen through one bootstrap address (``checked``: the address was checked
+    before, by :func:`strom.console.server.serve`, so no preflight here)."""
 
     def __init__(self, bootstrap: str, client_config: list[str] | None = None,
-                 timeout: float = DEFAULT_TIMEOUT_S, checked: bool = False) -> None:  # fmt: skip
+                 timeout: float = DEFAULT_TIMEOUT_S, checked: bool = True) -> None:  # fmt: skip
         self.bootstrap = bootstrap
         properties = {"client.id": CLIENT_ID, **parse_properties(list(client_config or []))}
         self.session = Session(ClientSettings(bootstrap, timeout=timeout, client_id=CLIENT_ID,

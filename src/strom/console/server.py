@@ -64,8 +64,8 @@ def serve(args: argparse.Namespace) -> int:
     host, port = parse_listen(args.listen)
     _check_bindable(host, port)
     cluster = Cluster(args.bootstrap_server, client_config=list(args.client_config or []),
-                      timeout=args.timeout)
-    cluster.session.check()  # fails with one line if the broker does not answer
+                      timeout=args.timeout, checked=False)
+    cluster.session.check()  # preflight and metadata: one line if the broker does not answer
     app = build_app(cluster, read_only=args.read_only, connect_url=args.connect_url,
                     sample_interval=args.sample_interval)
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
