@@ -116,11 +116,18 @@ def build_app(broker: Broker) -> Any:
     ])  # fmt: skip
 
 
-class AdminListener:
-    """The uvicorn server of one broker, as a task of its event loop."""
+def warn_off(exc: ConfigError) -> None:
+    """The one WARNING of a broker that starts without its (default) admin listener."""
+    log.warning("admin listener off (no /metrics, /health): %s; %s", exc, HINT)
 
-    def __init__(self, broker: Broker, host: str, port: int) -> None:
+
+class AdminListener:
+    """The uvicorn server of one broker, as a task of its event loop. ``required``: the
+    address was asked for, so a busy port is an error (otherwise a warning, and no listener)."""
+
+    def __init__(self, broker: Broker, host: str, port: int, required: bool = True) -> None:
         self.broker = broker
+        self.required = required
         self.host, self.port = host, port
         self._sock: socket.socket | None = None
         self._server: Any = None
@@ -137,9 +144,9 @@ class AdminListener:
         try:
             self._sock = bind(self.host, self.port)
         except ConfigError as exc:
-            if CONFIG_KEY in self.broker.config.explicit:
+            if self.required:
                 raise ConfigError(f"{exc} ({HINT})") from None
-            log.warning("admin listener off (no /metrics, /health): %s; %s", exc, HINT)
+            warn_off(exc)  # taken since strom serve checked it
             return
         config = uvicorn.Config(build_app(self.broker), log_config=None, log_level="warning",
                                 access_log=False, lifespan="off", timeout_graceful_shutdown=2)
