@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from strom import pidfile
-from strom.broker.replica_selector import check_selector
 from strom.config import BrokerConfig, ConfigError
+from strom.replication.replica_selector import check_selector
 
 log = logging.getLogger("strom")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -248,7 +248,7 @@ def _on_loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> 
 async def _serve(
     config: BrokerConfig, data_dir: Path, listen: tuple[str, int], advertised: tuple[str, int]
 ) -> int:
-    from strom.broker.broker import Broker
+    from strom.broker.assembly import Broker
 
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(_on_loop_error)

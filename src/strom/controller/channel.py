@@ -21,8 +21,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from strom.broker.interbroker.connection import BrokerConnection, BrokerConnectionError
 from strom.metadata.zk_model import BrokerRegistration
+from strom.replication.connection import BrokerConnection, BrokerConnectionError
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 ListPartitionReassignments.
 
 A single node (the embedded store, no ``zookeeper.connect``) runs no :class:`Controller`: it
-leads every partition it hosts itself (:mod:`strom.broker.local_leadership`) and names itself the
+leads every partition it hosts itself (:mod:`strom.replication.local_leadership`) and names itself the
 controller in Metadata and DescribeCluster. So that these admin APIs answer as Kafka's do against
 one broker, :class:`SingleNodeController` stands in for the active controller: a
 :class:`Controller` whose context is built, for each request, from this broker alone (itself the
@@ -34,25 +34,42 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from strom.broker.local_leadership import LOCAL_CONTROLLER_EPOCH
 from strom.controller.batch import RequestBatch
 from strom.controller.context import ControllerContext, LeaderIsr, LiveBroker, TopicDoc
 from strom.controller.controller import Controller, NotControllerError
 from strom.controller.partitions import PartitionStates
-from strom.metadata.topics import TopicInfo, topic_document
-from strom.metadata.zk_model import BrokerRegistration, Endpoint, PartitionState, topic_path
+from strom.metadata.store import MetadataStore
+from strom.metadata.topics import TopicInfo, TopicRegistry, topic_document
+from strom.metadata.zk_model import BrokerRegistration, PartitionState, topic_path
 
 if TYPE_CHECKING:
-    from strom.broker.broker import Broker
     from strom.controller.channel import ChannelManager
     from strom.controller.context import TP
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-EXTENSION = "single_node_controller"
+#: the controller epoch a single node leads in (strom.replication.local_leadership's)
+LOCAL_CONTROLLER_EPOCH = 0
+
+
+class HostedPartition(Protocol):
+    """What the stand-in reads of each partition this broker hosts (its replica manager's
+    :class:`~strom.replication.partition.Partition`)."""
+
+    @property
+    def leader_id(self) -> int: ...
+
+    @property
+    def leader_epoch(self) -> int: ...
+
+    @property
+    def isr(self) -> tuple[int, ...]: ...
+
+    @property
+    def partition_epoch(self) -> int: ...
 
 
 async def _no_local_call(api_key: int, api_version: int, request: Any) -> Any:
@@ -78,9 +95,14 @@ class _LocalStates(PartitionStates):
 class SingleNodeController(Controller):
     """The controller of a single node's admin requests (see the module docstring)."""
 
-    def __init__(self, broker: Broker) -> None:
-        super().__init__(broker.store, broker.node_id, _no_local_call)
-        self.broker = broker
+    def __init__(self, store: MetadataStore, registry: TopicRegistry,
+                 hosted: Mapping[tuple[str, int], HostedPartition],
+                 registration: BrokerRegistration, broker_epoch: Callable[[], int]) -> None:  # fmt: skip
+        super().__init__(store, registration.broker_id, _no_local_call)
+        self.registry = registry
+        self.hosted = hosted
+        self.registration = registration
+        self.broker_epoch = broker_epoch
         self._lock = asyncio.Lock()
 
     @property
@@ -110,21 +132,17 @@ class SingleNodeController(Controller):
                 self.ctx = None
 
     def _build(self) -> ControllerContext:
-        broker = self.broker
-        me = broker.node_id
-        host, port = broker.advertised
-        registration = BrokerRegistration(me, (Endpoint("PLAINTEXT", host, port),),
-                                          rack=broker.config.get("broker.rack"))  # fmt: skip
+        me = self.registration.broker_id
         ctx = ControllerContext(epoch=LOCAL_CONTROLLER_EPOCH)
-        ctx.brokers[me] = LiveBroker(registration, int(getattr(broker, "broker_epoch", -1)))
+        ctx.brokers[me] = LiveBroker(self.registration, self.broker_epoch())
         hosted: dict[str, dict[int, LeaderIsr]] = {}
-        for (topic, index), part in broker.replicas.partitions.items():
+        for (topic, index), part in self.hosted.items():
             if part.leader_id < 0:
                 continue
             state = PartitionState(part.leader_id, part.leader_epoch, tuple(part.isr),
                                    LOCAL_CONTROLLER_EPOCH)  # fmt: skip
             hosted.setdefault(topic, {})[index] = LeaderIsr(state, part.partition_epoch)
-        for info in broker.topics:
+        for info in self.registry:
             found = hosted.get(info.name)
             if not found:
                 continue  # being created or deleted: not a partition of this broker yet / now
@@ -153,7 +171,7 @@ class SingleNodeController(Controller):
     async def write_topic(self, topic: str) -> None:
         ctx, _ = self._context()
         doc = ctx.topics[topic]
-        info = self.broker.topics.get(topic)
+        info = self.registry.get(topic)
         if info is None:
             return
         replicas = {**info.replicas, **{p: list(r) for p, r in doc.assignment.items()}}
@@ -163,10 +181,3 @@ class SingleNodeController(Controller):
         moved = TopicInfo(topic, info.topic_id, replicas, info.configs)
         await self.store.set(topic_path(topic), topic_document(moved))
 
-
-def controller_for(broker: Broker) -> SingleNodeController:
-    """This single node's stand-in controller (made at the first admin request)."""
-    found = broker.extensions.get(EXTENSION)
-    if not isinstance(found, SingleNodeController):
-        found = broker.extensions[EXTENSION] = SingleNodeController(broker)
-    return found

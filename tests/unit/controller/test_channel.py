@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from strom.broker.interbroker.connection import BrokerConnectionError
 from strom.controller.channel import ChannelManager
 from strom.metadata.zk_model import BrokerRegistration, Endpoint
+from strom.replication.connection import BrokerConnectionError
 
 
 class Flaky:

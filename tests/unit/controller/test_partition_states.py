@@ -261,7 +261,7 @@ def test_cluster_admin_path_assigns_over_live_racks_and_waits_for_the_controller
 
 def test_controlled_shutdown_of_the_controllers_own_broker() -> None:
     async def scenario(cluster: Cluster) -> None:
-        from strom.controller.service import controlled_shutdown
+        from strom.broker.controller_channel import controlled_shutdown
 
         await cluster.start(1, 2, 3)
         await cluster.create_topic("t", {0: [1, 2], 1: [1, 3], 2: [2, 1]})

@@ -12,19 +12,17 @@ from types import SimpleNamespace
 from typing import Any
 
 from strom.controller import reassignment, requests
-from strom.controller.single_node import SingleNodeController, controller_for
+from strom.controller.single_node import SingleNodeController
 from strom.metadata.embedded import EmbeddedStore
 from strom.metadata.topics import TopicRegistry
-from strom.metadata.zk_model import PartitionState, topic_path
+from strom.metadata.zk_model import BrokerRegistration, Endpoint, PartitionState, topic_path
 from strom.protocol.errors import ErrorCode
 
 
-def _broker(store: EmbeddedStore, topics: TopicRegistry) -> Any:
-    parts = {("t", p): SimpleNamespace(leader_id=1, leader_epoch=3, isr=(1,), partition_epoch=0)
-             for p in (0, 1)}  # fmt: skip
-    return SimpleNamespace(node_id=1, advertised=("127.0.0.1", 9092), config={}, store=store,
-                           topics=topics, replicas=SimpleNamespace(partitions=parts),
-                           extensions={}, broker_epoch=5)  # fmt: skip
+def _hosted() -> dict[tuple[str, int], Any]:
+    """The replica manager's partitions as the stand-in reads them: led here, epoch 3."""
+    return {("t", p): SimpleNamespace(leader_id=1, leader_epoch=3, isr=(1,), partition_epoch=0)
+            for p in (0, 1)}  # fmt: skip
 
 
 def test_one_broker_elects_nothing_and_moves_back_to_itself(tmp_path: Path) -> None:
@@ -36,9 +34,9 @@ def test_one_broker_elects_nothing_and_moves_back_to_itself(tmp_path: Path) -> N
         try:
             # t-0 prefers this broker, t-1 prefers broker 7, which is gone
             await topics.create("t", {0: [1, 7], 1: [7, 1]}, {})
-            broker = _broker(store, topics)
-            c = controller_for(broker)
-            assert isinstance(c, SingleNodeController) and controller_for(broker) is c
+            hosted = _hosted()
+            me = BrokerRegistration(1, (Endpoint("PLAINTEXT", "127.0.0.1", 9092),))
+            c = SingleNodeController(store, topics, hosted, me, lambda: 5)
             wanted = [("t", 0), ("t", 1), ("t", 2)]
             preferred = await c.call(lambda: requests.elect_leaders(c, 0, wanted))
             assert {tp: code for tp, (code, _m) in preferred.items()} == {
@@ -68,7 +66,7 @@ def test_one_broker_elects_nothing_and_moves_back_to_itself(tmp_path: Path) -> N
                 assert time.monotonic() < deadline, topics.get("t")
                 await asyncio.sleep(0.02)
             # the leader epoch a single node serves never moves
-            assert broker.replicas.partitions[("t", 0)].leader_epoch == 3
+            assert hosted[("t", 0)].leader_epoch == 3
 
             async def move_leader() -> Any:
                 return await c.states().write(("t", 1), PartitionState(7, 4, (7,), 0), 0)

@@ -14,7 +14,6 @@ from strom.broker import dispatch
 from strom.broker.context import RequestContext
 from strom.controller import requests
 from strom.controller.controller import NotControllerError
-from strom.controller.service import active_controller
 from strom.protocol.errors import ErrorCode
 
 API_KEY = 56
@@ -34,7 +33,7 @@ def _proposal(topic_id: Any, p: Any) -> requests.IsrProposal:
 
 @dispatch.handler(API_KEY, 2, 3)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    controller = active_controller(ctx.broker)
+    controller = ctx.controller.active()
     proposals = [_proposal(t.topic_id, p) for t in request.topics for p in t.partitions]
     try:
         if controller is None:

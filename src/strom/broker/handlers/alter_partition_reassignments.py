@@ -18,7 +18,6 @@ from strom.broker.context import RequestContext
 from strom.controller import reassignment
 from strom.controller.context import TP
 from strom.controller.controller import Controller, NotControllerError
-from strom.controller.service import admin_controller
 from strom.protocol.errors import ErrorCode
 
 API_KEY = 45
@@ -52,7 +51,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             wanted[(t.name, int(p.partition_index))] = (
                 None if p.replicas is None else [int(b) for b in p.replicas])
     allow = bool(getattr(request, "allow_replication_factor_change", True))
-    controller = admin_controller(ctx.broker)
+    controller = ctx.controller.for_admin()
     try:
         if controller is None:
             raise NotControllerError("not the controller")

@@ -15,7 +15,6 @@ from strom.broker import dispatch
 from strom.broker.context import RequestContext
 from strom.controller import requests
 from strom.controller.controller import NotControllerError
-from strom.controller.service import active_controller
 from strom.protocol.errors import ErrorCode
 
 API_KEY = 7
@@ -23,7 +22,7 @@ API_KEY = 7
 
 @dispatch.handler(API_KEY, 3, 3)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    controller = active_controller(ctx.broker)
+    controller = ctx.controller.active()
     try:
         if controller is None:
             raise NotControllerError("not the controller")

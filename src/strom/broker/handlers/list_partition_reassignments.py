@@ -15,7 +15,6 @@ from strom.broker.context import RequestContext
 from strom.controller import reassignment
 from strom.controller.context import TP
 from strom.controller.controller import Controller, NotControllerError
-from strom.controller.service import admin_controller
 from strom.protocol.errors import ErrorCode
 
 API_KEY = 46
@@ -31,7 +30,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     wanted: list[TP] | None = None
     if request.topics is not None:
         wanted = [(t.name, int(p)) for t in request.topics for p in t.partition_indexes]
-    controller = admin_controller(ctx.broker)
+    controller = ctx.controller.for_admin()
     try:
         if controller is None:
             raise NotControllerError("not the controller")

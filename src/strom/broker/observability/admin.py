@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from strom.config import ConfigError
 
 if TYPE_CHECKING:
-    from strom.broker.broker import Broker
+    from strom.broker.observability.health import ObservedBroker
 
 log = logging.getLogger(__name__)
 CONFIG_KEY = "strom.admin.listener"
@@ -78,7 +78,7 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def build_app(broker: Broker) -> Any:
+def build_app(broker: ObservedBroker) -> Any:
     """The Starlette app of the admin listener."""
     from prometheus_client import (
         CONTENT_TYPE_LATEST,
@@ -125,7 +125,8 @@ class AdminListener:
     """The uvicorn server of one broker, as a task of its event loop. ``required``: the
     address was asked for, so a busy port is an error (otherwise a warning, and no listener)."""
 
-    def __init__(self, broker: Broker, host: str, port: int, required: bool = True) -> None:
+    def __init__(self, broker: ObservedBroker, host: str, port: int, required: bool = True
+                 ) -> None:  # fmt: skip
         self.broker = broker
         self.required = required
         self.host, self.port = host, port

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from strom.broker.replica_manager import HW_CHECKPOINT_FILE, ReplicaManager
 from strom.clock import FakeClock
 from strom.protocol.record_batch import build_batch
+from strom.replication.replica_manager import HW_CHECKPOINT_FILE, ReplicaManager
 from strom.storage.log_manager import LogManager
 
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from strom.broker.delayed_produce import DelayedProducePurgatory
-from strom.broker.partition import Partition
 from strom.clock import FakeClock
 from strom.protocol.errors import ErrorCode
 from strom.protocol.record_batch import build_batch
+from strom.replication.delayed_produce import DelayedProducePurgatory
+from strom.replication.partition import Partition
 from strom.storage.log import Log
 from strom.storage.log_config import LogConfig
 

@@ -1,7 +1,8 @@
 """What this broker knows of the cluster: live brokers, the controller, partition states.
 
-Filled by the controller's UpdateMetadata requests (:mod:`strom.broker.handlers.update_metadata`;
-a single node feeds itself the same request, :mod:`strom.broker.local_leadership`), as
+Filled by the controller's UpdateMetadata (:meth:`ReplicaManager.apply_update_metadata
+<strom.replication.replica_manager.ReplicaManager.apply_update_metadata>`; a single node feeds
+itself the same command, :mod:`strom.replication.local_leadership`), as
 Kafka's ZooKeeper-mode ``MetadataCache``. Metadata, FindCoordinator and DescribeCluster answer
 from it; a leader finds the controller here to send AlterPartition.
 
@@ -21,7 +22,6 @@ import asyncio
 import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 LEADER_DURING_DELETE = -2
 NO_LEADER = -1
@@ -90,28 +90,18 @@ class MetadataCache:
             self.partitions.pop((topic, index), None)
         self.version += 1
 
-    def apply_update_metadata(self, request: Any) -> None:
-        """Apply an UpdateMetadata v8 request (fencing is the handler's job)."""
-        brokers: dict[int, BrokerInfo] = {}
-        for b in request.live_brokers:
-            endpoint = b.endpoints[0] if b.endpoints else None
-            brokers[int(b.id_)] = BrokerInfo(
-                int(b.id_), endpoint.host if endpoint else "", int(endpoint.port) if endpoint else -1,
-                b.rack,
-            )  # fmt: skip
-        self.brokers = brokers
-        self.controller_id = int(request.controller_id)
-        self.controller_epoch = max(self.controller_epoch, int(request.controller_epoch))
-        for topic in request.topic_states:
-            for p in topic.partition_states:
-                info = PartitionInfo(
-                    int(p.leader), int(p.leader_epoch), tuple(map(int, p.replicas)),
-                    tuple(map(int, p.isr)), int(p.zk_version), tuple(map(int, p.offline_replicas)),
-                )  # fmt: skip
-                key = (str(topic.topic_name), int(p.partition_index))
-                if info.leader == LEADER_DURING_DELETE:
-                    self.partitions.pop(key, None)
-                else:
-                    self.partitions[key] = info
+    def apply(self, controller_id: int, controller_epoch: int, brokers: Iterable[BrokerInfo],
+              partitions: Iterable[tuple[str, int, PartitionInfo]]) -> None:  # fmt: skip
+        """Apply an UpdateMetadata: the live brokers and the controller replace those known,
+        the partition states named are set (fencing is the replica manager's job)."""
+        self.brokers = {b.node_id: b for b in brokers}
+        self.controller_id = controller_id
+        self.controller_epoch = max(self.controller_epoch, controller_epoch)
+        for topic, index, info in partitions:
+            key = (topic, index)
+            if info.leader == LEADER_DURING_DELETE:
+                self.partitions.pop(key, None)
+            else:
+                self.partitions[key] = info
         self.version += 1
         self._filled.set()

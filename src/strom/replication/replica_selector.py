@@ -21,8 +21,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from strom.broker.metadata_cache import MetadataCache
-    from strom.broker.partition import Partition
+    from strom.replication.metadata_cache import MetadataCache
+    from strom.replication.partition import Partition
 
 LEADER_SELECTOR = "org.apache.kafka.common.replica.LeaderSelector"
 RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"

@@ -4,16 +4,8 @@ member's Metadata answers wait for it: an answer naming no controller stalls lib
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 
-from strom.broker.metadata_cache import MetadataCache
-
-
-def _update(controller_id: int) -> SimpleNamespace:
-    endpoint = SimpleNamespace(host="127.0.0.2", port=9092)
-    return SimpleNamespace(controller_id=controller_id, controller_epoch=3, topic_states=(),
-                           live_brokers=(SimpleNamespace(id_=2, endpoints=(endpoint,),
-                                                         rack=None),))  # fmt: skip
+from strom.replication.metadata_cache import BrokerInfo, MetadataCache
 
 
 def test_wait_filled_times_out_before_the_first_update_and_returns_at_it() -> None:
@@ -24,7 +16,7 @@ def test_wait_filled_times_out_before_the_first_update_and_returns_at_it() -> No
         waiter = asyncio.ensure_future(cache.wait_filled(5.0))
         await asyncio.sleep(0.01)
         assert not waiter.done()
-        cache.apply_update_metadata(_update(controller_id=2))
+        cache.apply(2, 3, [BrokerInfo(2, "127.0.0.2", 9092)], [])
         assert await waiter is True
         assert cache.filled and cache.controller_id == 2 and set(cache.brokers) == {2}
         assert await cache.wait_filled(0.0) is True  # filled stays filled

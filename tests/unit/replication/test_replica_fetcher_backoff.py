@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from strom.broker.replica_fetcher import FetchState
+from strom.replication.replica_fetcher import FetchState
 
 
 def test_refusals_back_off_exponentially_up_to_the_configured_backoff() -> None:

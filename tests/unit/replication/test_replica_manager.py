@@ -8,10 +8,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from strom.broker.replica_manager import ReplicaManager
 from strom.clock import FakeClock
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.record_batch import build_batch
+from strom.replication.commands import PartitionRole
+from strom.replication.replica_manager import ReplicaManager
 from strom.storage.batch_validation import AppendOrigin
 from strom.storage.log_manager import LogManager
 
@@ -22,10 +23,9 @@ def replicas(tmp_path: Path) -> ReplicaManager:
     return ReplicaManager(LogManager(tmp_path, clock, {"min.insync.replicas": "2"}), 1, clock)
 
 
-def _state(leader: int, epoch: int, isr: tuple[int, ...], replicas: tuple[int, ...] = (1, 2)
-           ) -> SimpleNamespace:  # fmt: skip
-    return SimpleNamespace(partition_index=0, leader=leader, leader_epoch=epoch, isr=isr,
-                           replicas=replicas, partition_epoch=epoch)  # fmt: skip
+def _state(leader: int, epoch: int, isr: tuple[int, ...], replicas: tuple[int, ...] = (1, 2),
+           topic: str = "t") -> PartitionRole:  # fmt: skip
+    return PartitionRole(topic, 0, leader, epoch, isr, epoch, replicas)
 
 
 def _records(n: int = 1) -> bytes:
@@ -45,14 +45,14 @@ def test_roles_and_leader_checks(replicas: ReplicaManager) -> None:
     with pytest.raises(KafkaError) as exc:
         replicas.leader_partition("t", 0)
     assert exc.value.error_code == ErrorCode.unknown_topic_or_partition
-    assert replicas.become_leader_or_follower(1, "t", _state(2, 4, (1, 2)), {}) == ErrorCode.none
+    assert replicas.become_leader_or_follower(_state(2, 4, (1, 2)), 1, {}) == ErrorCode.none
     with pytest.raises(KafkaError) as exc:
         replicas.append("t", 0, _records())
     assert exc.value.error_code == ErrorCode.not_leader_or_follower
     # an older leader epoch than known is refused; this broker becomes leader in epoch 5
-    assert replicas.become_leader_or_follower(1, "t", _state(1, 3, (1, 2)), {}) == (
+    assert replicas.become_leader_or_follower(_state(1, 3, (1, 2)), 1, {}) == (
         ErrorCode.stale_controller_epoch)  # fmt: skip
-    assert replicas.become_leader_or_follower(1, "t", _state(1, 5, (1, 2)), {}) == ErrorCode.none
+    assert replicas.become_leader_or_follower(_state(1, 5, (1, 2)), 1, {}) == ErrorCode.none
     for requested, code in ((4, ErrorCode.fenced_leader_epoch), (6, ErrorCode.unknown_leader_epoch)):
         with pytest.raises(KafkaError) as exc:
             replicas.leader_partition("t", 0, requested)
@@ -61,13 +61,13 @@ def test_roles_and_leader_checks(replicas: ReplicaManager) -> None:
     log = replicas.get_log("t", 0)
     assert result.base_offset == 0 and log.leader_epochs.entries() == [(5, 0)]
     assert log.high_watermark == 0  # broker 2 has not fetched yet
-    assert replicas.become_leader_or_follower(1, "t", _state(1, 5, (3,), (3, 4)), {}) == (
+    assert replicas.become_leader_or_follower(_state(1, 5, (3,), (3, 4)), 1, {}) == (
         ErrorCode.unknown_topic_or_partition)  # fmt: skip
 
 
 def test_acks_all_waits_for_the_isr(replicas: ReplicaManager) -> None:
     async def run() -> None:
-        replicas.become_leader_or_follower(1, "t", _state(1, 1, (1, 2)), {})
+        replicas.become_leader_or_follower(_state(1, 1, (1, 2)), 1, {})
         part = replicas.leader_partition("t", 0)
         replicas.check_min_isr(part)
         result = replicas.append("t", 0, _records(3))
@@ -88,7 +88,7 @@ def test_acks_all_waits_for_the_isr(replicas: ReplicaManager) -> None:
         # losing leadership fails the waiters
         result = replicas.append("t", 0, _records())
         lost = replicas.delayed.watch(("t", 0), result.last_offset + 10)
-        replicas.become_leader_or_follower(1, "t", _state(2, 2, (2,)), {})
+        replicas.become_leader_or_follower(_state(2, 2, (2,)), 1, {})
         assert lost.result() == ErrorCode.not_leader_or_follower
 
     asyncio.run(run())
@@ -108,19 +108,19 @@ class _Listener:
 def test_coordinators_hear_of_internal_partition_leadership(replicas: ReplicaManager) -> None:
     topic = "__transaction_state"
     # led before anyone listens (a single node leads before its services start)
-    assert replicas.become_leader_or_follower(1, topic, _state(1, 3, (1, 2)), {}) == ErrorCode.none
+    assert replicas.become_leader_or_follower(_state(1, 3, (1, 2), topic=topic), 1, {}) == ErrorCode.none
     early = _Listener()
     replicas.ownership.register(topic, early)
     assert early.events == [("elected", 0, 3)]
     assert replicas.get_log(topic, 0) is not None  # the log is ready when they hear
     late = _Listener()
     replicas.ownership.register("__consumer_offsets", late)
-    replicas.become_leader_or_follower(1, topic, _state(1, 3, (1, 2)), {})  # same epoch: no news
-    replicas.become_leader_or_follower(1, "t", _state(1, 4, (1, 2)), {})  # not internal
-    replicas.become_leader_or_follower(1, topic, _state(1, 4, (1, 2)), {})  # re-elected: reload
-    replicas.become_leader_or_follower(1, topic, _state(2, 5, (1, 2)), {})  # a follower now
-    replicas.become_leader_or_follower(1, topic, _state(2, 6, (1, 2)), {})  # still following
-    replicas.become_leader_or_follower(1, topic, _state(1, 7, (1, 2)), {})
+    replicas.become_leader_or_follower(_state(1, 3, (1, 2), topic=topic), 1, {})  # same epoch: no news
+    replicas.become_leader_or_follower(_state(1, 4, (1, 2)), 1, {})  # not internal
+    replicas.become_leader_or_follower(_state(1, 4, (1, 2), topic=topic), 1, {})  # re-elected: reload
+    replicas.become_leader_or_follower(_state(2, 5, (1, 2), topic=topic), 1, {})  # a follower now
+    replicas.become_leader_or_follower(_state(2, 6, (1, 2), topic=topic), 1, {})  # still following
+    replicas.become_leader_or_follower(_state(1, 7, (1, 2), topic=topic), 1, {})
     replicas.stop_replica(topic, 0, 7, delete=False)
     assert early.events == [("elected", 0, 3), ("elected", 0, 4), ("resigned", 0, -1),
                             ("elected", 0, 7), ("resigned", 0, -1)]  # fmt: skip
@@ -130,11 +130,11 @@ def test_coordinators_hear_of_internal_partition_leadership(replicas: ReplicaMan
 
 def test_append_replicated_waits_for_the_high_watermark(replicas: ReplicaManager) -> None:
     async def run() -> None:
-        replicas.become_leader_or_follower(1, "t", _state(1, 1, (1,)), {})
+        replicas.become_leader_or_follower(_state(1, 1, (1,)), 1, {})
         with pytest.raises(KafkaError) as exc:  # min.insync.replicas=2, ISR [1]
             await replicas.append_replicated("t", 0, _records(), AppendOrigin.COORDINATOR, 1)
         assert exc.value.error_code == ErrorCode.not_enough_replicas
-        replicas.become_leader_or_follower(1, "t", _state(1, 2, (1, 2)), {})
+        replicas.become_leader_or_follower(_state(1, 2, (1, 2)), 1, {})
         part = replicas.leader_partition("t", 0)
         waiting = asyncio.ensure_future(
             replicas.append_replicated("t", 0, _records(2), AppendOrigin.COORDINATOR, 5))
@@ -163,13 +163,13 @@ class _Proposals:
 def test_a_broker_that_left_is_not_proposed_for_the_isr(replicas: ReplicaManager) -> None:
     """Seen in the SIGTERM benchmark: the new leader proposed the stopped old leader back
     into the ISR from its last fetch, and the pending (maximal) ISR held acks=all for 0.5 s."""
-    from strom.broker.metadata_cache import BrokerInfo
+    from strom.replication.metadata_cache import BrokerInfo
 
     async def run() -> None:
         proposals = _Proposals()
         replicas.isr_changes = proposals  # type: ignore[assignment]
         replicas.cache.brokers = {1: BrokerInfo(1, "h", 1), 2: BrokerInfo(2, "h", 2)}
-        replicas.become_leader_or_follower(1, "t", _state(1, 1, (1, 2), (1, 2, 3)), {})
+        replicas.become_leader_or_follower(_state(1, 1, (1, 2), (1, 2, 3)), 1, {})
         part = replicas.leader_partition("t", 0)
         result = replicas.append("t", 0, _records(2))
         done = replicas.delayed.watch(("t", 0), result.last_offset)
@@ -186,7 +186,7 @@ def test_a_broker_that_left_is_not_proposed_for_the_isr(replicas: ReplicaManager
         replicas.follower_fetched(part, 2, 3)
         assert not waiting.done() and part.log.high_watermark == 2
         # ... until the controller refuses it: the HW moves at once, not at the next fetch
-        from strom.broker.isr_changes import IsrChangeManager
+        from strom.replication.isr_changes import IsrChangeManager
 
         manager = IsrChangeManager(replicas, lambda _t: None, lag_ms=30000)
         manager.apply(part, SimpleNamespace(error_code=ErrorCode.ineligible_replica))

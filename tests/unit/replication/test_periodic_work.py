@@ -6,16 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from strom.broker.isr_changes import IsrChangeManager
-from strom.broker.partition import Partition
-from strom.broker.replica_manager import HW_CHECKPOINT_FILE, ReplicaManager
 from strom.clock import FakeClock
 from strom.protocol.record_batch import build_batch
+from strom.replication.commands import PartitionRole
+from strom.replication.isr_changes import IsrChangeManager
+from strom.replication.partition import Partition
+from strom.replication.replica_manager import HW_CHECKPOINT_FILE, ReplicaManager
 from strom.storage.log_manager import LogManager
 
 
@@ -36,10 +36,9 @@ class CountingFlusher:
         pass
 
 
-def _state(index: int, leader: int, epoch: int, isr: tuple[int, ...],
-           replicas: tuple[int, ...]) -> SimpleNamespace:  # fmt: skip
-    return SimpleNamespace(partition_index=index, leader=leader, leader_epoch=epoch, isr=isr,
-                           replicas=replicas, partition_epoch=epoch)  # fmt: skip
+def _state(topic: str, index: int, leader: int, epoch: int, isr: tuple[int, ...],
+           replicas: tuple[int, ...]) -> PartitionRole:  # fmt: skip
+    return PartitionRole(topic, index, leader, epoch, isr, epoch, replicas)
 
 
 def _records(n: int = 1) -> bytes:
@@ -65,7 +64,7 @@ def test_hw_checkpoint_writes_only_after_a_change(tmp_path: Path, replicas: Repl
     flusher = CountingFlusher()
     replicas.logs.flusher = flusher  # type: ignore[assignment]
     for index in range(3):  # a single node: each its own leader, alone in the ISR
-        replicas.become_leader_or_follower(1, "t", _state(index, 1, 0, (1,), (1,)), {})
+        replicas.become_leader_or_follower(_state("t", index, 1, 0, (1,), (1,)), 1, {})
     replicas.checkpoint_hw_async()
     assert flusher.jobs == 1
     assert _checkpoint(tmp_path) == ["0", "3", "t 0 0", "t 1 0", "t 2 0"]
@@ -128,9 +127,9 @@ def test_shrink_check_visits_only_leaders_with_isr_followers(
 
     monkeypatch.setattr(Partition, "out_of_sync_replicas", spy)
     for index in range(100):  # led alone (a single node's every partition)
-        replicas.become_leader_or_follower(1, "solo", _state(index, 1, 0, (1,), (1,)), {})
-    replicas.become_leader_or_follower(1, "rf2", _state(0, 1, 0, (1, 2), (1, 2)), {})
-    replicas.become_leader_or_follower(1, "rf2", _state(1, 2, 0, (1, 2), (1, 2)), {})  # follower
+        replicas.become_leader_or_follower(_state("solo", index, 1, 0, (1,), (1,)), 1, {})
+    replicas.become_leader_or_follower(_state("rf2", 0, 1, 0, (1, 2), (1, 2)), 1, {})
+    replicas.become_leader_or_follower(_state("rf2", 1, 2, 0, (1, 2), (1, 2)), 1, {})  # follower
     assert set(replicas.with_isr_followers) == {("rf2", 0)}
 
     isr.shrink_check()
@@ -150,7 +149,7 @@ def test_shrink_check_visits_only_leaders_with_isr_followers(
     assert visited == [] and not replicas.with_isr_followers
 
     # the follower comes back into the ISR: visited again
-    replicas.become_leader_or_follower(1, "rf2", _state(0, 1, 1, (1, 2), (1, 2)), {})
+    replicas.become_leader_or_follower(_state("rf2", 0, 1, 1, (1, 2), (1, 2)), 1, {})
     isr.shrink_check()
     assert visited == [("rf2", 0)]
     replicas.stop_replica("rf2", 0, -1, delete=False)  # no longer hosted: dropped

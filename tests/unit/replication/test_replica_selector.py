@@ -1,4 +1,4 @@
-"""KIP-392's replica selection (strom.broker.replica_selector) on a partition's follower states."""
+"""KIP-392's replica selection (strom.replication.replica_selector) on a partition's follower states."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from strom.broker.metadata_cache import BrokerInfo, MetadataCache
-from strom.broker.partition import FollowerState
-from strom.broker.replica_selector import (
+from strom.replication.metadata_cache import BrokerInfo, MetadataCache
+from strom.replication.partition import FollowerState
+from strom.replication.replica_selector import (
     LEADER_SELECTOR,
     RACK_AWARE_SELECTOR,
     check_selector,

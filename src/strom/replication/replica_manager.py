@@ -1,15 +1,17 @@
 """Partitions hosted by this broker: their roles, appends, reads, high watermarks.
 
-Kafka's ``ReplicaManager`` in small. The controller's LeaderAndIsr makes each hosted
-:class:`~strom.broker.partition.Partition` a leader or a follower
-(:meth:`ReplicaManager.become_leader_or_follower`); StopReplica stops (and maybe deletes) it
-(:meth:`stop_replica`). Leaders append producers' batches stamped with their leader epoch
+Kafka's ``ReplicaManager`` in small. The controller's commands (:mod:`strom.replication.commands`)
+are applied here, fenced by controller and broker epoch: LeaderAndIsr makes each hosted
+:class:`~strom.replication.partition.Partition` a leader or a follower
+(:meth:`ReplicaManager.apply_leader_and_isr`), UpdateMetadata fills the metadata cache
+(:meth:`apply_update_metadata`), StopReplica stops (and maybe deletes) partitions
+(:meth:`apply_stop_replicas`). Leaders append producers' batches stamped with their leader epoch
 (:meth:`append`), serve followers' fetches (:meth:`follower_fetched`, which moves the high
 watermark and decides ISR expansion) and complete acks=all requests waiting in
-:mod:`strom.broker.delayed_produce`; followers copy their leader through
-:mod:`strom.broker.replica_fetcher`. ISR changes go to the controller through
-:mod:`strom.broker.isr_changes`. A single node leads every partition it hosts
-(:mod:`strom.broker.local_leadership`), so its high watermark is the log end after each append.
+:mod:`strom.replication.delayed_produce`; followers copy their leader through
+:mod:`strom.replication.replica_fetcher`. ISR changes go to the controller through
+:mod:`strom.replication.isr_changes`. A single node leads every partition it hosts
+(:mod:`strom.replication.local_leadership`), so its high watermark is the log end after each append.
 
 High watermarks persist in ``<data dir>/replication-offset-checkpoint`` (Kafka's format,
 ``0\\n<count>\\n<topic> <partition> <offset>\\n…``), written by the flusher thread every
@@ -18,7 +20,7 @@ from it (not from its log end, which may hold records never committed).
 
 Appends and HW moves wake long-polling fetchers through the purgatory (key (topic, partition)).
 Coordinators hear when this broker starts or stops leading a partition of an internal topic
-through :attr:`ReplicaManager.ownership` (:mod:`strom.broker.coordinator_partitions`), and
+through :attr:`ReplicaManager.ownership` (:mod:`strom.replication.coordinator_partitions`), and
 append with :meth:`ReplicaManager.append_replicated` (acks=all: done at the high watermark).
 """
 
@@ -27,23 +29,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import operator
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from strom.broker.coordinator_partitions import CoordinatorPartitions
-from strom.broker.delayed_produce import DelayedProducePurgatory
-from strom.broker.metadata_cache import MetadataCache
-from strom.broker.partition import Partition
-from strom.broker.purgatory import DataPurgatory
 from strom.clock import Clock, SystemClock
 from strom.protocol.errors import ErrorCode, KafkaError
+from strom.replication.commands import LeaderAndIsr, PartitionRole, StopReplicas, UpdateMetadata
+from strom.replication.coordinator_partitions import CoordinatorPartitions
+from strom.replication.delayed_produce import DelayedProducePurgatory
+from strom.replication.metadata_cache import MetadataCache
+from strom.replication.partition import Partition
+from strom.replication.purgatory import DataPurgatory
 from strom.storage import log_dir
 from strom.storage.batch_validation import AppendOrigin
 
 if TYPE_CHECKING:
-    from strom.broker.isr_changes import IsrChangeManager
-    from strom.broker.replica_fetcher import ReplicaFetcherManager
+    from strom.replication.isr_changes import IsrChangeManager
+    from strom.replication.replica_fetcher import ReplicaFetcherManager
     from strom.storage.log import AppendResult, Log
     from strom.storage.log_manager import LogManager
 
@@ -51,13 +54,28 @@ log = logging.getLogger(__name__)
 _HW = operator.attrgetter("high_watermark")
 HW_CHECKPOINT_FILE = "replication-offset-checkpoint"
 TopicPartition = tuple[str, int]
+#: a topic's config overrides (for the logs LeaderAndIsr creates)
+TopicConfigs = Callable[[str], Mapping[str, str]]
+
+
+def _no_overrides(_topic: str) -> Mapping[str, str]:
+    return {}
 
 
 class ReplicaManager:
-    def __init__(self, logs: LogManager, node_id: int, clock: Clock | None = None) -> None:
+    def __init__(self, logs: LogManager, node_id: int, clock: Clock | None = None, *,
+                 broker_epoch: Callable[[], int] = lambda: -1,
+                 topic_configs: TopicConfigs = _no_overrides) -> None:  # fmt: skip
         self.logs = logs
         self.node_id = node_id
         self.clock: Clock = clock or SystemClock()
+        #: this broker's registration epoch (-1 before it registered): commands meant for an
+        #: older registration are STALE_BROKER_EPOCH
+        self.broker_epoch = broker_epoch
+        self.topic_configs = topic_configs
+        #: set while this broker is its own controller (a single node,
+        #: :mod:`strom.replication.local_leadership`): other controllers' commands are refused
+        self.led_locally = False
         self.purgatory = DataPurgatory()
         self.delayed = DelayedProducePurgatory()
         self.partitions: dict[TopicPartition, Partition] = {}
@@ -212,32 +230,77 @@ class ReplicaManager:
         self.controller_epoch = controller_epoch
         return ErrorCode.none
 
-    def become_leader_or_follower(self, controller_epoch: int, topic: str,
-                                  state: Any, overrides: dict[str, str]) -> ErrorCode:  # fmt: skip
+    def apply_leader_and_isr(self, command: LeaderAndIsr
+                             ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:  # fmt: skip
+        """Fence ``command``, then apply each partition's role: (top-level error, error per
+        partition). A partition that fails unexpectedly is KAFKA_STORAGE_ERROR (logged)."""
+        code = self.fence(command.controller_epoch, command.broker_epoch, self.broker_epoch())
+        if code != ErrorCode.none:
+            return code, {}
+        errors: dict[TopicPartition, ErrorCode] = {}
+        for role in command.partitions:
+            try:
+                err = self.become_leader_or_follower(role, command.controller_epoch,
+                                                     self.topic_configs(role.topic))  # fmt: skip
+            except Exception:
+                log.exception("LeaderAndIsr of %s-%s failed", role.topic, role.partition)
+                err = ErrorCode.kafka_storage_error
+            errors[(role.topic, role.partition)] = err
+        if command.controller_id != self.node_id:  # the local leadership logs its own
+            leading = sum(1 for r in command.partitions if r.leader == self.node_id)
+            failed = sum(1 for e in errors.values() if e != ErrorCode.none)
+            log.info("LeaderAndIsr of controller %s (epoch %s): leading %d, following %d "
+                     "partitions, %d refused", command.controller_id, command.controller_epoch,
+                     leading, len(command.partitions) - leading, failed)  # fmt: skip
+        return ErrorCode.none, errors
+
+    def apply_update_metadata(self, command: UpdateMetadata) -> ErrorCode:
+        """Fence ``command``, then fill the metadata cache; replica fetchers are woken, since
+        a leader's address may be new."""
+        code = self.fence(command.controller_epoch, command.broker_epoch, self.broker_epoch())
+        if code != ErrorCode.none:
+            return code
+        self.cache.apply(command.controller_id, command.controller_epoch, command.brokers,
+                         ((p.topic, p.partition, p.state) for p in command.partitions))  # fmt: skip
+        if self.fetchers is not None:
+            self.fetchers.wake_all()
+        return ErrorCode.none
+
+    def apply_stop_replicas(self, command: StopReplicas
+                            ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:  # fmt: skip
+        """Fence ``command``, then stop each partition (:meth:`stop_replica`); the logs to
+        delete are then in :meth:`take_deleted`."""
+        code = self.fence(command.controller_epoch, command.broker_epoch, self.broker_epoch())
+        if code != ErrorCode.none:
+            return code, {}
+        return ErrorCode.none, {(p.topic, p.partition): self.stop_replica(
+            p.topic, p.partition, p.leader_epoch, p.delete) for p in command.partitions}  # fmt: skip
+
+    def become_leader_or_follower(self, role: PartitionRole, controller_epoch: int,
+                                  overrides: Mapping[str, str]) -> ErrorCode:  # fmt: skip
         """Apply one LeaderAndIsr partition state (fencing done by the caller)."""
-        index = int(state.partition_index)
-        replicas = tuple(int(r) for r in state.replicas)
+        topic, index, replicas = role.topic, role.partition, role.replicas
         if self.node_id not in replicas:
             return ErrorCode.unknown_topic_or_partition
         key = (topic, index)
         part = self.partitions.get(key)
         log_ = self.logs.get(topic, index)
         if log_ is None:
-            log_ = self.logs.create(topic, index, overrides)
+            log_ = self.logs.create(topic, index, dict(overrides))
         if part is None or part.log is not log_:
             part = self.partitions[key] = Partition(topic, index, log_, self.node_id, self.clock)
             part.on_isr_change = self._isr_or_role_changed
-        leader_epoch = int(state.leader_epoch)
+        leader_epoch = role.leader_epoch
         if leader_epoch < part.leader_epoch:
             log.info("ignoring LeaderAndIsr of %s-%d at leader epoch %d: already at %d",
                      topic, index, leader_epoch, part.leader_epoch)  # fmt: skip
             return ErrorCode.stale_controller_epoch
-        isr = tuple(int(r) for r in state.isr)
-        leader = int(state.leader)
+        isr = role.isr
+        leader = role.leader
         if leader == self.node_id:
             if self.fetchers is not None:
                 self.fetchers.remove(key)
-            if part.make_leader(leader_epoch, int(state.partition_epoch), replicas, isr,
+            if part.make_leader(leader_epoch, role.partition_epoch, replicas, isr,
                                 controller_epoch):  # fmt: skip
                 log.debug("became leader of %s-%d at epoch %d (isr %s, end offset %d)",
                          topic, index, leader_epoch, list(isr), log_.log_end_offset)  # fmt: skip
@@ -245,7 +308,7 @@ class ReplicaManager:
             self.ownership.elected(topic, index, leader_epoch)
         else:
             was_leader = part.is_leader
-            if part.make_follower(leader, leader_epoch, int(state.partition_epoch), replicas,
+            if part.make_follower(leader, leader_epoch, role.partition_epoch, replicas,
                                   isr, controller_epoch):  # fmt: skip
                 log.debug("following broker %d for %s-%d at epoch %d (end offset %d)",
                          leader, topic, index, leader_epoch, log_.log_end_offset)  # fmt: skip

@@ -21,29 +21,37 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.alter_partition.v3 import request as ap_req
 
-from strom.broker.interbroker.connection import BrokerConnection, BrokerConnectionError
-from strom.broker.task_stop import cancel_and_wait
 from strom.protocol.errors import ErrorCode
 from strom.protocol.messages import build
+from strom.replication.connection import BrokerConnection, BrokerConnectionError
+from strom.replication.task_stop import cancel_and_wait
 
 if TYPE_CHECKING:
     import uuid
 
-    from strom.broker.partition import Partition
-    from strom.broker.replica_manager import ReplicaManager
+    from strom.replication.partition import Partition
+    from strom.replication.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 API_KEY, VERSION = 56, 3
 
 
+class IsrMetrics(Protocol):
+    """Told of every committed ISR change (Kafka's IsrShrinksPerSec / IsrExpandsPerSec)."""
+
+    def isr_shrink(self, topic: str, partition: int) -> None: ...
+
+    def isr_expand(self, topic: str, partition: int) -> None: ...
+
+
 class IsrChangeManager:
     def __init__(self, replicas: ReplicaManager, topic_id: Callable[[str], uuid.UUID | None],
                  lag_ms: int, backoff_ms: int = 500, broker_epoch: Callable[[], int] = lambda: -1,
-                 source_host: str | None = None) -> None:  # fmt: skip
+                 source_host: str | None = None, metrics: IsrMetrics | None = None) -> None:  # fmt: skip
         self.replicas = replicas
         self.topic_id = topic_id
         self.lag_ms = lag_ms
@@ -56,9 +64,7 @@ class IsrChangeManager:
         self._closed = False  # ends the sender even if its cancellation is lost (task_stop)
         self._conn: BrokerConnection | None = None
         self._conn_to: tuple[str, int] = ("", -1)
-        #: told of every committed ISR change (``isr_shrink`` / ``isr_expand``, the broker's
-        #: ReplicationMetrics), set by :mod:`strom.broker.replication`
-        self.metrics: Any = None
+        self.metrics = metrics
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from strom.broker.fetch_session import EVICTABLE_AFTER_MS, FetchSessionCache, next_epoch
-from strom.broker.replica_fetcher import FollowerSession
+from strom.replication.replica_fetcher import FollowerSession
 
 
 def test_cache_is_bounded_and_evicts_only_idle_sessions() -> None:

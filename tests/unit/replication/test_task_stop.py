@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from strom.broker.isr_changes import IsrChangeManager
-from strom.broker.replica_fetcher import FetcherConfig, ReplicaFetcherManager
-from strom.broker.task_stop import cancel_and_wait
+from strom.replication.isr_changes import IsrChangeManager
+from strom.replication.replica_fetcher import FetcherConfig, ReplicaFetcherManager
+from strom.replication.task_stop import cancel_and_wait
 
 BOUND_S = 3.0  # far above what a close takes; the old code never returned
 

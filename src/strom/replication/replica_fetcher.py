@@ -18,7 +18,7 @@ sets its high watermark to min(leader's HW, own log end). A partition error back
 partition off (``replica.fetch.backoff.ms``) and re-truncates after OFFSET_OUT_OF_RANGE; a
 connection error backs the whole task off. A task sleeps while it has no partition and
 wakes when one is added; it ends when it is closed (its ``closed`` flag, then cancellation
-repeated until it ends: :mod:`strom.broker.task_stop` says why one cancellation is not enough).
+repeated until it ends: :mod:`strom.replication.task_stop` says why one cancellation is not enough).
 """
 
 from __future__ import annotations
@@ -32,14 +32,14 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.fetch.v12 import request as fetch_req
 from kio.schema.offset_for_leader_epoch.v4 import request as ofle_req
 
-from strom.broker.interbroker.connection import BrokerConnection, BrokerConnectionError
-from strom.broker.task_stop import cancel_and_wait
 from strom.protocol.errors import ErrorCode
 from strom.protocol.messages import build
+from strom.replication.connection import BrokerConnection, BrokerConnectionError
+from strom.replication.task_stop import cancel_and_wait
 from strom.storage.batch_validation import AppendOrigin
 
 if TYPE_CHECKING:
-    from strom.broker.replica_manager import ReplicaManager
+    from strom.replication.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
