@@ -184,13 +184,12 @@ def run(args: argparse.Namespace) -> int:
         if admin_address is not None:
             if admin_address[1] == listen[1] and admin_address[0] == listen[0]:
                 raise ConfigError(f"{admin.CONFIG_KEY} and --listen are the same address")
-            try:
-                _check_port(*admin_address, flag=admin.CONFIG_KEY)
-            except ConfigError as exc:
-                if admin.CONFIG_KEY in config.explicit:  # asked for: a busy port is an error
+            if admin.CONFIG_KEY in config.explicit:  # asked for: a busy port is an error
+                try:
+                    _check_port(*admin_address, flag=admin.CONFIG_KEY)
+                except ConfigError as exc:
                     raise ConfigError(f"{exc} ({admin.HINT})") from None
-                admin.warn_off(exc)  # the default: a busy port only costs the listener
-                config.values[admin.CONFIG_KEY] = ""
+            # the default: a busy port only costs the listener (AdminListener warns, once)
     except ConfigError as exc:
         print(f"strom serve: {exc}", file=sys.stderr)
         return 2

@@ -147,7 +147,7 @@ class AdminListener:
         except ConfigError as exc:
             if self.required:
                 raise ConfigError(f"{exc} ({HINT})") from None
-            warn_off(exc)  # taken since strom serve checked it
+            warn_off(exc)  # the default address, taken: the broker goes on without it
             return
         config = uvicorn.Config(build_app(self.broker), log_config=None, log_level="warning",
                                 access_log=False, lifespan="off", timeout_graceful_shutdown=2)
