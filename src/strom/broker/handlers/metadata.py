@@ -112,7 +112,8 @@ def _build_topic(ctx: RequestContext, info: TopicInfo) -> Any:
     )
 
 
-def _error_topic(ctx: RequestContext, name: str | None, topic_id: Any, code: ErrorCode) -> Any:
+def _error_topic(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None,
+                 code: ErrorCode) -> Any:  # fmt: skip
     return ctx.make(
         "MetadataResponseTopic",
         error_code=code,
