@@ -21,6 +21,7 @@ wait for the queue issue; ACLs and SCRAM for the security issue.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,7 +39,7 @@ CASES = [(c, m) for c in CLASSES for m in junit_tests(c)]
 def broker(topology: str, request: pytest.FixtureRequest,
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:  # fmt: skip
     """This module's broker: a single one of its own, or the JVM tests' shared cluster."""
-    if topology == CLUSTER3 and not __import__("os").environ.get("STROM_TEST_BOOTSTRAP"):
+    if topology == CLUSTER3 and not os.environ.get("STROM_TEST_BOOTSTRAP"):
         yield request.getfixturevalue("jvm_cluster")
         return
     with module_broker(topology, tmp_path_factory.mktemp("broker")) as b:
