@@ -26,7 +26,17 @@ from typing import Any
 import pytest
 
 from strom.testing import BrokerProcess
+from tests.parallel import ParallelRun, add_options
 from tests.topology import CLUSTER3, SINGLE, default_topology, module_broker
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ports, units of work, order and the ``serial`` lock of a run (``tests/parallel.py``)."""
+    config.pluginmanager.register(ParallelRun(config), "strom-parallel-run")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
