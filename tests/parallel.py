@@ -94,6 +94,11 @@ def worker_ports(worker: int, workers: int) -> tuple[int, int]:
     return start, start + size - 1
 
 
+def is_controller(config: pytest.Config) -> bool:
+    """True in the process that hands tests to pytest-xdist workers (it runs none itself)."""
+    return getattr(config, "workerinput", None) is None and bool(getattr(config.option, "tx", None))
+
+
 class RunLock:
     """The shared/exclusive lock every test of a run with workers takes while it runs."""
 
@@ -133,11 +138,11 @@ class ParallelRun:
             os.environ[PORT_RANGE_ENV] = f"{lo}-{hi}"
             if LOCK_DIR_KEY in workerinput:
                 self.lock = RunLock(Path(workerinput[LOCK_DIR_KEY]))
-        elif not getattr(config.option, "tx", None):  # a run without workers: every port
+        elif is_controller(config):
+            self.lock_dir = Path(tempfile.mkdtemp(prefix="strom-tests-lock-"))
+        else:  # a run without workers: every port
             lo, hi = port_range() or DEFAULT_PORTS
             os.environ[PORT_RANGE_ENV] = f"{lo}-{hi}"
-        else:  # the controller of a run with workers
-            self.lock_dir = Path(tempfile.mkdtemp(prefix="strom-tests-lock-"))
 
     # -- the controller --------------------------------------------------------------------
 
