@@ -11,10 +11,11 @@ This plugin (registered by ``tests/conftest.py``) is what makes that safe and qu
   Data directories are ``tmp_path`` ones, which pytest-xdist keeps per worker.
 - **Units of work.** With ``--dist loadfile`` (pyproject's ``addopts``) this plugin's
   scheduler hands a worker a whole unit at a time: a test module (its module-scoped broker or
-  cluster starts once), one topology of a ``both_topologies`` module (``[single]`` and
-  ``[cluster3]`` may run on two workers at once), or all of ``tests/spark`` (one SparkSession
-  per run, not one per worker). The controller knows tests by node id alone, so the unit is
-  read off the node id. (pytest-xdist's own ``xdist_group`` marks do not group anything
+  cluster starts once), or one topology of a ``both_topologies`` module (``[single]`` and
+  ``[cluster3]`` may run on two workers at once). A worker that runs Spark tests starts its
+  own SparkSession (a session-scoped fixture): two cost less than one worker running all of
+  ``tests/spark`` while the others idle. The controller knows tests by node id alone, so the
+  unit is read off the node id. (pytest-xdist's own ``xdist_group`` marks do not group anything
   under pytest 9.2: pytest-xdist issue 1386.)
 - **Order.** Units start longest first (``--no-loadscope-reorder`` keeps this order), from
   the seconds each took in a recorded run (:data:`DURATIONS_FILE`, rewritten by
@@ -57,7 +58,6 @@ GUESS_OTHERWISE = 1.0
 #: Where the ranges of ports are carved from unless STROM_TEST_PORTS names one: below the
 #: ephemeral range (Linux's default starts at 32768), above the usual fixed service ports.
 DEFAULT_PORTS = (16000, 31999)
-SPARK_UNIT = "tests/spark"
 #: The test ids of the two runs of a ``both_topologies`` module (tests/conftest.py).
 TOPOLOGY_IDS = (SINGLE, CLUSTER3)
 LOCK_DIR_KEY = "strom_lock_dir"
@@ -65,11 +65,8 @@ LOCK_DIR_KEY = "strom_lock_dir"
 
 def unit_of(nodeid: str) -> str:
     """The unit of work of the test ``nodeid``: its module's path, with the topology of a
-    ``both_topologies`` module after a colon (one of the ids in its brackets); every Spark
-    test is in one unit."""
+    ``both_topologies`` module after a colon (one of the ids in its brackets)."""
     module, _, rest = nodeid.partition("::")
-    if module.startswith(SPARK_UNIT + "/"):
-        return SPARK_UNIT
     if rest.endswith("]") and "[" in rest:
         ids = rest[rest.index("[") + 1 : -1].split("-")
         topology = next((t for t in TOPOLOGY_IDS if t in ids), None)
@@ -85,12 +82,16 @@ def guess_seconds(unit: str) -> float:
 
 
 def worker_ports(worker: int, workers: int) -> tuple[int, int]:
-    """Worker ``worker``'s (0-based) slice of the range, out of ``workers`` equal slices."""
+    """Worker ``worker``'s (``gwN``: N) slice of the range, out of ``workers`` equal slices.
+
+    A worker that replaces a crashed one is numbered on (gw2 for two workers): it shares the
+    slice of ``worker % workers`` with a live worker, which is safe, as ``free_port`` hands out
+    a shared range's ports in turn across processes."""
     lo, hi = port_range() or DEFAULT_PORTS
     size = (hi - lo + 1) // workers
     if size < 100:
         raise pytest.UsageError(f"{PORT_RANGE_ENV}={lo}-{hi}: too few ports for {workers} workers")
-    start = lo + size * worker
+    start = lo + size * (worker % workers)
     return start, start + size - 1
 
 
