@@ -235,3 +235,17 @@ if LoadScopeScheduling is not None:
 
         def _split_scope(self, nodeid: str) -> str:
             return unit_of(nodeid)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            """Units with no test left to run are dropped, not handed out.
+
+            When a worker crashes, pytest-xdist (3.8) puts every unit it was ever given back
+            in the queue, finished ones too. A worker handed a finished unit is sent no test,
+            so it reports none and is never given more work nor told to stop: the run hung
+            (seen after a worker crashed)."""
+            for scope in [s for s, tests in self.workqueue.items() if all(tests.values())]:
+                del self.workqueue[scope]
+            if self.workqueue:
+                super()._assign_work_unit(node)
+            else:
+                node.shutdown()

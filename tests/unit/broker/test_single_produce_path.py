@@ -99,8 +99,9 @@ def tmp() -> Any:
 
 
 async def _with_broker(tmp: Path, body: Any) -> Any:
-    broker = Broker(BrokerConfig({"log.cleaner.enable": "false"}), tmp / "data",
-                    ("127.0.0.1", free_port()))  # fmt: skip
+    # no admin listener: its default port (9644) may be taken by any other broker here
+    config = BrokerConfig({"log.cleaner.enable": "false", "strom.admin.listener": ""})
+    broker = Broker(config, tmp / "data", ("127.0.0.1", free_port()))
     await broker.start()
     try:
         await broker.create_topic("plain", 2, 1, {})
