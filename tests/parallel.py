@@ -53,7 +53,8 @@ except ImportError:  # pytest-xdist is in the test extra; without it, runs have 
 #: Seconds each unit of work took in a recorded run (``--store-durations``).
 DURATIONS_FILE = Path(__file__).parent / "durations.json"
 #: Guesses for units the file does not know yet, by their directory (seconds).
-GUESS_BY_DIRECTORY = {"cluster": 60.0, "spark": 120.0, "integration": 15.0, "console": 15.0}
+GUESS_BY_DIRECTORY = {"cluster": 60.0, "spark": 120.0, "jvm": 120.0, "integration": 15.0,
+                      "console": 15.0}
 GUESS_OTHERWISE = 1.0
 #: Where the ranges of ports are carved from unless STROM_TEST_PORTS names one: below the
 #: ephemeral range (Linux's default starts at 32768), above the usual fixed service ports.
