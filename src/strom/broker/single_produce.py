@@ -43,7 +43,7 @@ class SingleProducePath:
 
         self._broker = broker
         self._reader = SingleProduceReader()  # remembers the last request's layout
-        self._templates: dict[tuple[int, str, int], ResponseTemplate] = {}
+        self._templates: dict[tuple[int, str], ResponseTemplate] = {}
         self._produce = produce_single
 
     def answer(self, frame: bytes) -> Any:
