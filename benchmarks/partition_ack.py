@@ -42,6 +42,7 @@ import contextlib
 
 from _common import (  # noqa: E402
     Broker,
+    StromBroker,
     cpu_seconds,
     create_topic,
     env_info,
@@ -170,6 +171,28 @@ def one_broker(broker: Broker, args: argparse.Namespace, rnd: int) -> dict[str, 
     return out
 
 
+class OtherTreeStrom(StromBroker):
+    """strom run from another source tree (``PYTHONPATH`` set to it): the commit before."""
+
+    name = "strom_before"
+
+    def __init__(self, workdir: Path, src: str) -> None:
+        (workdir / "before").mkdir(parents=True, exist_ok=True)
+        super().__init__(workdir / "before")
+        self.src = src
+
+    def start(self) -> None:
+        old = os.environ.get("PYTHONPATH")
+        os.environ["PYTHONPATH"] = self.src  # the broker process inherits it
+        try:
+            super().start()
+        finally:
+            if old is None:
+                os.environ.pop("PYTHONPATH", None)
+            else:
+                os.environ["PYTHONPATH"] = old
+
+
 def summarise(rounds: list[dict[str, Any]], key: str, field: str) -> dict[str, Any] | None:
     values = [r[key][field] for r in rounds if field in r.get(key, {})]
     if not values:
@@ -192,6 +215,9 @@ def main() -> int:
     parser.add_argument("--settle", type=float, default=2.0,
                         help="seconds between creating a topic and producing to it")
     parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--before", metavar="SRC",
+                        help="also run strom from this source tree (its src directory) as "
+                             "'strom_before', in each round beside the others")
     args = parser.parse_args()
     args.partitions = [int(p) for p in args.partitions.split(",")]
     env = env_info()
@@ -200,10 +226,12 @@ def main() -> int:
     skipped: dict[str, str] = {}
     try:
         for rnd in range(args.rounds):
-            brokers, skipped = make_brokers(args.only, tmp / f"r{rnd}")
             (tmp / f"r{rnd}").mkdir(parents=True, exist_ok=True)
-            if rnd % 2:
-                brokers.reverse()
+            brokers, skipped = make_brokers(args.only, tmp / f"r{rnd}")
+            if args.before and args.only != "tansu":
+                brokers.insert(1, OtherTreeStrom(tmp / f"r{rnd}", args.before))
+            shift = rnd % len(brokers) if brokers else 0  # who goes first rotates by round
+            brokers = brokers[shift:] + brokers[:shift]
             for broker in brokers:
                 try:
                     per_broker.setdefault(broker.name, []).append(one_broker(broker, args, rnd))
@@ -244,6 +272,10 @@ def main() -> int:
             ratios[f"strom_p99_{n}_vs_tansu_{n}"] = _ratio_summary(vs)
             tansu_own = [_ratio(p99(tansu, i, n), p99(tansu, i, ref)) for i in range(len(tansu))]
             ratios[f"tansu_p99_{n}_vs_tansu_{ref}"] = _ratio_summary(tansu_own)
+    before = per_broker.get("strom_before", [])
+    for n in args.partitions if before else []:
+        ratios[f"strom_p99_{n}_vs_before_{n}"] = _ratio_summary(
+            [_ratio(p99(strom, i, n), p99(before, i, n)) for i in range(len(strom))])
     if tansu:
         ratios[f"strom_p99_{ref}_vs_tansu_{ref}"] = _ratio_summary(
             [_ratio(p99(strom, i, ref), p99(tansu, i, ref)) for i in range(len(strom))])
