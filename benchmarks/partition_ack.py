@@ -65,9 +65,11 @@ def _own_cpu() -> float:
 
 def ack_run(bootstrap: str, topic: str, partitions: int, messages: int, rate: int,
             linger_ms: int, warmup: bool, pid: int | None, timeout: float,
-            on_start: Callable[[], None] | None = None) -> dict[str, Any]:  # fmt: skip
+            on_start: Callable[[], None] | None = None,
+            on_end: Callable[[], None] | None = None) -> dict[str, Any]:  # fmt: skip
     """One paced producer; returns the ack latency percentiles of every message.
-    ``on_start`` is called as the clock starts (a profiler's cue)."""
+    ``on_start`` is called as the clock starts, ``on_end`` once every message is
+    acknowledged (a profiler's cues)."""
     windows: list[dict[str, float]] = []  # librdkafka's statistics, 1 s windows
     measuring = [False]
 
@@ -121,6 +123,8 @@ def ack_run(bootstrap: str, topic: str, partitions: int, messages: int, rate: in
         raise TimeoutError(f"{topic}: messages not delivered within {timeout}s")
     cpu1 = cpu_seconds(pid)
     wall = time.monotonic() - start
+    if on_end is not None:
+        on_end()
     client_cpu = _own_cpu() - client0
     producer.poll(1.1)  # one more statistics window
     if failed[0] or len(acks) != messages:

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from strom.broker import dispatch, dynamic_config, replication, topic_config_sync
+from strom.broker import dispatch, dynamic_config, long_lived, replication, topic_config_sync
 from strom.broker.listener import drain, start_server
 from strom.broker.log_mover import LogMover
 from strom.broker.observability import BrokerMetrics, broker_health
@@ -132,7 +132,8 @@ class Broker:
         await self.topics.start()
         await dynamic_config.load(self)  # before the logs open: they take its defaults
         self.logs = LogManager(self.log_dirs, self.clock, self.config.values, Flusher())
-        doomed = self.logs.load(self._topic_overrides, self._hosted)
+        with long_lived.paused():  # however many logs: see long_lived
+            doomed = self.logs.load(self._topic_overrides, self._hosted)
         self.logs_loaded = True
         self.replicas = ReplicaManager(self.logs, self.node_id, self.clock)
         self.lifecycle = TopicLifecycle(self)
@@ -150,6 +151,7 @@ class Broker:
         self.producer_ids = ProducerIdManager(self.store, self.node_id)
         dispatch.load_handlers()
         replication.start(self)  # leaders and followers before any service appends
+        long_lived.added(self.logs.count())  # the partitions' objects: out of the collector
         # Registered before the services start, as Kafka does: the controller (a service)
         # needs this broker among the live. Peers that connect before the listener is up retry.
         self.membership = BrokerMembership(self.store, self._registration(),

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import dispatch, long_lived
 from strom.broker.context import RequestContext
 from strom.broker.local_leadership import local_controller_active, register_topic
 from strom.protocol.errors import ErrorCode
@@ -35,20 +35,24 @@ def apply(broker: Any, request: Any) -> tuple[ErrorCode, list[tuple[Any, list[tu
     if code != ErrorCode.none:
         return code, []
     results = []
-    for topic in request.topic_states:
-        name = str(topic.topic_name)
-        info = broker.topics.get(name)
-        overrides = dict(info.configs) if info is not None else {}
-        errors = []
-        for state in topic.partition_states:
-            try:
-                err = replicas.become_leader_or_follower(int(request.controller_epoch), name,
-                                                         state, overrides)  # fmt: skip
-            except Exception:
-                log.exception("LeaderAndIsr of %s-%s failed", name, state.partition_index)
-                err = ErrorCode.kafka_storage_error
-            errors.append((int(state.partition_index), err))
-        results.append((topic, errors))
+    count = sum(len(t.partition_states) for t in request.topic_states)
+    hosted = broker.logs.count()
+    with long_lived.bulk(count):  # logs made here for thousands of partitions: long_lived
+        for topic in request.topic_states:
+            name = str(topic.topic_name)
+            info = broker.topics.get(name)
+            overrides = dict(info.configs) if info is not None else {}
+            errors = []
+            for state in topic.partition_states:
+                try:
+                    err = replicas.become_leader_or_follower(int(request.controller_epoch),
+                                                             name, state, overrides)  # fmt: skip
+                except Exception:
+                    log.exception("LeaderAndIsr of %s-%s failed", name, state.partition_index)
+                    err = ErrorCode.kafka_storage_error
+                errors.append((int(state.partition_index), err))
+            results.append((topic, errors))
+        long_lived.added(max(0, broker.logs.count() - hosted))
     if int(request.controller_id) != broker.node_id:  # the local leadership logs its own
         states = [s for t in request.topic_states for s in t.partition_states]
         leading = sum(1 for s in states if int(s.leader) == broker.node_id)
