@@ -26,9 +26,13 @@ one JSON line on stdout:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import shutil
+import signal
 import statistics
+import subprocess
 import sys
 import time
 import traceback
@@ -38,8 +42,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import contextlib
-
+import loop_probe  # noqa: E402
 from _common import (  # noqa: E402
     Broker,
     StromBroker,
@@ -160,10 +163,12 @@ def one_broker(broker: Broker, args: argparse.Namespace, rnd: int) -> dict[str, 
                 create_topic(broker.bootstrap, topic, n, timeout=args.timeout)
                 created = time.monotonic() - t0
                 time.sleep(args.settle)  # creation's after-effects out of the measurement
+                profile = Profile(broker, args.pyspy)
                 res = ack_run(broker.bootstrap, topic, n, args.messages, args.rate,
-                              args.linger_ms, not args.no_warmup, broker.pid,
-                              args.timeout)  # fmt: skip
+                              args.linger_ms, not args.no_warmup, broker.pid, args.timeout,
+                              profile.start, profile.stop)  # fmt: skip
                 res["create_topic_s"] = round(created, 2)
+                res.update(profile.results())
             except Exception as exc:  # noqa: BLE001 - report, never fake a figure
                 log(traceback.format_exc())
                 res = {"error": f"{type(exc).__name__}: {exc}"[:500],
@@ -175,26 +180,80 @@ def one_broker(broker: Broker, args: argparse.Namespace, rnd: int) -> dict[str, 
     return out
 
 
-class OtherTreeStrom(StromBroker):
-    """strom run from another source tree (``PYTHONPATH`` set to it): the commit before."""
+class StromUnderTest(StromBroker):
+    """strom from this process's ``PYTHONPATH`` (or from ``src``, another tree's ``src``
+    directory: ``strom_before``), with the loop probe (``benchmarks/loop_probe.py``) when
+    ``probe_dir`` is given: its figures are written to ``probe_file`` on ``SIGUSR2``."""
 
-    name = "strom_before"
-
-    def __init__(self, workdir: Path, src: str) -> None:
-        (workdir / "before").mkdir(parents=True, exist_ok=True)
-        super().__init__(workdir / "before")
+    def __init__(self, workdir: Path, name: str, src: str | None = None,
+                 probe_dir: Path | None = None) -> None:  # fmt: skip
+        (workdir / name).mkdir(parents=True, exist_ok=True)
+        super().__init__(workdir / name)
+        self.name = name
         self.src = src
+        self.probe_dir = probe_dir
+        self.probe_file = workdir / name / "loop-probe.json" if probe_dir else None
 
     def start(self) -> None:
-        old = os.environ.get("PYTHONPATH")
-        os.environ["PYTHONPATH"] = self.src  # the broker process inherits it
+        saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "STROM_LOOP_PROBE")}
+        path = self.src if self.src is not None else os.environ.get("PYTHONPATH", "")
+        if self.probe_dir is not None:
+            path = f"{self.probe_dir}:{path}" if path else str(self.probe_dir)
+            os.environ["STROM_LOOP_PROBE"] = str(self.probe_file)
+        if path:
+            os.environ["PYTHONPATH"] = path  # the broker process inherits both
         try:
             super().start()
         finally:
-            if old is None:
-                os.environ.pop("PYTHONPATH", None)
-            else:
-                os.environ["PYTHONPATH"] = old
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
+class Profile:
+    """The loop probe's window (and py-spy's recording) around one measurement of a probed
+    strom; nothing for another broker."""
+
+    def __init__(self, broker: Broker, pyspy: bool) -> None:
+        self.broker = broker
+        self.file = getattr(broker, "probe_file", None)
+        self.pyspy = pyspy and self.file is not None and shutil.which("py-spy") is not None
+        self.spy: subprocess.Popen[bytes] | None = None
+        self.spy_file = None if self.file is None else self.file.with_suffix(".pyspy.txt")
+        self.found: dict[str, Any] = {}
+
+    def start(self) -> None:
+        if self.file is None or self.broker.pid is None:
+            return
+        self.file.unlink(missing_ok=True)
+        os.kill(self.broker.pid, signal.SIGUSR1)
+        if self.pyspy:
+            self.spy = subprocess.Popen(
+                ["py-spy", "record", "--format", "raw", "--rate", "250", "--nonblocking",
+                 "--threads", "--gil", "--pid", str(self.broker.pid), "-o", str(self.spy_file)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+
+    def stop(self) -> None:
+        if self.file is None or self.broker.pid is None:
+            return
+        os.kill(self.broker.pid, signal.SIGUSR2)
+        if self.spy is not None:
+            self.spy.send_signal(signal.SIGINT)
+            self.spy.wait(60)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                self.found["probe"] = json.loads(self.file.read_text())
+                break
+            except (OSError, ValueError):
+                time.sleep(0.05)
+        if self.spy is not None and self.spy_file is not None and self.spy_file.exists():
+            self.found["pyspy"] = loop_probe.summarize_pyspy(self.spy_file)
+
+    def results(self) -> dict[str, Any]:
+        return self.found
 
 
 def summarise(rounds: list[dict[str, Any]], key: str, field: str) -> dict[str, Any] | None:
@@ -219,6 +278,11 @@ def main() -> int:
     parser.add_argument("--settle", type=float, default=2.0,
                         help="seconds between creating a topic and producing to it")
     parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--probe", action="store_true",
+                        help="run strom with benchmarks/loop_probe.py: loop time per request "
+                             "type, loop lag, stalls, per measurement (figures change a little)")
+    parser.add_argument("--pyspy", action="store_true",
+                        help="with --probe: also py-spy (if installed) on the loop thread")
     parser.add_argument("--before", metavar="SRC",
                         help="also run strom from this source tree (its src directory) as "
                              "'strom_before', in each round beside the others")
@@ -226,14 +290,19 @@ def main() -> int:
     args.partitions = [int(p) for p in args.partitions.split(",")]
     env = env_info()
     tmp = workdir()
+    probe_dir = loop_probe.sitecustomize_dir() if args.probe else None
     per_broker: dict[str, list[dict[str, Any]]] = {}
     skipped: dict[str, str] = {}
     try:
         for rnd in range(args.rounds):
             (tmp / f"r{rnd}").mkdir(parents=True, exist_ok=True)
             brokers, skipped = make_brokers(args.only, tmp / f"r{rnd}")
+            probe = probe_dir if args.probe else None
+            brokers = [StromUnderTest(tmp / f"r{rnd}", "strom", None, probe) if b.name == "strom"
+                       else b for b in brokers]  # fmt: skip
             if args.before and args.only != "tansu":
-                brokers.insert(1, OtherTreeStrom(tmp / f"r{rnd}", args.before))
+                brokers.insert(1, StromUnderTest(tmp / f"r{rnd}", "strom_before", args.before,
+                                                 probe))  # fmt: skip
             shift = rnd % len(brokers) if brokers else 0  # who goes first rotates by round
             brokers = brokers[shift:] + brokers[:shift]
             for broker in brokers:
@@ -248,6 +317,8 @@ def main() -> int:
                     broker.stop()
     finally:
         remove(tmp)
+        if probe_dir is not None:
+            remove(probe_dir)
     out: dict[str, Any] = {"benchmark": "partition_ack", "messages": args.messages,
                            "rate": args.rate, "linger_ms": args.linger_ms, "acks": 1,
                            "warmup_one_per_partition": not args.no_warmup,
