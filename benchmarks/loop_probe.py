@@ -153,13 +153,18 @@ def _patch(owner: Any, name: str, make: Callable[[Any], Any]) -> None:
 def _patch_strom() -> None:
     gc.callbacks.append(_on_gc)
     try:
-        from strom.broker import broker as broker_mod
         from strom.broker import server, single_produce
         from strom.protocol.messages import peek_header
         from strom.storage import flusher
     except ImportError as exc:
         STATE.not_probed.append(f"import: {exc}")
         return
+    try:  # periodic work: strom.periodic since the assembly (issue 19), Broker._every before
+        from strom.periodic import Periodic as periodic_owner  # type: ignore[import-not-found]
+        periodic_name = "every"
+    except ImportError:
+        from strom.broker.broker import Broker as periodic_owner  # type: ignore[import-not-found,no-redef]
+        periodic_name = "_every"
 
     def handle(original: Any) -> Any:
         async def timed(self: Any, frame: bytes) -> Any:
@@ -197,7 +202,7 @@ def _patch_strom() -> None:
 
         return patched
 
-    _patch(broker_mod.Broker, "_every", every)
+    _patch(periodic_owner, periodic_name, every)
 
     def execute(original: Any) -> Any:
         def timed(job: Any, fut: Any) -> Any:

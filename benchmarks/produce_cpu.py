@@ -1,6 +1,6 @@
 """Broker CPU per single-message Produce request, in process: the Python part of the cost.
 
-Starts a :class:`strom.broker.broker.Broker` in this process (temporary data directory, a
+Starts a :class:`strom.broker.assembly.Broker` in this process (temporary data directory, a
 free 127.0.0.1 port nobody connects to), creates a topic, and feeds one connection object
 (:class:`strom.broker.server.KafkaConnection`, with a transport that only counts bytes)
 ``--requests`` Produce frames of one 100-byte record each, as librdkafka sends them with
@@ -88,7 +88,7 @@ def produce_frames(topic: str, count: int, first_correlation: int) -> list[bytes
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    from strom.broker.broker import Broker
+    from strom.broker.assembly import Broker
     from strom.broker.server import KafkaConnection
     from strom.config import BrokerConfig
     from strom.testing import free_port
@@ -98,8 +98,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     ("127.0.0.1", free_port()))  # fmt: skip
     await broker.start()
     try:
-        await broker.create_topic("bench", 1, 1, {})
-        conn = KafkaConnection(broker)
+        services = broker.services
+        assert services is not None
+        await services.topics.create("bench", 1, 1, {})
+        conn = KafkaConnection(services, broker.connections)
         transport = CountingTransport()
         conn.connection_made(transport)
         warm = produce_frames("bench", 2000, 0)
@@ -123,7 +125,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             walls.append(wall * 1e6 / len(frames))
         if profiler is not None:
             profiler.dump_stats(args.profile)
-        log_ = broker.replicas.get_log("bench", 0)
+        log_ = services.replicas.get_log("bench", 0)
         if log_.log_end_offset != sent:
             raise RuntimeError(f"log end offset {log_.log_end_offset}, expected {sent}")
         transport.close()
@@ -160,7 +162,7 @@ async def _feed(conn: Any, frames: list[bytes], burst: int, transport: CountingT
 
 
 def _answered(conn: Any) -> int:
-    return conn.broker.replicas.get_log("bench", 0).log_end_offset
+    return conn.services.replicas.get_log("bench", 0).log_end_offset
 
 
 def main() -> int:

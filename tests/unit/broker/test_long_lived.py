@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from strom.broker import long_lived
-from strom.broker.broker import Broker
+from strom import long_lived
+from strom.broker.assembly import Broker
 from strom.config import BrokerConfig
 from strom.testing import free_port
 
@@ -91,15 +91,17 @@ def test_a_bulk_topic_is_frozen_and_still_freed_when_deleted(
         broker = Broker(BrokerConfig({"log.cleaner.enable": "false", "strom.admin.listener": ""}),
                         tmp / "data", ("127.0.0.1", free_port()))  # fmt: skip
         await broker.start()
+        services = broker.services
+        assert services is not None
         try:
             gc.unfreeze()
-            await broker.create_topic("small", 3, 1, {})  # fewer than BULK: nothing frozen
+            await services.topics.create("small", 3, 1, {})  # fewer than BULK: nothing frozen
             assert gc.get_freeze_count() == 0
             frozen = long_lived.freezes
-            await broker.create_topic("wide", 60, 1, {})
+            await services.topics.create("wide", 60, 1, {})
             assert long_lived.freezes == frozen + 1
-            logs = [broker.replicas.get_log("wide", p) for p in range(60)]
-            parts = [broker.replicas.partitions[("wide", p)] for p in range(60)]
+            logs = [services.replicas.get_log("wide", p) for p in range(60)]
+            parts = [services.replicas.partitions[("wide", p)] for p in range(60)]
             # what a collection examines: none of the new partitions' objects
             tracked = {id(o) for o in gc.get_objects()}
             assert not any(id(x) in tracked for x in [*logs, *parts])
@@ -107,9 +109,9 @@ def test_a_bulk_topic_is_frozen_and_still_freed_when_deleted(
             refs = [weakref.ref(x) for x in logs]
             del logs, parts
             gc.disable()  # whatever frees them below, it is not the cyclic collector
-            info = broker.topics.get("wide")
+            info = services.topics.get("wide")
             assert info is not None
-            await broker.lifecycle.delete(info)
+            await services.topics.lifecycle.delete(info)
             await asyncio.sleep(0.05)
             assert [r for r in refs if r() is not None] == []
         finally:
@@ -128,12 +130,14 @@ def test_start_up_freezes_the_logs_it_opened(tmp: Path, monkeypatch: pytest.Monk
         monkeypatch.setattr(long_lived, "_added", 0)
         gc.unfreeze()
         await broker.start()
+        services = broker.services
+        assert services is not None
         try:
             if create:
-                await broker.create_topic("wide", 60, 1, {})
+                await services.topics.create("wide", 60, 1, {})
                 return None
             tracked = {id(o) for o in gc.get_objects()}
-            return [id(broker.replicas.get_log("wide", p)) in tracked for p in range(60)]
+            return [id(services.replicas.get_log("wide", p)) in tracked for p in range(60)]
         finally:
             await broker.stop()
 

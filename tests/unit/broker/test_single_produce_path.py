@@ -15,7 +15,7 @@ from typing import Any
 import kio.schema.api_versions.v3.request as av
 import pytest
 
-from strom.broker.broker import Broker
+from strom.broker.assembly import Broker
 from strom.broker.server import KafkaConnection
 from strom.config import BrokerConfig
 from strom.protocol import record_batch as rb
@@ -104,9 +104,10 @@ async def _with_broker(tmp: Path, body: Any) -> Any:
                     tmp / "data", ("127.0.0.1", free_port()))  # fmt: skip
     await broker.start()
     try:
-        await broker.create_topic("plain", 2, 1, {})
-        await broker.create_topic("synced", 1, 1, {"flush.messages": "1"})  # answers wait
-        conn = KafkaConnection(broker)
+        assert broker.services is not None
+        await broker.services.topics.create("plain", 2, 1, {})
+        await broker.services.topics.create("synced", 1, 1, {"flush.messages": "1"})  # waits
+        conn = KafkaConnection(broker.services, broker.connections)
         transport = RecordingTransport()
         conn.connection_made(transport)
         await asyncio.sleep(0)  # the connection's task starts and waits for frames
@@ -128,7 +129,8 @@ async def _settle(conn: KafkaConnection, transport: RecordingTransport, count: i
 
 
 def _values(broker: Broker, topic: str, index: int) -> list[bytes]:
-    log_ = broker.replicas.get_log(topic, index)
+    assert broker.services is not None
+    log_ = broker.services.replicas.get_log(topic, index)
     data = log_.read(0, 1 << 20).records
     out = []
     for _header, view in rb.iter_batches(data):
@@ -216,7 +218,8 @@ def test_round_robin_over_partitions_costs_one_layout_and_one_template(tmp: Path
     both were rebuilt per request)."""
 
     async def body(broker: Broker, conn: KafkaConnection, transport: RecordingTransport) -> None:
-        await broker.create_topic("wide", 300, 1, {})
+        assert broker.services is not None
+        await broker.services.topics.create("wide", 300, 1, {})
         requests = [produce(version, i, [("wide", i % 300, batch(b"v%d" % i))])
                     for i in range(900)]  # fmt: skip
         for i in range(0, 900, 3):  # a few frames per read, as they arrive
