@@ -32,7 +32,6 @@ import asyncio
 import collections
 import gc
 import json
-import os
 import signal
 import sys
 import tempfile
@@ -403,7 +402,3 @@ def _kind(frames: list[str], joined: str) -> str:
 
 
 __all__ = ["install", "report", "sitecustomize_dir", "summarize_pyspy"]
-
-if __name__ == "__main__":  # pragma: no cover
-    print(__doc__)
-    os._exit(0)

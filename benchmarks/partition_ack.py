@@ -19,8 +19,13 @@ one JSON line on stdout:
   and over Tansu's N-partition p99 (target <= 2), per round and the median;
 - ``env``: CPU count, load average before and after, versions, commit.
 
-    python benchmarks/partition_ack.py                        # 3 rounds, ~6-8 min
+``--before SRC`` adds strom from another tree (``strom_before``); ``--probe`` runs strom with
+``benchmarks/loop_probe.py`` (loop time per request type, loop lag, stalls), ``--pyspy``
+adds py-spy's samples of the loop thread. See benchmarks/README.md.
+
+    python benchmarks/partition_ack.py                        # 3 rounds, ~10-25 min
     python benchmarks/partition_ack.py --rounds 1 --only strom --partitions 1,10000
+    python benchmarks/partition_ack.py --before /work/base/src --probe --pyspy
 """
 
 from __future__ import annotations
