@@ -98,6 +98,10 @@ class ShareCoordinator:
             return E.not_coordinator
         return None
 
+    def not_here_partition(self, partition: int) -> bool:
+        """Whether ``partition`` is not served here now (not led, or being loaded)."""
+        return partition in self.loading or (self.owned is not None and partition not in self.owned)
+
     # --- operations (pure: records to append, and the answer) -----------------------------------
     def initialize(self, key: Key, state_epoch: int, start_offset: int,
                    now_ms: int) -> tuple[list[Record], ErrorCode, str | None]:  # fmt: skip

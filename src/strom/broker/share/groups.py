@@ -164,10 +164,11 @@ class ShareGroups:
                      ",".join(member.subscribed))  # fmt: skip
             bump = True
         else:
-            member = group.members.get(member_id) if group is not None else None
-            if group is None or member is None:
+            found = group.members.get(member_id) if group is not None else None
+            if group is None or found is None:
                 return HeartbeatResult(E.unknown_member_id,
                                        f"Member {member_id} is not a member of group {group_id}.")  # fmt: skip
+            member = found
             if member_epoch != member.epoch:
                 return HeartbeatResult(E.fenced_member_epoch,
                                        f"The share group member has an epoch ({member_epoch}) "
@@ -243,10 +244,10 @@ class ShareGroups:
             for tid, parts in m.assignment.items():
                 wanted.setdefault(tid, set()).update(parts)
         out: dict[uuid.UUID, list[int]] = {}
-        for tid, parts in wanted.items():
+        for tid, assigned in wanted.items():
             have = set(group.initialized.get(tid, ("", frozenset()))[1])
             have |= group.initializing.get(tid, set())
-            missing = sorted(parts - have)
+            missing = sorted(assigned - have)
             if missing:
                 out[tid] = missing
                 group.initializing.setdefault(tid, set()).update(missing)
@@ -294,6 +295,14 @@ class ShareGroups:
         key = grec.encode_key(grec.SHARE_GROUP_STATE_PARTITION_METADATA, group.group_id)
         self.append(group.group_id, [(key, grec.encode_state_partitions(group.initialized))])
 
+    def ensure(self, group_id: str) -> ShareGroup:
+        """The group, created empty (and persisted at epoch 1) when it did not exist."""
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = ShareGroup(group_id)
+            self._bump(group)
+        return group
+
     # --- deletion ------------------------------------------------------------------------------------
     def delete(self, group_id: str) -> ErrorCode:
         """DeleteGroups of an empty share group (NON_EMPTY_GROUP with members): tombstones."""
@@ -325,11 +334,12 @@ class ShareGroups:
             group = self.groups.setdefault(gid, ShareGroup(gid))
             group.epoch = group.assignment_epoch = grec.decode_metadata(value)
             return
-        group = self.groups.get(gid)
-        if group is None:
+        found = self.groups.get(gid)
+        if found is None:
             if value is None:
                 return
-            group = self.groups[gid] = ShareGroup(gid)
+            found = self.groups[gid] = ShareGroup(gid)
+        group = found
         group.initialized = {} if value is None else grec.decode_state_partitions(value)
 
     def unload(self, belongs: Callable[[str], bool]) -> int:

@@ -59,7 +59,7 @@ class FetchedBatch(NamedTuple):
 class Acquired(NamedTuple):
     first: int
     last: int
-    count: int
+    deliveries: int
 
 
 @dataclass(slots=True)
@@ -110,6 +110,8 @@ class SharePartition:
         self.state_epoch = state_epoch
         self.limits = limits or Limits()
         self.stats = Stats()
+        #: bumped by every change that must be persisted (the writer compares it)
+        self.changes = 0
         self.spso = max(start_offset, 0)
         self.runs: list[Run] = []
         for b in sorted(batches):
@@ -121,12 +123,11 @@ class SharePartition:
                 self.runs.append(Run(end, first - 1, AVAILABLE, 0))
             elif first < end:
                 continue  # overlapping input: the earlier batch wins
-            self.runs.append(Run(first, b.last, b.state, b.count))
+            self.runs.append(Run(first, b.last, b.state, b.deliveries))
         self.speo = self.runs[-1].last + 1 if self.runs else self.spso
         self._merge()
         self._advance()
-        #: the state changed since it was last handed to be persisted
-        self.dirty = False
+        self.changes = 0  # the state as loaded is the persisted one
 
     # --- queries ---------------------------------------------------------------------------------
     def in_flight(self) -> int:
@@ -208,7 +209,7 @@ class SharePartition:
             if last < hi:
                 break
         self.stats.acquired += taken
-        self.stats.redelivered += sum(a.last - a.first + 1 for a in out if a.count > 1)
+        self.stats.redelivered += sum(a.last - a.first + 1 for a in out if a.deliveries > 1)
         if out:
             self._merge()
         self._advance()
@@ -234,7 +235,7 @@ class SharePartition:
             if skip:  # a control batch or aborted data: never delivered
                 piece.state = ARCHIVED
                 self.stats.archived += len(piece)
-                self.dirty = True
+                self.changes += 1
             else:
                 piece.state, piece.count = ACQUIRED, piece.count + 1
                 piece.member, piece.deadline = member, deadline
@@ -297,7 +298,7 @@ class SharePartition:
                 self.stats.released += n
                 self._release(r)
             if ack != RENEW:
-                self.dirty = True
+                self.changes += 1
             i += 1
 
     def _release(self, r: Run) -> None:
@@ -309,7 +310,7 @@ class SharePartition:
             self.stats.delivery_limit += len(r)
         else:
             r.state = AVAILABLE
-        self.dirty = True
+        self.changes += 1
 
     # --- locks ---------------------------------------------------------------------------------
     def expire(self, now_ms: int) -> int:
@@ -347,7 +348,7 @@ class SharePartition:
             self.runs[0].first = offset
         self.spso = offset
         self.speo = max(self.speo, offset)
-        self.dirty = True
+        self.changes += 1
         self._advance()
 
     # --- persistence -----------------------------------------------------------------------------
@@ -359,7 +360,7 @@ class SharePartition:
             if r.state == AVAILABLE and r.count == 0:
                 continue
             state = AVAILABLE if r.state == ACQUIRED else r.state
-            if out and out[-1].last + 1 == r.first and (out[-1].state, out[-1].count) == (state, r.count):
+            if out and out[-1].last + 1 == r.first and (out[-1].state, out[-1].deliveries) == (state, r.count):
                 out[-1] = Batch(out[-1].first, r.last, state, r.count)
             else:
                 out.append(Batch(r.first, r.last, state, r.count))
@@ -407,7 +408,7 @@ class SharePartition:
         if k:
             self.spso = self.runs[k - 1].last + 1
             del self.runs[:k]
-            self.dirty = True
+            self.changes += 1
         if not self.runs:
             self.spso = max(self.spso, self.speo)
             self.speo = self.spso
@@ -432,8 +433,8 @@ def _runs_of_types(first: int, types: Sequence[int]) -> list[tuple[int, int, int
 def _coalesce(ranges: list[Acquired]) -> list[Acquired]:
     out: list[Acquired] = []
     for a in sorted(ranges):
-        if out and out[-1].last + 1 == a.first and out[-1].count == a.count:
-            out[-1] = Acquired(out[-1].first, a.last, a.count)
+        if out and out[-1].last + 1 == a.first and out[-1].deliveries == a.deliveries:
+            out[-1] = Acquired(out[-1].first, a.last, a.deliveries)
         else:
             out.append(a)
     return out

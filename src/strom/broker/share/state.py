@@ -7,7 +7,7 @@ What the share coordinator keeps for one (group, topic id, partition) — Kafka'
   (acknowledged or archived); -1 means "initialized, no offset chosen yet" (the partition's
   leader applies ``share.auto.offset.reset`` when it first loads the state);
 - ``batches``: the delivery state of offsets at or above it, as sorted, non-overlapping
-  ranges ``(first, last, state, count)`` with state 0 Available, 2 Acknowledged, 4 Archived
+  ranges ``(first, last, state, deliveries)`` with state 0 Available, 2 Acknowledged, 4 Archived
   (an acquired record is persisted as Available with the deliveries it has had). An offset
   above the start that no batch covers was never delivered;
 - ``state_epoch``: bumped when the state is reset (AlterShareGroupOffsets); a write at an
@@ -38,7 +38,7 @@ class Batch(NamedTuple):
     first: int
     last: int
     state: int
-    count: int
+    deliveries: int
 
 
 @dataclass(slots=True)
@@ -66,8 +66,8 @@ def normalize(batches: Iterable[Batch]) -> list[Batch]:
             continue
         if out:
             prev = out[-1]
-            if prev.last + 1 == b.first and (prev.state, prev.count) == (b.state, b.count):
-                out[-1] = Batch(prev.first, b.last, prev.state, prev.count)
+            if prev.last + 1 == b.first and (prev.state, prev.deliveries) == (b.state, b.deliveries):
+                out[-1] = Batch(prev.first, b.last, prev.state, prev.deliveries)
                 continue
         out.append(b)
     return out
@@ -83,12 +83,12 @@ def _subtract(b: Batch, cuts: Sequence[Batch]) -> list[Batch]:
         if c.first > b.last:
             break
         if c.first > start:
-            pieces.append(Batch(start, c.first - 1, b.state, b.count))
+            pieces.append(Batch(start, c.first - 1, b.state, b.deliveries))
         start = max(start, c.last + 1)
         if start > b.last:
             return pieces
     if start <= b.last:
-        pieces.append(Batch(start, b.last, b.state, b.count))
+        pieces.append(Batch(start, b.last, b.state, b.deliveries))
     return pieces
 
 
@@ -107,6 +107,6 @@ def combine(current: Sequence[Batch], update: Sequence[Batch], start_offset: int
         if b.last < start_offset:
             continue
         if b.first < start_offset:
-            b = Batch(start_offset, b.last, b.state, b.count)
+            b = Batch(start_offset, b.last, b.state, b.deliveries)
         out.append(b)
     return out
