@@ -102,8 +102,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     elif int(request.max_records) > 0 and not (renew and ctx.api_version >= 2):
         parts = list(session.partitions)
         fetched = await _fetch(ctx, group, member, parts, request, settings)
-    shown = list(session.partitions) if epoch == INITIAL_EPOCH else []
-    shown += [p for p in [*ack_results, *fetched] if p not in shown]
+    shown = dict.fromkeys(session.partitions if epoch == INITIAL_EPOCH else ())
+    shown.update(dict.fromkeys([*ack_results, *fetched]))
     topics: dict[uuid.UUID, list[Any]] = {}
     leaders: list[int] = []
     for tid, index in shown:

@@ -1,0 +1,261 @@
+"""Share groups (KIP-932) with confluent-kafka's ShareConsumer (librdkafka 2.16) against strom.
+
+Each test has its own topic and group; the group reads from the earliest offset
+(``share.auto.offset.reset`` set as a group config with IncrementalAlterConfigs) and short locks
+where the test needs locks to run out. Every test asserts the data: which values reached which
+consumer, how often (``delivery_count``), and which never came back.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from confluent_kafka import AcknowledgeType
+
+from strom.testing import BrokerProcess
+from tests.integration.clients import create_topic, produce
+from tests.integration.share_helpers import (
+    BROKER_SETTINGS,
+    Worker,
+    set_group_configs,
+    share_consumer,
+    wait_for,
+)
+from tests.topology import module_broker
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def broker(topology: str, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    with module_broker(topology, tmp_path_factory.mktemp("share"), BROKER_SETTINGS) as b:
+        yield b
+
+
+def _values(n: int, tag: str) -> list[bytes]:
+    return [f"{tag}-{i}".encode() for i in range(n)]
+
+
+def _produce(bootstrap: str, topic: str, values: list[bytes], per_batch: int = 5) -> None:
+    delivered = produce(bootstrap, topic, ({"value": v} for v in values),
+                        **{"batch.num.messages": per_batch, "linger.ms": 2})  # fmt: skip
+    assert len(delivered) == len(values)
+
+
+def test_three_consumers_share_one_partition_each_message_once(broker, topic_name) -> None:
+    create_topic(broker.bootstrap, topic_name, 1)
+    group = f"g-{topic_name}"
+    set_group_configs(broker.bootstrap, group, share_auto_offset_reset="earliest")
+    values = _values(300, "job")
+    _produce(broker.bootstrap, topic_name, values)
+    workers = [Worker(broker.bootstrap, group, topic_name, f"w{i}", per_record_s=0.003).start()
+               for i in range(3)]  # fmt: skip
+    try:
+        wait_for(lambda: sum(len(w.deliveries) for w in workers) >= len(values), 60,
+                 "every record delivered")  # fmt: skip
+        time.sleep(1.0)  # anything delivered twice would show up now
+    finally:
+        for w in workers:
+            w.stop()
+    got = Counter(v for w in workers for v in w.values())
+    assert set(got) == set(values)
+    assert [v for v, n in got.items() if n > 1] == []  # each message reached exactly one
+    assert all(w.deliveries for w in workers), [len(w.deliveries) for w in workers]
+    assert not any(w.commit_errors for w in workers), [w.commit_errors for w in workers]
+    assert all(d.delivery_count == 1 for w in workers for d in w.deliveries)
+
+
+def test_release_redelivers_and_reject_never_returns(broker, topic_name) -> None:
+    create_topic(broker.bootstrap, topic_name, 1)
+    group = f"g-{topic_name}"
+    set_group_configs(broker.bootstrap, group, share_auto_offset_reset="earliest")
+    values = _values(20, "r")
+    _produce(broker.bootstrap, topic_name, values)
+    released_once: set[bytes] = set()
+
+    def decide(msg):  # type: ignore[no-untyped-def]
+        v = msg.value()
+        if v == b"r-3":
+            return AcknowledgeType.REJECT
+        if v == b"r-7" and v not in released_once:
+            released_once.add(v)
+            return AcknowledgeType.RELEASE
+        return AcknowledgeType.ACCEPT
+
+    worker = Worker(broker.bootstrap, group, topic_name, "w", decide=decide).start()
+    try:
+        wait_for(lambda: len(worker.deliveries) >= 21, 30, "20 records and one redelivery")
+        time.sleep(1.5)  # a rejected record coming back would show up now
+    finally:
+        worker.stop()
+    counts = Counter(worker.values())
+    assert counts[b"r-7"] == 2 and counts[b"r-3"] == 1
+    assert {v for v, n in counts.items() if n != 1} == {b"r-7"}
+    seven = [d.delivery_count for d in worker.deliveries if d.value == b"r-7"]
+    assert seven == [1, 2]
+    # a new consumer of the group finds nothing left: all were accepted or rejected
+    late = Worker(broker.bootstrap, group, topic_name, "late").start()
+    time.sleep(2.0)
+    late.stop()
+    assert late.deliveries == []
+
+
+def test_delivery_limit_archives_the_record(broker, topic_name) -> None:
+    create_topic(broker.bootstrap, topic_name, 1)
+    group = f"g-{topic_name}"
+    set_group_configs(broker.bootstrap, group, share_auto_offset_reset="earliest",
+                      share_delivery_count_limit="3")  # fmt: skip
+    _produce(broker.bootstrap, topic_name, [b"poison", b"fine"], per_batch=1)
+
+    def decide(msg):  # type: ignore[no-untyped-def]
+        return AcknowledgeType.RELEASE if msg.value() == b"poison" else AcknowledgeType.ACCEPT
+
+    worker = Worker(broker.bootstrap, group, topic_name, "w", decide=decide).start()
+    try:
+        wait_for(lambda: worker.values().count(b"poison") >= 3, 30, "three deliveries of the poison")
+        time.sleep(2.0)  # a fourth delivery would show up now
+    finally:
+        worker.stop()
+    poison = [d.delivery_count for d in worker.deliveries if d.value == b"poison"]
+    assert poison == [1, 2, 3]
+    assert worker.values().count(b"fine") == 1
+
+
+def test_a_killed_consumers_records_go_to_another(broker, topic_name, tmp_path) -> None:
+    """kill -9 of a consumer holding acquired records: another member of the group gets them
+    (delivery count 2) — at the latest when their lock (3 s here) runs out."""
+    create_topic(broker.bootstrap, topic_name, 1)
+    group = f"g-{topic_name}"
+    set_group_configs(broker.bootstrap, group, share_auto_offset_reset="earliest",
+                      share_record_lock_duration_ms="3000")  # fmt: skip
+    values = _values(10, "k")
+    _produce(broker.bootstrap, topic_name, values, per_batch=10)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
+    holder = subprocess.Popen([sys.executable, "-m", "tests.integration.share_holder",
+                               broker.bootstrap, group, topic_name], stdout=subprocess.PIPE,
+                              text=True, cwd=ROOT, env=env)  # fmt: skip
+    try:
+        line = holder.stdout.readline() if holder.stdout else ""
+        assert line.startswith("HELD"), line
+        held = [int(x) for x in line.split()[1:]]
+        assert held
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(10)
+        killed_at = time.monotonic()
+        taker = Worker(broker.bootstrap, group, topic_name, "taker").start()
+        try:
+            wait_for(lambda: len(taker.deliveries) >= len(values), 30, "the held records again")
+        finally:
+            taker.stop()
+        assert time.monotonic() - killed_at < 3.0 + 10  # the lock, plus a consumer's start
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait(10)
+    again = {d.offset: d.delivery_count for d in taker.deliveries}
+    assert sorted(again) == list(range(len(values)))
+    assert all(again[o] == 2 for o in held), again
+    assert Counter(taker.values()) == Counter(values)
+
+
+def test_implicit_mode_accepts_on_the_next_poll(broker, topic_name) -> None:
+    create_topic(broker.bootstrap, topic_name, 1)
+    group = f"g-{topic_name}"
+    set_group_configs(broker.bootstrap, group, share_auto_offset_reset="earliest")
+    values = _values(30, "i")
+    _produce(broker.bootstrap, topic_name, values)
+    consumer = share_consumer(broker.bootstrap, group, topic_name)
+    got: list[bytes] = []
+    try:
+        deadline = time.monotonic() + 30
+        while len(got) < len(values) and time.monotonic() < deadline:
+            got += [m.value() for m in consumer.poll(0.5) if not m.error()]
+        results = consumer.commit_sync(30)
+        assert all(err is None for err in results.values()), results
+    finally:
+        consumer.close()
+    assert sorted(got) == sorted(values)
+    second = share_consumer(broker.bootstrap, group, topic_name)
+    try:
+        leftovers = [m for m in second.poll(3.0) if not m.error()]
+    finally:
+        second.close()
+    assert leftovers == []
+
+
+def test_read_committed_never_delivers_aborted_records(broker, topic_name) -> None:
+    from confluent_kafka import Producer
+
+    create_topic(broker.bootstrap, topic_name, 1)
+    group = f"g-{topic_name}"
+    set_group_configs(broker.bootstrap, group, share_auto_offset_reset="earliest",
+                      share_isolation_level="read_committed")  # fmt: skip
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"t-{topic_name}"})
+    producer.init_transactions(30)
+    for i, commit in enumerate([True, False, True]):
+        producer.begin_transaction()
+        for j in range(5):
+            producer.produce(topic_name, f"tx{i}-{j}".encode())
+        producer.flush(30)
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+    worker = Worker(broker.bootstrap, group, topic_name, "w").start()
+    try:
+        wait_for(lambda: len(worker.deliveries) >= 10, 30, "the committed records")
+        time.sleep(1.5)
+    finally:
+        worker.stop()
+    assert sorted(worker.values()) == sorted(f"tx{i}-{j}".encode() for i in (0, 2) for j in range(5))
+
+
+def test_acknowledged_state_survives_a_broker_kill_9(tmp_path) -> None:
+    """Accepted records are never delivered again after kill -9 of the broker; records that
+    were acquired but not acknowledged (and those never delivered) are."""
+    proc = BrokerProcess(tmp_path / "data", settings=BROKER_SETTINGS)
+    proc.start()
+    try:
+        topic, group = "jobs", "crash-group"
+        create_topic(proc.bootstrap, topic, 1)
+        set_group_configs(proc.bootstrap, group, share_auto_offset_reset="earliest")
+        values = _values(40, "c")
+        _produce(proc.bootstrap, topic, values, per_batch=10)
+        accepted: list[bytes] = []
+        held: list[bytes] = []
+
+        def decide(msg):  # type: ignore[no-untyped-def]
+            if len(accepted) < 15:
+                accepted.append(msg.value())
+                return AcknowledgeType.ACCEPT
+            held.append(msg.value())
+            return None  # stays acquired: in flight when the broker dies
+
+        worker = Worker(proc.bootstrap, group, topic, "before", decide=decide).start()
+        try:
+            wait_for(lambda: worker.holding, 30, "15 accepted (committed) and the rest held")
+            assert len(accepted) == 15 and held and not worker.commit_errors
+            proc.kill()
+        finally:
+            worker.stop_event.set()
+        proc.start()
+        after = Worker(proc.bootstrap, group, topic, "after").start()
+        try:
+            wait_for(lambda: len(after.deliveries) >= len(values) - 15, 60, "the rest after restart")
+            time.sleep(1.5)
+        finally:
+            after.stop()
+        worker.stop()
+        assert not worker.commit_errors, worker.commit_errors
+        assert set(after.values()).isdisjoint(accepted)
+        assert Counter(after.values()) == Counter(v for v in values if v not in accepted)
+        assert set(held) <= set(after.values())
+    finally:
+        proc.stop()
