@@ -70,6 +70,10 @@ class Worker:
     commit_errors: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     commits: int = 0  # commit_sync calls answered
+    #: values whose ACCEPT the broker confirmed (commit_sync without error for its partition)
+    accepted: list[bytes] = field(default_factory=list)
+    #: called with every record polled (a history's ``record_message``)
+    on_record: Callable[[Any], None] | None = None
     holding: bool = False  # stopped polling to hold records, after committing the others
     stop_event: threading.Event = field(default_factory=threading.Event)
     thread: threading.Thread | None = None
@@ -89,12 +93,15 @@ class Worker:
                     continue
                 msgs = consumer.poll(0.5)
                 acked = False
+                accepting: list[tuple[int, bytes]] = []
                 for msg in msgs:
                     if msg.error():
                         self.errors.append(str(msg.error()))
                         continue
                     self.deliveries.append(Delivery(msg.value(), msg.partition(), msg.offset(),
                                                     msg.delivery_count(), self.name))  # fmt: skip
+                    if self.on_record is not None:
+                        self.on_record(msg)
                     if self.per_record_s:
                         time.sleep(self.per_record_s)
                     ack = self.decide(msg)
@@ -103,10 +110,15 @@ class Worker:
                     else:
                         consumer.acknowledge(msg, ack)
                         acked = True
+                        if ack == AcknowledgeType.ACCEPT:
+                            accepting.append((msg.partition(), msg.value()))
                 if acked:
+                    failed = set()
                     for tp, err in consumer.commit_sync(30).items():
                         if err is not None:
                             self.commit_errors.append(f"{tp}: {err}")
+                            failed.add(tp.partition)
+                    self.accepted += [v for p, v in accepting if p not in failed]
                     self.commits += 1
                 self.holding = holding
         finally:

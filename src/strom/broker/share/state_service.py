@@ -138,6 +138,7 @@ class ShareStateService:
         return await self._run(key, lambda c: c.delete(key))
 
     async def summary(self, key: Key, leader_epoch: int) -> ReadResult:
+        _check(key)
         coord = self.active()
         if (code := coord.not_here(key)) is not None:
             raise KafkaError(code)
@@ -146,6 +147,7 @@ class ShareStateService:
     async def _run(self, key: Key, compute: Callable[[ShareCoordinator], tuple[list[Record], R]]) -> R:
         """``compute``'s answer once its records are appended, replicated and replayed;
         KafkaError when this broker does not serve the key or the append failed."""
+        _check(key)
         coord = self.active()
         if (code := coord.not_here(key)) is not None:
             raise KafkaError(code)
@@ -212,6 +214,17 @@ class ShareStateService:
             if upto > log_.log_start_offset:
                 log_.delete_records_before(upto)
                 log.debug("pruned %s-%d below offset %d", SHARE_STATE_TOPIC, partition, upto)
+
+
+def _check(key: Key) -> None:
+    """A key from the wire: a group id, a topic id, a partition index (else INVALID_REQUEST,
+    or INVALID_GROUP_ID for an empty group id)."""
+    group, topic_id, partition = key
+    if not group:
+        raise KafkaError(ErrorCode.invalid_group_id, "the group id is empty")
+    if topic_id is None or topic_id.int == 0 or partition < 0:
+        raise KafkaError(ErrorCode.invalid_request,
+                         f"not a share-partition: topic id {topic_id}, partition {partition}")  # fmt: skip
 
 
 def _split(result: tuple[list[Record], ErrorCode, str | None]
