@@ -217,10 +217,19 @@ def test_read_committed_never_delivers_aborted_records(broker, topic_name) -> No
     assert sorted(worker.values()) == sorted(f"tx{i}-{j}".encode() for i in (0, 2) for j in range(5))
 
 
+def _scrape(url: str) -> dict[str, float]:
+    import urllib.request
+
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines() if line and not line.startswith("#")}  # fmt: skip
+
+
 def test_acknowledged_state_survives_a_broker_kill_9(tmp_path) -> None:
     """Accepted records are never delivered again after kill -9 of the broker; records that
     were acquired but not acknowledged (and those never delivered) are."""
-    proc = BrokerProcess(tmp_path / "data", settings=BROKER_SETTINGS)
+    proc = BrokerProcess(tmp_path / "data", settings=BROKER_SETTINGS, admin=True)
     proc.start()
     try:
         topic, group = "jobs", "crash-group"
@@ -242,6 +251,14 @@ def test_acknowledged_state_survives_a_broker_kill_9(tmp_path) -> None:
         try:
             wait_for(lambda: worker.holding, 30, "15 accepted (committed) and the rest held")
             assert len(accepted) == 15 and held and not worker.commit_errors
+            metrics = _scrape(proc.admin_url)
+            assert metrics["kafka_server_share_group_metrics_records_accepted_total"] == 15
+            assert metrics["kafka_server_share_group_metrics_records_acquired_total"] >= 15 + len(held)
+            assert metrics['kafka_sharegroup_members{sharegroup="crash-group"}'] == 1
+            assert metrics['kafka_sharepartition_acquired_records{sharegroup="crash-group",'
+                           'topic="jobs",partition="0"}'] >= len(held)
+            assert metrics['kafka_sharepartition_start_offset{sharegroup="crash-group",'
+                           'topic="jobs",partition="0"}'] == 15
             proc.kill()
         finally:
             worker.stop_event.set()
