@@ -276,3 +276,71 @@ def test_acknowledged_state_survives_a_broker_kill_9(tmp_path) -> None:
         assert set(held) <= set(after.values())
     finally:
         proc.stop()
+
+
+def test_cli_and_admin_list_describe_reset_and_delete_a_share_group(broker, topic_name) -> None:
+    from strom.admin import share_groups
+    from strom.admin.session import ClientSettings, Session
+    from strom.protocol.errors import ErrorCode
+    from strom.testing.raw import RawConnection
+    from tests.integration.cli_helpers import Cli, eventually, parse_table
+    from tests.integration.routing import coordinator_of
+
+    cli = Cli(str(broker.bootstrap))
+    session = Session(ClientSettings(bootstrap=broker.bootstrap, timeout=15))
+    create_topic(broker.bootstrap, topic_name, 1)
+    group = f"g-{topic_name}"
+    set_group_configs(broker.bootstrap, group, share_auto_offset_reset="earliest")
+    _produce(broker.bootstrap, topic_name, _values(10, "a"))
+    worker = Worker(broker.bootstrap, group, topic_name, "w").start()
+    try:
+        wait_for(lambda: len(worker.deliveries) >= 10, 30, "10 records")
+        members = parse_table(cli.ok("share-group", "describe", group, "--members"))
+        assert [(m["GROUP"], m["#PARTITIONS"], m["ASSIGNMENT"]) for m in members] == [
+            (group, "1", f"{topic_name}:0")]
+        desc = share_groups.describe_share_group(session, group)
+        assert (desc.state, len(desc.members), desc.assignor) == ("Stable", 1, "simple")
+        assert desc.members[0].subscribed == [topic_name] and desc.group_epoch >= 1
+        error = cli.fail("share-group", "reset-offsets", group, "--topic", topic_name,
+                         "--to-earliest", "--execute")  # fmt: skip
+        assert "has 1 member(s); stop its consumers first" in error
+    finally:
+        worker.stop()
+    assert group in [g.group for g in share_groups.list_share_groups(session)]
+    assert (group, "Empty") in [(g.group, g.state) for g in
+                                share_groups.list_share_groups(session, "Empty")]  # fmt: skip
+
+    def offsets() -> list[tuple[str, int, int | None, int | None]]:
+        return [(r.topic, r.partition, r.start_offset, r.lag)
+                for r in share_groups.offsets(session, group)]  # fmt: skip
+
+    assert eventually(lambda: offsets() == [(topic_name, 0, 10, 0)] or None, timeout=15)
+    _produce(broker.bootstrap, topic_name, _values(5, "b"))
+    rows = parse_table(cli.ok("share-group", "describe", group))
+    assert [(r["GROUP"], r["TOPIC"], r["PARTITION"], r["START-OFFSET"], r["LAG"]) for r in rows] == [
+        (group, topic_name, "0", "10", "5")]  # kafka-share-groups.sh's columns
+    plan = parse_table(cli.ok("share-group", "reset-offsets", group, "--topic", topic_name,
+                              "--to-earliest"))  # fmt: skip
+    assert [(r["PARTITION"], r["NEW-OFFSET"]) for r in plan] == [("0", "0")]
+    assert offsets() == [(topic_name, 0, 10, 5)]  # a dry run changed nothing
+    cli.ok("share-group", "reset-offsets", group, "--all-topics", "--to-offset", "3", "--execute")
+    assert offsets() == [(topic_name, 0, 3, 12)]
+    again = Worker(broker.bootstrap, group, topic_name, "again").start()
+    try:
+        wait_for(lambda: len(again.deliveries) >= 12, 30, "the 12 records from offset 3")
+        time.sleep(1.0)
+    finally:
+        again.stop()
+    assert sorted(d.offset for d in again.deliveries) == list(range(3, 15))
+    # DescribeGroups (v6) says a share group is not a classic group
+    with RawConnection(coordinator_of(broker.bootstrap, group)) as conn:
+        resp = conn.request(15, 6, groups=(group,), include_authorized_operations=False)
+    (described,) = resp.groups
+    assert (described.error_code, described.group_state) == (ErrorCode.group_id_not_found, "Dead")
+    share_groups.delete_offsets(session, group, [topic_name])
+    assert offsets() == []
+    assert "share group 'no-such-group' does not exist" in cli.fail(
+        "share-group", "describe", "no-such-group")
+    cli.ok("share-group", "delete", group)
+    assert group not in [g.group for g in share_groups.list_share_groups(session)]
+    session.close()
