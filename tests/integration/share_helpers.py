@@ -9,7 +9,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import AcknowledgeType, ShareConsumer
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
 
 #: broker settings of the share-group test modules: short heartbeats and locks allowed
 BROKER_SETTINGS = {
