@@ -344,3 +344,23 @@ def test_cli_and_admin_list_describe_reset_and_delete_a_share_group(broker, topi
     cli.ok("share-group", "delete", group)
     assert group not in [g.group for g in share_groups.list_share_groups(session)]
     session.close()
+
+
+def test_work_queue_example(broker) -> None:
+    """examples/work_queue.py: the jobs done once or dead-lettered by both groups; the share
+    group puts more workers to work than the topic has partitions, the classic group cannot."""
+    import json
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
+    proc = subprocess.run([sys.executable, str(ROOT / "examples" / "work_queue.py"), "--bootstrap",
+                           broker.bootstrap, "--jobs", "200", "--workers", "4", "--partitions", "2"],
+                          capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["ok"] is True
+    share, classic = result["share_group"], result["classic_group"]
+    for run in (share, classic):
+        assert run["done"] + run["dead_lettered"] == 200 and run["dead_lettered"] > 0
+        assert run["retries"] > 0
+    assert classic["busy_workers"] == 2
+    assert share["busy_workers"] > 2

@@ -187,19 +187,26 @@ class ShareManager:
             return FetchResult()
         aborted = log_.collect_aborted(offset, bound) if read_committed else []
         fetched = []
-        for header, _batch in rb.iter_batches(data):
+        views = []
+        for header, view in rb.iter_batches(data):
             skip = header.is_control or (
                 header.is_transactional and any(
                     a.producer_id == header.producer_id and a.first_offset <= header.base_offset
                     <= a.last_offset for a in aborted))  # fmt: skip
             fetched.append(FetchedBatch(header.base_offset, header.last_offset, skip))
+            views.append(view)
         before = sp.changes
         acquired = sp.acquire(member, fetched, max_records, self.clock.time_ms(), strict=strict)
         if sp.changes != before:  # control/aborted records archived: persisted with the next write
             self._persist_soon(sp)
         if not acquired:
             return FetchResult()
-        return FetchResult(records=bytes(data), acquired=tuple(acquired))
+        # only the batches holding acquired records go back (Kafka's KAFKA-18522): the others
+        # are another member's, or done
+        sent = b"".join(bytes(v) for b, v in zip(fetched, views, strict=True)
+                        if any(a.first <= b.last_offset and b.base_offset <= a.last
+                               for a in acquired))  # fmt: skip
+        return FetchResult(records=sent, acquired=tuple(acquired))
 
     # --- acknowledging ---------------------------------------------------------------------------
     async def acknowledge(self, group: str, member: str, topic_id: uuid.UUID, index: int,
