@@ -51,7 +51,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         manager.release_session(session)
     if code or session is None:
         return answer(code or E.share_session_not_found)
-    renew = bool(getattr(request, "is_renew_ack", False))
+    renew = bool(getattr(request, "is_renew_ack", False)) and settings.renew_enabled
     results: dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]] = {}
     for (tid, index), batches in wire.acknowledgements(request.topics, "acknowledgement_batches").items():
         results[(tid, index)] = await manager.acknowledge(group, member, tid, index, batches, renew)

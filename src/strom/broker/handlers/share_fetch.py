@@ -90,7 +90,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for t in request.forgotten_topics_data:
             for index in t.partitions:
                 session.partitions.pop((t.topic_id, int(index)), None)
-    renew = bool(getattr(request, "is_renew_ack", False))
+    renew_request = bool(getattr(request, "is_renew_ack", False))  # v2: renew, fetch nothing
+    renew = renew_request and settings.renew_enabled
     ack_results: dict[Part, tuple[ErrorCode, str | None]] = {}
     for (tid, index), batches in acks.items():
         ack_results[(tid, index)] = await manager.acknowledge(group, member, tid, index, batches,
@@ -99,7 +100,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if epoch == FINAL_EPOCH:
         manager.sessions.close(group, member)
         manager.release_session(session)
-    elif int(request.max_records) > 0 and not (renew and ctx.api_version >= 2):
+    elif int(request.max_records) > 0 and not renew_request:
         parts = list(session.partitions)
         fetched = await _fetch(ctx, group, member, parts, request, settings)
     shown = dict.fromkeys(session.partitions if epoch == INITIAL_EPOCH else ())
