@@ -201,3 +201,26 @@ def _name(conn: RawConnection, tid: uuid.UUID) -> str:
     meta = conn.request(3, 12, topics=None, allow_auto_topic_creation=False,
                         include_topic_authorized_operations=False)  # fmt: skip
     return next(t.name for t in meta.topics if t.topic_id == tid)
+
+
+def test_auto_offset_reset_latest_and_by_duration(broker, topic_name) -> None:  # type: ignore[no-untyped-def]
+    """latest (the default): the first share fetch starts at the high watermark; by_duration:
+    at the first record not older than the duration; a bad value is INVALID_CONFIG."""
+    from confluent_kafka import KafkaException
+
+    create_topic(broker.bootstrap, topic_name, 1)
+    now_ms = int(time.time() * 1000)
+    produce(broker.bootstrap, topic_name,
+            [{"value": f"old{i}".encode(), "timestamp": now_ms - 7_200_000} for i in range(4)]
+            + [{"value": f"new{i}".encode(), "timestamp": now_ms} for i in range(3)],
+            **{"batch.num.messages": 1, "linger.ms": 0})  # fmt: skip
+    with pytest.raises(KafkaException, match="INVALID_CONFIG|share.auto.offset.reset"):
+        set_group_configs(broker.bootstrap, "bad", share_auto_offset_reset="sometimes")
+    set_group_configs(broker.bootstrap, f"d-{topic_name}", share_auto_offset_reset="by_duration:PT1H")
+    with RawConnection(broker.bootstrap) as conn:
+        tid = _topic_id(conn, topic_name)
+        assert _acquired(_fetch(conn, f"d-{topic_name}", "m", 0, tid)) == [(4, 6, 1)]
+        assert _acquired(_fetch(conn, f"l-{topic_name}", "m", 0, tid)) == []  # latest: nothing
+    produce(broker.bootstrap, topic_name, [{"value": b"after"}])
+    with RawConnection(broker.bootstrap) as conn:
+        assert _acquired(_fetch(conn, f"l-{topic_name}", "m", 0, tid, wait_ms=2000)) == [(7, 7, 1)]

@@ -89,6 +89,13 @@ def validate(configs: Mapping[str, str | None], broker_values: Mapping[str, str]
             parsed = kc.check_value(defn, value)
         except kc.ConfigValueError as exc:
             raise InvalidConfigError(str(exc)) from None
+        if name == "share.auto.offset.reset":  # Kafka's ShareGroupAutoOffsetResetStrategy
+            from strom.broker.share.settings import check_auto_offset_reset
+
+            try:
+                check_auto_offset_reset(value)
+            except ValueError as exc:
+                raise InvalidConfigError(str(exc)) from None
         if not isinstance(parsed, int) or isinstance(parsed, bool):
             continue
         low_name, high_name = _broker_bound(name, "min"), _broker_bound(name, "max")

@@ -54,6 +54,23 @@ def duration_ms(text: str) -> int:
     return int(((days * 24 + hours) * 60 + minutes) * 60_000 + seconds * 1000)
 
 
+def check_auto_offset_reset(value: str) -> None:
+    """ValueError (Kafka's message) unless ``value`` is ``latest``, ``earliest`` or
+    ``by_duration:<ISO-8601 duration>``."""
+    text = value.strip().lower()
+    if text in ("latest", "earliest"):
+        return
+    if text.startswith("by_duration:"):
+        try:
+            if duration_ms(value.strip()[len("by_duration:"):]) >= 0:
+                return
+        except ValueError:
+            pass
+    raise ValueError(f"Invalid value `{value}` for configuration share.auto.offset.reset. The "
+                     "value must be either 'earliest', 'latest' or of the format "
+                     "'by_duration:<PnDTnHnMn.nS.>'.")
+
+
 def resolve(own: Mapping[str, str], broker: BrokerConfig) -> ShareSettings:
     def pick(name: str) -> int:
         value = own.get(f"share.{name}")
