@@ -161,6 +161,8 @@ class Persister:
                     return answer
                 last = (code, f"{code.name} from the share coordinator")
             except _Retry as exc:
+                if exc.code not in RETRIABLE:
+                    return failed(exc.code, str(exc))
                 last = (exc.code, str(exc))
             if loop.time() + BACKOFF_S > deadline:
                 log.info("share state %s of %s: %s", api_key, coordinator_key(key), last[1])
