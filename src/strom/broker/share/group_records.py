@@ -3,7 +3,8 @@
 Keys are Kafka's non-flexible ``int16 type | GroupId string``; values ``int16 version (0) |``
 a flexible v0 body:
 
-- type 11 ``ShareGroupMetadata``: ``Epoch int32`` — the group exists, at this group epoch;
+- type 11 ``ShareGroupMetadata``: ``Epoch int32, MetadataHash int64`` — the group exists, at
+  this group epoch (strom writes hash 0: it compares the subscribed topics themselves);
 - type 15 ``ShareGroupStatePartitionMetadata``: ``InitializingTopics [TopicId uuid, TopicName
   string, Partitions [int32]], InitializedTopics [same], DeletingTopics [TopicId uuid,
   TopicName string]`` — the share-partitions whose state exists in ``__share_group_state``
@@ -25,7 +26,7 @@ from typing import Any, ClassVar
 
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
-from kio.static.primitive import i16, i32
+from kio.static.primitive import i16, i32, i64
 
 from strom.broker.group.records import RecordFormatError
 
@@ -50,6 +51,7 @@ class ShareGroupMetadataValue:
     __version__: ClassVar[i16] = i16(0)
     __flexible__: ClassVar[bool] = True
     epoch: i32 = field(metadata={"kafka_type": "int32"})
+    metadata_hash: i64 = field(metadata={"kafka_type": "int64"}, default=i64(0))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
