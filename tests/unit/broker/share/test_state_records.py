@@ -21,6 +21,33 @@ def test_key_layout_is_kafkas() -> None:
     assert (record_type, decoded.group_id, decoded.topic_id, decoded.partition) == (1, "g", TOPIC, 3)
 
 
+# Bytes written by Kafka 4.3.1's own generated classes (MessageUtil.toVersionPrefixedByteBuffer
+# of ShareSnapshotValue / ShareUpdateValue / ShareUpdateKey / ShareGroupMetadataValue with these
+# values, run once against the kafka-share-coordinator and kafka-group-coordinator jars).
+KAFKA_SNAPSHOT = ("000000000002000000010000000700000000000000640000000000000005000000000000000602"
+                  "000000000000006400000000000000680400030001000400000005")
+KAFKA_UPDATE = "00000000000000000001ffffffffffffffff0100"
+KAFKA_UPDATE_KEY = "00010001670f1e2d3c4b5a69788796a5b4c3d2e1f000000003"
+KAFKA_SHARE_GROUP_METADATA = "000000000003000000000000000000"
+
+
+def test_the_bytes_are_kafkas() -> None:
+    from strom.broker.share import group_records as grec
+
+    snapshot = rec.ShareSnapshotValue(
+        snapshot_epoch=rec.i32(2), state_epoch=rec.i32(1), leader_epoch=rec.i32(7),
+        start_offset=rec.i64(100), create_timestamp=rec.i64(5), write_timestamp=rec.i64(6),
+        state_batches=(rec.batch(100, 104, ARCHIVED, 3),), delivery_complete_count=rec.i32(5),
+    )
+    assert rec.encode_value(snapshot).hex() == KAFKA_SNAPSHOT
+    update = rec.ShareUpdateValue(snapshot_epoch=rec.i32(0), leader_epoch=rec.i32(1),
+                                  start_offset=rec.i64(-1), state_batches=())
+    assert rec.encode_value(update).hex() == KAFKA_UPDATE
+    assert rec.encode_key(rec.SHARE_UPDATE, "g", TOPIC, 3).hex() == KAFKA_UPDATE_KEY
+    assert grec.encode_metadata(3).hex() == KAFKA_SHARE_GROUP_METADATA
+    assert grec.decode_metadata(bytes.fromhex(KAFKA_SHARE_GROUP_METADATA)) == 3
+
+
 def test_snapshot_value_layout_and_round_trip() -> None:
     value = rec.ShareSnapshotValue(
         snapshot_epoch=rec.i32(2), state_epoch=rec.i32(1), leader_epoch=rec.i32(7),
