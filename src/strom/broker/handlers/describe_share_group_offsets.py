@@ -3,8 +3,8 @@
 Answered by the groups' coordinator, which asks the share coordinator
 (ReadShareGroupStateSummary) for each share-partition: the start offset, the leader epoch of
 its last writer and, v1 (KIP-1226), the lag — the records from the start offset to the
-partition's high watermark not yet acknowledged or archived (-1 when this broker does not
-host the partition, or the state does not say). ``topics`` null means every share-partition
+partition's high watermark (its leader's: ListOffsets when that is another broker) not yet
+acknowledged or archived (-1 when the high watermark cannot be had now). ``topics`` null means every share-partition
 with initialized state; a named partition without state has start offset -1. A group that is
 not a share group here is GROUP_ID_NOT_FOUND.
 """
@@ -28,10 +28,9 @@ async def _partition(ctx: RequestContext, group: str, name: str, topic_id: Any, 
         r = await ctx.shares.persister.summary((group, topic_id, index), -1)
         code, message = r.error, r.message
         start, epoch = r.start_offset, r.leader_epoch
-        log_ = ctx.logs.get(name, index)
-        if code == E.none and start >= 0 and log_ is not None:
-            done = max(r.delivery_complete_count, 0)
-            lag = max(log_.high_watermark - start - done, 0)
+        hw = await ctx.shares.high_watermark(name, index) if code == E.none and start >= 0 else None
+        if hw is not None:
+            lag = max(hw - start - max(r.delivery_complete_count, 0), 0)
     if code:
         ctx.metrics.request_error(API_KEY, code)
     return ctx.make("DescribeShareGroupOffsetsResponsePartition", partition_index=index,

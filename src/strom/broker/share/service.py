@@ -33,6 +33,7 @@ from strom.broker.share.persister import Persister
 from strom.broker.share.settings import SettingsCache
 from strom.broker.share.state_service import ShareStateService
 from strom.protocol.errors import ErrorCode
+from strom.protocol.messages import build, request_class, request_module
 from strom.replication.peers import PeerConnections
 
 if TYPE_CHECKING:
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 E = ErrorCode
 SESSION_SWEEP_S = 5.0
+LIST_OFFSETS, LIST_OFFSETS_VERSION = 2, 9
 
 
 class ShareService:
@@ -178,6 +180,31 @@ class ShareService:
         self.groups.forget_initialized(group_id, [t for t, c in results.items() if c == E.none])
         self.manager.drop_group(group_id, wanted)
         return results
+
+    async def high_watermark(self, topic: str, partition: int) -> int | None:
+        """The partition's high watermark as its leader has it (a follower's lags behind): the
+        local log's when this broker leads it, else a ListOffsets (latest) to the leader; None
+        when it cannot be had now."""
+        state = self.replicas.cache.partition(topic, partition)
+        if state is None or state.leader < 0:
+            return None
+        if state.leader == self.replicas.node_id:
+            log_ = self.replicas.logs.get(topic, partition)
+            return log_.high_watermark if log_ is not None else None
+        module = request_module(LIST_OFFSETS, LIST_OFFSETS_VERSION)
+        request = build(request_class(LIST_OFFSETS, LIST_OFFSETS_VERSION), replica_id=-1,
+                        isolation_level=0, topics=(build(module.ListOffsetsTopic, name=topic,
+                            partitions=(build(module.ListOffsetsPartition, partition_index=partition,
+                                              current_leader_epoch=-1, timestamp=-1),)),))  # fmt: skip
+        try:
+            resp = await self.peers.get(state.leader).send(LIST_OFFSETS, LIST_OFFSETS_VERSION,
+                                                           request, 5.0)  # fmt: skip
+            (answer,) = resp.topics[0].partitions
+        except Exception as exc:  # the leader moved or is unreachable: no lag this time
+            log.debug("high watermark of %s-%d from broker %d: %s", topic, partition,
+                      state.leader, exc)  # fmt: skip
+            return None
+        return int(answer.offset) if int(answer.error_code) == 0 else None
 
     async def delete_group(self, group_id: str) -> ErrorCode:
         """DeleteGroups of a share group: refused while it has members; its share-partitions'
