@@ -307,6 +307,7 @@ def test_cli_and_admin_list_describe_reset_and_delete_a_share_group(broker, topi
     finally:
         worker.stop()
     assert group in [g.group for g in share_groups.list_share_groups(session)]
+    assert group not in cli.lines("group", "list")  # consumer groups only
     assert (group, "Empty") in [(g.group, g.state) for g in
                                 share_groups.list_share_groups(session, "Empty")]  # fmt: skip
 
