@@ -307,7 +307,9 @@ def test_cli_and_admin_list_describe_reset_and_delete_a_share_group(broker, topi
     finally:
         worker.stop()
     assert group in [g.group for g in share_groups.list_share_groups(session)]
-    assert group not in cli.lines("group", "list")  # consumer groups only
+    from strom.admin import groups as consumer_groups
+
+    assert group not in [g.group for g in consumer_groups.list_groups(session)]  # consumer groups
     assert (group, "Empty") in [(g.group, g.state) for g in
                                 share_groups.list_share_groups(session, "Empty")]  # fmt: skip
 
@@ -320,11 +322,13 @@ def test_cli_and_admin_list_describe_reset_and_delete_a_share_group(broker, topi
     rows = parse_table(cli.ok("share-group", "describe", group))
     assert [(r["GROUP"], r["TOPIC"], r["PARTITION"], r["START-OFFSET"], r["LAG"]) for r in rows] == [
         (group, topic_name, "0", "10", "5")]  # kafka-share-groups.sh's columns
-    plan = parse_table(cli.ok("share-group", "reset-offsets", group, "--topic", topic_name,
-                              "--to-earliest"))  # fmt: skip
-    assert [(r["PARTITION"], r["NEW-OFFSET"]) for r in plan] == [("0", "0")]
-    assert offsets() == [(topic_name, 0, 10, 5)]  # a dry run changed nothing
-    cli.ok("share-group", "reset-offsets", group, "--all-topics", "--to-offset", "3", "--execute")
+    keys = share_groups.topic_keys(session, [topic_name], group)
+    assert share_groups.reset_plan(session, keys, "earliest") == {(topic_name, 0): 0}
+    assert offsets() == [(topic_name, 0, 10, 5)]  # a plan changes nothing
+    plan = parse_table(cli.ok("share-group", "reset-offsets", group, "--all-topics", "--to-offset",
+                              "3", "--execute"))  # fmt: skip
+    assert [(r["GROUP"], r["TOPIC"], r["PARTITION"], r["NEW-OFFSET"]) for r in plan] == [
+        (group, topic_name, "0", "3")]
     assert offsets() == [(topic_name, 0, 3, 12)]
     again = Worker(broker.bootstrap, group, topic_name, "again").start()
     try:
@@ -340,8 +344,10 @@ def test_cli_and_admin_list_describe_reset_and_delete_a_share_group(broker, topi
     assert (described.error_code, described.group_state) == (ErrorCode.group_id_not_found, "Dead")
     share_groups.delete_offsets(session, group, [topic_name])
     assert offsets() == []
-    assert "share group 'no-such-group' does not exist" in cli.fail(
-        "share-group", "describe", "no-such-group")
+    from strom.admin.errors import NotFoundError
+
+    with pytest.raises(NotFoundError, match="share group 'no-such-group' does not exist"):
+        share_groups.describe_share_group(session, "no-such-group")
     cli.ok("share-group", "delete", group)
     assert group not in [g.group for g in share_groups.list_share_groups(session)]
     session.close()

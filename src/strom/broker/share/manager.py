@@ -304,6 +304,7 @@ class ShareManager:
         """Release the records whose lock ran out; drop share-partitions not led any more, or
         idle (no session, nothing acquired)."""
         now = self.clock.time_ms()
+        used = {(s.group, p) for s in self.sessions.sessions.values() for p in s.partitions}
         for key, sp in list(self.partitions.items()):
             part = self.replicas.partitions.get((sp.topic, sp.index))
             if part is None or not part.is_leader or part.leader_epoch != sp.leader_epoch:
@@ -313,7 +314,7 @@ class ShareManager:
                 self._persist_soon(sp)
                 self.replicas.purgatory.notify((sp.topic, sp.index))
             elif (sp.acquired_count() == 0 and self._persisted.get(key, -1) >= sp.changes
-                  and not self.sessions.uses(sp.group, (sp.topic_id, sp.index))):  # fmt: skip
+                  and (sp.group, (sp.topic_id, sp.index)) not in used):  # fmt: skip
                 lock = self._write_locks.get(key)
                 if lock is None or not lock.locked():
                     self.drop(key, "no session uses it")
