@@ -24,6 +24,7 @@ from tests.topology import module_broker
 
 E = ErrorCode
 FETCH, ACK = 78, 79
+LOCK_MS = 3000
 
 
 @pytest.fixture(scope="module")
@@ -77,12 +78,12 @@ def _partition(resp: Any) -> Any:
 
 @pytest.fixture
 def queue(broker, topic_name):  # type: ignore[no-untyped-def]
-    """A topic of 10 one-record batches, a group reading it from the earliest offset with 1 s
+    """A topic of 10 one-record batches, a group reading it from the earliest offset with 3 s
     locks, and a connection to the broker: (conn, group, topic id)."""
     create_topic(broker.bootstrap, topic_name, 1)
     group = f"g-{topic_name}"
     set_group_configs(broker.bootstrap, group, share_auto_offset_reset="earliest",
-                      share_record_lock_duration_ms="1000")  # fmt: skip
+                      share_record_lock_duration_ms=str(LOCK_MS))  # fmt: skip
     produce(broker.bootstrap, topic_name, ({"value": f"v{i}".encode()} for i in range(10)),
             **{"batch.num.messages": 1, "linger.ms": 0})  # fmt: skip
     with RawConnection(broker.bootstrap) as conn:
@@ -95,7 +96,7 @@ def test_share_session_epochs(queue) -> None:  # type: ignore[no-untyped-def]
     assert _fetch(conn, group, "m", 0, tid, [(0, 0, [1])]).error_code == E.invalid_request
     opened = _fetch(conn, group, "m", 0, tid, max_records=1, mode=1)
     assert _acquired(opened) == [(0, 0, 1)]
-    assert opened.acquisition_lock_timeout == datetime.timedelta(milliseconds=1000)
+    assert opened.acquisition_lock_timeout == datetime.timedelta(milliseconds=LOCK_MS)
     assert _acquired(_fetch(conn, group, "m", 1, tid, max_records=1, mode=1)) == [(1, 1, 1)]
     assert _fetch(conn, group, "m", 5, tid).error_code == E.invalid_share_session_epoch
     # the wrong epoch closed the session and released what it held
@@ -104,19 +105,27 @@ def test_share_session_epochs(queue) -> None:  # type: ignore[no-untyped-def]
     assert _ack(conn, group, "n", 0, tid, [(0, 1, [1])]).error_code == E.invalid_share_session_epoch
 
 
+@pytest.mark.serial  # lock durations against the clock
 def test_record_limit_renew_and_acknowledging_what_one_does_not_hold(queue) -> None:  # type: ignore[no-untyped-def]
     conn, group, tid = queue
+    t0 = time.monotonic()
     assert _acquired(_fetch(conn, group, "a", 0, tid, max_records=3, mode=1)) == [(0, 2, 1)]
     assert _acquired(_fetch(conn, group, "b", 0, tid, max_records=3, mode=1)) == [(3, 5, 1)]
+    assert _acquired(_fetch(conn, group, "x", 0, tid, max_records=10)) == [(6, 9, 1)]  # the rest
     stolen = _ack(conn, group, "b", 1, tid, [(0, 0, [1])])
     assert _partition(stolen).error_code == E.invalid_record_state
-    time.sleep(0.6)
+    time.sleep(max(0.0, t0 + 0.6 * LOCK_MS / 1000 - time.monotonic()))
     renewed = _ack(conn, group, "a", 1, tid, [(0, 2, [4])], renew=True)  # RENEW: lock restarts
     assert _partition(renewed).error_code == E.none
     assert _partition(_ack(conn, group, "a", 2, tid, [(0, 0, [4])])).error_code == E.invalid_request
-    time.sleep(0.6)  # 1.2 s after acquisition, 0.6 s after the renewal: b's lock ran out, a's not
-    again = _acquired(_fetch(conn, group, "c", 0, tid, max_records=10, mode=1))
-    assert again[0] == (3, 5, 2)
+    # b's (and x's) lock runs out about LOCK_MS after t0, a's (renewed) about 0.6 LOCK_MS
+    # later: the first records c gets are b's, delivered a second time
+    again: list[tuple[int, int, int]] = []
+    epoch = 0
+    while not again and time.monotonic() < t0 + 10:
+        again = _acquired(_fetch(conn, group, "c", epoch, tid, max_records=3, mode=1, wait_ms=200))
+        epoch += 1
+    assert again == [(3, 5, 2)]
     accepted = _ack(conn, group, "a", 3, tid, [(0, 2, [1, 2, 3])])  # accept, release, reject
     assert _partition(accepted).error_code == E.none
     late = _ack(conn, group, "b", 2, tid, [(3, 3, [1])])  # b's lock expired: c holds it now
@@ -124,9 +133,10 @@ def test_record_limit_renew_and_acknowledging_what_one_does_not_hold(queue) -> N
     closed = _ack(conn, group, "c", -1, tid, [(3, 3, [1])])  # accept one, close: the rest released
     assert _partition(closed).error_code == E.none
     rest = _acquired(_fetch(conn, group, "d", 0, tid, max_records=100))
-    assert rest[0] == (1, 1, 2)  # released by a
-    assert (2, 2, 1) not in rest and all(a > 2 or b < 2 for a, b, _n in rest)  # rejected: gone
-    assert {o for a, b, _n in rest for o in range(a, b + 1)} == {1, *range(4, 10)}
+    # 1 released by a, 4-5 c's released when it closed, 6-9 x's after its lock ran out; never
+    # 0 and 3 (accepted) nor 2 (rejected)
+    assert {o for a, b, _n in rest for o in range(a, b + 1)} == {1, 4, 5, 6, 7, 8, 9}
+    assert [(a, b, n) for a, b, n in rest if a <= 5] == [(1, 1, 2), (4, 5, 3)]  # b, c, d
 
 
 def test_find_coordinator_and_the_state_apis(queue) -> None:  # type: ignore[no-untyped-def]
