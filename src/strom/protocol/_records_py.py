@@ -44,18 +44,20 @@ from strom.protocol.varint import Buffer, VarintError, read_raw_varint
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _MASK64 = 2**64 - 1
 
+_Bytes = bytes | bytearray
+
 PREMATURE = "incorrect declared batch size, premature end of records"
 MALFORMED_VARINT = "found invalid record structure: malformed varint"
 
 
-def _varint(buf: bytes, pos: int, end: int, error: type[Exception]) -> tuple[int, int]:
+def _varint(buf: _Bytes, pos: int, end: int, error: type[Exception]) -> tuple[int, int]:
     try:
         return read_raw_varint(buf, pos, end)
     except VarintError:
         raise error(MALFORMED_VARINT) from None
 
 
-def _as_bytes(buf: Buffer, start: int, end: int) -> bytes | bytearray:
+def _as_bytes(buf: Buffer, start: int, end: int) -> _Bytes:
     """``buf`` as bytes (indexing a memoryview costs more than indexing bytes: one copy is
     cheaper than n lookups), after checking that ``[start, end)`` lies inside it."""
     if start < 0 or start > end or end > len(buf):
@@ -63,7 +65,7 @@ def _as_bytes(buf: Buffer, start: int, end: int) -> bytes | bytearray:
     return bytes(buf) if isinstance(buf, memoryview) else buf
 
 
-def _headers(buf: bytes, pos: int, rec_end: int, index: int, error: type[Exception],
+def _headers(buf: _Bytes, pos: int, rec_end: int, index: int, error: type[Exception],
              out: list[tuple[str, bytes | None]] | None) -> int:  # fmt: skip
     """Walk (and with ``out``, collect) the headers at ``pos``; the position after them."""
     raw, pos = _varint(buf, pos, rec_end, error)
@@ -205,7 +207,7 @@ class _Walked:
         self.headers: list[tuple[str, bytes | None]] = []
 
 
-def _walk(buf: bytes | bytearray, start: int, end: int, count: int, base_offset: int,
+def _walk(buf: _Bytes, start: int, end: int, count: int, base_offset: int,
           base_ts: int, ts_type: int, max_ts: int, error: type[Exception]) -> Any:  # fmt: skip
     """Yield each record of one batch's records section (module doc, rules 1-2 and 4-8)."""
     pos = start

@@ -56,6 +56,7 @@ from strom.protocol.batch_header import (
 )
 from strom.protocol.varint import VarintError, encode_varint, read_varint
 
+_native_module: ModuleType | None
 try:
     from strom.protocol import _records_native as _native_module
 except ImportError:  # built without a compiler: the Python walk serves alone

@@ -42,9 +42,8 @@ import struct
 
 from kio.schema.errors import ErrorCode
 
-from strom.protocol import compression
+from strom.protocol import compression, records
 from strom.protocol import record_batch as rb
-from strom.protocol import records
 from strom.storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
