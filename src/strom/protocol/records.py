@@ -237,7 +237,7 @@ def decode_columns(segments: Sequence[Segment], lo: int = _LONG_MIN, hi: int = _
     """The records of ``segments`` whose offset is in ``[lo, hi)``, in order, as Arrow column
     buffers, in one pass and without an object per record. At most 2 GiB of records per call.
     Raises :class:`CorruptRecordError` on any malformed record."""
-    return Columns._make(_impl.columns(segments, lo, hi, with_headers, CorruptRecordError))
+    return Columns(*_impl.columns(segments, lo, hi, with_headers, CorruptRecordError))
 
 
 def build_batch(

@@ -307,7 +307,7 @@ def test_columns_layout_and_filters() -> None:
                 (b"xx" + second, 2, 2 + len(second), 2, 13, 5, 1, 7777)]  # fmt: skip
     kind, cols = columns_both(segments, 11, 15)
     assert kind == "ok"
-    c = records.Columns._make(cols)
+    c = records.Columns(*cols)
     assert c.rows == 4
     assert struct.unpack("=4q", c.offsets) == (11, 12, 13, 14)
     assert struct.unpack("=4q", c.timestamps) == (1_000_000, 1_003_000, 7_777_000, 7_777_000)
