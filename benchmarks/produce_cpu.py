@@ -30,6 +30,8 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -87,21 +89,48 @@ def produce_frames(topic: str, count: int, first_correlation: int) -> list[bytes
     return frames
 
 
-async def run(args: argparse.Namespace) -> dict[str, Any]:
+@asynccontextmanager
+async def broker_connection(
+    transport: asyncio.Transport, settings: Mapping[str, str] | None = None
+) -> AsyncIterator[tuple[Any, Any]]:
+    """``(broker, connection)``: a broker started in this process (temporary data directory, a
+    free 127.0.0.1 port nobody connects to, ``settings`` over its defaults, the log cleaner
+    and the admin listener off) with topic ``bench`` (one partition), and one client
+    connection object whose ``data_received`` takes request frames and whose responses go to
+    ``transport``. Stopped and removed on exit. (``instruction_guard.py`` measures through
+    this too: a change of the broker's construction is made here, once.)"""
     from strom.broker.broker import Broker
     from strom.broker.server import KafkaConnection
     from strom.config import BrokerConfig
     from strom.testing import free_port
 
-    tmp = Path(tempfile.mkdtemp(prefix="strom-producecpu-"))
-    broker = Broker(BrokerConfig({"log.cleaner.enable": "false"}), tmp / "data",
-                    ("127.0.0.1", free_port()))  # fmt: skip
+    tmp = Path(tempfile.mkdtemp(prefix="strom-inprocess-"))
+    config = BrokerConfig({"log.cleaner.enable": "false", "strom.admin.listener": "",
+                           **(settings or {})})  # fmt: skip
+    broker = Broker(config, tmp / "data", ("127.0.0.1", free_port()))
     await broker.start()
     try:
         await broker.create_topic("bench", 1, 1, {})
         conn = KafkaConnection(broker)
-        transport = CountingTransport()
         conn.connection_made(transport)
+        try:
+            yield broker, conn
+        finally:
+            transport.close()
+            conn.connection_lost(None)
+    finally:
+        await broker.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def bench_log(broker: Any) -> Any:
+    """The log of partition bench-0 (see :func:`broker_connection`)."""
+    return broker.replicas.get_log("bench", 0)
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    transport = CountingTransport()
+    async with broker_connection(transport) as (broker, conn):
         warm = produce_frames("bench", 2000, 0)
         await _feed(conn, warm, args.burst, transport, 0)
         sent = len(warm)
@@ -123,24 +152,19 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             walls.append(wall * 1e6 / len(frames))
         if profiler is not None:
             profiler.dump_stats(args.profile)
-        log_ = broker.replicas.get_log("bench", 0)
+        log_ = bench_log(broker)
         if log_.log_end_offset != sent:
             raise RuntimeError(f"log end offset {log_.log_end_offset}, expected {sent}")
-        transport.close()
-        conn.connection_lost(None)
-        rounds.sort()
-        return {
-            "requests": args.requests * args.rounds,
-            "burst": args.burst,
-            # the least loaded round: other jobs on a shared machine only ever add to it
-            "cpu_us_per_request": round(rounds[0], 2),
-            "cpu_us_per_request_median": round(rounds[len(rounds) // 2], 2),
-            "wall_us_per_request": round(min(walls), 2),
-            "writes_per_request": round((transport.writes - writes0) / (sent - len(warm)), 3),
-        }
-    finally:
-        await broker.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
+    rounds.sort()
+    return {
+        "requests": args.requests * args.rounds,
+        "burst": args.burst,
+        # the least loaded round: other jobs on a shared machine only ever add to it
+        "cpu_us_per_request": round(rounds[0], 2),
+        "cpu_us_per_request_median": round(rounds[len(rounds) // 2], 2),
+        "wall_us_per_request": round(min(walls), 2),
+        "writes_per_request": round((transport.writes - writes0) / (sent - len(warm)), 3),
+    }
 
 
 async def _feed(conn: Any, frames: list[bytes], burst: int, transport: CountingTransport,
@@ -160,7 +184,7 @@ async def _feed(conn: Any, frames: list[bytes], burst: int, transport: CountingT
 
 
 def _answered(conn: Any) -> int:
-    return conn.broker.replicas.get_log("bench", 0).log_end_offset
+    return int(bench_log(conn.broker).log_end_offset)
 
 
 def main() -> int:
