@@ -25,6 +25,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -421,6 +422,60 @@ static PyObject *headers_list(const uint8_t *b, const record_t *r)
     return list;
 }
 
+/* Building the record objects: calling the class runs its Python __init__ per record, the
+ * largest cost of a decode. A slots class (strom's Record: a dataclass with slots=True whose
+ * __init__ only assigns its five fields) is instead allocated and its five slots filled
+ * directly, as its __init__ would; any other class is called. The slot offsets come from the
+ * class's member descriptors, looked up once per class. */
+static PyObject *slots_cls = NULL;   /* the class the offsets below belong to (borrowed) */
+static Py_ssize_t slot_offsets[5];
+static int slots_usable = 0;
+static const char *const FIELD_NAMES[5] = {"offset", "timestamp", "key", "value", "headers"};
+
+static void find_slots(PyObject *cls)
+{
+    slots_cls = cls;
+    slots_usable = 0;
+    if (!PyType_Check(cls) || ((PyTypeObject *)cls)->tp_alloc == NULL)
+        return;
+    for (int k = 0; k < 5; k++) {
+        PyObject *descr = PyObject_GetAttrString(cls, FIELD_NAMES[k]);
+        if (descr == NULL) {
+            PyErr_Clear();
+            return;
+        }
+        int member = Py_IS_TYPE(descr, &PyMemberDescr_Type) &&
+                     ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX;
+        if (member)
+            slot_offsets[k] = ((PyMemberDescrObject *)descr)->d_member->offset;
+        Py_DECREF(descr);
+        if (!member)
+            return;
+    }
+    slots_usable = 1;
+}
+
+/* A new record from five new references (stolen, also on failure). */
+static PyObject *new_record(PyObject *cls, PyObject *fields[5])
+{
+    if (cls != slots_cls)
+        find_slots(cls);
+    PyObject *rec;
+    if (slots_usable) {
+        rec = ((PyTypeObject *)cls)->tp_alloc((PyTypeObject *)cls, 0);
+        if (rec != NULL) {
+            for (int k = 0; k < 5; k++)
+                *(PyObject **)((char *)rec + slot_offsets[k]) = fields[k];
+            return rec;
+        }
+    }
+    else
+        rec = PyObject_Vectorcall(cls, fields, 5, NULL);
+    for (int k = 0; k < 5; k++)
+        Py_DECREF(fields[k]);
+    return rec;
+}
+
 static PyObject *decode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 10) {
@@ -455,11 +510,12 @@ static PyObject *decode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         fields[2] = bytes_or_none(b, r.key_pos, r.key_len);
         fields[3] = bytes_or_none(b, r.value_pos, r.value_len);
         fields[4] = headers_list(b, &r);
-        PyObject *rec = NULL;
-        if (fields[0] && fields[1] && fields[2] && fields[3] && fields[4])
-            rec = PyObject_Vectorcall(record_cls, fields, 5, NULL);
-        for (int k = 0; k < 5; k++)
-            Py_XDECREF(fields[k]);
+        if (!(fields[0] && fields[1] && fields[2] && fields[3] && fields[4])) {
+            for (int k = 0; k < 5; k++)
+                Py_XDECREF(fields[k]);
+            goto fail;
+        }
+        PyObject *rec = new_record(record_cls, fields);
         if (rec == NULL)
             goto fail;
         int failed = PyList_Append(out, rec);

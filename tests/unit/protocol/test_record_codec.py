@@ -339,3 +339,19 @@ def _base_env() -> dict[str, str]:
 def test_use_refuses_unknown_names() -> None:
     with pytest.raises(ValueError):
         records.use("rust")
+
+
+def test_decode_calls_other_record_factories() -> None:
+    """The native decode fills a slots class's fields directly; anything else is called."""
+    payload = record(0, b"k", b"v", headers=b"\x02" + header(b"h", None)) + record(1, None, b"")
+
+    def as_tuple(*fields: Any) -> tuple[Any, ...]:
+        return fields
+
+    for factory in (as_tuple, rb.Record, as_tuple):  # the class cache switches back and forth
+        kind, decoded = same("decode", payload, 0, len(payload), 2, 5, 100, 0, 0, Corrupt,
+                             factory)  # fmt: skip
+        assert kind == "ok"
+        fields = [d if isinstance(d, tuple) else (d.offset, d.timestamp, d.key, d.value,
+                                                  d.headers) for d in decoded]  # fmt: skip
+        assert fields == [(5, 100, b"k", b"v", [("h", None)]), (6, 100, None, b"", [])]
