@@ -119,7 +119,11 @@ def decode_varint(buf: Buffer, pos: int) -> tuple[int, int]:
 
 @dataclass(slots=True)
 class Record:
-    """One decoded record; ``offset`` and ``timestamp`` are absolute."""
+    """One decoded record; ``offset`` and ``timestamp`` are absolute.
+
+    The native decoder fills the five slots of each new Record directly instead of calling
+    ``__init__`` (the largest cost of a decode): keep it a slots dataclass whose ``__init__``
+    only assigns these fields (the differential tests compare both decoders' Records)."""
 
     offset: int
     timestamp: int
