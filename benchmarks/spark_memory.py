@@ -1,12 +1,15 @@
-"""An in-memory Python data source (``format("strom_memory")``) yielding the strom source's rows.
+"""An in-memory Python data source (``format("strom_memory")``) yielding the strom source's rows,
+and a Python sink that discards what it gets (``format("strom_discard")``).
 
 Only for ``spark_source.py``: the ceiling of Spark's Python Data Source path, against which the
 strom source is measured (issue 20: the source should reach at least half of it). It has the
 strom source's schema and plans the same partitions with the same row counts; each task yields
 Arrow RecordBatches of ``rowsPerBatch`` rows (keys, values of ``valueBytes`` bytes, topic,
 partition, offsets, timestamps) built once per Python worker and reused: no I/O and no
-decoding, only what Spark does with the batches. A module of its own so that executors import
-it by name.
+decoding, only what Spark does with the batches. The discarding sink is the same for a
+pipeline: what a Python data source sink costs in Spark before it writes anything (the rows
+are handed to the Python worker as Arrow batches and dropped). A module of its own so that
+executors import it by name.
 """
 
 from __future__ import annotations
@@ -16,7 +19,14 @@ from functools import cache
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamArrowWriter,
+    DataSourceStreamWriter,
+    InputPartition,
+    WriterCommitMessage,
+)
 from pyspark.sql.types import StructType
 
 from strom.spark.schema import arrow_schema, source_schema
@@ -78,3 +88,25 @@ class MemorySource(DataSource):
 
     def reader(self, schema: Any) -> DataSourceReader:
         return MemoryReader(dict(self.options))
+
+
+class DiscardWriter(DataSourceStreamArrowWriter):
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        for _batch in iterator:
+            pass
+        return WriterCommitMessage()
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        pass
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        pass
+
+
+class DiscardSink(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "strom_discard"
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        return DiscardWriter()  # type: ignore[return-value]

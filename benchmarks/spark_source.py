@@ -10,6 +10,8 @@ broker started here (stopped by PID):
 - ``source_tuples``: the same read with a reader that yields one tuple per record (what the
   Arrow path is measured against);
 - ``topic_to_topic``: strom topic -> ``format("strom")`` sink (at-least-once) -> strom topic;
+- ``topic_to_python_discard``: the strom source into a Python sink that drops its rows
+  (``spark_memory.py``): what any Python data source sink costs in Spark before writing;
 - ``topic_to_topic_eo``: the same query with ``exactlyOnce=true`` (one transaction per task and
   batch, the batch id recorded by a transactional offset commit); quoted as a ratio to
   ``topic_to_topic`` measured in the same run;
@@ -139,6 +141,7 @@ def streaming(spark: Any, args: argparse.Namespace, bs: str, batch: int, work: P
         "source_arrow": lambda: strom_stream("noop"),
         "topic_to_topic": lambda: strom_stream("strom", **sink),
         "topic_to_topic_eo": lambda: strom_stream("strom", exactlyOnce="true", **sink),
+        "topic_to_python_discard": lambda: strom_stream("strom_discard"),
     }
     log("warm-up: strom -> strom")
     strom_stream("strom", **sink)
@@ -190,6 +193,7 @@ def main() -> None:
         spark = strom.spark.session(master=args.master, log_level="ERROR")
         spark.dataSource.register(spark_tuples.TupleSource)
         spark.dataSource.register(spark_memory.MemorySource)
+        spark.dataSource.register(spark_memory.DiscardSink)
         batch = max(args.rows // 5, 1)
 
         if not args.skip_streaming:
@@ -236,11 +240,16 @@ def main() -> None:
         }  # fmt: skip
         if not args.skip_streaming:
             m = {k: result[k]["median"] for k in ("rate", "source_arrow", "topic_to_topic",
-                                                  "topic_to_topic_eo")}  # fmt: skip
+                                                  "topic_to_topic_eo",
+                                                  "topic_to_python_discard")}  # fmt: skip
             ratios.update({
                 "source_arrow/rate": round(m["source_arrow"] / m["rate"], 3),
                 "topic_to_topic/source_arrow": round(m["topic_to_topic"] / m["source_arrow"], 3),
                 "topic_to_topic/rate": round(m["topic_to_topic"] / m["rate"], 3),
+                "topic_to_python_discard/source_arrow": round(
+                    m["topic_to_python_discard"] / m["source_arrow"], 3),
+                "topic_to_topic/topic_to_python_discard": round(
+                    m["topic_to_topic"] / m["topic_to_python_discard"], 3),
                 "topic_to_topic_eo/topic_to_topic": round(
                     m["topic_to_topic_eo"] / m["topic_to_topic"], 3),
             })  # fmt: skip
