@@ -35,7 +35,7 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from strom.spark.options import WriteOptions
-from strom.spark.writer import RowProducer
+from strom.spark.writer import QUEUE_MESSAGES, RowProducer
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,7 @@ def _init(options: WriteOptions, txn_id: str) -> RowProducer:
     config: dict[str, Any] = dict(options.client)
     config.update({"transactional.id": txn_id, "enable.idempotence": True})
     config.setdefault("linger.ms", 5)
+    config.setdefault("queue.buffering.max.messages", QUEUE_MESSAGES)
     rows = RowProducer(config, options.topic)
     try:
         rows.producer.init_transactions(options.init_timeout_ms / 1000.0)

@@ -44,6 +44,10 @@ log = logging.getLogger(__name__)
 
 # librdkafka's default delivery.timeout.ms is 300 s: past it every record is delivered or failed.
 FLUSH_TIMEOUT_S = 330.0
+QUEUE_FULL_WAIT_S = 0.002
+# librdkafka's local queue (default 100,000 messages): a task writes a whole partition's rows,
+# and a full queue makes the loop wait, so the default is raised (kafka.* options override it)
+QUEUE_MESSAGES = 1_000_000
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
 
@@ -150,7 +154,9 @@ class RowProducer:
     def _wait_and_produce(self, topic: str, value: Any, key: Any, partition: int = -1,
                           headers: Any = None) -> None:  # fmt: skip
         while True:
-            self.producer.poll(0.05)  # the local queue is full: let deliveries drain
+            # The local queue is full: wait a moment for acknowledgements. Not poll(t): with
+            # failures-only reports a success wakes no poll, which would sleep all of t.
+            self.producer.flush(QUEUE_FULL_WAIT_S)
             try:
                 self.producer.produce(topic, value, key, partition, headers=headers)
                 return
@@ -183,6 +189,7 @@ def _task_partition() -> int:
 def _producer_config(options: WriteOptions) -> dict[str, Any]:
     config: dict[str, Any] = dict(options.client)
     config.setdefault("linger.ms", 5)
+    config.setdefault("queue.buffering.max.messages", QUEUE_MESSAGES)
     return config
 
 
