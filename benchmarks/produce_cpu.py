@@ -1,6 +1,6 @@
 """Broker CPU per single-message Produce request, in process: the Python part of the cost.
 
-Starts a :class:`strom.broker.broker.Broker` in this process (temporary data directory, a
+Starts a :class:`strom.broker.assembly.Broker` in this process (temporary data directory, a
 free 127.0.0.1 port nobody connects to), creates a topic, and feeds one connection object
 (:class:`strom.broker.server.KafkaConnection`, with a transport that only counts bytes)
 ``--requests`` Produce frames of one 100-byte record each, as librdkafka sends them with
@@ -99,7 +99,7 @@ async def broker_connection(
     connection object whose ``data_received`` takes request frames and whose responses go to
     ``transport``. Stopped and removed on exit. (``instruction_guard.py`` measures through
     this too: a change of the broker's construction is made here, once.)"""
-    from strom.broker.broker import Broker
+    from strom.broker.assembly import Broker
     from strom.broker.server import KafkaConnection
     from strom.config import BrokerConfig
     from strom.testing import free_port
@@ -110,8 +110,10 @@ async def broker_connection(
     broker = Broker(config, tmp / "data", ("127.0.0.1", free_port()))
     await broker.start()
     try:
-        await broker.create_topic("bench", 1, 1, {})
-        conn = KafkaConnection(broker)
+        services = broker.services
+        assert services is not None
+        await services.topics.create("bench", 1, 1, {})
+        conn = KafkaConnection(services, broker.connections)
         conn.connection_made(transport)
         try:
             yield broker, conn
@@ -125,7 +127,7 @@ async def broker_connection(
 
 def bench_log(broker: Any) -> Any:
     """The log of partition bench-0 (see :func:`broker_connection`)."""
-    return broker.replicas.get_log("bench", 0)
+    return broker.services.replicas.get_log("bench", 0)
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -184,7 +186,7 @@ async def _feed(conn: Any, frames: list[bytes], burst: int, transport: CountingT
 
 
 def _answered(conn: Any) -> int:
-    return int(bench_log(conn.broker).log_end_offset)
+    return int(conn.services.replicas.get_log("bench", 0).log_end_offset)
 
 
 def main() -> int:

@@ -76,9 +76,9 @@ BROKER_DEFAULTS: dict[str, str] = {
 EXTRA_KNOWN_KEYS: set[str] = {
     "broker.id",
     "broker.rack",
-    "log.dir",  # unset: --data-dir (strom.broker.broker.configured_log_dirs)
+    "log.dir",  # unset: --data-dir (strom.broker.meta_properties.configured_log_dirs)
     "log.dirs",  # comma-separated; wins over log.dir
-    "replica.selector.class",  # KIP-392 (strom.broker.replica_selector); unset: the leader
+    "replica.selector.class",  # KIP-392 (strom.replication.replica_selector); unset: the leader
     "replica.alter.log.dirs.io.max.bytes.per.second",  # log dir moves (broker.log_mover)
     "zookeeper.connect",  # set: a cluster member on ZooKeeper; unset: the embedded store
     "zookeeper.connection.timeout.ms",  # unset: zookeeper.session.timeout.ms

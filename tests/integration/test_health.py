@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from strom.broker.broker import Broker
+from strom.broker.assembly import Broker
 from strom.broker.group.service import GroupService
-from strom.broker.metadata_cache import PartitionInfo
 from strom.broker.observability import cluster_state
 from strom.config import BrokerConfig
+from strom.replication.metadata_cache import PartitionInfo
 from strom.testing import BrokerProcess, free_port
 from tests.integration.admin_http import get_json
 from tests.integration.clients import consume_all, create_topic, produce
@@ -130,10 +130,12 @@ def test_readiness_checks_in_process(tmp_path: Path) -> None:
             # would); a check that raises. A hosted partition without any leader is no
             # reason to take this broker out of service.
             broker.metrics.replication.controller_known = lambda: False
-            broker.replicas.cache.set_partition("gone", 0, PartitionInfo(
+            services = broker.services
+            assert services is not None
+            services.replicas.cache.set_partition("gone", 0, PartitionInfo(
                 leader=-1, leader_epoch=3, replicas=(broker.node_id,), isr=()))
-            seen["leaderless"] = (cluster_state.offline_hosted(broker), None)
-            broker.replicas.cache.set_partition("pending", 0, PartitionInfo(
+            seen["leaderless"] = (cluster_state.offline_hosted(services), None)
+            services.replicas.cache.set_partition("pending", 0, PartitionInfo(
                 leader=broker.node_id, leader_epoch=3, replicas=(broker.node_id,), isr=()))
             broker.health.add("isr_caught_up", lambda: 1 / 0)  # a check that raises fails
             seen["cluster"] = await asyncio.to_thread(_probe, url)

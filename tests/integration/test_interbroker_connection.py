@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from strom.broker.interbroker.connection import BrokerConnection, BrokerConnectionError
 from strom.protocol.messages import build, request_class
+from strom.replication.connection import BrokerConnection, BrokerConnectionError
 from strom.testing import BrokerProcess
 from strom.testing.process import free_port
 

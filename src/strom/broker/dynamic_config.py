@@ -6,9 +6,9 @@ DYNAMIC_DEFAULT_BROKER_CONFIG); each node holds ``{"version": 1, "config": {name
 The broker's own beats the default, which beats the static config (file and ``--set``), which
 beats Kafka's default; a name hides its synonyms below it (:mod:`strom.config`).
 
-A change is validated whole before anything is written (only dynamic configs, each value parsed
-as its type, and every topic's log config still valid with the new defaults: INVALID_CONFIG
-otherwise), then persisted, then applied: :class:`~strom.config.BrokerConfig` values change in
+A change is validated whole before anything is written (Kafka's rules and errors,
+:meth:`DynamicConfig.validate`: only Kafka's dynamic configs, each value valid for its type, and
+every topic's log config still valid with the new defaults), then persisted, then applied: :class:`~strom.config.BrokerConfig` values change in
 place (``message.max.bytes`` and every other reader sees them at the next request) and every
 log gets its config again (:meth:`~strom.storage.log_manager.LogManager.update_broker_configs`),
 so a new ``log.retention.ms`` reaches every topic without its own ``retention.ms``.
@@ -23,10 +23,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from strom.broker import broker_config_defs as defs
+from strom.kafka_configs import ConfigValueError
 from strom.metadata.store import (
     MetadataStore,
     NodeExistsError,
@@ -38,10 +39,12 @@ from strom.metadata.store import (
 )
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.storage.errors import InvalidConfigError
-from strom.storage.log_config import LogConfig, validate_topic_config
+from strom.storage.log_config import LogConfig
 
 if TYPE_CHECKING:
-    from strom.broker.broker import Broker
+    from strom.broker.node import NodeIdentity
+    from strom.config import BrokerConfig
+    from strom.metadata.topics import TopicRegistry
 
 log = logging.getLogger(__name__)
 PATH = "/config/brokers"
@@ -72,25 +75,130 @@ async def write(store: MetadataStore, entity: str, configs: Mapping[str, str]) -
             await store.set(path, data)
 
 
-async def load(broker: Broker) -> None:
-    """Read both entities into the broker's config (at start-up, before the logs open), and
-    watch them: a change written through any broker of the cluster applies on this one."""
-    watcher = _Watcher(broker)
-    broker.store.add_session_listener(watcher.on_session)
-    own = await read(broker.store, str(broker.node_id), watcher.on_change)
-    default = await read(broker.store, DEFAULT_ENTITY, watcher.on_change)
-    broker.config.set_dynamic(default, own, defs.synonyms)
-    if own or default:
-        log.info("dynamic broker configs: %d cluster-wide, %d for this broker", len(default),
-                 len(own))  # fmt: skip
+class DynamicConfig:
+    """One broker's dynamic configs: loaded at start-up, watched, validated, applied.
+
+    ``config`` is the broker's :class:`~strom.config.BrokerConfig` (changed in place);
+    listeners added with :meth:`on_change` hear every change of the values in force (the
+    assembly adds the log manager's ``update_broker_configs`` once the logs are loaded)."""
+
+    def __init__(self, store: MetadataStore, config: BrokerConfig, node: NodeIdentity,
+                 topics: TopicRegistry) -> None:  # fmt: skip
+        self.store = store
+        self.config = config
+        self.node = node
+        self.topics = topics
+        self._listeners: list[Callable[[Mapping[str, str]], None]] = []
+        self._watcher = _Watcher(self)
+
+    @property
+    def node_id(self) -> int:
+        return self.node.node_id
+
+    def on_change(self, listener: Callable[[Mapping[str, str]], None]) -> None:
+        self._listeners.append(listener)
+
+    async def load(self) -> None:
+        """Read both entities into the broker's config (at start-up, before the logs open),
+        and watch them: a change written through any broker of the cluster applies here."""
+        watcher = self._watcher
+        self.store.add_session_listener(watcher.on_session)
+        own = await read(self.store, str(self.node_id), watcher.on_change)
+        default = await read(self.store, DEFAULT_ENTITY, watcher.on_change)
+        self.config.set_dynamic(default, own, defs.synonyms)
+        if own or default:
+            log.info("dynamic broker configs: %d cluster-wide, %d for this broker", len(default),
+                     len(own))  # fmt: skip
+
+    def use(self, entity: str, configs: Mapping[str, str]) -> None:
+        """Make ``configs`` the entity's dynamic set in this broker's config (if it is ours
+        and changed) and tell the listeners (the logs are reconfigured)."""
+        cfg = self.config
+        if entity == DEFAULT_ENTITY:
+            if dict(configs) == cfg.dynamic_default:
+                return
+            cfg.set_dynamic(configs, cfg.dynamic_broker, defs.synonyms)
+        elif entity == str(self.node_id):
+            if dict(configs) == cfg.dynamic_broker:
+                return
+            cfg.set_dynamic(cfg.dynamic_default, configs, defs.synonyms)
+        else:
+            return  # another broker's: it watches its own
+        for listener in self._listeners:
+            listener(cfg.values)
+        log.info("dynamic broker config %s is now %s", entity, dict(configs))
+
+    async def current(self, entity: str) -> dict[str, str]:
+        if entity == DEFAULT_ENTITY:
+            return dict(self.config.dynamic_default)
+        if entity == str(self.node_id):
+            return dict(self.config.dynamic_broker)
+        return await read(self.store, entity)
+
+    def validate(self, entity: str, configs: Mapping[str, str]) -> None:
+        """Raise unless ``configs`` may become ``entity``'s dynamic set, with Kafka's errors:
+        a name in no catalogue is INVALID_CONFIG "Unknown broker configs"; the rest is Kafka's
+        ``DynamicBrokerConfig.validate``, whose refusals its ``ConfigAdminManager`` answers
+        INVALID_REQUEST with the message as is: a read-only name ("Cannot update these configs
+        dynamically"), a per-broker name at the cluster default ("Cannot update these configs
+        at default cluster level, broker id must be specified"), a value of the wrong type or
+        out of its validator's range; then every topic's log config must still be valid with
+        the new defaults."""
+        unknown = sorted(n for n in configs if n not in defs.BROKER_CONFIGS)
+        if unknown:
+            raise InvalidConfigError(f"Unknown broker configs: {', '.join(unknown)}")
+        fixed = sorted(n for n in configs if n not in defs.DYNAMIC_CONFIGS)
+        if fixed:
+            raise KafkaError(ErrorCode.invalid_request,
+                             f"Cannot update these configs dynamically: {_scala_set(fixed)}")
+        if entity == DEFAULT_ENTITY:
+            per_broker = sorted(n for n in configs if n in defs.PER_BROKER_ONLY)
+            if per_broker:
+                raise KafkaError(ErrorCode.invalid_request, "Cannot update these configs at "
+                                 "default cluster level, broker id must be specified: "
+                                 f"{_scala_set(per_broker)}")  # fmt: skip
+        for name, value in configs.items():
+            try:
+                defs.check_value(name, value)
+            except ConfigValueError as exc:
+                raise KafkaError(ErrorCode.invalid_request, str(exc)) from None
+        cfg = self.config
+        default = configs if entity == DEFAULT_ENTITY else cfg.dynamic_default
+        own = configs if entity == str(self.node_id) else cfg.dynamic_broker
+        values = cfg.merged(default, own, defs.synonyms)
+        LogConfig.from_configs({}, values)
+        for topic in self.topics:
+            LogConfig.from_configs(topic.configs, values)
+
+    async def apply(self, entity: str, configs: Mapping[str, str]) -> None:
+        """Validate, persist, then apply ``configs`` as ``entity``'s whole dynamic set (the
+        other brokers apply it when their watch fires)."""
+        self.validate(entity, configs)
+        await write(self.store, entity, configs)
+        self.use(entity, configs)
+
+    def broker_synonyms(self, names: Iterable[str], sensitive: bool) -> list[Synonym]:
+        """Where each of ``names`` is set, in Kafka's order: this broker's dynamic config,
+        the cluster default, the static config, Kafka's default."""
+        cfg = self.config
+        statics = {n: d.default for n, d in defs.BROKER_CONFIGS.items() if d.default is not None}
+        layers = ((cfg.dynamic_broker, DYNAMIC_BROKER), (cfg.dynamic_default, DYNAMIC_DEFAULT),
+                  (cfg.explicit, STATIC), (statics, DEFAULT))  # fmt: skip
+        names = list(names)
+        out: list[Synonym] = []
+        for layer, source in layers:
+            for name in names:
+                if name in layer:
+                    out.append((name, None if sensitive else layer[name], source))
+        return out
 
 
 class _Watcher:
     """Re-reads an entity when its node changes (and both after a lost session), applying
     what changed; the watch callbacks run on the loop."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, owner: DynamicConfig) -> None:
+        self.owner = owner
         self.lost = False
         self.tasks: set[asyncio.Task[None]] = set()
 
@@ -102,7 +210,7 @@ class _Watcher:
             self.lost = True
         elif state is SessionState.CONNECTED and self.lost:
             self.lost = False
-            self._spawn(str(self.broker.node_id))
+            self._spawn(str(self.owner.node_id))
             self._spawn(DEFAULT_ENTITY)
 
     def _spawn(self, entity: str) -> None:
@@ -112,30 +220,16 @@ class _Watcher:
 
     async def _reload(self, entity: str) -> None:
         try:
-            configs = await read(self.broker.store, entity, self.on_change)
+            configs = await read(self.owner.store, entity, self.on_change)
         except StoreError as exc:  # the session is gone: re-read when it is back
             log.warning("dynamic broker config %s could not be re-read: %s", entity, exc)
             return
-        _use(self.broker, entity, configs)
+        self.owner.use(entity, configs)
 
 
-def _use(broker: Broker, entity: str, configs: Mapping[str, str]) -> None:
-    """Make ``configs`` the entity's dynamic set in this broker's config (if it is ours and
-    changed) and reconfigure the logs."""
-    cfg = broker.config
-    if entity == DEFAULT_ENTITY:
-        if dict(configs) == cfg.dynamic_default:
-            return
-        cfg.set_dynamic(configs, cfg.dynamic_broker, defs.synonyms)
-    elif entity == str(broker.node_id):
-        if dict(configs) == cfg.dynamic_broker:
-            return
-        cfg.set_dynamic(cfg.dynamic_default, configs, defs.synonyms)
-    else:
-        return  # another broker's: it watches its own
-    if hasattr(broker, "logs"):
-        broker.logs.update_broker_configs(cfg.values)
-    log.info("dynamic broker config %s is now %s", entity, dict(configs))
+def _scala_set(names: list[str]) -> str:
+    """As Kafka's message prints a Scala set."""
+    return f"Set({', '.join(names)})"
 
 
 def entity_of(resource_name: str | None) -> str:
@@ -148,67 +242,3 @@ def entity_of(resource_name: str | None) -> str:
         raise KafkaError(
             ErrorCode.invalid_request, f"Broker id must be an integer, but it is: {resource_name}"
         ) from None
-
-
-async def current(broker: Broker, entity: str) -> dict[str, str]:
-    if entity == DEFAULT_ENTITY:
-        return dict(broker.config.dynamic_default)
-    if entity == str(broker.node_id):
-        return dict(broker.config.dynamic_broker)
-    return await read(broker.store, entity)
-
-
-def validate(broker: Broker, entity: str, configs: Mapping[str, str]) -> None:
-    """Raise InvalidConfigError unless ``configs`` may become ``entity``'s dynamic set."""
-    unknown = sorted(n for n in configs if n not in defs.BROKER_CONFIGS)
-    if unknown:
-        raise InvalidConfigError(f"Unknown broker configs: {', '.join(unknown)}")
-    fixed = sorted(n for n in configs if n not in defs.DYNAMIC_CONFIGS)
-    if fixed:
-        raise InvalidConfigError(f"Cannot update these configs dynamically: {', '.join(fixed)}")
-    for name, value in configs.items():
-        topic_name = defs.TOPIC_OF.get(name)
-        if topic_name is not None:
-            try:
-                validate_topic_config(topic_name, value)
-            except InvalidConfigError as exc:
-                raise InvalidConfigError(str(exc).replace(topic_name, name)) from None
-        else:
-            try:
-                int(value)
-            except ValueError:
-                raise InvalidConfigError(
-                    f"Invalid value {value!r} for configuration {name}: not a number"
-                ) from None
-    cfg = broker.config
-    default = configs if entity == DEFAULT_ENTITY else cfg.dynamic_default
-    own = configs if entity == str(broker.node_id) else cfg.dynamic_broker
-    values = cfg.merged(default, own, defs.synonyms)
-    LogConfig.from_configs({}, values)
-    for topic in broker.topics:
-        LogConfig.from_configs(topic.configs, values)
-
-
-async def apply(broker: Broker, entity: str, configs: Mapping[str, str]) -> None:
-    """Validate, persist, then apply ``configs`` as ``entity``'s whole dynamic set (the other
-    brokers apply it when their watch fires)."""
-    validate(broker, entity, configs)
-    await write(broker.store, entity, configs)
-    _use(broker, entity, configs)
-
-
-# describing ----------------------------------------------------------------------------------
-def broker_synonyms(broker: Broker, names: Iterable[str], sensitive: bool) -> list[Synonym]:
-    """Where each of ``names`` is set, in Kafka's order: this broker's dynamic config, the
-    cluster default, the static config, Kafka's default."""
-    cfg = broker.config
-    statics = {n: d.default for n, d in defs.BROKER_CONFIGS.items() if d.default is not None}
-    layers = ((cfg.dynamic_broker, DYNAMIC_BROKER), (cfg.dynamic_default, DYNAMIC_DEFAULT),
-              (cfg.explicit, STATIC), (statics, DEFAULT))  # fmt: skip
-    names = list(names)
-    out: list[Synonym] = []
-    for layer, source in layers:
-        for name in names:
-            if name in layer:
-                out.append((name, None if sensitive else layer[name], source))
-    return out

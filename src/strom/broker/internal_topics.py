@@ -26,39 +26,40 @@ from typing import TYPE_CHECKING
 from strom.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
-    from strom.broker.broker import Broker
-    from strom.metadata.topics import TopicInfo
+    from strom.broker.topics import Topics
+    from strom.config import BrokerConfig
+    from strom.metadata.topics import TopicInfo, TopicRegistry
 
 log = logging.getLogger(__name__)
 OFFSETS_TOPIC = "__consumer_offsets"
 TXN_TOPIC = "__transaction_state"
 #: topic -> the prefix of its broker configs (``<prefix>.num.partitions`` …)
 CONFIG_PREFIX = {OFFSETS_TOPIC: "offsets.topic", TXN_TOPIC: "transaction.state.log"}
-EXTENSION = "internal_topics"
 #: how long FindCoordinator waits for a creation it started before answering
 #: COORDINATOR_NOT_AVAILABLE (a single node's creation is local and done well within it)
 FIND_COORDINATOR_WAIT_S = 1.0
 
 
-def partition_count(broker: Broker, name: str) -> int:
+def partition_count(registry: TopicRegistry, config: BrokerConfig, name: str) -> int:
     """The topic's partition count if it exists, else the configured one it will have."""
-    info = broker.topics.get(name)
+    info = registry.get(name)
     if info is not None:
         return info.partition_count
-    return broker.config.get_int(f"{CONFIG_PREFIX[name]}.num.partitions")
+    return config.get_int(f"{CONFIG_PREFIX[name]}.num.partitions")
 
 
 class InternalTopics:
     """Single-flight creation of the internal topics of one broker."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, topics: Topics, config: BrokerConfig) -> None:
+        self.topics = topics
+        self.config = config
         self._creating: dict[str, asyncio.Task[None]] = {}
 
     async def ensure(self, name: str, wait_s: float = FIND_COORDINATOR_WAIT_S) -> TopicInfo | None:
         """The topic if it exists; else start creating it (once) and wait up to ``wait_s``
         for it; None while it is still being created (or its creation failed)."""
-        info = self.broker.topics.get(name)
+        info = self.topics.get(name)
         if info is not None:
             return info
         task = self._creating.get(name)
@@ -66,21 +67,21 @@ class InternalTopics:
             task = asyncio.get_running_loop().create_task(self._create(name))
             self._creating[name] = task
         await asyncio.wait({task}, timeout=wait_s)
-        return self.broker.topics.get(name)
+        return self.topics.get(name)
 
     async def _create(self, name: str) -> None:
-        broker = self.broker
+        config = self.config
         prefix = CONFIG_PREFIX[name]
-        partitions = broker.config.get_int(f"{prefix}.num.partitions")
-        rf = max(broker.config.get_int(f"{prefix}.replication.factor"), 1)
+        partitions = config.get_int(f"{prefix}.num.partitions")
+        rf = max(config.get_int(f"{prefix}.replication.factor"), 1)
         configs = {"cleanup.policy": "compact",
-                   "segment.bytes": str(broker.config.get_int(f"{prefix}.segment.bytes"))}  # fmt: skip
-        if name == TXN_TOPIC and broker.config.get("zookeeper.connect"):
+                   "segment.bytes": str(config.get_int(f"{prefix}.segment.bytes"))}  # fmt: skip
+        if name == TXN_TOPIC and self.topics.cluster:
             # Kafka's transaction.state.log.min.isr (lowered with the RF when that is capped)
-            min_isr = min(broker.config.get_int("transaction.state.log.min.isr"), rf)
+            min_isr = min(config.get_int("transaction.state.log.min.isr"), rf)
             configs["min.insync.replicas"] = str(max(1, min_isr))
         try:
-            await broker.create_topic(name, partitions, rf, configs)
+            await self.topics.create(name, partitions, rf, configs)
             log.info("created internal topic %s (%d partitions)", name, partitions)
         except KafkaError as exc:
             if exc.error_code is not ErrorCode.topic_already_exists:
@@ -96,10 +97,3 @@ class InternalTopics:
                 await task
         self._creating.clear()
 
-
-def of(broker: Broker) -> InternalTopics:
-    """The broker's :class:`InternalTopics` (made on first use)."""
-    found = broker.extensions.get(EXTENSION)
-    if not isinstance(found, InternalTopics):
-        found = broker.extensions[EXTENSION] = InternalTopics(broker)
-    return found

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from strom.broker.server import KafkaConnection
 
 if TYPE_CHECKING:
-    from strom.broker.broker import Broker
+    from strom.broker.services import BrokerServices
 
 
 async def drain(connections: set[KafkaConnection], timeout: float, grace: float = 0.1) -> None:
@@ -34,8 +34,12 @@ async def drain(connections: set[KafkaConnection], timeout: float, grace: float 
         await asyncio.sleep(0.005)
 
 
-async def start_server(broker: Broker, host: str, port: int) -> asyncio.Server:
+async def start_server(services: BrokerServices, connections: set[KafkaConnection], host: str,
+                       port: int) -> asyncio.Server:  # fmt: skip
+    """Listen on ``host:port``; each accepted socket gets a :class:`KafkaConnection`, kept in
+    ``connections`` while open."""
     loop = asyncio.get_running_loop()
     return await loop.create_server(
-        lambda: KafkaConnection(broker), host, port, reuse_address=True, backlog=1024
-    )
+        lambda: KafkaConnection(services, connections), host, port, reuse_address=True,
+        backlog=1024,
+    )  # fmt: skip

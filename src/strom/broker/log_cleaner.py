@@ -18,34 +18,38 @@ import logging
 import threading
 from typing import TYPE_CHECKING
 
-from strom.broker.broker import Service, register_service
 from strom.storage import cleaner
 
 if TYPE_CHECKING:
-    from strom.broker.broker import Broker
+    from strom.clock import Clock
+    from strom.config import BrokerConfig
+    from strom.periodic import Periodic
+    from strom.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
 
-class LogCleaner(Service):
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.enabled = broker.config.get_bool("log.cleaner.enable")
-        self.backoff_s = max(broker.config.get_int("log.cleaner.backoff.ms"), 10) / 1000.0
+class LogCleaner:
+    def __init__(self, config: BrokerConfig, logs: LogManager, clock: Clock,
+                 periodic: Periodic) -> None:  # fmt: skip
+        self.logs = logs
+        self.clock = clock
+        self.periodic = periodic
+        self.enabled = config.get_bool("log.cleaner.enable")
+        self.backoff_s = max(config.get_int("log.cleaner.backoff.ms"), 10) / 1000.0
         self._abort = threading.Event()
-        self._task: asyncio.Task[None] | None = None
         self._running = False
-        self.cleaning: tuple[str, int] | None = None  # the partition being cleaned now
-        broker.extensions["log_cleaner"] = self  # strom.broker.log_mover reads `cleaning`
+        self.checkpoint: dict[tuple[str, int], int] = {}
+        #: the partition being cleaned now (a replica move waits for the end of its clean)
+        self.cleaning: tuple[str, int] | None = None
 
     async def start(self) -> None:
         if not self.enabled:
             log.info("log cleaner disabled")
             return
-        self.checkpoint = {}
-        for parent in self.broker.logs.dirs:  # one checkpoint per log directory, as Kafka's
+        for parent in self.logs.dirs:  # one checkpoint per log directory, as Kafka's
             self.checkpoint.update(cleaner.read_checkpoint(parent))
-        self.broker.every(self.backoff_s, self.run_once)
+        self.periodic.every(self.backoff_s, self.run_once)
 
     async def stop(self) -> None:
         self._abort.set()
@@ -63,8 +67,8 @@ class LogCleaner(Service):
             self._running = False
 
     async def _pass(self) -> None:
-        manager = self.broker.logs
-        now = self.broker.clock.time_ms()
+        manager = self.logs
+        now = self.clock.time_ms()
         # only compacted logs and the checkpoint's entries: never a walk of every partition
         # (10,000 of them cost 3-4 ms of event loop per pass)
         if any(manager.get(*tp) is None for tp in self.checkpoint):  # deleted topics
@@ -83,14 +87,14 @@ class LogCleaner(Service):
             if manager.get(*tp) is not p.log:
                 continue
             # re-plan now that earlier cleanings took time
-            p2 = cleaner.plan(p.log, self.checkpoint.get(tp), self.broker.clock.time_ms())
+            p2 = cleaner.plan(p.log, self.checkpoint.get(tp), self.clock.time_ms())
             if p2 is None or not p2.should_clean():
                 continue
             await self._clean_one(tp, p2)
 
     async def _write_checkpoint(self) -> None:
         """fsync + rename in a worker thread (passes are serial, so writes never overlap)."""
-        split = self.broker.logs.by_dir(self.checkpoint)
+        split = self.logs.by_dir(self.checkpoint)
 
         def write() -> None:
             for parent, offsets in split.items():
@@ -101,7 +105,7 @@ class LogCleaner(Service):
 
     async def _clean_one(self, tp: tuple[str, int], p: cleaner.CleanPlan) -> None:
         cleaner.open_plan(p)
-        now = self.broker.clock.time_ms()
+        now = self.clock.time_ms()
         self.cleaning = tp  # a replica move (log_mover) waits for the end of this clean
         try:
             result = await asyncio.to_thread(cleaner.clean, p, now, abort=self._abort)
@@ -112,7 +116,7 @@ class LogCleaner(Service):
             return
         finally:
             self.cleaning = None
-        if self.broker.logs.get(*tp) is not p.log or not cleaner.commit(p.log, result):
+        if self.logs.get(*tp) is not p.log or not cleaner.commit(p.log, result):
             for group in result.groups:
                 if not group.new.closed and group.new.suffix:
                     group.new.delete()
@@ -131,7 +135,3 @@ class LogCleaner(Service):
             result.bytes_after,
         )
 
-
-@register_service
-def _make(broker: Broker) -> Service:
-    return LogCleaner(broker)

@@ -37,7 +37,10 @@ from strom.storage.log import Log
 from strom.storage.log_manager import future_name
 
 if TYPE_CHECKING:
-    from strom.broker.broker import Broker
+    from strom.broker.log_cleaner import LogCleaner
+    from strom.broker.topic_lifecycle import TopicLifecycle
+    from strom.config import BrokerConfig
+    from strom.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 RATE_CONFIG = "replica.alter.log.dirs.io.max.bytes.per.second"
@@ -72,15 +75,19 @@ def _segments_size(path: Path) -> int:
 
 
 class LogMover:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, logs: LogManager, config: BrokerConfig, lifecycle: TopicLifecycle,
+                 cleaner: LogCleaner) -> None:  # fmt: skip
+        self.logs = logs
+        self.config = config
+        self.lifecycle = lifecycle
+        self.cleaner = cleaner
         self.moves: dict[tuple[str, int], Move] = {}
         self.closing = False  # a shutdown: copies stop and are kept for the next start
 
     def moving(self, topic: str, partition: int) -> tuple[Path, int, int] | None:
         """(target log dir, bytes copied, bytes left) of a move in progress, else None."""
         move = self.moves.get((topic, partition))
-        log_ = self.broker.logs.get(topic, partition)
+        log_ = self.logs.get(topic, partition)
         if move is None or log_ is None:
             return None
         copied = min(_segments_size(move.future), log_.size)  # on disk now, mid-pass too
@@ -88,7 +95,7 @@ class LogMover:
 
     def start(self, topic: str, partition: int, target: Path) -> ErrorCode:
         """Begin moving the replica to the log directory ``target`` (one of ``log.dirs``)."""
-        logs = self.broker.logs
+        logs = self.logs
         log_ = logs.get(topic, partition)
         if log_ is None:
             return ErrorCode.replica_not_available
@@ -117,9 +124,9 @@ class LogMover:
     def resume(self, futures: dict[tuple[str, int], Path]) -> None:
         """Go on with the moves an earlier run left (``LogManager.futures``, taken)."""
         for (topic, partition), future in sorted(futures.items()):
-            log_ = self.broker.logs.get(topic, partition)
+            log_ = self.logs.get(topic, partition)
             if log_ is None or log_.dir.parent == future.parent:
-                self.broker.lifecycle.remove_in_background([future])
+                self.lifecycle.remove_in_background([future])
                 continue
             log.info("resuming the move of %s-%d from %s to %s", topic, partition,
                      log_.dir.parent, future.parent)  # fmt: skip
@@ -142,7 +149,7 @@ class LogMover:
     def _rate(self) -> int:
         """Each copy's share of the broker's rate: Kafka's limit is for all moves together."""
         try:
-            rate = int(self.broker.config.get(RATE_CONFIG) or log_move.UNLIMITED)
+            rate = int(self.config.get(RATE_CONFIG) or log_move.UNLIMITED)
         except ValueError:
             return log_move.UNLIMITED
         if rate <= 0 or rate >= log_move.UNLIMITED:
@@ -152,7 +159,7 @@ class LogMover:
     def _current(self, move: Move, log_: Log) -> bool:
         key = (move.topic, move.partition)
         return (not move.cancelled and self.moves.get(key) is move
-                and self.broker.logs.get(*key) is log_)  # fmt: skip
+                and self.logs.get(*key) is log_)  # fmt: skip
 
     async def _run(self, move: Move, log_: Log) -> None:
         try:
@@ -168,14 +175,13 @@ class LogMover:
             del self.moves[key]
         if done:
             return
-        if self.closing and self.broker.logs.get(*key) is log_:
+        if self.closing and self.logs.get(*key) is log_:
             log.info("stopped moving %s-%d to %s; %s is kept to resume at the next start",
                      *key, move.target, move.future.name)  # fmt: skip
             return
         await asyncio.to_thread(shutil.rmtree, move.future, True)
 
     async def _copy_and_swap(self, move: Move, log_: Log) -> bool:
-        cleaner = self.broker.extensions.get("log_cleaner")
         throttle = log_move.Throttle(self._rate, lambda: not self._current(move, log_))
         if move.resumed:
             truncations = log_.truncations
@@ -195,8 +201,7 @@ class LogMover:
             if log_.truncations != truncations:
                 move.copied.clear()  # a truncated .log may have regrown: copy all again
                 continue
-            busy = cleaner is not None and getattr(cleaner, "cleaning", None) == (
-                move.topic, move.partition)
+            busy = self.cleaner.cleaning == (move.topic, move.partition)
             if written < FINAL_PASS_BYTES and not busy:
                 break
             if busy:
@@ -207,7 +212,7 @@ class LogMover:
 
     def _swap(self, move: Move, log_: Log) -> bool:
         """On the loop, no await: nothing else touches the log meanwhile."""
-        logs = self.broker.logs
+        logs = self.logs
         source = log_.dir
         log_.close(sync=True)  # flush + snapshot + clean marker: the files are final
         try:
@@ -223,7 +228,7 @@ class LogMover:
                          producer_id_expiration_ms=logs.producer_id_expiration_ms)  # fmt: skip
         log_.adopt(moved)
         logs.moved(move.topic, move.partition, source.parent)
-        self.broker.lifecycle.remove_in_background([doomed])
+        self.lifecycle.remove_in_background([doomed])
         log.info("moved %s-%d from %s to %s", move.topic, move.partition, source.parent,
                  move.target)  # fmt: skip
         return True

@@ -59,7 +59,7 @@ from strom.protocol.messages import (
 )
 
 if TYPE_CHECKING:
-    from strom.broker.broker import Broker
+    from strom.broker.services import BrokerServices
 
 log = logging.getLogger(__name__)
 _connection_ids = itertools.count(1)
@@ -69,10 +69,11 @@ COALESCE_BYTES = 256 * 1024
 
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, services: BrokerServices, connections: set[KafkaConnection]) -> None:
+        self.services = services
+        self.connections = connections  # the broker's open connections (shutdown drains them)
         self.id = next(_connection_ids)
-        self.decoder = FrameDecoder(broker.config.get_int("socket.request.max.bytes"))
+        self.decoder = FrameDecoder(services.config.get_int("socket.request.max.bytes"))
         self.queue: deque[bytes | Later] = deque()
         self.waiter: asyncio.Future[None] | None = None  # set while the task waits for frames
         self.out: list[bytes] = []  # responses not yet written, in request order
@@ -87,11 +88,11 @@ class KafkaConnection(asyncio.Protocol):
         self.sock_fd: int | None = None
         # request metrics (strom.broker.observability.metrics): when each queued frame
         # arrived, and the API key and purgatory time of the request being handled
-        self.metrics = broker.metrics
+        self.metrics = services.metrics
         self.arrivals: deque[float] = deque()
         self.api_key = -1
         self.remote = 0.0
-        self.single = SingleProducePath(broker)  # one-partition Produce requests
+        self.single = SingleProducePath(services)  # one-partition Produce requests
         self.handled = 0  # requests handled (listener.drain: answered since the shutdown began)
 
     # asyncio.Protocol callbacks -------------------------------------------------------------
@@ -101,7 +102,7 @@ class KafkaConnection(asyncio.Protocol):
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer = (str(peer[0]), int(peer[1]))
         self.sock_fd = zero_copy.socket_fd(transport)
-        self.broker.connections.add(self)
+        self.connections.add(self)
         self.metrics.connections_created += 1
         log.debug("connection %s from %s:%s", self.id, *self.peer)
         self.task = asyncio.get_running_loop().create_task(self.process())
@@ -139,7 +140,7 @@ class KafkaConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         log.debug("connection %s from %s:%s closed", self.id, *self.peer)
-        self.broker.connections.discard(self)
+        self.connections.discard(self)
         self.metrics.connections_closed += 1
         self.can_write.set()
         if self.task is not None:
@@ -326,7 +327,7 @@ class KafkaConnection(asyncio.Protocol):
             return self.error_answer(exc.header, exc.request, ErrorCode.invalid_request, str(exc))
         except ProtocolError as exc:
             raise _CloseConnection(str(exc)) from None
-        ctx = RequestContext(header, self.broker, self.peer[0], self.peer[1], self.id)
+        ctx = RequestContext(header, self.services, self.peer[0], self.peer[1], self.id)
         try:
             # What a response acknowledges is durable: every metadata-store write is a
             # coroutine that returns once its change is fsynced / committed by ZooKeeper.

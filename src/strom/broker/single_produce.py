@@ -25,8 +25,8 @@ from strom.protocol.errors import KafkaError
 from strom.protocol.produce_fast import ResponseTemplate, SingleProduceReader
 
 if TYPE_CHECKING:
-    from strom.broker.broker import Broker
     from strom.broker.server import KafkaConnection
+    from strom.broker.services import BrokerServices
 
 log = logging.getLogger(__name__)
 NOT_SINGLE: Final = object()
@@ -35,13 +35,13 @@ COALESCE_BYTES = 256 * 1024  # as the connection's own coalescing (strom.broker.
 
 
 class SingleProducePath:
-    __slots__ = ("_broker", "_reader", "_templates", "_produce")
+    __slots__ = ("_services", "_reader", "_templates", "_produce")
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, services: BrokerServices) -> None:
         # imported here: the handler module imports the broker, which imports the server
         from strom.broker.handlers.produce import produce_single
 
-        self._broker = broker
+        self._services = services
         self._reader = SingleProduceReader()  # remembers the last request's layout
         self._templates: dict[tuple[int, str, int], ResponseTemplate] = {}
         self._produce = produce_single
@@ -56,7 +56,7 @@ class SingleProducePath:
         if single is None:
             return NOT_SINGLE
         # the version is 3-12 (the reader's): its low byte
-        return self._produce(self._broker, frame[3], single, self._templates)
+        return self._produce(self._services, frame[3], single, self._templates)
 
 
 class Later:

@@ -18,15 +18,15 @@ import logging
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from strom.broker.broker import Broker
-    from strom.metadata.topics import TopicInfo
+    from strom.metadata.topics import TopicInfo, TopicRegistry
+    from strom.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
 
-def start(broker: Broker) -> None:
+def start(topics: TopicRegistry, logs: LogManager) -> None:
     """Listen to the topic registry; call once the logs are loaded."""
-    applied = {info.name: dict(info.configs) for info in broker.topics}
+    applied = {info.name: dict(info.configs) for info in topics}
 
     def on_topic(name: str, info: TopicInfo | None) -> None:
         if info is None:
@@ -40,10 +40,10 @@ def start(broker: Broker) -> None:
             # partition / version change, not a config change
             return
         try:
-            broker.logs.update_topic_config(name, configs)
+            logs.update_topic_config(name, configs)
         except Exception as exc:  # an override this broker cannot apply: keep the old config
             log.error("config change of topic %s not applied here: %s", name, exc)
             return
         log.info("topic %s config overrides now %s", name, configs)
 
-    broker.topics.add_listener(on_topic)
+    topics.add_listener(on_topic)

@@ -31,7 +31,6 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypeVar
 
-from strom.broker import replication
 from strom.metadata.topics import TopicInfo
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.storage.log_manager import doomed_name, remove_dirs, remove_log
@@ -39,16 +38,22 @@ from strom.storage.log_manager import doomed_name, remove_dirs, remove_log
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from strom.broker.broker import Broker
+    from strom.metadata.topics import TopicRegistry
+    from strom.replication.service import ReplicationService
     from strom.storage.log import Log
+    from strom.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
 class TopicLifecycle:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, registry: TopicRegistry, logs: LogManager, replication: ReplicationService,
+                 node_id: int) -> None:  # fmt: skip
+        self.registry = registry
+        self.logs = logs
+        self.replication = replication
+        self.node_id = node_id
         self._files = ThreadPoolExecutor(1, thread_name_prefix="strom-topic-files")
         self._removals = ThreadPoolExecutor(1, thread_name_prefix="strom-rmtree")
         self._busy: set[str] = set()
@@ -65,7 +70,7 @@ class TopicLifecycle:
         if name in self._busy:
             raise KafkaError(
                 ErrorCode.reassignment_in_progress
-                if name in self.broker.topics
+                if name in self.registry
                 else ErrorCode.topic_already_exists,
                 f"Topic '{name}' is being created, altered or deleted; try again.",
             )
@@ -73,7 +78,7 @@ class TopicLifecycle:
 
     async def _make_logs(self, name: str, partitions: list[int],
                          configs: Mapping[str, str]) -> list[Log]:  # fmt: skip
-        logs = self.broker.logs
+        logs = self.logs
         try:
             return await self._run(lambda: logs.create_logs(name, partitions, configs))
         except OSError as exc:
@@ -92,20 +97,19 @@ class TopicLifecycle:
 
     async def create(self, name: str, partitions: int, configs: Mapping[str, str]) -> TopicInfo:
         """Create ``name`` with ``partitions`` partitions on this node (all or nothing)."""
-        broker = self.broker
-        if name in broker.topics:
+        if name in self.registry:
             raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
         self._claim(name)
         try:
             made = await self._make_logs(name, list(range(partitions)), configs)
             try:
-                replicas = {p: [broker.node_id] for p in range(partitions)}
-                info = await broker.topics.create(name, replicas, configs)
+                replicas = {p: [self.node_id] for p in range(partitions)}
+                info = await self.registry.create(name, replicas, configs)
             except BaseException:
                 await self._discard(made)
                 raise
-            broker.logs.add(name, made, info.configs)
-            replication.partitions_created(broker, info, range(partitions))
+            self.logs.add(name, made, info.configs)
+            self.replication.partitions_created(info, range(partitions))
         finally:
             self._busy.discard(name)
         log.info("created topic %s with %d partitions", name, partitions)
@@ -113,40 +117,38 @@ class TopicLifecycle:
 
     async def add_partitions(self, name: str, new: Mapping[int, list[int]]) -> TopicInfo:
         """Add the partitions ``new`` (partition -> replicas) to ``name`` (all or nothing)."""
-        broker = self.broker
         self._claim(name)
         try:
-            info = broker.topics.get(name)
+            info = self.registry.get(name)
             if info is None:
                 raise KafkaError(ErrorCode.unknown_topic_or_partition,
                                  f"Topic '{name}' does not exist.")  # fmt: skip
-            local = [p for p, replicas in new.items() if broker.node_id in replicas]
+            local = [p for p, replicas in new.items() if self.node_id in replicas]
             made = await self._make_logs(name, local, info.configs)
             try:
-                info = await broker.topics.add_partitions(name, new)
+                info = await self.registry.add_partitions(name, new)
             except BaseException:
                 await self._discard(made)
                 raise
-            broker.logs.add(name, made, info.configs)
-            replication.partitions_created(broker, info, local)
+            self.logs.add(name, made, info.configs)
+            self.replication.partitions_created(info, local)
         finally:
             self._busy.discard(name)
         return info
 
     async def delete(self, info: TopicInfo) -> None:
         """Delete the topic ``info``: logs first, then the registry entry (module doc)."""
-        broker = self.broker
         self._claim(info.name)
         try:
             detached: list[Log] = []
             for partition in info.replicas:
-                found = broker.logs.detach(info.name, partition)
+                found = self.logs.detach(info.name, partition)
                 if found is not None:
                     detached.append(found)
-                broker.replicas.purgatory.notify((info.name, partition))
+                self.replication.replicas.purgatory.notify((info.name, partition))
             doomed = await self._run(lambda: [_close_and_rename(x) for x in detached])
-            await broker.topics.delete(info.name)
-            replication.partitions_removed(broker, info.name, info.replicas)
+            await self.registry.delete(info.name)
+            self.replication.partitions_removed(info.name, info.replicas)
         finally:
             self._busy.discard(info.name)
         self.remove_in_background([d for d in doomed if d is not None])

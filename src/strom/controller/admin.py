@@ -1,7 +1,7 @@
 """The cluster path of CreateTopics, CreatePartitions and DeleteTopics, on any broker.
 
 A broker is in cluster mode when ``zookeeper.connect`` is set (Kafka's own property; ``strom
-serve --zookeeper`` sets it) and it has an asynchronous metadata store. Then the topic handlers
+serve --zookeeper`` sets it). Then the topic handlers (through :class:`strom.broker.topics.Topics`)
 do not make logs themselves: they compute the assignment from the live brokers (read from
 ``/brokers/ids``, with their ``broker.rack``), write it to the store
 (:mod:`strom.controller.topics`), and answer once the controller has carried it out (every
@@ -21,15 +21,13 @@ from typing import TYPE_CHECKING
 
 from strom.controller import topics
 from strom.controller.assignment import assign_replicas, validate_assignment
-from strom.controller.service import cluster_store
 from strom.metadata.store import MetadataStore, NoNodeError
 from strom.metadata.topics import INTERNAL_TOPICS
 from strom.metadata.zk_model import BROKER_IDS_PATH, TOPICS_PATH, BrokerRegistration, broker_path
 from strom.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
-    from strom.broker.broker import Broker
-    from strom.metadata.topics import TopicInfo
+    from strom.metadata.topics import TopicInfo, TopicRegistry
 
 log = logging.getLogger(__name__)
 _BROKERS_WAIT_S = 10.0  # how long auto-creation waits for the replication factor's brokers
@@ -51,14 +49,14 @@ async def live_brokers(store: MetadataStore) -> dict[int, str | None]:
     return found
 
 
-async def create_registered(broker: Broker, name: str, partitions: int, replication_factor: int,
+async def create_registered(store: MetadataStore, registry: TopicRegistry, node_id: int,
+                            name: str, partitions: int, replication_factor: int,
                             configs: Mapping[str, str], timeout: float = 30.0) -> TopicInfo:  # fmt: skip
-    """``Broker.create_topic`` in cluster mode (auto-creation, internal topics): created through
-    the controller, returned once this broker's topic registry knows it. It waits (up to 10 s)
-    for as many live brokers as the replication factor; then an internal topic's replication
-    factor is capped to the live brokers, with a warning (a development cluster)."""
-    store = cluster_store(broker)
-    assert store is not None
+    """A broker's own creation of a topic in cluster mode (auto-creation, internal topics):
+    created through the controller, returned once this broker's topic ``registry`` knows it.
+    It waits (up to 10 s) for as many live brokers as the replication factor; then an
+    internal topic's replication factor is capped to the live brokers, with a warning (a
+    development cluster)."""
     live = await _enough_brokers(store, replication_factor, min(timeout, _BROKERS_WAIT_S))
     if name in INTERNAL_TOPICS and replication_factor > len(live) > 0:
         log.warning("topic %s: replication factor %d capped to the %d live brokers", name,
@@ -75,9 +73,9 @@ async def create_registered(broker: Broker, name: str, partitions: int, replicat
             raise
         # another broker created it meanwhile (auto-creation, internal topics): use that one
     deadline = time.monotonic() + timeout
-    while (info := broker.topics.get(name)) is None:
+    while (info := registry.get(name)) is None:
         if time.monotonic() >= deadline:
-            raise _timed_out(f"Registering topic '{name}' on broker {broker.node_id}", timeout)
+            raise _timed_out(f"Registering topic '{name}' on broker {node_id}", timeout)
         await asyncio.sleep(0.02)
     return info
 
@@ -177,5 +175,4 @@ async def delete_topic(store: MetadataStore, name: str | None, topic_id: uuid.UU
         raise _timed_out(f"Deleting topic '{name}'", timeout)
     return name, doc.topic_id
 
-__all__ = ["add_partitions", "cluster_store", "create_registered", "create_topic", "delete_topic",
-           "live_brokers"]
+__all__ = ["add_partitions", "create_registered", "create_topic", "delete_topic", "live_brokers"]

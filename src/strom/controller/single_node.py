@@ -2,10 +2,11 @@
 ListPartitionReassignments.
 
 A single node (the embedded store, no ``zookeeper.connect``) runs no :class:`Controller`: it
-leads every partition it hosts itself (:mod:`strom.broker.local_leadership`) and names itself the
+leads every partition it hosts itself (:mod:`strom.replication.local_leadership`) and names itself the
 controller in Metadata and DescribeCluster. So that these admin APIs answer as Kafka's do against
-one broker, :class:`SingleNodeController` stands in for the active controller: a
-:class:`Controller` whose context is built, for each request, from this broker alone (itself the
+one broker, :class:`SingleNodeController` stands in for the active controller: a term of
+office (:class:`~strom.controller.term.Term`) whose context is built, for each request, from
+this broker alone (itself the
 only live broker, at its broker epoch; the topic registry's assignment of every partition hosted
 here; each partition's leader, leader epoch, ISR and partition epoch from the replica manager),
 on which the handlers run the controller's own functions
@@ -34,29 +35,43 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from strom.broker.local_leadership import LOCAL_CONTROLLER_EPOCH
 from strom.controller.batch import RequestBatch
 from strom.controller.context import ControllerContext, LeaderIsr, LiveBroker, TopicDoc
-from strom.controller.controller import Controller, NotControllerError
+from strom.controller.controller import NotControllerError
 from strom.controller.partitions import PartitionStates
-from strom.metadata.topics import TopicInfo, topic_document
-from strom.metadata.zk_model import BrokerRegistration, Endpoint, PartitionState, topic_path
+from strom.controller.settings import ControllerSettings
+from strom.controller.term import Event, Term
+from strom.metadata.store import MetadataStore
+from strom.metadata.topics import TopicInfo, TopicRegistry, topic_document
+from strom.metadata.zk_model import BrokerRegistration, PartitionState, topic_path
 
 if TYPE_CHECKING:
-    from strom.broker.broker import Broker
-    from strom.controller.channel import ChannelManager
     from strom.controller.context import TP
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-EXTENSION = "single_node_controller"
+#: the controller epoch a single node leads in (strom.replication.local_leadership's)
+LOCAL_CONTROLLER_EPOCH = 0
 
 
-async def _no_local_call(api_key: int, api_version: int, request: Any) -> Any:
-    raise AssertionError("a single node's controller sends no requests")
+class HostedPartition(Protocol):
+    """What the stand-in reads of each partition this broker hosts (its replica manager's
+    :class:`~strom.replication.partition.Partition`)."""
+
+    @property
+    def leader_id(self) -> int: ...
+
+    @property
+    def leader_epoch(self) -> int: ...
+
+    @property
+    def isr(self) -> tuple[int, ...]: ...
+
+    @property
+    def partition_epoch(self) -> int: ...
 
 
 class _LocalStates(PartitionStates):
@@ -75,85 +90,27 @@ class _LocalStates(PartitionStates):
         return written
 
 
-class SingleNodeController(Controller):
-    """The controller of a single node's admin requests (see the module docstring)."""
+class _SingleNodeTerm(Term):
+    """One request's term on a single node: nothing is sent, writes as the module doc says."""
 
-    def __init__(self, broker: Broker) -> None:
-        super().__init__(broker.store, broker.node_id, _no_local_call)
-        self.broker = broker
-        self._lock = asyncio.Lock()
+    def __init__(self, owner: SingleNodeController, ctx: ControllerContext) -> None:
+        super().__init__(0, owner.store, owner.registration.broker_id, ctx, None,
+                         ControllerSettings(), self._no_events, lambda: 0)  # fmt: skip
+        self.registry = owner.registry
 
-    @property
-    def active(self) -> bool:
-        return True
-
-    @property
-    def epoch(self) -> int:
-        return LOCAL_CONTROLLER_EPOCH
-
-    async def start(self) -> None:
-        """Nothing to stand for: a single node always holds the office."""
-
-    async def stop(self) -> None:
-        """Nothing runs between requests."""
-
-    def call(self, fn: Callable[[], Awaitable[T]]) -> asyncio.Future[T]:
-        """Run ``fn`` on a context of this broker, one request at a time."""
-        return asyncio.ensure_future(self._serialized(fn))
-
-    async def _serialized(self, fn: Callable[[], Awaitable[T]]) -> T:
-        async with self._lock:
-            self.ctx = self._build()
-            try:
-                return await fn()
-            finally:
-                self.ctx = None
-
-    def _build(self) -> ControllerContext:
-        broker = self.broker
-        me = broker.node_id
-        host, port = broker.advertised
-        registration = BrokerRegistration(me, (Endpoint("PLAINTEXT", host, port),),
-                                          rack=broker.config.get("broker.rack"))  # fmt: skip
-        ctx = ControllerContext(epoch=LOCAL_CONTROLLER_EPOCH)
-        ctx.brokers[me] = LiveBroker(registration, int(getattr(broker, "broker_epoch", -1)))
-        hosted: dict[str, dict[int, LeaderIsr]] = {}
-        for (topic, index), part in broker.replicas.partitions.items():
-            if part.leader_id < 0:
-                continue
-            state = PartitionState(part.leader_id, part.leader_epoch, tuple(part.isr),
-                                   LOCAL_CONTROLLER_EPOCH)  # fmt: skip
-            hosted.setdefault(topic, {})[index] = LeaderIsr(state, part.partition_epoch)
-        for info in broker.topics:
-            found = hosted.get(info.name)
-            if not found:
-                continue  # being created or deleted: not a partition of this broker yet / now
-            assignment = {p: list(r) for p, r in info.replicas.items() if p in found}
-            ctx.topics[info.name] = TopicDoc(info.name, info.topic_id, assignment)
-            for p in assignment:
-                ctx.states[(info.name, p)] = found[p]
-        return ctx
-
-    def _context(self) -> tuple[ControllerContext, ChannelManager]:
-        if self.ctx is None:
-            raise NotControllerError("a single node's controller works within a request only")
-        return self.ctx, None  # type: ignore[return-value]  # nothing is ever sent
-
-    def batch(self) -> RequestBatch:
-        ctx, _ = self._context()
-        return RequestBatch(ctx, self.broker_id)
+    @staticmethod
+    def _no_events(event: Event, term: int) -> None:
+        raise NotControllerError("a single node's controller works within a request only")
 
     def send(self, batch: RequestBatch) -> None:
         """The batch could only tell this broker what it already does: dropped."""
 
     def states(self) -> PartitionStates:
-        ctx, _ = self._context()
-        return _LocalStates(self.store, ctx)
+        return _LocalStates(self.store, self.ctx)
 
     async def write_topic(self, topic: str) -> None:
-        ctx, _ = self._context()
-        doc = ctx.topics[topic]
-        info = self.broker.topics.get(topic)
+        doc = self.ctx.topics[topic]
+        info = self.registry.get(topic)
         if info is None:
             return
         replicas = {**info.replicas, **{p: list(r) for p, r in doc.assignment.items()}}
@@ -164,9 +121,48 @@ class SingleNodeController(Controller):
         await self.store.set(topic_path(topic), topic_document(moved))
 
 
-def controller_for(broker: Broker) -> SingleNodeController:
-    """This single node's stand-in controller (made at the first admin request)."""
-    found = broker.extensions.get(EXTENSION)
-    if not isinstance(found, SingleNodeController):
-        found = broker.extensions[EXTENSION] = SingleNodeController(broker)
-    return found
+class SingleNodeController:
+    """The controller of a single node's admin requests (see the module docstring)."""
+
+    def __init__(self, store: MetadataStore, registry: TopicRegistry,
+                 hosted: Mapping[tuple[str, int], HostedPartition],
+                 registration: BrokerRegistration, broker_epoch: Callable[[], int]) -> None:  # fmt: skip
+        self.store = store
+        self.registry = registry
+        self.hosted = hosted
+        self.registration = registration
+        self.broker_epoch = broker_epoch
+        self._lock = asyncio.Lock()
+
+    @property
+    def active(self) -> bool:
+        return True  # a single node always holds the office
+
+    def call(self, fn: Callable[[Term], Awaitable[T]]) -> asyncio.Future[T]:
+        """Run ``fn`` on a term built from this broker, one request at a time."""
+        return asyncio.ensure_future(self._serialized(fn))
+
+    async def _serialized(self, fn: Callable[[Term], Awaitable[T]]) -> T:
+        async with self._lock:
+            return await fn(_SingleNodeTerm(self, self._build()))
+
+    def _build(self) -> ControllerContext:
+        me = self.registration.broker_id
+        ctx = ControllerContext(epoch=LOCAL_CONTROLLER_EPOCH)
+        ctx.brokers[me] = LiveBroker(self.registration, self.broker_epoch())
+        hosted: dict[str, dict[int, LeaderIsr]] = {}
+        for (topic, index), part in self.hosted.items():
+            if part.leader_id < 0:
+                continue
+            state = PartitionState(part.leader_id, part.leader_epoch, tuple(part.isr),
+                                   LOCAL_CONTROLLER_EPOCH)  # fmt: skip
+            hosted.setdefault(topic, {})[index] = LeaderIsr(state, part.partition_epoch)
+        for info in self.registry:
+            found = hosted.get(info.name)
+            if not found:
+                continue  # being created or deleted: not a partition of this broker yet / now
+            assignment = {p: list(r) for p, r in info.replicas.items() if p in found}
+            ctx.topics[info.name] = TopicDoc(info.name, info.topic_id, assignment)
+            for p in assignment:
+                ctx.states[(info.name, p)] = found[p]
+        return ctx

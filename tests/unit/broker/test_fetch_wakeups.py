@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from strom.broker.broker import Broker
+from strom.broker.assembly import Broker
 from strom.broker.handlers import fetch
 from strom.config import BrokerConfig
 from strom.protocol.messages import build, request_class
@@ -59,8 +59,10 @@ def test_wakeup_rereads_only_the_changed_partition(tmp_path: Path, monkeypatch: 
         try:
             assert broker._server is not None
             port = broker._server.sockets[0].getsockname()[1]
-            await broker.create_topic("w", PARTITIONS, 1, {})
-            broker.replicas.append("w", 3, build_batch([(b"k", b"old", [], 1)]))
+            services = broker.services
+            assert services is not None
+            await services.topics.create("w", PARTITIONS, 1, {})
+            services.replicas.append("w", 3, build_batch([(b"k", b"old", [], 1)]))
             offsets = {p: (1 if p == 3 else 0) for p in range(PARTITIONS)}  # all caught up
 
             def long_poll() -> Any:
@@ -74,7 +76,7 @@ def test_wakeup_rereads_only_the_changed_partition(tmp_path: Path, monkeypatch: 
                 assert asyncio.get_running_loop().time() < deadline and not pending.done()
                 await asyncio.sleep(0.01)
             assert not pending.done()
-            broker.replicas.append("w", 42, build_batch([(b"k", b"new", [], 2)]))
+            services.replicas.append("w", 42, build_batch([(b"k", b"new", [], 2)]))
             response = await asyncio.wait_for(pending, 20)
         finally:
             await broker.stop()

@@ -47,7 +47,7 @@ def _answer(monkeypatch, api_key: int, fn, data: bytes) -> bytes | None:
         dispatch._REGISTRY, api_key,
         dispatch.HandlerSpec(api_key, spec.min_version, spec.max_version, spec.advertise_min, fn),
     )  # fmt: skip
-    conn = KafkaConnection(_Broker())  # type: ignore[arg-type]
+    conn = KafkaConnection(_Broker(), set())  # type: ignore[arg-type]
     return asyncio.run(conn.handle(data[4:]))  # type: ignore[return-value]
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from strom.broker import broker as broker_mod
-from strom.broker.broker import Broker
+from strom.broker import log_maintenance
+from strom.broker.assembly import Broker
 from strom.config import BrokerConfig
 from strom.protocol.record_batch import build_batch
 from strom.storage.log import Log
@@ -38,11 +38,13 @@ def test_tick_yields_between_slices(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         broker = Broker(config, tmp_path / "data", ("127.0.0.1", 0))
         await broker.start()
         try:
-            await broker.create_topic("m", PARTITIONS, 1, {})
-            await broker._maintenance()  # the new logs' own first visit
+            services = broker.services
+            assert services is not None
+            await services.topics.create("m", PARTITIONS, 1, {})
+            await log_maintenance.tick(services.logs)  # the new logs' own first visit
             batch = build_batch([(b"k", b"v", [], 1)])
             for p in range(PARTITIONS):
-                broker.replicas.append("m", p, batch)
+                services.replicas.append("m", p, batch)
             monkeypatch.setattr(Log, "maybe_roll_by_time", counting)
             turns = 0
             stop = False
@@ -56,15 +58,15 @@ def test_tick_yields_between_slices(tmp_path: Path, monkeypatch: pytest.MonkeyPa
             other = asyncio.ensure_future(other_client())
             await asyncio.sleep(0)
             before = turns
-            await broker._maintenance()
+            await log_maintenance.tick(services.logs)
             during = turns - before
             stop = True
             await other
-            mine = {log.dir for (topic, _p), log in broker.logs.logs() if topic == "m"}
+            mine = {log.dir for (topic, _p), log in services.logs.logs() if topic == "m"}
             assert mine <= set(visited) and len(mine) == PARTITIONS
             assert len(visited) == len(set(visited))  # each once
-            assert not broker.logs.maintenance_backlog()
-            slices = -(-len(visited) // broker_mod.MAINTENANCE_SLICE)
+            assert not services.logs.maintenance_backlog()
+            slices = -(-len(visited) // log_maintenance.MAINTENANCE_SLICE)
             assert during >= slices - 1  # the other task ran between every two slices
         finally:
             await broker.stop()

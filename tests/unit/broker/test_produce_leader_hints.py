@@ -9,9 +9,10 @@ from types import SimpleNamespace
 from typing import Any
 
 from strom.broker.handlers import produce
-from strom.broker.metadata_cache import BrokerInfo, MetadataCache, PartitionInfo
+from strom.broker.observability import BrokerMetrics
 from strom.protocol.errors import ErrorCode
 from strom.protocol.hot_path import ProducePartition
+from strom.replication.metadata_cache import BrokerInfo, MetadataCache, PartitionInfo
 
 
 def _broker(part_leader: int, part_epoch: int, cached: PartitionInfo | None) -> Any:
@@ -22,23 +23,24 @@ def _broker(part_leader: int, part_epoch: int, cached: PartitionInfo | None) -> 
         cache.partitions[("t", 0)] = cached
     part = SimpleNamespace(leader_id=part_leader, leader_epoch=part_epoch)
     return SimpleNamespace(replicas=SimpleNamespace(node_id=1, cache=cache,
-                                                    partitions={("t", 0): part}))  # fmt: skip
+                                                    partitions={("t", 0): part}),
+                           metrics=BrokerMetrics())  # fmt: skip
 
 
 def test_the_newer_epoch_wins_between_leader_and_isr_and_the_cache() -> None:
     # LeaderAndIsr made broker 2 the leader in epoch 5; the cache still says us, epoch 4
     stale = PartitionInfo(1, 4, (1, 2, 3), (1, 2, 3))
-    assert produce.current_leader(_broker(2, 5, stale), "t", 0) == (2, 5)
+    assert produce.current_leader(_broker(2, 5, stale).replicas, "t", 0) == (2, 5)
     # the cache has already heard of a later move (epoch 6, broker 3)
     newer = PartitionInfo(3, 6, (1, 2, 3), (2, 3))
-    assert produce.current_leader(_broker(2, 5, newer), "t", 0) == (3, 6)
+    assert produce.current_leader(_broker(2, 5, newer).replicas, "t", 0) == (3, 6)
 
 
 def test_no_hint_naming_ourselves_nobody_or_a_broker_not_alive() -> None:
-    assert produce.current_leader(_broker(1, 5, None), "t", 0) is None
-    assert produce.current_leader(_broker(-1, 5, None), "t", 0) is None
+    assert produce.current_leader(_broker(1, 5, None).replicas, "t", 0) is None
+    assert produce.current_leader(_broker(-1, 5, None).replicas, "t", 0) is None
     gone = PartitionInfo(7, 9, (1, 7), (7,))
-    assert produce.current_leader(_broker(1, 5, gone), "t", 0) is None
+    assert produce.current_leader(_broker(1, 5, gone).replicas, "t", 0) is None
 
 
 def test_refused_partitions_carry_the_leader_and_its_endpoint() -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import kio.schema.api_versions.v3.request as av
 import pytest
 
-from strom.broker.broker import Broker
+from strom.broker.assembly import Broker
 from strom.broker.server import KafkaConnection
 from strom.config import BrokerConfig
 from strom.protocol import record_batch as rb
@@ -103,9 +103,10 @@ async def _with_broker(tmp: Path, body: Any) -> Any:
                     ("127.0.0.1", free_port()))  # fmt: skip
     await broker.start()
     try:
-        await broker.create_topic("plain", 2, 1, {})
-        await broker.create_topic("synced", 1, 1, {"flush.messages": "1"})  # answers wait
-        conn = KafkaConnection(broker)
+        assert broker.services is not None
+        await broker.services.topics.create("plain", 2, 1, {})
+        await broker.services.topics.create("synced", 1, 1, {"flush.messages": "1"})  # waits
+        conn = KafkaConnection(broker.services, broker.connections)
         transport = RecordingTransport()
         conn.connection_made(transport)
         await asyncio.sleep(0)  # the connection's task starts and waits for frames
@@ -127,7 +128,8 @@ async def _settle(conn: KafkaConnection, transport: RecordingTransport, count: i
 
 
 def _values(broker: Broker, topic: str, index: int) -> list[bytes]:
-    log_ = broker.replicas.get_log(topic, index)
+    assert broker.services is not None
+    log_ = broker.services.replicas.get_log(topic, index)
     data = log_.read(0, 1 << 20).records
     out = []
     for _header, view in rb.iter_batches(data):

@@ -4,7 +4,6 @@ applied to this broker's logs; new topics, partition changes and unchanged confi
 from __future__ import annotations
 
 import uuid
-from types import SimpleNamespace
 from typing import Any
 
 from strom.broker import topic_config_sync
@@ -45,7 +44,7 @@ def info(name: str, configs: dict[str, str], replicas: dict[int, list[int]] | No
 
 def test_a_changed_config_reaches_the_logs_once() -> None:
     registry, logs = FakeRegistry(info("t", {"min.insync.replicas": "2"})), FakeLogs()
-    topic_config_sync.start(SimpleNamespace(topics=registry, logs=logs))  # type: ignore[arg-type]
+    topic_config_sync.start(registry, logs)  # type: ignore[arg-type]
     registry.tell("t", info("t", {"min.insync.replicas": "2"}, {0: [1, 2, 3], 1: [2, 3, 1]}))
     assert logs.updates == []  # partitions added, same config
     registry.tell("t", info("t", {"min.insync.replicas": "3"}))
@@ -57,7 +56,7 @@ def test_a_changed_config_reaches_the_logs_once() -> None:
 
 def test_new_and_recreated_topics_are_left_to_log_creation() -> None:
     registry, logs = FakeRegistry(), FakeLogs()
-    topic_config_sync.start(SimpleNamespace(topics=registry, logs=logs))  # type: ignore[arg-type]
+    topic_config_sync.start(registry, logs)  # type: ignore[arg-type]
     registry.tell("n", info("n", {"retention.ms": "1000"}))
     registry.tell("n", None)
     registry.tell("n", info("n", {"retention.ms": "5"}, topic_id=uuid.UUID(int=2)))
@@ -66,6 +65,6 @@ def test_new_and_recreated_topics_are_left_to_log_creation() -> None:
 
 def test_a_config_this_broker_cannot_apply_is_logged_not_raised(caplog: Any) -> None:
     registry, logs = FakeRegistry(info("t", {})), FakeLogs(refuse=True)
-    topic_config_sync.start(SimpleNamespace(topics=registry, logs=logs))  # type: ignore[arg-type]
+    topic_config_sync.start(registry, logs)  # type: ignore[arg-type]
     registry.tell("t", info("t", {"segment.bytes": "1"}))
     assert "not applied here" in caplog.text

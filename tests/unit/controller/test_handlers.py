@@ -8,6 +8,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from strom.broker.context import RequestContext
+from strom.broker.controller_channel import ControllerChannel
 from strom.broker.handlers import (
     alter_partition,
     alter_partition_reassignments,
@@ -22,8 +23,13 @@ from tests.unit.controller.harness import Cluster, run
 
 
 def _ctx(controller: Controller | None, api_key: int, version: int) -> RequestContext:
-    broker: Any = SimpleNamespace(extensions={} if controller is None else {"controller": controller})
-    return RequestContext(RequestHeader(api_key, version, 1, "test"), broker, "127.0.0.1", 1, 1)
+    """A request on a cluster member whose controller service runs ``controller`` (None: no
+    controller at all); the handlers reach it through the services' controller channel."""
+    channel = ControllerChannel(SimpleNamespace(controller=controller),  # type: ignore[arg-type]
+                                SimpleNamespace(led_locally=False),  # type: ignore[arg-type]
+                                None)  # type: ignore[arg-type]  # not a single node
+    services: Any = SimpleNamespace(controller=channel)
+    return RequestContext(RequestHeader(api_key, version, 1, "test"), services, "127.0.0.1", 1, 1)
 
 
 def _req(api_key: int, version: int, **values: Any) -> Any:

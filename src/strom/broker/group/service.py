@@ -14,8 +14,8 @@ watermark passes them (at once on a single node), within ``offsets.commit.timeou
 the event loop's ``call_later``; expired offsets are swept every
 ``offsets.retention.check.interval.ms``.
 
-Handlers reach the coordinator with :func:`coordinator_of` and turn its callbacks into awaits
-with :func:`wait_for_callback`.
+Handlers reach the coordinator with :meth:`GroupService.active` (COORDINATOR_NOT_AVAILABLE
+before it started) and turn its callbacks into awaits with :func:`wait_for_callback`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from strom.broker import internal_topics
-from strom.broker.broker import Service, register_service
 from strom.broker.group.coordinator import CoordinatorConfig, GroupCoordinator
 from strom.broker.group.rebalance import AppendDone
 from strom.broker.internal_log_replay import replay
@@ -35,11 +34,14 @@ from strom.protocol.errors import ErrorCode, KafkaError
 from strom.storage.batch_validation import AppendOrigin
 
 if TYPE_CHECKING:
-    from strom.broker.broker import Broker
+    from strom.clock import Clock
+    from strom.config import BrokerConfig
+    from strom.metadata.topics import TopicRegistry
+    from strom.periodic import Periodic
+    from strom.replication.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 OFFSETS_TOPIC = internal_topics.OFFSETS_TOPIC
-EXTENSION = "group_coordinator"
 T = TypeVar("T")
 
 
@@ -56,17 +58,28 @@ class AsyncioTimers:
         return asyncio.get_running_loop().call_later(max(delay_ms, 0) / 1000.0, run)
 
 
-class GroupService(Service):
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+class GroupService:
+    def __init__(self, config: BrokerConfig, clock: Clock, replicas: ReplicaManager,
+                 registry: TopicRegistry, periodic: Periodic) -> None:  # fmt: skip
+        self.config = config
+        self.clock = clock
+        self.replicas = replicas
+        self.registry = registry
+        self.periodic = periodic
+        #: made at start (its partition count is the topic's, once the registry is loaded)
         self.coordinator: GroupCoordinator | None = None
         # tasks waiting for the high watermark to pass an acks=-1 append
         self._replicating: set[asyncio.Task[None]] = set()
 
+    def active(self) -> GroupCoordinator:
+        """The coordinator; COORDINATOR_NOT_AVAILABLE before the service started."""
+        if self.coordinator is None:
+            raise KafkaError(ErrorCode.coordinator_not_available, "group coordinator not started")
+        return self.coordinator
+
     async def start(self) -> None:
-        broker = self.broker
-        cfg = broker.config
-        partitions = internal_topics.partition_count(broker, OFFSETS_TOPIC)
+        cfg = self.config
+        partitions = internal_topics.partition_count(self.registry, cfg, OFFSETS_TOPIC)
         config = CoordinatorConfig(
             offsets_partitions=partitions,
             initial_rebalance_delay_ms=cfg.get_int("group.initial.rebalance.delay.ms"),
@@ -76,24 +89,23 @@ class GroupService(Service):
             offsets_retention_ms=cfg.get_int("offsets.retention.minutes") * 60_000,
             offset_metadata_max_bytes=int(cfg.get("offset.metadata.max.bytes") or 4096),
         )
-        self.coordinator = GroupCoordinator(config, broker.clock, AsyncioTimers(), self._append)
+        self.coordinator = GroupCoordinator(config, self.clock, AsyncioTimers(), self._append)
         self.coordinator.append_txn = self._append_txn
         self.coordinator.owned = set()
-        broker.extensions[EXTENSION] = self
         # partitions led already (a single node leads all of them) are loaded right here
-        broker.replicas.ownership.register(OFFSETS_TOPIC, self)
+        self.replicas.ownership.register(OFFSETS_TOPIC, self)
         self.coordinator.loading = False
         log.info("group coordinator: %d partitions of %s loaded, %d groups",
                  len(self.coordinator.owned), OFFSETS_TOPIC, len(self.coordinator.groups))  # fmt: skip
         interval = max(cfg.get_int("offsets.retention.check.interval.ms"), 100) / 1000.0
-        broker.every(interval, self._expire)
+        self.periodic.every(interval, self._expire)
 
     def _expire(self) -> None:
         if self.coordinator is not None:
             self.coordinator.expire_offsets()
 
     async def stop(self) -> None:
-        self.broker.replicas.ownership.unregister(OFFSETS_TOPIC, self)
+        self.replicas.ownership.unregister(OFFSETS_TOPIC, self)
         for task in list(self._replicating):
             task.cancel()
         coord = self.coordinator
@@ -107,7 +119,7 @@ class GroupService(Service):
                 if member.heartbeat_timer is not None:
                     member.heartbeat_timer.cancel()
 
-    # partition ownership (strom.broker.coordinator_partitions) ---------------------------------
+    # partition ownership (strom.replication.coordinator_partitions) ---------------------------------
     def on_elected(self, partition: int, leader_epoch: int) -> None:
         coord = self.coordinator
         if coord is not None and partition < coord.config.offsets_partitions:
@@ -125,7 +137,7 @@ class GroupService(Service):
         assert coord is not None
         count = 0
         coord.loading = True
-        log_ = self.broker.logs.get(OFFSETS_TOPIC, partition)
+        log_ = self.replicas.logs.get(OFFSETS_TOPIC, partition)
         if log_ is not None:
             for entry in replay(log_, controls=True):
                 if entry.is_control:
@@ -147,13 +159,13 @@ class GroupService(Service):
 
     def _append(self, partition: int, records: list[tuple[bytes, bytes | None]],
                 done: AppendDone | None = None) -> None:  # fmt: skip
-        now = self.broker.clock.time_ms()
+        now = self.clock.time_ms()
         batch = rb.build_batch([(key, value, [], now) for key, value in records])
         self._write(partition, batch, done)
 
     def _append_txn(self, partition: int, records: list[tuple[bytes, bytes | None]],
                     producer_id: int, producer_epoch: int, done: AppendDone) -> None:  # fmt: skip
-        now = self.broker.clock.time_ms()
+        now = self.clock.time_ms()
         batch = rb.build_batch([(key, value, [], now) for key, value in records],
                                producer_id=producer_id, producer_epoch=producer_epoch,
                                is_transactional=True)  # fmt: skip
@@ -166,7 +178,7 @@ class GroupService(Service):
         node: no task, no wait), else from a task once it is, or with the error
         (NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT after
         ``offsets.commit.timeout.ms``)."""
-        replicas = self.broker.replicas
+        replicas = self.replicas
         if done is None:
             replicas.append(OFFSETS_TOPIC, partition, batch, AppendOrigin.COORDINATOR)
             return
@@ -181,7 +193,7 @@ class GroupService(Service):
         task.add_done_callback(self._replicating.discard)
 
     async def _when_replicated(self, future: asyncio.Future[ErrorCode], done: AppendDone) -> None:
-        timeout_ms = int(self.broker.config.get("offsets.commit.timeout.ms") or 5000)
+        timeout_ms = int(self.config.get("offsets.commit.timeout.ms") or 5000)
         try:
             code = await asyncio.wait_for(future, timeout_ms / 1000)
         except TimeoutError:
@@ -194,16 +206,6 @@ class GroupService(Service):
         except Exception:
             log.exception("group coordinator: completing an append failed")
 
-
-register_service(GroupService)
-
-
-def coordinator_of(broker: Broker) -> GroupCoordinator:
-    service = broker.extensions.get(EXTENSION)
-    if service is None or service.coordinator is None:
-        raise KafkaError(ErrorCode.coordinator_not_available, "group coordinator not started")
-    coord: GroupCoordinator = service.coordinator
-    return coord
 
 
 async def wait_for_callback(register: Callable[[Callable[[T], None]], Any]) -> T:

@@ -10,7 +10,6 @@ from strom.broker.context import RequestContext
 from strom.broker.group.records import partition_for
 from strom.broker.group.service import OFFSETS_TOPIC
 from strom.broker.handlers.add_partitions_to_txn import fenced_code
-from strom.broker.txn.service import txn_coordinator_of
 from strom.protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 25
@@ -18,7 +17,7 @@ API_KEY = 25
 
 @dispatch.handler(API_KEY, 0, 3)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    info = ctx.broker.topics.get(OFFSETS_TOPIC)
+    info = ctx.topics.get(OFFSETS_TOPIC)
     if not request.group_id:
         code = ErrorCode.invalid_group_id
     elif info is None:
@@ -26,7 +25,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     else:
         tp = (OFFSETS_TOPIC, partition_for(request.group_id, info.partition_count))
         try:
-            code = await txn_coordinator_of(ctx.broker).add_partitions(
+            code = await ctx.transactions.active().add_partitions(
                 request.transactional_id, int(request.producer_id), int(request.producer_epoch),
                 [tp],
             )  # fmt: skip

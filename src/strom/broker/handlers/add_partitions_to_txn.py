@@ -17,7 +17,6 @@ from typing import Any
 
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
-from strom.broker.txn.service import txn_coordinator_of
 from strom.protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 24
@@ -37,7 +36,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     wanted = [(t.name, int(p)) for t in request.v3_and_below_topics for p in t.partitions]
     unknown = set()
     for topic, partition in wanted:
-        info = ctx.broker.topics.get(topic)
+        info = ctx.topics.get(topic)
         if info is None or partition not in info.replicas:
             unknown.add((topic, partition))
     codes: dict[tuple[str, int], ErrorCode]
@@ -46,7 +45,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                  else ErrorCode.operation_not_attempted for tp in wanted}  # fmt: skip
     else:
         try:
-            code = await txn_coordinator_of(ctx.broker).add_partitions(
+            code = await ctx.transactions.active().add_partitions(
                 request.v3_and_below_transactional_id, int(request.v3_and_below_producer_id),
                 int(request.v3_and_below_producer_epoch), wanted,
             )  # fmt: skip
@@ -65,7 +64,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 
 async def _handle_batched(ctx: RequestContext, request: Any) -> Any:
-    coordinator = txn_coordinator_of(ctx.broker)
+    coordinator = ctx.transactions.active()
     results = []
     for txn in request.transactions:
         wanted = [(t.name, int(p)) for t in txn.topics for p in t.partitions]

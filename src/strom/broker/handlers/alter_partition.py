@@ -14,7 +14,6 @@ from strom.broker import dispatch
 from strom.broker.context import RequestContext
 from strom.controller import requests
 from strom.controller.controller import NotControllerError
-from strom.controller.service import active_controller
 from strom.protocol.errors import ErrorCode
 
 API_KEY = 56
@@ -34,13 +33,13 @@ def _proposal(topic_id: Any, p: Any) -> requests.IsrProposal:
 
 @dispatch.handler(API_KEY, 2, 3)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    controller = active_controller(ctx.broker)
+    controller = ctx.controller.active()
     proposals = [_proposal(t.topic_id, p) for t in request.topics for p in t.partitions]
     try:
         if controller is None:
             raise NotControllerError("not the controller")
-        code, results = await controller.call(lambda: requests.alter_partition(
-            controller, int(request.broker_id), int(request.broker_epoch), proposals))  # fmt: skip
+        code, results = await controller.call(lambda term: requests.alter_partition(
+            term, int(request.broker_id), int(request.broker_epoch), proposals))  # fmt: skip
     except NotControllerError:
         return ctx.respond(throttle_time=0, error_code=ErrorCode.not_controller, topics=())
     if code != ErrorCode.none:

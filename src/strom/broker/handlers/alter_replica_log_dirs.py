@@ -24,8 +24,7 @@ API_KEY = 34
 
 @dispatch.handler(API_KEY, 1, 2)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
-    known = {Path(d).resolve(): Path(d) for d in broker.logs.dirs}
+    known = {Path(d).resolve(): Path(d) for d in ctx.logs.dirs}
     results: dict[str, list[Any]] = {}
     for entry in request.dirs:
         raw = Path(entry.path)
@@ -35,7 +34,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 if target is None:
                     code = ErrorCode.log_dir_not_found
                 else:
-                    code = broker.log_mover.start(topic.name, int(index), target)
+                    code = ctx.services.log_mover.start(topic.name, int(index), target)
                 results.setdefault(topic.name, []).append(ctx.make(
                     "AlterReplicaLogDirPartitionResult", partition_index=index,
                     error_code=code))  # fmt: skip

@@ -15,7 +15,6 @@ from strom.broker import dispatch
 from strom.broker.context import RequestContext
 from strom.controller import requests
 from strom.controller.controller import NotControllerError
-from strom.controller.service import active_controller
 from strom.protocol.errors import ErrorCode
 
 API_KEY = 7
@@ -23,12 +22,12 @@ API_KEY = 7
 
 @dispatch.handler(API_KEY, 3, 3)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    controller = active_controller(ctx.broker)
+    controller = ctx.controller.active()
     try:
         if controller is None:
             raise NotControllerError("not the controller")
-        code, remaining = await controller.call(lambda: requests.controlled_shutdown(
-            controller, int(request.broker_id), int(request.broker_epoch)))  # fmt: skip
+        code, remaining = await controller.call(lambda term: requests.controlled_shutdown(
+            term, int(request.broker_id), int(request.broker_epoch)))  # fmt: skip
     except NotControllerError:
         code, remaining = ErrorCode.not_controller, []
     return ctx.respond(

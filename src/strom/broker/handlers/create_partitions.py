@@ -20,7 +20,6 @@ from typing import Any
 
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
-from strom.controller import admin
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
 
 API_KEY = 37
@@ -28,17 +27,16 @@ log = logging.getLogger(__name__)
 
 
 async def _grow(ctx: RequestContext, topic: Any, validate_only: bool, timeout: float) -> None:
-    broker = ctx.broker
-    store = admin.cluster_store(broker)
-    if store is not None:  # cluster mode: the controller makes them (strom.controller.admin)
+    topics = ctx.topics
+    node_id = ctx.node.node_id
+    if topics.cluster:  # cluster mode: the controller makes them (strom.controller.admin)
         assignment = None
         if topic.assignments is not None and len(topic.assignments) > 0:
             assignment = [[int(b) for b in a.broker_ids] for a in topic.assignments]
-        live = await admin.live_brokers(store)
-        await admin.add_partitions(store, topic.name, int(topic.count), assignment, live, timeout,
-                                   validate_only)  # fmt: skip
+        await topics.add_partitions_in_cluster(topic.name, int(topic.count), assignment, timeout,
+                                               validate_only)  # fmt: skip
         return
-    info = broker.topics.get(topic.name)
+    info = topics.get(topic.name)
     if info is None:
         raise KafkaError(
             ErrorCode.unknown_topic_or_partition, f"Topic '{topic.name}' does not exist."
@@ -51,8 +49,8 @@ async def _grow(ctx: RequestContext, topic: Any, validate_only: bool, timeout: f
         )
     if count == current:
         raise KafkaError(ErrorCode.invalid_partitions, f"Topic already has {current} partitions.")
-    rf = len(next(iter(info.replicas.values()), [broker.node_id])) or 1
-    brokers = {broker.node_id}
+    rf = len(next(iter(info.replicas.values()), [node_id])) or 1
+    brokers = {node_id}
     new: dict[int, list[int]] = {}
     if topic.assignments is not None and len(topic.assignments) > 0:
         if len(topic.assignments) != count - current:
@@ -83,10 +81,10 @@ async def _grow(ctx: RequestContext, topic: Any, validate_only: bool, timeout: f
                 ErrorCode.invalid_replication_factor,
                 f"Unable to replicate the partition {rf} time(s) with {len(brokers)} broker(s).",
             )
-        new = {p: [broker.node_id] for p in range(current, count)}
+        new = {p: [node_id] for p in range(current, count)}
     if validate_only:
         return
-    await broker.lifecycle.add_partitions(info.name, new)
+    await topics.add_partitions(info.name, new)
     log.info("topic %s grew from %d to %d partitions", info.name, current, count)
 
 

@@ -34,7 +34,6 @@ from typing import Any
 from strom.broker import config_resources as cr
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
-from strom.controller import admin
 from strom.metadata.topics import validate_topic_name
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
 
@@ -56,17 +55,16 @@ def _collides(ctx: RequestContext, name: str) -> str | None:
     if "." not in name and "_" not in name:
         return None
     key = name.replace(".", "_")
-    for info in ctx.broker.topics:
+    for info in ctx.topics:
         if info.name != name and info.name.replace(".", "_") == key:
             return info.name
     return None
 
 
 def _plan(ctx: RequestContext, topic: Any, brokers: list[int]) -> _Plan:
-    broker = ctx.broker
     name = topic.name
     validate_topic_name(name)
-    if broker.topics.get(name) is not None or broker.lifecycle.busy(name):
+    if ctx.topics.get(name) is not None or ctx.topics.busy(name):
         raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
     other = _collides(ctx, name)
     if other is not None:
@@ -122,9 +120,9 @@ def _plan(ctx: RequestContext, topic: Any, brokers: list[int]) -> _Plan:
                       for a in topic.assignments}  # fmt: skip
     else:
         if num_partitions == -1:
-            num_partitions = broker.config.get_int("num.partitions")
+            num_partitions = ctx.config.get_int("num.partitions")
         if rf == -1:
-            rf = broker.config.get_int("default.replication.factor")
+            rf = ctx.config.get_int("default.replication.factor")
         if num_partitions <= 0:
             raise KafkaError(
                 ErrorCode.invalid_partitions, "Number of partitions must be larger than 0."
@@ -144,7 +142,7 @@ def _plan(ctx: RequestContext, topic: Any, brokers: list[int]) -> _Plan:
         if config.name in wanted:
             raise KafkaError(ErrorCode.invalid_config, f"Duplicate topic config: {config.name}")
         wanted[config.name] = config.value
-    configs = cr.validate_overrides(broker, wanted)
+    configs = cr.validate_overrides(ctx.configs, wanted)
     return _Plan(name, num_partitions, rf, configs, assignment)
 
 
@@ -173,7 +171,7 @@ def _config_results(ctx: RequestContext, overrides: dict[str, str]) -> tuple[Any
             config_source=e.source,
             is_sensitive=e.sensitive,
         )
-        for e in cr.describe_topic(ctx.broker, overrides)
+        for e in cr.describe_topic(ctx.configs, overrides)
     )
 
 
@@ -200,9 +198,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     results: list[Any] = []
     creating: list[tuple[int, _Plan, asyncio.Task[Any]]] = []
     done: set[str] = set()
-    store = admin.cluster_store(ctx.broker)  # cluster mode: the controller creates the topic
-    live: dict[int, str | None] = (
-        await admin.live_brokers(store) if store else {ctx.broker.node_id: None})
+    live = await ctx.topics.live_brokers()
     for topic in request.topics:
         name = topic.name
         if counts[name] > 1:
@@ -225,7 +221,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if validate_only:
             results.append(_created(ctx, plan, uuid.UUID(int=0)))
             continue
-        task = asyncio.ensure_future(_create(ctx, plan, store, live, _timeout_s(request)))
+        task = asyncio.ensure_future(ctx.topics.create_assigned(
+            plan.name, plan.partitions, plan.replication_factor, plan.configs, plan.assignment,
+            live, _timeout_s(request)))  # fmt: skip
         creating.append((len(results), plan, task))
         results.append(None)
     if creating:
@@ -245,16 +243,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             else:
                 results[i] = _created(ctx, plan, task.result())
     return ctx.respond(throttle_time=0, topics=tuple(results))
-
-
-async def _create(ctx: RequestContext, plan: _Plan, store: Any, live: dict[int, str | None],
-                  timeout: float) -> uuid.UUID:  # fmt: skip
-    if store is None:
-        info = await ctx.broker.create_topic(
-            plan.name, plan.partitions, plan.replication_factor, plan.configs)
-        return info.topic_id
-    return await admin.create_topic(store, plan.name, plan.partitions, plan.replication_factor,
-                                    plan.configs, plan.assignment, live, timeout)  # fmt: skip
 
 
 def _failed(ctx: RequestContext, name: str, exc: BaseException | None) -> Any:

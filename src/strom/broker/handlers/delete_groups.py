@@ -6,7 +6,6 @@ from typing import Any
 
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
-from strom.broker.group.service import coordinator_of
 from strom.protocol.errors import KafkaError
 
 API_KEY = 42
@@ -16,7 +15,7 @@ API_KEY = 42
 async def handle(ctx: RequestContext, request: Any) -> Any:
     names = list(request.groups_names)
     try:
-        codes = coordinator_of(ctx.broker).delete_groups(names)
+        codes = ctx.groups.active().delete_groups(names)
     except KafkaError as exc:
         codes = dict.fromkeys(names, exc.error_code)
     return ctx.respond(

@@ -21,12 +21,12 @@ log = logging.getLogger(__name__)
 
 
 def _delete(ctx: RequestContext, topic: str, partition: int, offset: int) -> int:
-    info = ctx.broker.topics.get(topic)
+    info = ctx.topics.get(topic)
     if info is None or partition not in info.replicas:
         raise KafkaError(
             ErrorCode.unknown_topic_or_partition, f"{topic}-{partition} does not exist"
         )
-    log_ = ctx.broker.replicas.get_log(topic, partition)
+    log_ = ctx.replicas.get_log(topic, partition)
     if offset == HIGH_WATERMARK:
         offset = log_.high_watermark
     if offset < 0 or offset > log_.high_watermark:
@@ -66,5 +66,5 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
     # the new log start offsets' checkpoints (written by the flusher thread) are on disk
     # before the answer; one barrier covers every partition's
-    await asyncio.wrap_future(ctx.broker.logs.flusher.barrier())
+    await asyncio.wrap_future(ctx.logs.flusher.barrier())
     return ctx.respond(throttle_time=0, topics=tuple(topics))

@@ -18,7 +18,6 @@ from typing import Any
 
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
-from strom.controller import admin
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
 
 API_KEY = 20
@@ -29,30 +28,29 @@ log = logging.getLogger(__name__)
 async def _delete(
     ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None, timeout: float
 ) -> tuple[str | None, uuid.UUID]:
-    broker = ctx.broker
-    store = admin.cluster_store(broker)
-    if store is not None:  # cluster mode: the controller deletes it (strom.controller.admin)
-        if not broker.config.get_bool("delete.topic.enable"):
+    topics = ctx.topics
+    if topics.cluster:  # cluster mode: the controller deletes it (strom.controller.admin)
+        if not ctx.config.get_bool("delete.topic.enable"):
             raise KafkaError(ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")
-        return await admin.delete_topic(store, name, topic_id, timeout)
+        return await topics.delete_in_cluster(name, topic_id, timeout)
     if topic_id is not None and topic_id != ZERO_UUID:
-        info = broker.topics.by_id(topic_id)
+        info = topics.by_id(topic_id)
         if info is None:
             raise KafkaError(ErrorCode.unknown_topic_id, f"Topic id {topic_id} does not exist.")
     else:
-        info = broker.topics.get(name) if name else None
+        info = topics.get(name) if name else None
         if info is None:
             raise KafkaError(
                 ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist."
             )
-    if not broker.config.get_bool("delete.topic.enable"):
+    if not ctx.config.get_bool("delete.topic.enable"):
         raise KafkaError(ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")
     if info.is_internal:
         raise KafkaError(
             ErrorCode.invalid_request,
             f"Topic {info.name} is an internal topic and cannot be deleted.",
         )
-    await broker.lifecycle.delete(info)
+    await topics.delete(info)
     log.info("deleted topic %s (%s)", info.name, info.topic_id)
     return info.name, info.topic_id
 

@@ -2,7 +2,7 @@
 
 Only broker endpoints (endpoint_type 1) exist; asking for controller endpoints (2) is
 UNSUPPORTED_ENDPOINT_TYPE. The live brokers (with rack) and the controller come from the
-metadata cache (:mod:`strom.broker.metadata_cache`), once a cluster member has it
+metadata cache (:mod:`strom.replication.metadata_cache`), once a cluster member has it
 (:func:`strom.broker.handlers.metadata.cluster_view`). Authorized operations are "unknown" until an authorizer exists.
 """
 
@@ -22,7 +22,6 @@ AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
 
 @dispatch.handler(API_KEY, 0, 2)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
     endpoint_type = int(getattr(request, "endpoint_type", BROKERS_ENDPOINT))
     if endpoint_type != BROKERS_ENDPOINT:
         return ctx.respond(
@@ -30,20 +29,20 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             error_code=ErrorCode.unsupported_endpoint_type,
             error_message=f"endpoint type {endpoint_type} is not supported",
             endpoint_type=endpoint_type,
-            cluster_id=broker.cluster_id,
+            cluster_id=ctx.node.cluster_id,
             controller_id=-1,
             brokers=(),
             cluster_authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN,
         )
     await cluster_view(ctx)
-    cache = broker.replicas.cache
+    cache = ctx.replicas.cache
     brokers = sorted(cache.brokers.values(), key=lambda b: b.node_id)
     return ctx.respond(
         throttle_time=0,
         error_code=ErrorCode.none,
         error_message=None,
         endpoint_type=BROKERS_ENDPOINT,
-        cluster_id=broker.cluster_id,
+        cluster_id=ctx.node.cluster_id,
         controller_id=cache.controller_id,
         brokers=tuple(
             ctx.make(

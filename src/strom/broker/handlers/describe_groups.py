@@ -11,7 +11,6 @@ from typing import Any
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
 from strom.broker.group.model import GroupState
-from strom.broker.group.service import coordinator_of
 from strom.protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 15
@@ -21,7 +20,7 @@ AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
 def _describe(ctx: RequestContext, group_id: str) -> Any:
     base = {"group_id": group_id, "authorized_operations": AUTHORIZED_OPERATIONS_UNKNOWN}
     try:
-        group = coordinator_of(ctx.broker).get_group(group_id)
+        group = ctx.groups.active().get_group(group_id)
     except KafkaError as exc:
         return ctx.make("DescribedGroup", error_code=exc.error_code, group_state="",
                         protocol_type="", protocol_data="", members=(), **base)  # fmt: skip

@@ -32,11 +32,11 @@ log = logging.getLogger(__name__)
 def _wanted(ctx: RequestContext, request: Any) -> list[tuple[str, Iterable[int]]]:
     """(topic, partitions) asked for, only topics that exist; all of them for a null list."""
     if request.topics is None:
-        every = sorted(ctx.broker.topics, key=lambda t: t.name)
+        every = sorted(ctx.topics, key=lambda t: t.name)
         return [(t.name, sorted(t.replicas)) for t in every]
     out: list[tuple[str, Iterable[int]]] = []
     for t in request.topics:
-        if t.topic in ctx.broker.topics:
+        if t.topic in ctx.topics:
             out.append((t.topic, sorted({int(p) for p in t.partitions})))
     return out
 
@@ -58,9 +58,9 @@ def _partition(ctx: RequestContext, index: int, size: int, lag: int, future: boo
 
 @dispatch.handler(API_KEY, 1, 5)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    logs = ctx.broker.logs
+    logs = ctx.logs
     per_dir: dict[Path, dict[str, list[Any]]] = {d: {} for d in logs.dirs}
-    moves = getattr(ctx.broker, "log_mover", None)
+    moves = ctx.services.log_mover
     for name, partitions in _wanted(ctx, request):
         for index in partitions:
             log_ = logs.get(name, index)

@@ -16,7 +16,7 @@ API_KEY = 61
 
 def _partition(ctx: RequestContext, topic: str, index: int) -> Any:
     try:
-        log_ = ctx.broker.replicas.get_log(topic, index)
+        log_ = ctx.replicas.get_log(topic, index)
     except Exception as exc:
         return ctx.make("PartitionResponse", partition_index=index, error_code=error_code_of(exc),
                         error_message=str(exc)[:200], active_producers=())  # fmt: skip

@@ -9,7 +9,6 @@ from typing import Any
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
 from strom.broker.txn.records import STATE_NAMES
-from strom.broker.txn.service import txn_coordinator_of
 from strom.protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 65
@@ -23,7 +22,7 @@ def _time(ms: int) -> datetime.datetime:
 
 def _state(ctx: RequestContext, txn_id: str) -> Any:
     try:
-        coord = txn_coordinator_of(ctx.broker)
+        coord = ctx.transactions.active()
         code = coord.ownership(txn_id)
         value = None if code != ErrorCode.none else coord.txns.get(txn_id)
     except KafkaError as exc:

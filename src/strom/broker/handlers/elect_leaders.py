@@ -18,7 +18,6 @@ from strom.broker.context import RequestContext
 from strom.controller import requests
 from strom.controller.context import TP
 from strom.controller.controller import NotControllerError
-from strom.controller.service import admin_controller
 from strom.protocol.errors import ErrorCode
 
 API_KEY = 43
@@ -44,7 +43,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     wanted: list[TP] | None = None
     if request.topic_partitions is not None:
         wanted = [(t.topic, int(p)) for t in request.topic_partitions for p in t.partitions]
-    controller = admin_controller(ctx.broker)
+    controller = ctx.controller.for_admin()
     try:
         if controller is None:
             raise NotControllerError("not the controller")
@@ -53,7 +52,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                        for tp in wanted or []}  # fmt: skip
             return _respond(ctx, ErrorCode.invalid_request, invalid)
         results = await controller.call(
-            lambda: requests.elect_leaders(controller, election_type, wanted))
+            lambda term: requests.elect_leaders(term, election_type, wanted))
     except NotControllerError:
         message = "This broker is not the controller."
         failed = {tp: (ErrorCode.not_controller, message) for tp in wanted or []}

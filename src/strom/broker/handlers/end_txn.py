@@ -15,7 +15,6 @@ from typing import Any
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
 from strom.broker.handlers.add_partitions_to_txn import fenced_code
-from strom.broker.txn.service import txn_coordinator_of
 from strom.protocol.errors import KafkaError
 
 API_KEY = 26
@@ -24,7 +23,7 @@ API_KEY = 26
 @dispatch.handler(API_KEY, 0, 3)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     try:
-        code = await txn_coordinator_of(ctx.broker).end_txn(
+        code = await ctx.transactions.active().end_txn(
             request.transactional_id, int(request.producer_id), int(request.producer_epoch),
             bool(request.committed),
         )  # fmt: skip

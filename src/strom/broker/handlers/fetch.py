@@ -18,7 +18,7 @@ Rules kept from Kafka (KIP-74 and the protocol guide):
 Topic ids (v13+) are resolved through the topic registry. The partition's leader serves it;
 from v11 a follower serves consumers too, up to its own high watermark, and the leader may
 send a consumer that names its rack to a follower in that rack (KIP-392,
-:mod:`strom.broker.replica_selector`: the partition comes back empty with
+:mod:`strom.replication.replica_selector`: the partition comes back empty with
 ``preferred_read_replica`` set, at once); anywhere else NOT_LEADER_OR_FOLLOWER. A partition's
 ``current_leader_epoch`` (v9+) is checked first: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH
 (:meth:`Partition.check_leader_epoch`).
@@ -41,12 +41,12 @@ from typing import Any
 
 from strom.broker import dispatch, fetch_session, zero_copy
 from strom.broker.context import RequestContext
-from strom.broker.replica_selector import preferred_read_replica
 from strom.protocol.errors import ErrorCode, error_code_of
 from strom.protocol.hot_path import FetchPartition, FetchResponse, FetchTopic
+from strom.replication.replica_selector import preferred_read_replica
+from strom.storage.log import Log
 
 API_KEY = 1
-SESSIONS = "fetch.sessions"
 log = logging.getLogger(__name__)
 
 
@@ -54,14 +54,15 @@ _NULL_TOPIC_ID = uuid.UUID(int=0)
 
 
 def _partition(ctx: RequestContext, index: int, code: ErrorCode, *, hw: int = -1,
-               log_start: int = -1, records: Any = b"", lso: int | None = None,
+               log_start: int = -1, records: bytes | zero_copy.FileRegion = b"",
+               lso: int | None = None,
                aborted: tuple[tuple[int, int], ...] | None = None,
                read_replica: int = -1) -> FetchPartition:  # fmt: skip
     # A plain tuple, encoded by strom.protocol.hot_path (kio's generic build and encode cost
     # ~7 µs a partition); ``records`` is bytes or a zero-copy file region, ``aborted`` holds
     # (producer id, first offset) pairs.
     if code:
-        ctx.broker.metrics.request_error(API_KEY, code)
+        ctx.metrics.request_error(API_KEY, code)
     return FetchPartition(index, code, hw, hw if lso is None else lso, log_start, aborted,
                           read_replica, records)  # fmt: skip
 
@@ -80,10 +81,10 @@ class _CaughtUp:
 
     __slots__ = ("log", "hw", "start", "part")
 
-    def __init__(self, log_: Any, hw: int, start: int, part: Any) -> None:
+    def __init__(self, log_: Log, hw: int, start: int, part: FetchPartition) -> None:
         self.log, self.hw, self.start, self.part = log_, hw, start, part
 
-    def still_valid(self, log_: Any) -> bool:
+    def still_valid(self, log_: Log | None) -> bool:
         return log_ is self.log and log_.high_watermark == self.hw and (
             log_.log_start_offset == self.start
         )
@@ -104,15 +105,15 @@ class _FetchPlan:
         self.max_bytes = int(getattr(request, "max_bytes", 2**31 - 1))
         self.by_id = ctx.api_version >= 13
         self.read_committed = int(getattr(request, "isolation_level", 0)) == 1
-        self.zero_copy = zero_copy.enabled(ctx.broker.config)
+        self.zero_copy = zero_copy.enabled(ctx.config)
         self.regions: list[zero_copy.FileRegion] = []  # of the latest read, in order
         self.keys: list[tuple[str, int]] = []
         self.names = [self._name(topic) for topic in topics]
         self.caught_up: dict[tuple[str, int], _CaughtUp] = {}
         self.reads = 0  # partitions read (not reused), for tests and profiling
         self.sent: list[tuple[str, int]] = []  # (topic, batch bytes) of the latest read
-        metrics = ctx.broker.metrics
-        known = ctx.broker.topics
+        metrics = ctx.metrics
+        known = ctx.topics
         self.replica_id = _replica_id(ctx, request)
         # KIP-392: a consumer (v11+) may read from a follower; its leader may send it to one
         self.from_followers = self.replica_id < 0 and ctx.api_version >= 11
@@ -125,7 +126,7 @@ class _FetchPlan:
 
     def _name(self, topic: Any) -> str | None:
         if self.by_id:
-            info = self.ctx.broker.topics.by_id(topic.topic_id)
+            info = self.ctx.topics.by_id(topic.topic_id)
             return info.name if info else None
         return str(topic.topic)
 
@@ -137,7 +138,7 @@ class _FetchPlan:
         self.close_regions()
         if changed is None:
             self.caught_up.clear()
-        logs = ctx.broker.logs
+        logs = ctx.logs
         total = 0
         errors = False
         responses = []
@@ -162,8 +163,8 @@ class _FetchPlan:
                 part, size = self._read_partition(name, p, total)
                 if part.error_code != ErrorCode.none:
                     errors = True
-                    if name in ctx.broker.topics:
-                        ctx.broker.metrics.topic(name).failed_fetch_requests += 1
+                    if name in ctx.topics:
+                        ctx.metrics.topic(name).failed_fetch_requests += 1
                 elif part.preferred_read_replica >= 0:
                     errors = True  # answered at once, as Kafka does (no long poll)
                 if size:
@@ -178,7 +179,7 @@ class _FetchPlan:
         ctx = self.ctx
         self.reads += 1
         self.caught_up.pop((topic, p.partition), None)
-        replicas = ctx.broker.replicas
+        replicas = ctx.replicas
         try:
             leader = replicas.replica_partition(topic, p.partition,
                                                 int(getattr(p, "current_leader_epoch", -1)),
@@ -196,8 +197,8 @@ class _FetchPlan:
         start = log_.log_start_offset
         if offset < start or offset > log_.log_end_offset:
             return _partition(ctx, p.partition, ErrorCode.offset_out_of_range, hw=hw, log_start=start), 0
-        if leader.is_leader and self.from_followers and ctx.broker.replica_selector:
-            preferred = preferred_read_replica(ctx.broker.replica_selector, leader,
+        if leader.is_leader and self.from_followers and ctx.services.replica_selector:
+            preferred = preferred_read_replica(ctx.services.replica_selector, leader,
                                                replicas.cache, self.client_rack, offset)  # fmt: skip
             if preferred >= 0:  # no records: the client fetches from there next
                 return _partition(ctx, p.partition, ErrorCode.none, hw=hw, log_start=start,
@@ -226,14 +227,14 @@ class _FetchPlan:
         return _partition(ctx, p.partition, ErrorCode.none, hw=hw, log_start=start,
                           records=records, lso=lso, aborted=aborted), len(records)  # fmt: skip
 
-    def _aborted(self, log_: Any, offset: int, bound: int) -> tuple[tuple[int, int], ...] | None:
+    def _aborted(self, log_: Log, offset: int, bound: int) -> tuple[tuple[int, int], ...] | None:
         """read_committed: the aborted transactions overlapping ``[offset, bound)``, as
         (producer id, first offset)."""
         if not self.read_committed:
             return None
         return tuple((t.producer_id, t.first_offset) for t in log_.collect_aborted(offset, bound))
 
-    def _read_region(self, log_: Any, index: int, offset: int, budget: int, total: int,
+    def _read_region(self, log_: Log, index: int, offset: int, budget: int, total: int,
                      hw: int, start: int, lso: int, bound: int,
                      aborted: tuple[Any, ...] | None) -> tuple[Any, int]:  # fmt: skip
         region = zero_copy.read_region(log_, offset, max(budget, 0), max_offset=bound,
@@ -255,22 +256,14 @@ class _FetchPlan:
         self.regions = []
 
 
-def _sessions(ctx: RequestContext) -> fetch_session.FetchSessionCache:
-    cache = ctx.broker.extensions.get(SESSIONS)
-    if cache is None:
-        slots = ctx.broker.config.get_int("max.incremental.fetch.session.cache.slots")
-        cache = ctx.broker.extensions[SESSIONS] = fetch_session.FetchSessionCache(slots)
-    return cache
-
-
 @dispatch.handler(API_KEY, 4, 18)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    session = fetch_session.open_context(_sessions(ctx), request, ctx.api_version,
-                                         ctx.broker.clock.time_ms())  # fmt: skip
+    session = fetch_session.open_context(ctx.services.fetch_sessions, request, ctx.api_version,
+                                         ctx.clock.time_ms())  # fmt: skip
     if isinstance(session, ErrorCode):
         return FetchResponse([], error_code=session)
     plan = _FetchPlan(ctx, request, session.topics)
-    loop_time = ctx.broker.clock.monotonic
+    loop_time = ctx.clock.monotonic
     max_wait = request.max_wait.total_seconds()
     deadline = loop_time() + max_wait
     min_bytes = max(int(request.min_bytes), 0)
@@ -282,7 +275,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 break
             # re-read what changed (or, at the deadline, only what is not caught up)
             parked = perf_counter()
-            changed = await ctx.broker.replicas.purgatory.wait(plan.keys, remaining)
+            changed = await ctx.replicas.purgatory.wait(plan.keys, remaining)
             ctx.remote_time += perf_counter() - parked
             responses, total, errors = plan.read(changed)
         response = FetchResponse(session.filter(responses), session_id=session.session_id)
@@ -290,7 +283,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         plan.close_regions()
         raise
     if plan.sent:
-        metrics = ctx.broker.metrics
+        metrics = ctx.metrics
         for name, size in plan.sent:
             metrics.topic(name).bytes_out += size
     if plan.regions:

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import dispatch, internal_topics
+from strom.broker import dispatch
 from strom.broker.context import RequestContext
-from strom.broker.group.service import EXTENSION, OFFSETS_TOPIC
-from strom.broker.metadata_cache import BrokerInfo
-from strom.broker.txn.service import EXTENSION as TXN_EXTENSION
-from strom.broker.txn.service import TXN_TOPIC
+from strom.broker.group.coordinator import GroupCoordinator
+from strom.broker.internal_topics import OFFSETS_TOPIC, TXN_TOPIC
+from strom.broker.txn.coordinator import TransactionCoordinator
 from strom.protocol.errors import ErrorCode
+from strom.replication.metadata_cache import BrokerInfo
 
 API_KEY = 10
 GROUP_KEY_TYPE = 0
@@ -37,11 +37,11 @@ Lookup = tuple[ErrorCode, str | None, "BrokerInfo | None"]
 def _leader(ctx: RequestContext, topic: str, partition: int) -> Lookup:
     """The coordinator is the leader of the key's partition of the internal topic (the metadata
     cache's); None when it is this broker."""
-    cache = ctx.broker.replicas.cache
+    cache = ctx.replicas.cache
     state = cache.partition(topic, partition)
     if state is None or state.leader < 0:
         return ErrorCode.coordinator_not_available, f"{topic}-{partition} has no leader", None
-    if state.leader == ctx.broker.node_id:
+    if state.leader == ctx.node.node_id:
         return ErrorCode.none, None, None
     found = cache.broker(state.leader)
     if found is None:
@@ -55,13 +55,15 @@ async def _lookup(ctx: RequestContext, key: str, key_type: int) -> Lookup:
     group = key_type == GROUP_KEY_TYPE
     if not key:
         return ErrorCode.invalid_request, f"empty {'group' if group else 'transactional'} id", None
-    topic, extension = (OFFSETS_TOPIC, EXTENSION) if group else (TXN_TOPIC, TXN_EXTENSION)
-    service = ctx.broker.extensions.get(extension)
-    if service is None or service.coordinator is None:
+    coordinator: GroupCoordinator | TransactionCoordinator | None
+    if group:
+        topic, coordinator = OFFSETS_TOPIC, ctx.groups.coordinator
+    else:
+        topic, coordinator = TXN_TOPIC, ctx.transactions.coordinator
+    if coordinator is None:
         return ErrorCode.coordinator_not_available, f"{topic} coordinator not started", None
-    if await internal_topics.of(ctx.broker).ensure(topic) is None:
+    if await ctx.services.internal_topics.ensure(topic) is None:
         return ErrorCode.coordinator_not_available, f"{topic} is being created", None
-    coordinator = service.coordinator
     partition = coordinator.partition_for(key)
     found = _leader(ctx, topic, partition)
     if found[0] != ErrorCode.none or found[2] is not None:
@@ -77,8 +79,8 @@ async def _lookup(ctx: RequestContext, key: str, key_type: int) -> Lookup:
 @dispatch.handler(API_KEY, 0, 6)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     key_type = int(getattr(request, "key_type", 0))
-    host, port = ctx.broker.advertised
-    node = ctx.broker.node_id
+    host, port = ctx.node.advertised
+    node = ctx.node.node_id
 
     def answer(code: ErrorCode, message: str | None, other: BrokerInfo | None) -> dict[str, Any]:
         ok = code == ErrorCode.none

@@ -10,7 +10,6 @@ from typing import Any
 
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
-from strom.broker.group.service import coordinator_of
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.hot_path import EncodedBody
 from strom.protocol.messages import encode_body
@@ -21,7 +20,7 @@ API_KEY = 12
 @dispatch.handler(API_KEY, 0, 4)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     try:
-        code = coordinator_of(ctx.broker).heartbeat(
+        code = ctx.groups.active().heartbeat(
             request.group_id,
             request.member_id,
             getattr(request, "group_instance_id", None),

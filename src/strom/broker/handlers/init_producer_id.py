@@ -19,7 +19,6 @@ from typing import Any
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
 from strom.broker.producer_ids import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, ProducerIdAndEpoch
-from strom.broker.txn.service import txn_coordinator_of
 from strom.protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 22
@@ -32,12 +31,12 @@ async def init_transactional_id(
 ) -> Answer:
     """The transaction coordinator's answer (its epoch rule is ``producer_ids.init_transactional``)."""
     try:
-        await ctx.broker.producer_ids.ensure_available()  # the coordinator may take a new id
+        await ctx.services.producer_ids.ensure_available()  # the coordinator may take a new id
     except Exception as exc:
         log.warning("producer id block could not be reserved: %s", exc)
         return ErrorCode.coordinator_load_in_progress, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
     try:
-        coord = txn_coordinator_of(ctx.broker)
+        coord = ctx.transactions.active()
         return await coord.init_producer_id(transactional_id, timeout_ms, expected)
     except KafkaError as exc:
         return exc.error_code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
@@ -45,8 +44,8 @@ async def init_transactional_id(
 
 async def new_idempotent_id(ctx: RequestContext) -> Answer:
     try:
-        await ctx.broker.producer_ids.ensure_available()
-        return ErrorCode.none, ctx.broker.producer_ids.next_id(), 0
+        await ctx.services.producer_ids.ensure_available()
+        return ErrorCode.none, ctx.services.producer_ids.next_id(), 0
     except Exception as exc:  # the metadata store could not reserve a block: retriable
         log.warning("producer id block could not be reserved: %s", exc)
         return ErrorCode.coordinator_load_in_progress, NO_PRODUCER_ID, NO_PRODUCER_EPOCH

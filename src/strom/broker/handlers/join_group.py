@@ -12,7 +12,7 @@ from typing import Any
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
 from strom.broker.group.model import JoinResult
-from strom.broker.group.service import coordinator_of, millis, wait_for_callback
+from strom.broker.group.service import millis, wait_for_callback
 from strom.protocol.errors import KafkaError
 
 API_KEY = 11
@@ -26,7 +26,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     protocols = [(p.name, bytes(p.metadata)) for p in request.protocols]
     instance_id = getattr(request, "group_instance_id", None)
     try:
-        coord = coordinator_of(ctx.broker)
+        coord = ctx.groups.active()
     except KafkaError as exc:
         result = JoinResult(exc.error_code, request.member_id)
     else:

@@ -7,7 +7,6 @@ from typing import Any
 
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
-from strom.broker.group.service import coordinator_of
 from strom.protocol.errors import KafkaError
 
 API_KEY = 13
@@ -20,7 +19,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     else:
         leaving = [(request.member_id, None)]
     try:
-        top, errors = coordinator_of(ctx.broker).leave(request.group_id, leaving)
+        top, errors = ctx.groups.active().leave(request.group_id, leaving)
     except KafkaError as exc:
         top, errors = exc.error_code, [exc.error_code] * len(leaving)
     if ctx.api_version < 3:

@@ -7,7 +7,6 @@ from typing import Any
 
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
-from strom.broker.group.service import coordinator_of
 from strom.protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 16
@@ -16,7 +15,7 @@ API_KEY = 16
 @dispatch.handler(API_KEY, 0, 5)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     try:
-        coord = coordinator_of(ctx.broker)
+        coord = ctx.groups.active()
         if coord.loading:
             raise KafkaError(ErrorCode.coordinator_load_in_progress)
     except KafkaError as exc:

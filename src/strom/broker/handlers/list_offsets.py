@@ -9,7 +9,7 @@ remote reads (unused).
 
 Only the leader answers (NOT_LEADER_OR_FOLLOWER elsewhere). Leader epochs (v4+): the
 request's ``current_leader_epoch`` is checked (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH,
-:meth:`strom.broker.partition.Partition.check_leader_epoch`); the answer carries the epoch that
+:meth:`strom.replication.partition.Partition.check_leader_epoch`); the answer carries the epoch that
 wrote the offset found (the leader-epoch cache's), the current epoch for latest, as Kafka.
 """
 
@@ -29,7 +29,7 @@ EARLIEST_PENDING_UPLOAD = -6
 def _lookup(ctx: RequestContext, topic: str, partition: int, ts: int,
             current_epoch: int, read_committed: bool) -> tuple[int, int, int]:  # fmt: skip
     """(timestamp, offset, leader epoch) of the answer; raises KafkaError."""
-    part = ctx.broker.replicas.leader_partition(topic, partition, current_epoch)
+    part = ctx.replicas.leader_partition(topic, partition, current_epoch)
     log_ = part.log
     if ts == LATEST:
         latest = log_.last_stable_offset if read_committed else log_.high_watermark

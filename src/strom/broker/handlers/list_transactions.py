@@ -12,7 +12,6 @@ from typing import Any
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
 from strom.broker.txn.records import STATE_NAMES, TxnState
-from strom.broker.txn.service import txn_coordinator_of
 from strom.protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 66
@@ -26,13 +25,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     pids = {int(p) for p in request.producer_id_filters}
     duration = int(getattr(request, "duration_filter", -1))
     try:
-        coord = txn_coordinator_of(ctx.broker)
+        coord = ctx.transactions.active()
         if coord.loading:
             raise KafkaError(ErrorCode.coordinator_load_in_progress)
     except KafkaError as exc:
         return ctx.respond(throttle_time=0, error_code=exc.error_code, unknown_state_filters=unknown,
                            transaction_states=())  # fmt: skip
-    now = ctx.broker.clock.time_ms()
+    now = ctx.clock.time_ms()
     out = []
     for txn_id, value in sorted(coord.txns.items()):
         name = STATE_NAMES[value.state]

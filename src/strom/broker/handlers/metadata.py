@@ -4,7 +4,7 @@ Asked for unknown topics, the broker creates them when the client allows it and
 ``auto.create.topics.enable`` is true (with ``num.partitions``); names Kafka would refuse get
 INVALID_TOPIC_EXCEPTION, and unknown ones otherwise UNKNOWN_TOPIC_OR_PARTITION. Every
 partition's leader, leader epoch, replicas, ISR and offline replicas, the live brokers and the
-controller come from the metadata cache (:mod:`strom.broker.metadata_cache`, filled by the
+controller come from the metadata cache (:mod:`strom.replication.metadata_cache`, filled by the
 controller's UpdateMetadata or, on a single node, by itself); a partition the cache does not
 know yet is LEADER_NOT_AVAILABLE (the controller is still electing its leader).
 v0 has no null topic list: there an empty list asks for every topic, as in Kafka.
@@ -32,6 +32,7 @@ from typing import Any
 
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
+from strom.broker.metadata_answers import MetadataAnswers
 from strom.metadata.topics import TopicInfo, validate_topic_name
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.hot_path import EncodedBody
@@ -46,8 +47,8 @@ log = logging.getLogger(__name__)
 async def cluster_view(ctx: RequestContext) -> None:
     """In cluster mode, wait (bounded) until the metadata cache has the controller's first
     UpdateMetadata; a single node fills its cache itself before it listens."""
-    cache = ctx.broker.replicas.cache
-    if cache.filled or not ctx.broker.config.get("zookeeper.connect"):
+    cache = ctx.replicas.cache
+    if cache.filled or not ctx.config.get("zookeeper.connect"):
         return
     if not await cache.wait_filled(FIRST_UPDATE_WAIT_S):
         log.warning("no UpdateMetadata from a controller within %gs: answering without one",
@@ -57,8 +58,8 @@ async def cluster_view(ctx: RequestContext) -> None:
 async def auto_create(ctx: RequestContext, name: str) -> TopicInfo:
     """Create ``name`` with the broker's defaults (Metadata / FindCoordinator auto-creation);
     the file work runs off the event loop (:mod:`strom.broker.topic_lifecycle`)."""
-    config = ctx.broker.config
-    return await ctx.broker.create_topic(
+    config = ctx.config
+    return await ctx.topics.create(
         name,
         config.get_int("num.partitions"),
         config.get_int("default.replication.factor"),
@@ -66,42 +67,24 @@ async def auto_create(ctx: RequestContext, name: str) -> TopicInfo:
     )
 
 
-class _Cache:
-    """Per broker: topic entries and encoded bodies, see the module docstring."""
-
-    MAX_BODIES = 64
-    MAX_TOPICS = 10_000
-
-    def __init__(self) -> None:
-        self.topics: dict[tuple[int, str], tuple[TopicInfo, Any, int, int, Any]] = {}
-        self.bodies: dict[tuple[Any, ...], tuple[tuple[Any, ...], EncodedBody]] = {}
-
-
-def _cache(ctx: RequestContext) -> _Cache:
-    cache = ctx.broker.extensions.get("metadata.cache")
-    if cache is None:
-        cache = ctx.broker.extensions["metadata.cache"] = _Cache()
-    return cache
-
-
 def topic_metadata(ctx: RequestContext, info: TopicInfo) -> Any:
     """The topic's entry for this request's version (cached, see the module docstring)."""
-    topics = _cache(ctx).topics
+    topics = ctx.services.metadata_answers.topics
     key = (ctx.api_version, info.name)
     cached = topics.get(key)
-    version = ctx.broker.replicas.cache.version
+    version = ctx.replicas.cache.version
     if (cached is not None and cached[0] is info and cached[1] is info.replicas
             and cached[2] == len(info.replicas) and cached[3] == version):  # fmt: skip
         return cached[4]
     entry = _build_topic(ctx, info)
-    if len(topics) >= _Cache.MAX_TOPICS:  # bounds what deleted topics leave behind
+    if len(topics) >= MetadataAnswers.MAX_TOPICS:  # bounds what deleted topics leave behind
         topics.clear()
     topics[key] = (info, info.replicas, len(info.replicas), version, entry)
     return entry
 
 
 def _build_topic(ctx: RequestContext, info: TopicInfo) -> Any:
-    cache = ctx.broker.replicas.cache
+    cache = ctx.replicas.cache
     partitions = []
     for index, replicas in sorted(info.replicas.items()):
         state = cache.partition(info.name, index)
@@ -129,7 +112,8 @@ def _build_topic(ctx: RequestContext, info: TopicInfo) -> Any:
     )
 
 
-def _error_topic(ctx: RequestContext, name: str | None, topic_id: Any, code: ErrorCode) -> Any:
+def _error_topic(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None,
+                 code: ErrorCode) -> Any:  # fmt: skip
     return ctx.make(
         "MetadataResponseTopic",
         error_code=code,
@@ -144,11 +128,11 @@ def _error_topic(ctx: RequestContext, name: str | None, topic_id: Any, code: Err
 @dispatch.handler(API_KEY, 0, 13)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     await cluster_view(ctx)
-    broker = ctx.broker
+    known = ctx.topics
     topics: list[Any] = []
     # "All topics" is a null list from v1 on; v0 has no null, there an empty list means all.
     if request.topics is None or (ctx.api_version == 0 and not request.topics):
-        topics = [topic_metadata(ctx, info) for info in broker.topics]
+        topics = [topic_metadata(ctx, info) for info in known]
     else:
         if ctx.api_version < 12 and any(t.name is None for t in request.topics):
             # v10-11 have a topic id field but Kafka looks topics up by id only from v12
@@ -157,19 +141,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 f"topic name can not be null for version {ctx.api_version}",
             )
         allow = ctx.api_version < 4 or bool(getattr(request, "allow_auto_topic_creation", True))
-        allow = allow and broker.config.get_bool("auto.create.topics.enable")
+        allow = allow and ctx.config.get_bool("auto.create.topics.enable")
         for wanted in request.topics:
             name = wanted.name
             topic_id = getattr(wanted, "topic_id", None)
             if name is None and topic_id is not None and topic_id.int != 0:
-                info = broker.topics.by_id(topic_id)
+                info = known.by_id(topic_id)
                 topics.append(
                     topic_metadata(ctx, info)
                     if info
                     else _error_topic(ctx, None, topic_id, ErrorCode.unknown_topic_id)
                 )
                 continue
-            info = broker.topics.get(name) if name else None
+            info = known.get(name) if name else None
             if info is None:
                 try:
                     validate_topic_name(name)
@@ -181,7 +165,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                         _error_topic(ctx, name, None, ErrorCode.unknown_topic_or_partition)
                     )
                     continue
-                if broker.lifecycle.busy(str(name)):  # another request is creating it
+                if known.busy(str(name)):  # another request is creating it
                     topics.append(_error_topic(ctx, name, None, ErrorCode.leader_not_available))
                     continue
                 try:
@@ -196,19 +180,18 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 def _respond(ctx: RequestContext, topics: list[Any]) -> EncodedBody:
     """The encoded body; reused while the same topic entries are answered and the metadata
     cache (brokers, controller) has not changed."""
-    cache = _cache(ctx)
-    cluster = ctx.broker.replicas.cache
+    cache = ctx.services.metadata_answers
+    cluster = ctx.replicas.cache
     key = (ctx.api_version, cluster.version, *map(id, topics))
     cached = cache.bodies.get(key)
     if cached is not None:
         return cached[1]
-    broker = ctx.broker
     response = ctx.respond(
         throttle_time=0,
         brokers=tuple(ctx.make("MetadataResponseBroker", node_id=b.node_id, host=b.host,
                                port=b.port, rack=b.rack)
                       for b in sorted(cluster.brokers.values(), key=lambda b: b.node_id)),
-        cluster_id=broker.cluster_id,
+        cluster_id=ctx.node.cluster_id,
         controller_id=cluster.controller_id,
         topics=tuple(topics),
         cluster_authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN,

@@ -14,7 +14,7 @@ from typing import Any
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
 from strom.broker.group.model import OffsetEntry
-from strom.broker.group.service import coordinator_of, wait_for_callback
+from strom.broker.group.service import wait_for_callback
 from strom.protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 8
@@ -24,7 +24,7 @@ def topic_name(ctx: RequestContext, topic: Any) -> str | None:
     """The request topic's name; v10+ names topics by id (None when no topic has it)."""
     if not hasattr(topic, "topic_id") or hasattr(topic, "name"):
         return str(topic.name)
-    info = ctx.broker.topics.by_id(topic.topic_id) if topic.topic_id else None
+    info = ctx.topics.by_id(topic.topic_id) if topic.topic_id else None
     return info.name if info is not None else None
 
 
@@ -36,7 +36,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     for topic, name in zip(request.topics, names, strict=True):
         if name is None:
             continue  # an unknown topic id: UNKNOWN_TOPIC_ID below
-        info = ctx.broker.topics.get(name)
+        info = ctx.topics.get(name)
         for p in topic.partitions:
             tp = (name, int(p.partition_index))
             if info is None or tp[1] not in info.replicas:
@@ -51,7 +51,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         # answered once the commit is replicated (Kafka's offsets.commit.required.acks=-1): an
         # acknowledged commit survives the loss of this coordinator
         try:
-            coord = coordinator_of(ctx.broker)
+            coord = ctx.groups.active()
         except KafkaError as exc:
             codes.update({tp: exc.error_code for tp in wanted})
         else:

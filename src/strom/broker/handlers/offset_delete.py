@@ -10,7 +10,6 @@ from typing import Any
 
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
-from strom.broker.group.service import coordinator_of
 from strom.protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 47
@@ -20,7 +19,7 @@ API_KEY = 47
 async def handle(ctx: RequestContext, request: Any) -> Any:
     wanted = [(t.name, int(p.partition_index)) for t in request.topics for p in t.partitions]
     try:
-        top, codes = coordinator_of(ctx.broker).delete_offsets(request.group_id, wanted)
+        top, codes = ctx.groups.active().delete_offsets(request.group_id, wanted)
     except KafkaError as exc:
         top, codes = exc.error_code, {}
     if top != ErrorCode.none:

@@ -16,7 +16,6 @@ from typing import Any
 
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
-from strom.broker.group.service import coordinator_of
 from strom.broker.handlers.offset_commit import topic_name
 from strom.protocol.errors import ErrorCode, KafkaError
 
@@ -40,7 +39,7 @@ def _group_topics(
             else:
                 wanted.extend((name, int(p)) for p in t.partition_indexes)
     try:
-        coord = coordinator_of(ctx.broker)
+        coord = ctx.groups.active()
         found = coord.fetch_offsets(group_id, wanted)
         error = ErrorCode.none
         if require_stable:
@@ -68,7 +67,7 @@ def _group_topics(
         )
     result = []
     for name, parts in by_topic.items():
-        info = ctx.broker.topics.get(name) if by_id else None
+        info = ctx.topics.get(name) if by_id else None
         if by_id and info is None:
             continue  # a deleted topic has no id to answer with
         result.append(

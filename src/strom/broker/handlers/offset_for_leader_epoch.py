@@ -24,10 +24,10 @@ API_KEY = 23
 
 def _end_offset(ctx: RequestContext, topic: str, p: Any) -> tuple[ErrorCode, int, int]:
     try:
-        info = ctx.broker.topics.get(topic)
+        info = ctx.topics.get(topic)
         if info is None or p.partition not in info.replicas:
             return ErrorCode.unknown_topic_or_partition, -1, -1
-        part = ctx.broker.replicas.leader_partition(topic, p.partition,
+        part = ctx.replicas.leader_partition(topic, p.partition,
                                                     int(p.current_leader_epoch))  # fmt: skip
     except Exception as exc:
         return error_code_of(exc), -1, -1

@@ -12,7 +12,7 @@ from typing import Any
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
 from strom.broker.group.model import SyncResult
-from strom.broker.group.service import coordinator_of, wait_for_callback
+from strom.broker.group.service import wait_for_callback
 from strom.protocol.errors import KafkaError
 
 API_KEY = 14
@@ -22,7 +22,7 @@ API_KEY = 14
 async def handle(ctx: RequestContext, request: Any) -> Any:
     assignments = {a.member_id: bytes(a.assignment) for a in request.assignments}
     try:
-        coord = coordinator_of(ctx.broker)
+        coord = ctx.groups.active()
     except KafkaError as exc:
         result = SyncResult(exc.error_code)
     else:

@@ -20,7 +20,6 @@ from typing import Any
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
 from strom.broker.txn.coordinator import TxnMarker
-from strom.broker.txn.markers import write_local
 
 API_KEY = 27
 
@@ -31,7 +30,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                          int(m.coordinator_epoch),
                          tuple((t.name, int(p)) for t in m.topics for p in t.partition_indexes))
                for m in request.markers]  # fmt: skip
-    all_codes = await asyncio.gather(*(write_local(ctx.broker, m, m.partitions) for m in markers))
+    channel = ctx.transactions.markers
+    all_codes = await asyncio.gather(*(channel.write_local(m, m.partitions) for m in markers))
     results = []
     for m, codes in zip(request.markers, all_codes, strict=True):
         topics = tuple(

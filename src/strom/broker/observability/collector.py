@@ -8,8 +8,8 @@ metrics.md`` lists every family with its type, labels and meaning; keep the two 
 
 Nothing here runs on the request path: counters come from
 :class:`~strom.broker.observability.metrics.BrokerMetrics`, gauges are computed now from the
-logs, the topic registry and the coordinators (found through ``broker.extensions``,
-duck-typed, so this module imports none of them). A scrape runs on the event loop: it sees one
+logs, the topic registry and the coordinators, through the broker's services (a broker that
+has not finished starting shows its request counters alone). A scrape runs on the event loop: it sees one
 consistent state. Text is written by :mod:`strom.broker.observability.exposition`.
 """
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from strom.broker import dispatch
 from strom.broker.observability import cluster_state
 from strom.broker.observability.exposition import Writer, escape, labels
 from strom.broker.observability.metrics import REQUEST_BUCKETS_MS
@@ -26,7 +27,8 @@ from strom.storage.flush_stats import BUCKETS_MS as FLUSH_BUCKETS_MS
 from strom.storage.flush_stats import FLUSH_STATS
 
 if TYPE_CHECKING:
-    from strom.broker.broker import Broker
+    from strom.broker.observability.health import ObservedBroker
+    from strom.broker.services import BrokerServices
 
 # (slot of TopicCounters, metric name after kafka_server_brokertopicmetrics_, help)
 TOPIC_COUNTERS = (
@@ -71,24 +73,25 @@ def error_name(code: int) -> str:
         return str(code)
 
 
-def render(broker: Broker) -> str:
+def render(broker: ObservedBroker) -> str:
     """The text of every family of ``docs/metrics.md`` but the process ones."""
     out = Writer()
-    if hasattr(broker, "logs"):  # started far enough to have state
-        _topic_metrics(broker, out)
+    services = broker.services
+    if services is not None:  # started: it has state
+        _topic_metrics(services, out)
     _requests(broker, out)
-    if hasattr(broker, "logs"):
+    if services is not None:
         _sockets(broker, out)
-        _logs(broker, out)
-        _replication(broker, out)
-        _groups(broker, out)
-        _transactions(broker, out)
+        _logs(services, out)
+        _replication(services, out)
+        _groups(services, out)
+        _transactions(services, out)
     return out.text()
 
 
-def _topic_metrics(broker: Broker, out: Writer) -> None:
-    metrics = broker.metrics
-    topics = broker.topics
+def _topic_metrics(services: BrokerServices, out: Writer) -> None:
+    metrics = services.metrics
+    topics = services.topics
     metrics.retire_topics(lambda name: name in topics)
     totals = metrics.totals()
     per_topic = [(labels(topic=name), counters) for name, counters in sorted(metrics.topics.items())]
@@ -101,9 +104,7 @@ def _topic_metrics(broker: Broker, out: Writer) -> None:
             out.sample(sample, getattr(counters, slot), label_text)
 
 
-def _requests(broker: Broker, out: Writer) -> None:
-    from strom.broker import dispatch
-
+def _requests(broker: ObservedBroker, out: Writer) -> None:
     requests = broker.metrics.requests
     named = [(spec.api_key, request_name(spec.api_key)) for spec in dispatch.supported_apis()]
     if any(key == 1 for key, _ in named):  # Kafka counts a Fetch also as FetchConsumer (or
@@ -130,7 +131,7 @@ def _requests(broker: Broker, out: Writer) -> None:
             out.summary(name, pairs, stats.count, getattr(stats, slot) * 1000.0)
 
 
-def _sockets(broker: Broker, out: Writer) -> None:
+def _sockets(broker: ObservedBroker, out: Writer) -> None:
     metrics = broker.metrics
     listener = '{listener="PLAINTEXT"}'
     out.series("kafka_server_socket_server_metrics_connection_count", "gauge",
@@ -141,8 +142,8 @@ def _sockets(broker: Broker, out: Writer) -> None:
                "Client connections closed", [(listener, metrics.connections_closed)])
 
 
-def _logs(broker: Broker, out: Writer) -> None:
-    logs = [(labels(topic=t, partition=p), log) for (t, p), log in sorted(broker.logs.logs())]
+def _logs(services: BrokerServices, out: Writer) -> None:
+    logs = [(labels(topic=t, partition=p), log) for (t, p), log in sorted(services.logs.logs())]
     out.series("kafka_log_log_size", "gauge", "Bytes of the partition's segment files (.log)",
                ((k, sum(s.size for s in log.segments)) for k, log in logs))
     out.series("kafka_log_log_numlogsegments", "gauge", "Segments of the partition",
@@ -162,16 +163,16 @@ def _logs(broker: Broker, out: Writer) -> None:
     out.histogram(name, "", FLUSH_BUCKETS_MS, buckets, total_ms)
 
 
-def _replication(broker: Broker, out: Writer) -> None:
-    repl = broker.metrics.replication
-    node = broker.node_id
-    topics = list(broker.topics)
+def _replication(services: BrokerServices, out: Writer) -> None:
+    repl = services.metrics.replication
+    node = services.node.node_id
+    topics = list(services.topics)
     partitions = sum(len(t.replicas) for t in topics)
     hosted = sum(1 for t in topics for r in t.replicas.values() if node in r)
     for name, doc, value in (
         ("kafka_server_replicamanager_partitioncount", "Partitions hosted here", hosted),
         ("kafka_server_replicamanager_leadercount", "Partitions led here",
-         cluster_state.leader_count(broker)),
+         cluster_state.leader_count(services)),
         ("kafka_server_replicamanager_underreplicatedpartitions",
          "Partitions led here whose ISR is smaller than their replica set",
          repl.under_replicated()),
@@ -189,7 +190,7 @@ def _replication(broker: Broker, out: Writer) -> None:
         ("kafka_controller_kafkacontroller_globalpartitioncount", "Partitions in the cluster",
          partitions),
         ("kafka_brokers", "Live brokers in the cluster, as this broker knows them "
-         "(kafka_exporter)", cluster_state.live_brokers(broker)),
+         "(kafka_exporter)", cluster_state.live_brokers(services)),
     ):  # fmt: skip
         out.single(name, "gauge", doc, value)
     for name, doc, value in (
@@ -206,9 +207,8 @@ def _replication(broker: Broker, out: Writer) -> None:
     out.summary(name, "", repl.leader_elections, repl.leader_election_ms)
 
 
-def _groups(broker: Broker, out: Writer) -> None:
-    service = broker.extensions.get("group_coordinator")
-    coordinator = getattr(service, "coordinator", None)
+def _groups(services: BrokerServices, out: Writer) -> None:
+    coordinator = services.groups.coordinator
     if coordinator is None:
         return
     groups: dict[str, Any] = dict(coordinator.groups)
@@ -225,13 +225,13 @@ def _groups(broker: Broker, out: Writer) -> None:
     out.single("kafka_server_group_coordinator_metrics_group_completed_rebalance", "counter",
                "Generations formed (groups entering CompletingRebalance)",
                coordinator.completed_rebalances)
-    _lag(broker, groups, out)
+    _lag(services, groups, out)
 
 
-def _lag(broker: Broker, groups: dict[str, Any], out: Writer) -> None:
+def _lag(services: BrokerServices, groups: dict[str, Any], out: Writer) -> None:
     """kafka_exporter's families: lag = the partition's high watermark minus the group's
     committed offset (never negative); partitions not hosted here are left out."""
-    logs = broker.logs
+    logs = services.logs
     rows: list[tuple[str, int, int]] = []  # (label text, committed, lag)
     sums: list[tuple[str, int]] = []
     members: list[tuple[str, int]] = []
@@ -257,9 +257,8 @@ def _lag(broker: Broker, groups: dict[str, Any], out: Writer) -> None:
     out.series("kafka_consumergroup_members", "gauge", "Members of a group", members)
 
 
-def _transactions(broker: Broker, out: Writer) -> None:
-    service = broker.extensions.get("txn_coordinator")
-    coordinator = getattr(service, "coordinator", None)
+def _transactions(services: BrokerServices, out: Writer) -> None:
+    coordinator = services.transactions.coordinator
     if coordinator is None:
         return
     by_state = Counter(int(v.state) for v in coordinator.txns.values())

@@ -22,16 +22,45 @@ A check that raises counts as failing (and is logged once per failure streak).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sized
+from typing import TYPE_CHECKING, Any, Protocol
 
 from strom.broker.observability import cluster_state
 
 if TYPE_CHECKING:
-    from strom.broker.broker import Broker
+    from strom.broker.observability.metrics import BrokerMetrics
+    from strom.broker.services import BrokerServices
 
 log = logging.getLogger(__name__)
 Check = Callable[[], bool]
+
+
+class ObservedBroker(Protocol):
+    """What the readiness checks, the scrape and the admin listener read of a broker (its
+    assembly, :class:`strom.broker.assembly.Broker`)."""
+
+    @property
+    def metrics(self) -> BrokerMetrics: ...
+
+    @property
+    def health(self) -> Health: ...
+
+    @property
+    def services(self) -> BrokerServices | None: ...
+
+    @property
+    def connections(self) -> Sized: ...
+
+    @property
+    def started(self) -> bool: ...
+
+    @property
+    def stopping(self) -> bool: ...
+
+    @property
+    def logs_loaded(self) -> bool: ...
+
+    def listener_serving(self) -> bool: ...
 
 
 class Health:
@@ -64,24 +93,25 @@ class Health:
         return not failing, body
 
 
-def _coordinators_loaded(broker: Broker) -> bool:
-    for name in ("group_coordinator", "txn_coordinator"):
-        service = broker.extensions.get(name)
-        coordinator = getattr(service, "coordinator", None)
-        if coordinator is None or getattr(coordinator, "loading", False):
-            return False
-    return True
+def _coordinators_loaded(services: BrokerServices | None) -> bool:
+    if services is None:
+        return False
+    groups, txns = services.groups.coordinator, services.transactions.coordinator
+    if groups is None or groups.loading:
+        return False
+    return txns is not None and not txns.loading
 
 
-def broker_health(broker: Broker) -> Health:
+def broker_health(broker: ObservedBroker) -> Health:
     """The built-in checks of ``broker`` (module doc)."""
     health = Health()
-    cluster_state.install(broker)
+    cluster_state.install(broker.metrics.replication, lambda: broker.services)
     repl = broker.metrics.replication
     health.add("started", lambda: broker.started and not broker.stopping)
     health.add("logs_loaded", lambda: broker.logs_loaded)
     health.add("listener", broker.listener_serving)
-    health.add("coordinators_loaded", lambda: _coordinators_loaded(broker))
+    health.add("coordinators_loaded", lambda: _coordinators_loaded(broker.services))
     health.add("controller_known", lambda: repl.controller_known())
-    health.add("no_offline_partitions", lambda: cluster_state.offline_hosted(broker) == 0)
+    health.add("no_offline_partitions",
+               lambda: cluster_state.offline_hosted(broker.services) == 0)  # fmt: skip
     return health

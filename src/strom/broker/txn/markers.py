@@ -26,16 +26,19 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.write_txn_markers.v1 import request as wtm
 
-from strom.broker.interbroker.connection import BrokerConnection, BrokerConnectionError
-from strom.broker.interbroker.pool import PeerConnections
 from strom.broker.txn.coordinator import TxnMarker
 from strom.protocol.control import build_marker
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
 from strom.protocol.messages import build
+from strom.replication.connection import BrokerConnection, BrokerConnectionError
+from strom.replication.peers import PeerConnections
 from strom.storage.batch_validation import AppendOrigin
 
 if TYPE_CHECKING:
-    from strom.broker.broker import Broker
+    from strom.broker.group.service import GroupService
+    from strom.clock import Clock
+    from strom.metadata.topics import TopicRegistry
+    from strom.replication.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 E = ErrorCode
@@ -49,16 +52,16 @@ BACKOFF_S = 0.1
 _STOP = (E.invalid_producer_epoch, E.transaction_coordinator_fenced, E.producer_fenced)
 
 
-async def write_local(broker: Broker, marker: TxnMarker, partitions: tuple[TopicPartition, ...],
+async def write_local(replicas: ReplicaManager, groups: GroupService, clock: Clock,
+                      marker: TxnMarker, partitions: tuple[TopicPartition, ...],
                       timeout_s: float = APPEND_TIMEOUT_S) -> dict[TopicPartition, ErrorCode]:  # fmt: skip
     """Append ``marker`` to each of ``partitions`` as their leader (concurrently), each
     answered once replicated; see the module doc."""
     batch = build_marker(marker.producer_id, marker.producer_epoch, commit=marker.commit,
                          coordinator_epoch=marker.coordinator_epoch,
-                         timestamp_ms=broker.clock.time_ms())  # fmt: skip
+                         timestamp_ms=clock.time_ms())  # fmt: skip
 
     async def one(topic: str, index: int) -> ErrorCode:
-        replicas = broker.replicas
         try:
             part = replicas.leader_partition(topic, index)
             entry = part.log.producer_state.producers.get(marker.producer_id)
@@ -73,30 +76,30 @@ async def write_local(broker: Broker, marker: TxnMarker, partitions: tuple[Topic
             log.warning("marker for producer %d to %s-%d failed: %s",
                         marker.producer_id, topic, index, exc)  # fmt: skip
             return code
-        if topic == OFFSETS_TOPIC:
-            _complete_group_offsets(broker, marker)
+        if topic == OFFSETS_TOPIC and groups.coordinator is not None:
+            groups.coordinator.complete_txn(marker.producer_id, marker.commit)
         return E.none
 
     codes = await asyncio.gather(*(one(t, p) for t, p in partitions))
     return dict(zip(partitions, codes, strict=True))
 
 
-def _complete_group_offsets(broker: Broker, marker: TxnMarker) -> None:
-    from strom.broker.group.service import EXTENSION as GROUP_EXTENSION
-
-    group = broker.extensions.get(GROUP_EXTENSION)
-    coordinator = getattr(group, "coordinator", None)
-    if coordinator is not None:
-        coordinator.complete_txn(marker.producer_id, marker.commit)
-
-
 class MarkerChannel:
     """Sends markers to partition leaders until written; one connection per leader."""
 
-    def __init__(self, broker: Broker, backoff_s: float = BACKOFF_S) -> None:
-        self.broker = broker
+    def __init__(self, replicas: ReplicaManager, registry: TopicRegistry, groups: GroupService,
+                 clock: Clock, source_host: str | None, backoff_s: float = BACKOFF_S) -> None:  # fmt: skip
+        self.replicas = replicas
+        self.registry = registry
+        self.groups = groups
+        self.clock = clock
         self.backoff_s = backoff_s
-        self._peers = PeerConnections(broker, "strom-txn-markers")
+        self._peers = PeerConnections(replicas.cache, "strom-txn-markers", source_host)
+
+    async def write_local(self, marker: TxnMarker, partitions: tuple[TopicPartition, ...]
+                          ) -> dict[TopicPartition, ErrorCode]:  # fmt: skip
+        """:func:`write_local` on this broker (the leader's side of WriteTxnMarkers)."""
+        return await write_local(self.replicas, self.groups, self.clock, marker, partitions)
 
     async def write(self, marker: TxnMarker, still_owner: Callable[[], bool]) -> ErrorCode:
         """NONE once every partition of ``marker`` has it; NOT_COORDINATOR when
@@ -113,10 +116,10 @@ class MarkerChannel:
             tries += 1
             by_leader: dict[int, list[TopicPartition]] = {}
             for tp in sorted(remaining):
-                if self.broker.topics.get(tp[0]) is None:  # deleted: nothing to end there
+                if self.registry.get(tp[0]) is None:  # deleted: nothing to end there
                     remaining.discard(tp)
                     continue
-                state = self.broker.replicas.cache.partition(*tp)
+                state = self.replicas.cache.partition(*tp)
                 if state is not None and state.leader >= 0:
                     by_leader.setdefault(state.leader, []).append(tp)
             results = await asyncio.gather(*(self._send(leader, marker, tuple(tps))
@@ -136,8 +139,8 @@ class MarkerChannel:
 
     async def _send(self, leader: int, marker: TxnMarker,
                     partitions: tuple[TopicPartition, ...]) -> dict[TopicPartition, ErrorCode]:  # fmt: skip
-        if leader == self.broker.node_id:
-            return await write_local(self.broker, marker, partitions)
+        if leader == self.replicas.node_id:
+            return await self.write_local(marker, partitions)
         try:
             conn = self._connection(leader)
             response = await conn.send(API_KEY, VERSION, _request(marker, partitions),

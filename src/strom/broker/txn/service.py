@@ -3,7 +3,7 @@
 ``__transaction_state`` is created by the first FindCoordinator of a transactional id
 (:mod:`strom.broker.internal_topics`; in a cluster with ``min.insync.replicas`` =
 ``transaction.state.log.min.isr``), not here. The service listens to the leadership of its partitions
-(:mod:`strom.broker.coordinator_partitions`): when this broker becomes the leader of one, in
+(:mod:`strom.replication.coordinator_partitions`): when this broker becomes the leader of one, in
 a leader epoch, the coordinator loads it (:meth:`TransactionCoordinator.begin_load`, its
 transactional ids answer COORDINATOR_LOAD_IN_PROGRESS; the log replayed in a task; then
 :meth:`~TransactionCoordinator.finish_load`, which completes transactions left in
@@ -28,7 +28,6 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from strom.broker import internal_topics
-from strom.broker.broker import Service, register_service
 from strom.broker.internal_log_replay import replay
 from strom.broker.txn import records as rec
 from strom.broker.txn.coordinator import TransactionCoordinator, TxnConfig, TxnValue
@@ -39,12 +38,17 @@ from strom.protocol.errors import ErrorCode, KafkaError
 from strom.storage.batch_validation import AppendOrigin
 
 if TYPE_CHECKING:
-    from strom.broker.broker import Broker
+    from strom.broker.group.service import GroupService
+    from strom.broker.producer_ids import ProducerIdManager
+    from strom.clock import Clock
+    from strom.config import BrokerConfig
+    from strom.metadata.topics import TopicRegistry
+    from strom.periodic import Periodic
+    from strom.replication.replica_manager import ReplicaManager
     from strom.storage.log import Log
 
 log = logging.getLogger(__name__)
 TXN_TOPIC = internal_topics.TXN_TOPIC
-EXTENSION = "txn_coordinator"
 APPEND_TIMEOUT_S = 30.0  # Kafka's coordinator waits request.timeout.ms for its appends
 TopicPartition = tuple[str, int]
 
@@ -61,36 +65,49 @@ def read_records(log_: Log, topic: str = TXN_TOPIC) -> Iterator[tuple[str, TxnVa
             log.warning("%s offset %d: skipping record: %s", topic, entry.offset, exc)
 
 
-class TxnService(Service):
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+class TxnService:
+    def __init__(self, config: BrokerConfig, clock: Clock, replicas: ReplicaManager,
+                 registry: TopicRegistry, groups: GroupService, producer_ids: ProducerIdManager,
+                 periodic: Periodic, source_host: str | None) -> None:  # fmt: skip
+        self.config = config
+        self.clock = clock
+        self.replicas = replicas
+        self.registry = registry
+        self.producer_ids = producer_ids
+        self.periodic = periodic
+        #: made at start (its partition count is the topic's, once the registry is loaded)
         self.coordinator: TransactionCoordinator | None = None
-        self.markers = MarkerChannel(broker)
-        self.verifier = TxnVerifier(broker)
+        self.markers = MarkerChannel(replicas, registry, groups, clock, source_host)
+        self.verifier = TxnVerifier(replicas.cache, source_host)
         self._loads: dict[int, asyncio.Task[None]] = {}
 
+    def active(self) -> TransactionCoordinator:
+        """The coordinator; COORDINATOR_NOT_AVAILABLE before the service started."""
+        if self.coordinator is None:
+            raise KafkaError(ErrorCode.coordinator_not_available,
+                             "transaction coordinator not started")  # fmt: skip
+        return self.coordinator
+
     async def start(self) -> None:
-        broker = self.broker
-        cfg = broker.config
+        cfg = self.config
         config = TxnConfig(
-            partitions=internal_topics.partition_count(broker, TXN_TOPIC),
+            partitions=internal_topics.partition_count(self.registry, cfg, TXN_TOPIC),
             max_timeout_ms=cfg.get_int("transaction.max.timeout.ms"),
             id_expiration_ms=cfg.get_int("transactional.id.expiration.ms"),
         )
         self.coordinator = TransactionCoordinator(
-            config, broker.clock, self._append, self.markers.write, broker.producer_ids.next_id,
+            config, self.clock, self._append, self.markers.write, self.producer_ids.next_id,
         )  # fmt: skip
-        broker.extensions[EXTENSION] = self
-        broker.replicas.ownership.register(TXN_TOPIC, self)
+        self.replicas.ownership.register(TXN_TOPIC, self)
         if self._loads:  # partitions led already (a single node): loaded before serving
             await asyncio.gather(*self._loads.values(), return_exceptions=True)
         abort_ms = cfg.get_int("transaction.abort.timed.out.transaction.cleanup.interval.ms")
-        broker.every(max(abort_ms, 10) / 1000.0, self._abort_timed_out)
+        self.periodic.every(max(abort_ms, 10) / 1000.0, self._abort_timed_out)
         expire_ms = cfg.get_int("transaction.remove.expired.transaction.cleanup.interval.ms")
-        broker.every(max(expire_ms, 100) / 1000.0, self._expire_ids)
+        self.periodic.every(max(expire_ms, 100) / 1000.0, self._expire_ids)
 
     async def stop(self) -> None:
-        self.broker.replicas.ownership.unregister(TXN_TOPIC, self)
+        self.replicas.ownership.unregister(TXN_TOPIC, self)
         for task in self._loads.values():
             task.cancel()
         if self.coordinator is not None:
@@ -98,7 +115,7 @@ class TxnService(Service):
         self.markers.close()
         self.verifier.close()
 
-    # partition ownership (strom.broker.coordinator_partitions) ---------------------------------
+    # partition ownership (strom.replication.coordinator_partitions) ---------------------------------
     def on_elected(self, partition: int, leader_epoch: int) -> None:
         coord = self.coordinator
         if coord is None or partition >= coord.config.partitions:
@@ -123,7 +140,7 @@ class TxnService(Service):
     async def _load(self, partition: int, epoch: int) -> None:
         await asyncio.sleep(0)  # after the LeaderAndIsr that elected us is applied
         coord = self.coordinator
-        log_ = self.broker.logs.get(TXN_TOPIC, partition)
+        log_ = self.replicas.logs.get(TXN_TOPIC, partition)
         if coord is None or log_ is None:
             return
         try:
@@ -143,22 +160,7 @@ class TxnService(Service):
             await self.coordinator.expire_ids()
 
     async def _append(self, partition: int, key: bytes, value: bytes | None) -> None:
-        batch = rb.build_batch([(key, value, [], self.broker.clock.time_ms())])
-        await self.broker.replicas.append_replicated(TXN_TOPIC, partition, batch,
-                                                     AppendOrigin.COORDINATOR, APPEND_TIMEOUT_S)  # fmt: skip
+        batch = rb.build_batch([(key, value, [], self.clock.time_ms())])
+        await self.replicas.append_replicated(TXN_TOPIC, partition, batch,
+                                              AppendOrigin.COORDINATOR, APPEND_TIMEOUT_S)  # fmt: skip
 
-
-register_service(TxnService)
-
-
-def txn_verifier_of(broker: Broker) -> TxnVerifier | None:
-    """The leader's channel to other brokers' coordinators (None before the service starts)."""
-    service = broker.extensions.get(EXTENSION)
-    return service.verifier if isinstance(service, TxnService) else None
-
-
-def txn_coordinator_of(broker: Broker) -> TransactionCoordinator:
-    service = broker.extensions.get(EXTENSION)
-    if not isinstance(service, TxnService) or service.coordinator is None:
-        raise KafkaError(ErrorCode.coordinator_not_available, "transaction coordinator not started")
-    return service.coordinator
