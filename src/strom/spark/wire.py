@@ -11,32 +11,23 @@ removes. So an executor speaks the Kafka protocol itself, through strom's codec
   offset and, under read_committed, the aborted transactions;
 * ListOffsets v4 earliest (to the leader): where the log starts now (retention).
 
-One blocking TCP connection at a time; no retries here: :mod:`strom.spark.fetcher` decides what
+One blocking connection at a time (:class:`strom.admin.wire.WireConnection`, the client side's
+one connection over strom's codec); no retries here: :mod:`strom.spark.fetcher` decides what
 an error code means. Only PLAINTEXT listeners: a ``security.protocol`` other than PLAINTEXT is
 refused with one readable line (strom brokers have no TLS or SASL listener yet).
 """
 
 from __future__ import annotations
 
-import socket
-import struct
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from strom.admin.wire import WireConnection, part
 from strom.protocol.errors import ErrorCode
-from strom.protocol.messages import (
-    RequestHeader,
-    build,
-    decode_response,
-    encode_request,
-    request_class,
-    request_module,
-)
 
 FETCH, LIST_OFFSETS, METADATA = 1, 2, 3
 FETCH_VERSION, LIST_OFFSETS_VERSION, METADATA_VERSION = 11, 4, 8
 EARLIEST_TIMESTAMP = -2
-_SIZE = struct.Struct(">i")
 
 
 class WireError(ConnectionError):
@@ -62,53 +53,6 @@ class FetchedPartition(NamedTuple):
     records: bytes
 
 
-class Connection:
-    """One blocking connection that sends a request and reads its answer (no pipelining)."""
-
-    def __init__(self, host: str, port: int, timeout: float, client_id: str) -> None:
-        try:
-            self.sock = socket.create_connection((host, port), timeout=timeout)
-        except OSError as exc:
-            raise WireError(f"cannot connect to {host}:{port}: {exc}") from None
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.address = f"{host}:{port}"
-        self.client_id = client_id
-        self.timeout = timeout
-        self._correlation = 0
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def request(self, api_key: int, version: int, request: Any, wait: float = 0.0) -> Any:
-        """Send ``request`` and return the decoded response; ``wait``: extra seconds the broker
-        may hold the answer (a long poll)."""
-        self._correlation += 1
-        header = RequestHeader(api_key, version, self._correlation, self.client_id)
-        try:
-            self.sock.settimeout(self.timeout + wait)
-            self.sock.sendall(encode_request(header, request))
-            (size,) = _SIZE.unpack(self._recv_exact(4))
-            frame = self._recv_exact(size)
-        except OSError as exc:
-            raise WireError(f"request to {self.address} failed: {exc}") from None
-        correlation, response = decode_response(api_key, version, frame)
-        if correlation != self._correlation:
-            raise WireError(f"{self.address} answered request {correlation}, not "
-                            f"{self._correlation}")  # fmt: skip
-        return response
-
-    def _recv_exact(self, n: int) -> bytes:
-        buf = bytearray(n)
-        view = memoryview(buf)
-        got = 0
-        while got < n:
-            k = self.sock.recv_into(view[got:])
-            if not k:
-                raise WireError(f"{self.address} closed the connection")
-            got += k
-        return bytes(buf)
-
-
 def plaintext_only(client: Mapping[str, str]) -> None:
     """Refuse client options the executors' connections cannot honour (module doc)."""
     protocol = client.get("security.protocol", "plaintext").lower()
@@ -119,9 +63,25 @@ def plaintext_only(client: Mapping[str, str]) -> None:
         )
 
 
-def _split(address: str) -> tuple[str, int]:
-    host, _, port = address.strip().rpartition(":")
-    return host.strip("[]"), int(port)
+class Connection:
+    """A :class:`WireConnection` whose failures are :class:`WireError` (the reader retries
+    them against a leader looked up again)."""
+
+    def __init__(self, address: str, timeout: float, client_id: str) -> None:
+        self.address = address
+        try:
+            self.wire = WireConnection(address, timeout=timeout, client_id=client_id)
+        except (OSError, ValueError) as exc:
+            raise WireError(f"cannot connect to {address}: {exc}") from None
+
+    def request(self, api_key: int, version: int, **fields: Any) -> Any:
+        try:
+            return self.wire.request(api_key, version, **fields)
+        except (OSError, ConnectionError) as exc:
+            raise WireError(f"request to {self.address} failed: {exc}") from None
+
+    def close(self) -> None:
+        self.wire.close()
 
 
 class PartitionClient:
@@ -151,7 +111,7 @@ class PartitionClient:
         errors = []
         for address in self.bootstrap:
             try:
-                return Connection(*_split(address), self.timeout, self.client_id)
+                return Connection(address.strip(), self.timeout, self.client_id)
             except WireError as exc:
                 errors.append(str(exc))
         raise WireError("; ".join(errors) or "no bootstrap servers")
@@ -160,18 +120,18 @@ class PartitionClient:
         """The connection to the partition's leader (looked up once, kept until reset)."""
         if self._leader is not None:
             return self._leader
-        mod = request_module(METADATA, METADATA_VERSION)
-        request = build(request_class(METADATA, METADATA_VERSION),
-                        topics=(build(mod.MetadataRequestTopic, name=self.topic),),
-                        allow_auto_topic_creation=False,
-                        include_cluster_authorized_operations=False,
-                        include_topic_authorized_operations=False)  # fmt: skip
         conn = self._any_server()
         try:
-            response = conn.request(METADATA, METADATA_VERSION, request)
+            response = conn.request(
+                METADATA, METADATA_VERSION,
+                topics=(part(METADATA, METADATA_VERSION, "MetadataRequestTopic",
+                             name=self.topic),),
+                allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
+                include_topic_authorized_operations=False,
+            )  # fmt: skip
         finally:
             conn.close()
-        brokers = {int(b.node_id): (str(b.host), int(b.port)) for b in response.brokers}
+        brokers = {int(b.node_id): f"{b.host}:{int(b.port)}" for b in response.brokers}
         for topic in response.topics:
             if str(topic.name) != self.topic:
                 continue
@@ -187,7 +147,7 @@ class PartitionClient:
                 if address is None:
                     raise PartitionError(ErrorCode.leader_not_available,
                                          f"leader of {self.topic}-{self.partition}")  # fmt: skip
-                self._leader = Connection(*address, self.timeout, self.client_id)
+                self._leader = Connection(address, self.timeout, self.client_id)
                 return self._leader
         raise PartitionError(ErrorCode.unknown_topic_or_partition,
                              f"metadata of {self.topic}-{self.partition}")  # fmt: skip
@@ -195,15 +155,16 @@ class PartitionClient:
     def fetch(self, offset: int, *, max_wait_ms: int, max_bytes: int,
               read_committed: bool) -> FetchedPartition:  # fmt: skip
         """One Fetch of the partition from ``offset``."""
-        mod = request_module(FETCH, FETCH_VERSION)
-        part = build(mod.FetchPartition, partition=self.partition, current_leader_epoch=-1,
-                     fetch_offset=offset, log_start_offset=-1, partition_max_bytes=max_bytes)
-        request = build(request_class(FETCH, FETCH_VERSION), replica_id=-1, max_wait=max_wait_ms,
-                        min_bytes=1, max_bytes=max_bytes, isolation_level=int(read_committed),
-                        session_id=0, session_epoch=-1,
-                        topics=(build(mod.FetchTopic, topic=self.topic, partitions=(part,)),),
-                        forgotten_topics_data=(), rack_id="")  # fmt: skip
-        response = self.leader().request(FETCH, FETCH_VERSION, request, max_wait_ms / 1000)
+        fetch_partition = part(FETCH, FETCH_VERSION, "FetchPartition", partition=self.partition,
+                               current_leader_epoch=-1, fetch_offset=offset, log_start_offset=-1,
+                               partition_max_bytes=max_bytes)  # fmt: skip
+        topic = part(FETCH, FETCH_VERSION, "FetchTopic", topic=self.topic,
+                     partitions=(fetch_partition,))  # fmt: skip
+        response = self.leader().request(
+            FETCH, FETCH_VERSION, replica_id=-1, max_wait=max_wait_ms, min_bytes=1,
+            max_bytes=max_bytes, isolation_level=int(read_committed), session_id=0,
+            session_epoch=-1, topics=(topic,), forgotten_topics_data=(), rack_id="",
+        )  # fmt: skip
         if response.error_code != ErrorCode.none:
             return FetchedPartition(ErrorCode(response.error_code), -1, -1, -1, [], b"")
         for topic in response.responses:
@@ -218,13 +179,13 @@ class PartitionClient:
 
     def log_start(self) -> int:
         """The partition's log start offset now (ListOffsets earliest)."""
-        mod = request_module(LIST_OFFSETS, LIST_OFFSETS_VERSION)
-        part = build(mod.ListOffsetsPartition, partition_index=self.partition,
-                     current_leader_epoch=-1, timestamp=EARLIEST_TIMESTAMP)  # fmt: skip
-        request = build(request_class(LIST_OFFSETS, LIST_OFFSETS_VERSION), replica_id=-1,
-                        isolation_level=0,
-                        topics=(build(mod.ListOffsetsTopic, name=self.topic, partitions=(part,)),))
-        response = self.leader().request(LIST_OFFSETS, LIST_OFFSETS_VERSION, request)
+        wanted = part(LIST_OFFSETS, LIST_OFFSETS_VERSION, "ListOffsetsPartition",
+                      partition_index=self.partition, current_leader_epoch=-1,
+                      timestamp=EARLIEST_TIMESTAMP)  # fmt: skip
+        topic = part(LIST_OFFSETS, LIST_OFFSETS_VERSION, "ListOffsetsTopic", name=self.topic,
+                     partitions=(wanted,))  # fmt: skip
+        response = self.leader().request(LIST_OFFSETS, LIST_OFFSETS_VERSION, replica_id=-1,
+                                         isolation_level=0, topics=(topic,))  # fmt: skip
         for topic in response.topics:
             for p in topic.partitions:
                 if int(p.partition_index) == self.partition:
