@@ -6,7 +6,9 @@ as many as wanted) and against Tansu, and consume msgs/s. Each **round** starts 
 turn (the order rotates from round to round, so none always runs first on a cooling machine),
 produces ``--messages`` values of ``--size`` bytes with one confluent-kafka Producer
 (``linger.ms=5``, ``acks=1``: broker_throughput.py's workload), reads them back with a Consumer
-``assign()``ed from the beginning, and stops the broker by PID. A strom tree runs as
+``assign()``ed from the beginning, and stops the broker by PID. ``--client kcat`` produces and
+consumes with kcat instead (a client in C: on a loaded two-core machine the Python producer
+loop, not the broker, sets the Python client's rate). A strom tree runs as
 ``python -m strom serve`` with ``PYTHONPATH=<tree>/src`` (so a tree as old as the first wave's
 works without installing it).
 
@@ -107,17 +109,49 @@ class TreeBroker(Broker):
         return "\n".join(text.splitlines()[-20:])
 
 
+def kcat_produce(bootstrap: str, topic: str, args: argparse.Namespace) -> dict[str, Any]:
+    """``kcat -P`` from a file of ``--messages`` lines: a client in C, so the produce rate is
+    the broker's (and librdkafka's), not a Python loop's."""
+    path = Path(args.kcat_file)
+    start = time.perf_counter()
+    done = subprocess.run(["kcat", "-P", "-b", bootstrap, "-t", topic, "-X", "linger.ms=5",
+                           "-X", "acks=1", "-l", str(path)], capture_output=True, text=True,
+                          timeout=args.timeout)  # fmt: skip
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"kcat -P failed: {done.stderr[-500:]}")
+    return {"msgs_per_s": round(args.messages / elapsed)}
+
+
+def kcat_consume(bootstrap: str, topic: str, args: argparse.Namespace) -> dict[str, Any]:
+    start = time.perf_counter()
+    done = subprocess.run(["kcat", "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e",
+                           "-q", "-c", str(args.messages), "-f", "%o\n"], capture_output=True,
+                          timeout=args.timeout)  # fmt: skip
+    elapsed = time.perf_counter() - start
+    got = done.stdout.count(b"\n")
+    if done.returncode != 0 or got != args.messages:
+        raise RuntimeError(f"kcat -C read {got} of {args.messages}: {done.stderr[-500:]!r}")
+    return {"msgs_per_s": round(args.messages / elapsed)}
+
+
 def one_round(broker: Broker, args: argparse.Namespace, index: int) -> dict[str, Any]:
     broker.start()
     try:
         topic = f"compare-{index}"
         create_topic(broker.bootstrap, topic, args.partitions)
         c0 = cpu_seconds(broker.pid)
-        res = produce(broker.bootstrap, topic, args.messages, args.size, args.partitions,
-                      args.timeout)  # fmt: skip
+        if args.client == "kcat":
+            res = kcat_produce(broker.bootstrap, topic, args)
+        else:
+            res = produce(broker.bootstrap, topic, args.messages, args.size, args.partitions,
+                          args.timeout)  # fmt: skip
         c1 = cpu_seconds(broker.pid)
-        got = consume(broker.bootstrap, topic, args.messages, args.size, args.partitions,
-                      args.timeout)  # fmt: skip
+        if args.client == "kcat":
+            got = kcat_consume(broker.bootstrap, topic, args)
+        else:
+            got = consume(broker.bootstrap, topic, args.messages, args.size, args.partitions,
+                          args.timeout)  # fmt: skip
         c2 = cpu_seconds(broker.pid)
         assert c0 is not None and c1 is not None and c2 is not None
         return {
@@ -145,8 +179,18 @@ def main() -> int:
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--client", choices=["python", "kcat"], default="python",
+                        help="python: confluent-kafka in a Python loop (broker_throughput's "
+                             "workload); kcat: kcat -P / -C, a client in C")  # fmt: skip
     args = parser.parse_args()
     work = workdir()
+    if args.client == "kcat":
+        args.kcat_file = str(work / "values.txt")
+        with open(args.kcat_file, "wb") as out:
+            line = b"x" * args.size + b"\n"
+            for _ in range(args.messages // 10_000):
+                out.write(line * 10_000)
+            out.write(line * (args.messages % 10_000))
     brokers: list[Broker] = []
     for spec in args.tree or ["after=."]:
         name, _, path = spec.partition("=")
@@ -191,7 +235,8 @@ def main() -> int:
         result["ratios"][f"{a}/{b}"] = per_key
     env = env_info()
     env.update({"messages": args.messages, "size": args.size, "partitions": args.partitions,
-                "producer": "linger.ms=5 acks=1", "trees": args.tree})  # fmt: skip
+                "producer": "linger.ms=5 acks=1", "client": args.client,
+                "trees": args.tree})  # fmt: skip
     result["env"] = env
     print(json.dumps(result))
     return 0
