@@ -78,7 +78,8 @@ class TreeBroker(Broker):
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "STROM_NATIVE")}
         env["PYTHONPATH"] = f"{self.tree / 'src'}{os.pathsep}{self.tree}"
         cmd = [sys.executable, "-m", "strom", "serve", "--data-dir", str(data), "--listen",
-               self.bootstrap, "--set", "log.cleaner.enable=false"]  # fmt: skip
+               self.bootstrap, "--set", "log.cleaner.enable=false",
+               "--set", "strom.admin.listener="]  # fmt: skip  (older trees ignore it)
         with open(self.work / f"{self.name}.log", "ab") as out:
             self._proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
                                           cwd=self.work)  # fmt: skip
