@@ -77,9 +77,10 @@ class TreeBroker(Broker):
         remove(data)
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "STROM_NATIVE")}
         env["PYTHONPATH"] = f"{self.tree / 'src'}{os.pathsep}{self.tree}"
+        # no admin listener: two brokers on its default port clash (older trees ignore the key)
         cmd = [sys.executable, "-m", "strom", "serve", "--data-dir", str(data), "--listen",
                self.bootstrap, "--set", "log.cleaner.enable=false",
-               "--set", "strom.admin.listener="]  # fmt: skip  (older trees ignore it)
+               "--set", "strom.admin.listener="]  # fmt: skip
         with open(self.work / f"{self.name}.log", "ab") as out:
             self._proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
                                           cwd=self.work)  # fmt: skip
