@@ -8,9 +8,8 @@ from __future__ import annotations
 from strom.protocol import records
 
 
-def test_the_native_codec_is_built_and_used() -> None:
+def test_the_native_codec_is_built() -> None:
     assert records.NATIVE_AVAILABLE, (
         "strom.protocol._records_native was not built: pip install -e . with gcc and the "
         "Python headers present"
     )
-    assert records.IMPLEMENTATION in ("native", "python")
