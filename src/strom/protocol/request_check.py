@@ -32,7 +32,6 @@ from dataclasses import fields
 from typing import Any
 
 from strom.protocol.kio_fields import field_shape
-
 from strom.protocol.varint import VarintError, read_uvarint
 
 __all__ = ["MalformedRequestError", "check_body", "check_header"]
