@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from strom.broker.group import records as rec
+from strom.broker.group.consumer_model import ConsumerGroup
 from strom.broker.group.model import (
     Group,
     GroupState,
@@ -164,6 +165,9 @@ class Rebalancer:
         # filled by GroupCoordinator.replay while loading, emptied by finish_loading
         self.loaded_meta: dict[str, rec.GroupValue | None] = {}
         self.loaded_offsets: dict[str, dict[tuple[str, int], OffsetEntry]] = {}
+        # KIP-848 groups staged while loading, and which protocol an id's last group record had
+        self.loaded_consumer: dict[str, ConsumerGroup] = {}
+        self.loaded_kind: dict[str, str] = {}
         # TxnOffsetCommit: offsets written in a transaction, by producer id, until its marker
         self.pending_txn_offsets: dict[int, dict[tuple[str, str, int], OffsetEntry]] = {}
         self.append_txn: TxnAppendFn | None = None
