@@ -3,8 +3,9 @@
 Kafka 4 lets a group override the broker's group settings (``consumer.session.timeout.ms``,
 ``share.*``, ``streams.*``: :data:`strom.kafka_configs.GROUP`) with IncrementalAlterConfigs /
 AlterConfigs on a GROUP resource, and DescribeConfigs / ListConfigResources show them. strom
-keeps and describes them with Kafka's rules, but runs only the classic group protocol, which
-none of them affects: they are accepted without effect (docs/configs.md).
+keeps and describes them with Kafka's rules; :data:`APPLIED` ones act on a KIP-848 consumer
+group (its session timeout and heartbeat interval, :mod:`strom.broker.group.consumer`), the
+others are accepted without effect (docs/configs.md).
 
 Stored in the metadata store, one node per group: ``/config/groups/<group id>`` holding
 ``{"version": 1, "config": {name: value}}``, removed when its set becomes empty (so the node
@@ -28,6 +29,8 @@ from strom.metadata.store import MetadataStore, NodeExistsError, NoNodeError
 from strom.storage.errors import InvalidConfigError
 
 PATH = "/config/groups"
+#: the group configs strom acts on (the others are kept and described only)
+APPLIED = frozenset({"consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"})
 GROUP_CONFIG_SOURCE = 8  # DescribeConfigsResponse.ConfigSource.GROUP_CONFIG
 DEFAULT_CONFIG_SOURCE = 5
 
