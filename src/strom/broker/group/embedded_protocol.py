@@ -138,3 +138,31 @@ def encode_assignment(partitions: Mapping[str, Sequence[int]], version: int = 0)
         out += b"".join(struct.pack(">i", p) for p in parts)
     out += struct.pack(">i", -1)
     return bytes(out)
+
+
+def encode_subscription(topics: Sequence[str], owned: Mapping[str, Sequence[int]] | None = None,
+                        version: int = 3, generation: int = -1, rack_id: str | None = None,
+                        user_data: bytes | None = None) -> bytes:  # fmt: skip
+    """A subscription at ``version`` (0–3), as a classic consumer's JoinGroup carries it."""
+
+    def string(value: str | None) -> bytes:
+        if value is None:
+            return struct.pack(">h", -1)
+        data = value.encode("utf-8")
+        return struct.pack(">h", len(data)) + data
+
+    out = bytearray(struct.pack(">hi", version, len(topics)))
+    for topic in topics:
+        out += string(topic)
+    out += struct.pack(">i", -1) if user_data is None else struct.pack(">i", len(user_data)) + user_data
+    if version >= 1:
+        parts = owned or {}
+        out += struct.pack(">i", len(parts))
+        for topic in sorted(parts):
+            ps = sorted(parts[topic])
+            out += string(topic) + struct.pack(">i", len(ps)) + b"".join(struct.pack(">i", p) for p in ps)
+    if version >= 2:
+        out += struct.pack(">i", generation)
+    if version >= 3:
+        out += string(rack_id)
+    return bytes(out)
