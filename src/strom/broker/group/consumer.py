@@ -265,7 +265,9 @@ class ConsumerGroups:
         if entry is not None and entry.consumer is not None:
             return entry.consumer
         if epoch != 0:
-            if entry is None or entry.state is GroupState.DEAD:
+            # no group, or only its offsets: the member must join again (Kafka would answer
+            # GROUP_ID_NOT_FOUND, which librdkafka takes as fatal)
+            if entry is None or not entry.members:
                 raise KafkaError(E.unknown_member_id, f"Group {group_id} has no such member.")
             raise KafkaError(E.group_id_not_found, f"Group {group_id} is not a consumer group.")
         if entry is None or not entry.members:
