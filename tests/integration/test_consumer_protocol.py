@@ -465,3 +465,34 @@ def test_the_broker_sets_heartbeat_interval_and_group_configs_override_it(kbroke
     time.sleep(SESSION_MS / 1000 + 1)
     late = _heartbeat(kbroker.bootstrap, group, "raw-1", 1, [topic_name])
     assert late.error_code == KafkaError.UNKNOWN_MEMBER_ID
+
+
+def test_the_cli_shows_each_groups_type_and_state(kbroker, topic_name) -> None:
+    """``strom group list --type --state`` and ``group describe --state`` (over strom.admin):
+    a KIP-848 group's type, and its state as its coordinator names it."""
+    from tests.integration.cli_helpers import Cli, parse_table
+
+    create_topic(kbroker.bootstrap, topic_name, 2)
+    new, old = group_name(), group_name()
+    member = new_consumer(kbroker.bootstrap, new)
+    classic = Consumer({"bootstrap.servers": kbroker.bootstrap, "group.id": old,
+                        "group.protocol": "classic", "session.timeout.ms": 6000,
+                        "logger": QUIET})  # fmt: skip
+    try:
+        member.subscribe([topic_name])
+        classic.subscribe([topic_name])
+        poll_until([member, classic], lambda: len(assigned(member)) == 2 and len(assigned(classic)) == 2,
+                   20, "both groups reading")  # fmt: skip
+        cli = Cli(kbroker.bootstrap)
+        rows = {r["GROUP"]: r for r in parse_table(cli.ok("group", "list", "--type", "--state", "Stable"))}
+        assert (rows[new]["TYPE"], rows[new]["STATE"]) == ("consumer", "Stable")
+        assert (rows[old]["TYPE"], rows[old]["STATE"]) == ("classic", "Stable")
+        only = cli.lines("group", "list", "--type", "consumer")
+        assert new in " ".join(only) and old not in " ".join(only)
+        [state] = parse_table(cli.ok("group", "describe", new, "--state"))
+        assert (state["TYPE"], state["STATE"], state["#MEMBERS"]) == ("consumer", "Stable", "1")
+        assert "unknown group state" in cli.fail("group", "list", "--state", "Sleepy")
+        assert new not in cli.ok("group", "list", "--state", "Reconciling")
+    finally:
+        member.close()
+        classic.close()
