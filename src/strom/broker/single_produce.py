@@ -43,8 +43,19 @@ class SingleProducePath:
 
         self._services = services
         self._reader = SingleProduceReader()  # remembers the last request's layout
-        self._templates: dict[tuple[int, str, int], ResponseTemplate] = {}
+        self._templates: dict[tuple[int, str], ResponseTemplate] = {}
         self._produce = produce_single
+
+    @property
+    def full_parses(self) -> int:
+        """Requests read the long way (a new layout: version, client, acks, topic...); the
+        partition is not part of it, so round-robin over a topic's partitions costs one."""
+        return self._reader.parses
+
+    @property
+    def templates(self) -> int:
+        """Response templates kept: one per (version, topic), whatever the partitions."""
+        return len(self._templates)
 
     def answer(self, frame: bytes) -> Any:
         """:data:`NOT_SINGLE`, or the answer to the single-partition Produce in ``frame``:

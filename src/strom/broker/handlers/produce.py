@@ -284,11 +284,11 @@ def _fail_unanswered(parts: list[ProducePartition]) -> None:
 # _append_one as above and is answered from a ResponseTemplate: no kio objects, no
 # RequestContext, no coroutine unless it has to wait (a flush.messages fsync, acks=all).
 
-_MAX_TEMPLATES = 4096  # per connection; cleared when full (a producer writing many partitions)
+_MAX_TEMPLATES = 4096  # per connection, one per (version, topic); cleared when full
 
 
 def produce_single(services: BrokerServices, version: int, request: SingleProduce,
-                   templates: dict[tuple[int, str, int], ResponseTemplate],
+                   templates: dict[tuple[int, str], ResponseTemplate],
                    ) -> object:  # fmt: skip
     """Answer ``request`` as :func:`handle` answers the same request: the response frame,
     ``None`` for acks=0, :data:`NOT_SINGLE` for a transactional batch another broker's
@@ -336,7 +336,7 @@ def _verified_elsewhere(services: BrokerServices, request: SingleProduce) -> boo
 
 
 async def _single_later(services: BrokerServices, version: int, request: SingleProduce, part: ProducePartition,
-                        templates: dict[tuple[int, str, int], ResponseTemplate],
+                        templates: dict[tuple[int, str], ResponseTemplate],
                         durable: list[Future[None]], replicated: list[_Waiter]) -> bytes:  # fmt: skip
     for fut in durable:
         await asyncio.wrap_future(fut)
@@ -347,20 +347,20 @@ async def _single_later(services: BrokerServices, version: int, request: SingleP
 
 
 def _single_frame(services: BrokerServices, version: int, request: SingleProduce, part: ProducePartition,
-                  templates: dict[tuple[int, str, int], ResponseTemplate]) -> bytes:  # fmt: skip
+                  templates: dict[tuple[int, str], ResponseTemplate]) -> bytes:  # fmt: skip
     if part.error_code or part.error_message is not None or part.record_errors:
         responses = [(request.topic, [part], None)]
         return produce_frame(version, request.correlation_id, ProduceResponse(responses)
                              if version < LEADER_HINTS_VERSION
                              else _with_leader_hints(services, responses))  # fmt: skip
-    key = (version, request.topic, request.partition)
+    key = (version, request.topic)
     template = templates.get(key)
     if template is None:
         if len(templates) >= _MAX_TEMPLATES:
             templates.clear()
-        template = templates[key] = ResponseTemplate(version, request.topic, request.partition)
-    return template.frame(request.correlation_id, part.base_offset, part.log_append_time,
-                          part.log_start_offset)  # fmt: skip
+        template = templates[key] = ResponseTemplate(version, request.topic)
+    return template.frame(request.correlation_id, request.partition, part.base_offset,
+                          part.log_append_time, part.log_start_offset)  # fmt: skip
 
 
 LEADER_HINTS_VERSION = 10
