@@ -285,7 +285,7 @@ def test_group_lag_reset_and_delete(client: TestClient, broker: Any, topic_name:
     produce(broker.bootstrap, topic_name, [(None, b"y")] * 4, partition=1)
     commit(broker.bootstrap, group, {(topic_name, 0): 3, (topic_name, 1): 4})
     listing = rows(client.get("/groups").text, "groups")
-    assert [r for r in listing if r[0] == group] == [[group, "Empty", "0", topic_name, "7"]]
+    assert [r for r in listing if r[0] == group] == [[group, "classic", "Empty", "0", topic_name, "7"]]
     page = client.get("/group", params={"name": group})
     assert [r[:5] for r in rows(page.text, "lag")] == [
         [topic_name, "0", "3", "10", "7"], [topic_name, "1", "4", "4", "0"]]
@@ -421,3 +421,25 @@ def test_share_groups_pages_and_delete(client: TestClient, broker: Any, topic_na
     gone = client.post("/share-group/delete", params={"name": group}, data={"confirm": group})
     assert notice(gone.text) == f"Deleted share group {group}."
     assert [r for r in rows(client.get("/share-groups").text, "share-groups") if r[0] == group] == []
+
+
+def test_a_kip848_group_shows_its_type_and_state(client: TestClient, broker: Any,
+                                                 topic_name: str) -> None:  # fmt: skip
+    from confluent_kafka import Consumer
+
+    create_topic(broker.bootstrap, topic_name, 1)
+    group = f"{topic_name}-848"
+    member = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                       "group.protocol": "consumer"})  # fmt: skip
+    try:
+        member.subscribe([topic_name])
+        deadline = time.monotonic() + 30
+        while not member.assignment():
+            assert time.monotonic() < deadline, "no assignment"
+            member.poll(0.1)
+        listing = rows(client.get("/groups").text, "groups")
+        assert [r[:4] for r in listing if r[0] == group] == [[group, "consumer", "Stable", "1"]]
+        page = client.get("/group", params={"name": group})
+        assert 'id="group-type">consumer<' in page.text and 'id="group-state">Stable<' in page.text
+    finally:
+        member.close()

@@ -3,8 +3,9 @@
 Kafka 4 lets a group override the broker's group settings (``consumer.session.timeout.ms``,
 ``share.*``, ``streams.*``: :data:`strom.kafka_configs.GROUP`) with IncrementalAlterConfigs /
 AlterConfigs on a GROUP resource, and DescribeConfigs / ListConfigResources show them. strom
-keeps and describes them all with Kafka's rules; share groups act on the share configs of
-:data:`APPLIED` (:mod:`strom.broker.share.settings`), the others are accepted without effect
+keeps and describes them all with Kafka's rules; the ones in :data:`APPLIED` act: share groups'
+(:mod:`strom.broker.share.settings`) and a KIP-848 consumer group's session timeout and
+heartbeat interval (:mod:`strom.broker.group.consumer`); the others are accepted without effect
 (docs/configs.md).
 
 Stored in the metadata store, one node per group: ``/config/groups/<group id>`` holding
@@ -29,8 +30,10 @@ from strom.metadata.store import MetadataStore, NodeExistsError, NoNodeError
 from strom.storage.errors import InvalidConfigError
 
 PATH = "/config/groups"
-#: the group configs strom acts on (share groups, :mod:`strom.broker.share.settings`)
+#: the group configs strom acts on (share groups, :mod:`strom.broker.share.settings`; KIP-848
+#: consumer groups, :mod:`strom.broker.group.consumer`); the others are kept and described only
 APPLIED = frozenset({
+    "consumer.heartbeat.interval.ms", "consumer.session.timeout.ms",
     "share.auto.offset.reset", "share.delivery.count.limit", "share.heartbeat.interval.ms",
     "share.isolation.level", "share.partition.max.record.locks", "share.record.lock.duration.ms",
     "share.renew.acknowledge.enable", "share.session.timeout.ms",

@@ -205,6 +205,7 @@ class Cluster:
         return {
             "group": name,
             "state": desc.state,
+            "type": desc.type,
             "inactive": desc.inactive,
             "protocol": desc.assignor,
             "coordinator": str(desc.coordinator) if desc.coordinator else None,

@@ -80,3 +80,34 @@ def test_share_uniform_every_partition_read_every_member_busy(seed: int) -> None
     for member, ts in members.items():
         assert set(result[member]) <= set(ts)
         assert result[member], member  # every member has something to read
+
+
+def test_range_gives_contiguous_ranges_static_members_first() -> None:
+    from strom.broker.group.assignors import range_assign
+
+    members = {"b": ["t", "u"], "a": ["t", "u"], "z": ["t"]}
+    result = range_assign(members, {"t": 7, "u": 2}, {"z": "instance-0"})
+    # order: z (static), a, b; 7 = 3 + 2 + 2, u only among a and b: 1 + 1
+    assert result == {"z": {"t": [0, 1, 2]}, "a": {"t": [3, 4], "u": [0]},
+                      "b": {"t": [5, 6], "u": [1]}}  # fmt: skip
+    assert range_assign(members, {"t": 7, "u": 2}, {"z": "instance-0"}) == result
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_uniform_with_racks_stays_balanced_and_prefers_local_replicas(seed: int) -> None:
+    from strom.broker.group.assignors import Racks
+
+    rng = random.Random(seed)
+    members = {f"m{i}": ["t"] for i in range(rng.randint(2, 5))}
+    count = rng.randint(len(members), 12)
+    racks = ["r0", "r1", "r2"]
+    member_racks = {m: racks[i % 3] for i, m in enumerate(sorted(members))}
+    partition_racks = {"t": [frozenset({racks[p % 3]}) for p in range(count)]}
+    info = Racks(member_racks, partition_racks)
+    result = uniform(members, {"t": count}, racks=info)
+    loads = sorted(counts(result).values())
+    assert loads[-1] - loads[0] <= 1 and sum(loads) == count
+    local = sum(1 for m, ts in result.items() for p in ts.get("t", []) if info.local(m, "t", p))
+    blind = uniform(members, {"t": count})
+    local_blind = sum(1 for m, ts in blind.items() for p in ts.get("t", []) if info.local(m, "t", p))
+    assert local >= local_blind

@@ -213,7 +213,7 @@ def _groups(services: BrokerServices, out: Writer) -> None:
     if coordinator is None:
         return
     groups: dict[str, Any] = dict(coordinator.groups)
-    by_state = Counter(g.state.value for g in groups.values())
+    by_state = Counter(g.state.value for g in groups.values() if g.consumer is None)
     prefix = "kafka_coordinator_group_groupmetadatamanager_"
     out.single(prefix + "numgroups", "gauge", "Consumer groups", len(groups))
     for state in GROUP_STATES:
@@ -221,6 +221,16 @@ def _groups(services: BrokerServices, out: Writer) -> None:
                    f"Consumer groups in state {state}", by_state.get(state, 0))
     out.single(prefix + "numoffsets", "gauge", "Committed offsets held",
                sum(len(g.offsets) for g in groups.values()))
+    # Kafka 4's group coordinator metrics: groups by protocol, KIP-848 groups by state
+    by_type = Counter(g.group_type for g in groups.values())
+    out.series("kafka_server_group_coordinator_metrics_group_count", "gauge",
+               "Groups by protocol (classic, consumer)",
+               ((f'{{protocol="{t}"}}', by_type.get(t, 0)) for t in ("classic", "consumer")))  # fmt: skip
+    consumer_states = Counter(g.state_name for g in groups.values() if g.consumer is not None)
+    out.series("kafka_server_group_coordinator_metrics_consumer_group_count", "gauge",
+               "KIP-848 consumer groups by state",
+               ((f'{{state="{st.lower()}"}}', consumer_states.get(st, 0))
+                for st in ("Empty", "Assigning", "Reconciling", "Stable", "Dead")))  # fmt: skip
     out.single("kafka_server_group_coordinator_metrics_group_rebalance", "counter",
                "Rebalances begun (groups entering PreparingRebalance)", coordinator.rebalances)
     out.single("kafka_server_group_coordinator_metrics_group_completed_rebalance", "counter",
@@ -238,7 +248,8 @@ def _lag(services: BrokerServices, groups: dict[str, Any], out: Writer) -> None:
     members: list[tuple[str, int]] = []
     for group_id, group in sorted(groups.items()):
         gid = escape(group_id)
-        members.append((f'{{consumergroup="{gid}"}}', len(group.members)))
+        count = len(group.members) if group.consumer is None else len(group.consumer.members)
+        members.append((f'{{consumergroup="{gid}"}}', count))
         per_topic: dict[str, int] = {}
         for (topic, partition), entry in sorted(group.offsets.items()):
             log = logs.get(topic, partition)
