@@ -94,7 +94,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     from strom.testing import free_port
 
     tmp = Path(tempfile.mkdtemp(prefix="strom-producecpu-"))
-    broker = Broker(BrokerConfig({"log.cleaner.enable": "false"}), tmp / "data",
+    broker = Broker(BrokerConfig({"log.cleaner.enable": "false", "strom.admin.listener": ""}), tmp / "data",
                     ("127.0.0.1", free_port()))  # fmt: skip
     await broker.start()
     try:
