@@ -334,7 +334,7 @@ class Broker:
         connect = self.config.get("zookeeper.connect")
         if not connect:
             return EmbeddedStore(self.data_dir)
-        from strom.metadata.zookeeper import ZooKeeperStore  # kazoo (~40 ms) only in a cluster
+        from strom.metadata.zookeeper import ZooKeeperStore  # kazoo: ~40 ms, only in a cluster
 
         timeout = self.config.get("zookeeper.connection.timeout.ms")
         host = self.listen[0]  # the session leaves from our address (network-fault tests)

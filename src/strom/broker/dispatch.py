@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import strom.broker.handlers as handlers_package  # the package alone: its modules import this one
+
 if TYPE_CHECKING:
     from strom.broker.context import RequestContext
 
@@ -74,10 +76,8 @@ def handler(
 
 def load_handlers() -> dict[int, HandlerSpec]:
     """Import every handler module (idempotent) and return the registry."""
-    import strom.broker.handlers as package
-
-    for info in pkgutil.iter_modules(package.__path__):
-        importlib.import_module(f"{package.__name__}.{info.name}")
+    for info in pkgutil.iter_modules(handlers_package.__path__):
+        importlib.import_module(f"{handlers_package.__name__}.{info.name}")
     return _REGISTRY
 
 
