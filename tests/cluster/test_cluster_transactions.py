@@ -234,8 +234,10 @@ def test_late_batch_on_a_leader_that_is_not_the_coordinator_is_refused(cluster: 
     """KIP-890's verification across brokers: a transactional batch that would open a
     transaction on a leader whose transaction coordinator is another broker is checked with
     that coordinator (AddPartitionsToTxn v4 verify_only). A zombie's batch, or a late batch
-    after the commit, gets INVALID_TXN_STATE and is not stored; before, it was appended and
-    held the partition's last stable offset back for good (no coordinator would end it)."""
+    after the commit, is refused and not stored; before, it was appended and held the
+    partition's last stable offset back for good (no coordinator would end it).
+    The fenced zombie's gets INVALID_PRODUCER_EPOCH (the coordinator's PRODUCER_FENCED, as
+    Kafka's leader maps it), the late batch of the current epoch INVALID_TXN_STATE."""
     from strom.protocol.errors import ErrorCode
     from strom.protocol.record_batch import build_batch
     from strom.testing.raw import RawConnection
@@ -261,10 +263,10 @@ def test_late_batch_on_a_leader_that_is_not_the_coordinator_is_refused(cluster: 
         return build_batch([(None, b"late", [], int(time.time() * 1000))], producer_id=pid,
                            producer_epoch=epoch, base_sequence=seq, is_transactional=True)  # fmt: skip
 
-    for epoch, seq, what in ((zombie_epoch + 1, 1, "after the commit"),
-                             (zombie_epoch, 0, "the fenced zombie")):  # fmt: skip
+    for epoch, seq, code in ((zombie_epoch + 1, 1, ErrorCode.invalid_txn_state),  # after the commit
+                             (zombie_epoch, 0, ErrorCode.invalid_producer_epoch)):  # the zombie
         answer = _raw_produce(cluster, leader, partition, late(epoch, seq))
-        assert answer.error_code == ErrorCode.invalid_txn_state, (what, answer)
+        assert answer.error_code == code, (epoch, answer)
     assert_lso_at_end(cluster)
     expected = {p: [(0, b"c%d" % p)] for p in range(3)}
     assert read_all(cluster, "read_uncommitted") == expected  # the late batches: not stored
@@ -319,3 +321,38 @@ def test_coordinator_killed_mid_transaction(cluster: Any) -> None:
     producer.flush(10)
     assert_lso_at_end(cluster)
     check_committed(cluster, batches)
+
+
+def test_fenced_producer_is_told_so_by_a_new_leader(cluster: Any) -> None:
+    """A zombie's batch reaching a partition's *new* leader (after a controlled shutdown moved
+    it) gets INVALID_PRODUCER_EPOCH from that leader's KIP-890 verification, so librdkafka
+    raises its fatal _FENCED, as against Kafka; nothing of the zombie is ever committed."""
+    coordinator = find_coordinator(cluster, TXN_ID)
+    partition = next(p for p in range(3) if cluster.leader_of(TOPIC, p) != coordinator)
+    old_leader = cluster.leader_of(TOPIC, partition)
+    zombie = new_producer(cluster)
+    zombie.begin_transaction()
+    zombie.produce(TOPIC, b"zombie-before", partition=partition)
+    zombie.flush(60)
+    fresh = new_producer(cluster)  # bumps the epoch, aborts the zombie's transaction
+    assert cluster.stop(old_leader) == 0  # a controlled shutdown: leadership moves away
+    new_leader = cluster.wait_for_leader(TOPIC, partition, not_in={old_leader})
+    assert new_leader != old_leader
+    zombie.produce(TOPIC, b"zombie-after", partition=partition)
+    with pytest.raises(ck.KafkaException) as raised:  # flush raises the fatal error
+        zombie.flush(60)
+    err = raised.value.args[0]
+    assert err.fatal() and err.code() == ck.KafkaError._FENCED, err
+    assert "old epoch" in err.str(), err  # the broker's INVALID_PRODUCER_EPOCH
+    with pytest.raises(ck.KafkaException) as ended:
+        zombie.commit_transaction(30)
+    err = ended.value.args[0]
+    assert err.fatal() and not err.txn_requires_abort() and err.code() == ck.KafkaError._FENCED
+    fresh.begin_transaction()
+    fresh.produce(TOPIC, b"live", partition=partition)
+    fresh.commit_transaction(60)
+    from tests.integration.txn_helpers import read_to_end
+
+    committed = read_to_end(cluster.bootstrap, TOPIC, [partition], "read_committed")
+    assert [m.value() for m in committed] == [b"live"]
+    cluster.start_broker(old_leader)

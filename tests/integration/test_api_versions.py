@@ -15,7 +15,7 @@ from kio.schema.errors import ErrorCode
 from strom.broker import dispatch
 from strom.protocol.messages import RequestHeader, decode_response, encode_request, request_class
 from strom.testing.raw import RawConnection
-from strom.testing.samples import sample
+from strom.testing.samples import minimal, sample
 from tests.integration.clients import create_topic, produce
 from tests.integration.routing import any_broker, coordinator_of, leader_of, process_at
 
@@ -105,6 +105,55 @@ def test_every_advertised_version_is_answered(broker) -> None:
     log = process_at(broker, any_broker(broker.bootstrap)).log_file.read_text(errors="replace")
     assert "Traceback" not in log
     assert " failed (" not in log, "a handler raised: see the broker log"
+
+
+# Fields of the minimal requests set to something else: an answer is wanted (acks=0 has none),
+# and the controller's requests must be ones a cluster member refuses as stale / unknown.
+_MINIMAL_OVERRIDES: dict[int, dict[str, object]] = {
+    0: {"acks": -1},
+    4: {"controller_id": -1, "controller_epoch": -1},
+    5: {"controller_id": -1, "controller_epoch": -1},
+    6: {"controller_id": -1, "controller_epoch": -1},
+    7: {"broker_id": -1},
+    56: {"broker_id": -1},
+}
+
+
+def test_every_api_key_answers_a_minimal_request_at_its_newest_version(broker) -> None:
+    """Every API key in the ApiVersions answer, at the highest version advertised, with the
+    smallest well-formed request (:func:`strom.testing.samples.minimal`), on one connection:
+    each gets its response (matching correlation id, decodable as that version), so the
+    connection was never dropped; and the broker still answers on it at the end."""
+    ours = advertised(broker.bootstrap, 4)
+    assert {74, 75} <= set(ours)  # ListConfigResources, DescribeTopicPartitions
+    answered = {}
+    with RawConnection(any_broker(broker.bootstrap)) as conn:
+        for correlation, (key, (_lo, hi)) in enumerate(sorted(ours.items()), start=1):
+            req = minimal(request_class(key, hi), **_MINIMAL_OVERRIDES.get(key, {}))
+            conn.send_bytes(encode_request(RequestHeader(key, hi, correlation, "walk"), req))
+            got, response = decode_response(key, hi, conn.recv_frame())
+            assert got == correlation, (key, hi)
+            answered[key] = response
+        assert advertised(broker.bootstrap, 4) == ours  # still serving
+        final = conn.request(18, 3, client_software_name="t", client_software_version="1")
+        assert final.error_code == ErrorCode.none
+    assert set(answered) == set(ours)
+    for key in (4, 5, 6):  # the controller's requests from no controller: refused
+        assert answered[key].error_code != ErrorCode.none, (key, answered[key])
+    log = process_at(broker, any_broker(broker.bootstrap)).log_file.read_text(errors="replace")
+    assert "Traceback" not in log
+    assert " failed (" not in log, "a handler raised: see the broker log"
+
+
+def test_docs_list_every_kafka_api_left_out(broker) -> None:
+    """docs/kafka-apis.md names exactly the API keys Kafka 4.3 serves that strom leaves out."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "kafka-apis.md").read_text()
+    listed = {int(k) for k in re.findall(r"^\| (\d+) \|", doc, re.M)}
+    left_out = set(BROKER_API_VERSIONS[NEWEST_KAFKA]) - set(advertised(broker.bootstrap))
+    assert listed == left_out
 
 
 def test_kafka_python_infers_the_newest_release_strom_can_serve(broker, topic_name) -> None:

@@ -338,6 +338,8 @@ def test_second_worker_on_a_taken_port_is_one_line(worker: ConnectWorkerProcess,
     props = tmp_path / "worker.properties"
     props.write_text(f"listeners={worker.url}\n"
                      f"offset.storage.file.filename={tmp_path / 'offsets'}\n"
+                     "key.converter=org.apache.kafka.connect.storage.StringConverter\n"
+                     "value.converter=org.apache.kafka.connect.storage.StringConverter\n"
                      "plugin.path=/usr/share/java\n")
     proc = strom("connect", "standalone", str(props))
     assert proc.returncode == 1 and "Traceback" not in proc.stderr

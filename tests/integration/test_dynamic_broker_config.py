@@ -111,14 +111,27 @@ def test_dynamic_broker_configs_apply_live_persist_and_describe(
             ("log.retention.ms", "3600000", STATIC),
             ("log.retention.hours", "168", DEFAULT),
         ]
-        # read-only and bad values: INVALID_CONFIG, nothing changes
-        refused: list[dict[str, str | None]] = [
-            {"num_partitions": "4"}, {"log_segment_bytes": "abc"}, {"log_retention_ms": "-5"},
-            {"advertised_listeners": "PLAINTEXT://x:1"},
+        # read-only names and bad values: INVALID_REQUEST with Kafka's message (its
+        # ConfigAdminManager wraps DynamicBrokerConfig's refusal); unknown names:
+        # INVALID_CONFIG; nothing changes
+        refused: list[tuple[dict[str, str | None], int, str]] = [
+            ({"num_partitions": "4"}, KafkaError.INVALID_REQUEST,
+             "Cannot update these configs dynamically: Set(num.partitions)"),
+            ({"log_retention_hours": "4"}, KafkaError.INVALID_REQUEST,
+             "Cannot update these configs dynamically: Set(log.retention.hours)"),
+            ({"advertised_listeners": "PLAINTEXT://x:1"}, KafkaError.INVALID_REQUEST,
+             "Cannot update these configs dynamically"),
+            ({"log_segment_bytes": "abc"}, KafkaError.INVALID_REQUEST,
+             "Invalid value abc for configuration log.segment.bytes: Not a number of type INT"),
+            ({"log_retention_ms": "-5"}, KafkaError.INVALID_REQUEST, "log.retention.ms"),
+            ({"num_io_threads": "0"}, KafkaError.INVALID_REQUEST,
+             "Invalid value 0 for configuration num.io.threads: Value must be at least 1"),
+            ({"no_such_config": "1"}, KafkaError.INVALID_CONFIG, "Unknown broker config"),
         ]  # fmt: skip
-        for ops in refused:
+        for ops, code, message in refused:
             err = incremental(b, "1", **ops)
-            assert err is not None and err.code() == KafkaError.INVALID_CONFIG, (ops, err)
+            assert err is not None and err.code() == code, (ops, err)
+            assert message in err.str(), (ops, err)
         for name in ("x", "7"):  # not an id; another broker's (Kafka answers only for itself)
             resource = nested(32, 4, "DescribeConfigsResource", resource_type=4,
                               resource_name=name, configuration_keys=None)  # fmt: skip
@@ -187,36 +200,41 @@ def test_message_max_bytes_per_broker_with_kafka_python_and_cluster_default(
         assert produce_values(b, topic_name, [b"L" * 5000]) == [None]
         assert [len(m.value()) for m in consume_all(b, topic_name, [0], 3)] == [100, 2500, 5000]
         refused = alter_default_raw(b, {"log.dirs": "/elsewhere"})
-        assert refused.error_code == KafkaError.INVALID_CONFIG
-        assert "log.dirs" in refused.error_message
+        assert refused.error_code == KafkaError.INVALID_REQUEST
+        assert refused.error_message == "Cannot update these configs dynamically: Set(log.dirs)"
+        # a per-broker config at the cluster default: Kafka's refusal
+        refused = alter_default_raw(b, {"sasl.kerberos.min.time.before.relogin": "70000"})
+        assert refused.error_code == KafkaError.INVALID_REQUEST
+        assert refused.error_message.startswith("Cannot update these configs at default cluster "
+                                                "level, broker id must be specified")  # fmt: skip
     finally:
         kp.close()
 
 
 def test_cli_cluster_config_get_set_delete(fresh_broker) -> None:
     b = fresh_broker.bootstrap
-    ok = strom("cluster", "config", "set", "--default", "log.retention.hours=5", "-b", b)
+    ok = strom("cluster", "config", "set", "--default", "log.retention.ms=18000000", "-b", b)
     assert ok.returncode == 0, ok.stderr
     ok = strom("cluster", "config", "set", "--broker", "1", "log.segment.bytes=4096", "-b", b)
     assert ok.returncode == 0, ok.stderr
-    got = strom("cluster", "config", "get", "log.retention.hours", "log.segment.bytes",
+    got = strom("cluster", "config", "get", "log.retention.ms", "log.segment.bytes",
                 "num.partitions", "--format", "json", "-b", b)  # fmt: skip
     assert got.returncode == 0, got.stderr
     import json
 
     rows = {r["name"]: (r["value"], r["source"], r["dynamic"]) for r in json.loads(got.stdout)}
     assert rows == {
-        "log.retention.hours": ("5", "DYNAMIC_DEFAULT_BROKER_CONFIG", True),
+        "log.retention.ms": ("18000000", "DYNAMIC_DEFAULT_BROKER_CONFIG", True),
         "log.segment.bytes": ("4096", "DYNAMIC_BROKER_CONFIG", True),
         "num.partitions": ("1", "DEFAULT_CONFIG", False),
     }
     default = strom("cluster", "config", "get", "--default", "-b", b)
-    assert default.returncode == 0 and "log.retention.hours" in default.stdout
+    assert default.returncode == 0 and "log.retention.ms" in default.stdout
     line = assert_clean_error(strom("cluster", "config", "set", "num.partitions=3", "-b", b))
-    assert "INVALID_CONFIG" in line and "num.partitions" in line
+    assert "INVALID_REQUEST" in line and "num.partitions" in line
     line = assert_clean_error(strom("cluster", "config", "get", "--broker", "7", "-b", b))
     assert line.endswith("broker 7 is not in the cluster (brokers: 1)")
-    assert strom("cluster", "config", "delete", "--default", "log.retention.hours",
+    assert strom("cluster", "config", "delete", "--default", "log.retention.ms",
                  "-b", b).returncode == 0  # fmt: skip
     assert strom("cluster", "config", "delete", "log.segment.bytes", "-b", b).returncode == 0
     got = strom("cluster", "config", "get", "log.retention.hours", "log.segment.bytes",
@@ -224,3 +242,36 @@ def test_cli_cluster_config_get_set_delete(fresh_broker) -> None:
     rows = {r["name"]: (r["value"], r["source"]) for r in json.loads(got.stdout)}
     assert rows == {"log.retention.hours": ("168", "DEFAULT_CONFIG"),
                     "log.segment.bytes": ("1073741824", "DEFAULT_CONFIG")}  # fmt: skip
+
+
+def test_kafka_dynamic_configs_strom_does_not_act_on_are_kept(fresh_broker) -> None:
+    """librdkafka's 0081 AlterConfigs / IncrementalAlterConfigs case: a per-broker config of
+    Kafka's (``sasl.kerberos.min.time.before.relogin``) is accepted, kept and described, as
+    Kafka does, though strom has no use for it (docs/configs.md)."""
+    b = fresh_broker.bootstrap
+    admin = AdminClient({"bootstrap.servers": b})
+    name = "sasl.kerberos.min.time.before.relogin"
+    legacy = ConfigResource(ResourceType.BROKER, "1", set_config={name: "58000"})
+    admin.alter_configs([legacy])[legacy].result(timeout=20)
+    entry = describe_raw(b, 4, "1", (name,), docs=True)[name]
+    assert (entry.value, entry.config_source, entry.read_only) == ("58000", DYNAMIC_BROKER, False)
+    assert synonyms(entry) == [(name, "58000", DYNAMIC_BROKER), (name, "60000", DEFAULT)]
+    assert entry.config_type == 5 and entry.documentation  # LONG, Kafka's text
+    assert incremental(b, "1", **{name.replace(".", "_"): "59000"}) is None
+    assert describe_raw(b, 4, "1", (name,))[name].value == "59000"
+    bad = incremental(b, "1", **{name.replace(".", "_"): "soon"})
+    assert bad is not None and bad.code() == KafkaError.INVALID_REQUEST, bad
+    assert incremental(b, "1", **{name.replace(".", "_"): None}) is None
+    entry = describe_raw(b, 4, "1", (name,))[name]
+    assert (entry.value, entry.config_source) == ("60000", DEFAULT)
+    # a topic config of Kafka's that strom does not act on: kept and described as well
+    topic = "kept-kafka-topic-config"
+    create_topic(b, topic, config={"remote.storage.enable": "false"})
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    resource.add_incremental_config(ConfigEntry("compression.zstd.level", "7",
+                                                incremental_operation=AlterConfigOpType.SET))
+    admin.incremental_alter_configs([resource])[resource].result(timeout=20)
+    got = describe_raw(b, 2, topic, ("compression.zstd.level", "remote.storage.enable"))
+    assert (got["compression.zstd.level"].value, got["compression.zstd.level"].config_source) \
+        == ("7", DYNAMIC_TOPIC)
+    assert got["remote.storage.enable"].value == "false"

@@ -164,11 +164,20 @@ def _raw_produce(bootstrap: str, topic: str, records: bytes, txn_id: str | None 
 
 def test_transactional_batch_outside_its_transaction_is_refused(broker, topic_name) -> None:
     """A late batch (after the commit) or one of a producer with no transaction would open a
-    transaction no coordinator ends: refused with INVALID_TXN_STATE, nothing stored."""
+    transaction no coordinator ends: refused with Kafka's codes (INVALID_TXN_STATE,
+    INVALID_PRODUCER_ID_MAPPING, INVALID_PRODUCER_EPOCH for a fenced one), nothing stored."""
     create_topic(broker.bootstrap, topic_name)
-    with RawConnection(coordinator_of(broker.bootstrap, f"{topic_name}-tx", TRANSACTION)) as conn:
-        init = conn.request(22, 4, transactional_id=f"{topic_name}-tx", transaction_timeout=60000,
-                            producer_id=-1, producer_epoch=-1)  # fmt: skip
+    deadline = time.monotonic() + 30
+    while True:  # FindCoordinator creates __transaction_state, then it loads: as a client
+        with RawConnection(coordinator_of(broker.bootstrap, f"{topic_name}-tx",
+                                          TRANSACTION)) as conn:  # fmt: skip
+            conn.request(10, 4, key_type=TRANSACTION, coordinator_keys=(f"{topic_name}-tx",))
+            init = conn.request(22, 4, transactional_id=f"{topic_name}-tx",
+                                transaction_timeout=60000, producer_id=-1, producer_epoch=-1)
+        if init.error_code == ErrorCode.none or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert init.error_code == ErrorCode.none, init
     pid, epoch = init.producer_id, init.producer_epoch
     p = _producer(broker.bootstrap, f"{topic_name}-tx")  # epoch + 1: the raw one is a zombie
     p.begin_transaction()
@@ -185,7 +194,12 @@ def test_transactional_batch_outside_its_transaction_is_refused(broker, topic_na
     txn_id = f"{topic_name}-tx"
     assert _raw_produce(broker.bootstrap, topic_name, batch(pid, epoch + 1, 1), txn_id).error_code \
         == ErrorCode.invalid_txn_state  # the current epoch, but its transaction has ended
+    # a producer id the transactional id does not own: Kafka's coordinator answers
+    # INVALID_PRODUCER_ID_MAPPING, which its leader passes on
     assert _raw_produce(broker.bootstrap, topic_name, batch(987654, 0, 0), txn_id).error_code == (
-        ErrorCode.invalid_txn_state)  # no transaction at all
+        ErrorCode.invalid_producer_id_mapping)
+    # the zombie's own epoch: fenced (the coordinator's PRODUCER_FENCED, as a leader maps it)
+    assert _raw_produce(broker.bootstrap, topic_name, batch(pid, epoch, 1), txn_id).error_code == (
+        ErrorCode.invalid_producer_epoch)
     assert list_latest(broker.bootstrap, topic_name, 0, 0) == 2  # "ok" and its marker
     assert list_latest(broker.bootstrap, topic_name, 0, 1) == 2

@@ -18,8 +18,10 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from strom import kafka_configs as kc
 from strom.broker import broker_config_defs as defs
 from strom.broker import dynamic_config as dc
+from strom.broker import group_configs as gc
 from strom.broker.dynamic_config import DynamicConfig
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
 from strom.storage.errors import InvalidConfigError
@@ -38,8 +40,20 @@ if TYPE_CHECKING:
     from strom.metadata.topics import TopicInfo, TopicRegistry
     from strom.storage.log_manager import LogManager
 
+#: Kafka's topic configs strom accepts, stores and describes (internal ones only when asked
+#: for by name) but does not act on (remote storage, per-codec compression levels,
+#: replication throttles: docs/configs.md)
+KAFKA_ONLY_TOPIC_CONFIGS = {n: k for n, k in kc.TOPIC.items() if n not in TOPIC_CONFIGS}
+
 # ConfigResource.Type
-UNKNOWN_RESOURCE, TOPIC, BROKER, BROKER_LOGGER = 0, 2, 4, 8
+UNKNOWN_RESOURCE, TOPIC, BROKER, BROKER_LOGGER, GROUP = 0, 2, 4, 8, 32
+
+
+@dataclass(frozen=True, slots=True)
+class GroupTarget:
+    """A GROUP config resource (:mod:`strom.broker.group_configs`)."""
+
+    group_id: str
 
 # ConfigEntry.ConfigSource codes on the wire
 SOURCE_CODES = {
@@ -72,27 +86,40 @@ class ConfigEntry:
 def describe_topic(
     configs: DynamicConfig, overrides: Mapping[str, str], keys: Iterable[str] | None = None
 ) -> list[ConfigEntry]:
-    """Every topic config (or those in ``keys``) with its effective value, source, synonyms."""
+    """Every topic config (or those in ``keys``) with its effective value, source, synonyms:
+    strom's own (:data:`TOPIC_CONFIGS`) and the rest of Kafka's catalogue, accepted and kept
+    but without effect in strom (:data:`KAFKA_ONLY_TOPIC_CONFIGS`)."""
     values = effective_configs(overrides, configs.config.values)
     wanted = set(keys) if keys is not None else None
     entries = []
-    for name, (value, _) in sorted(values.items()):
+    for name in sorted(set(values) | set(KAFKA_ONLY_TOPIC_CONFIGS)):
         if wanted is not None and name not in wanted:
             continue
-        spec = TOPIC_CONFIGS[name]
+        if wanted is None and name not in values and KAFKA_ONLY_TOPIC_CONFIGS[name].internal:
+            continue
         synonyms: list[tuple[str, str | None, int]] = []
         if name in overrides:
             synonyms.append((name, overrides[name], SOURCE_CODES[DYNAMIC_TOPIC_CONFIG]))
-        if spec.broker_property is not None:
-            names = defs.synonyms(spec.broker_property)
-            synonyms += configs.broker_synonyms(names, sensitive=False)
+        value: str | None
+        if name in values:
+            spec = TOPIC_CONFIGS[name]
+            value, ctype, doc = values[name][0], spec.type, spec.doc
+            if spec.broker_property is not None:
+                synonyms += configs.broker_synonyms(defs.synonyms(spec.broker_property),
+                                                    sensitive=False)  # fmt: skip
+        else:
+            kafka = KAFKA_ONLY_TOPIC_CONFIGS[name]
+            ctype, doc = kafka.type, kafka.doc
+            if kafka.broker_synonyms:
+                synonyms += configs.broker_synonyms(kafka.broker_synonyms, sensitive=False)
+            value = synonyms[0][1] if synonyms else kafka.default
         entries.append(
             ConfigEntry(
                 name=name,
                 value=value,
                 source=synonyms[0][2] if synonyms else SOURCE_CODES[DEFAULT_CONFIG],
-                config_type=CONFIG_TYPES.get(spec.type, 0),
-                documentation=spec.doc,
+                config_type=CONFIG_TYPES.get(ctype, 0),
+                documentation=doc,
                 synonyms=synonyms,
             )
         )
@@ -122,7 +149,7 @@ def describe_broker(
     per_broker = entity != dc.DEFAULT_ENTITY
     if per_broker:
         computed = _computed_broker_values(configs)
-        names = set(defs.BROKER_CONFIGS) | set(cfg.explicit) | set(cfg.dynamic_broker)
+        names = set(defs.DESCRIBED) | set(cfg.explicit) | set(cfg.dynamic_broker)
     else:
         computed = {}
         names = set(cfg.dynamic_default)
@@ -165,15 +192,31 @@ def describe_broker(
 
 def validate_overrides(configs: DynamicConfig, overrides: Mapping[str, str | None]
                        ) -> dict[str, str]:  # fmt: skip
-    """Check every override and the resulting configuration; raise InvalidConfigError."""
+    """Check every override and the resulting configuration; raise InvalidConfigError
+    (INVALID_CONFIG, Kafka's answer): a name in neither strom's topic configs nor Kafka's
+    catalogue is unknown; a Kafka-only name is checked by Kafka's type and validator."""
     checked: dict[str, str] = {}
     for name, value in overrides.items():
         if value is None:
             raise InvalidConfigError(f"Null value not supported for topic configs: {name}")
-        validate_topic_config(name, value)
+        check_topic_value(name, value)
         checked[name] = value
     LogConfig.from_configs(checked, configs.config.values)
     return checked
+
+
+def check_topic_value(name: str, value: str) -> None:
+    """Raise InvalidConfigError unless ``value`` is valid for topic config ``name``."""
+    if name in TOPIC_CONFIGS:
+        validate_topic_config(name, value)
+        return
+    kafka = KAFKA_ONLY_TOPIC_CONFIGS.get(name)
+    if kafka is None:
+        raise InvalidConfigError(f"Unknown topic config name: {name}")
+    try:
+        kc.check_value(kafka, value)
+    except kc.ConfigValueError as exc:
+        raise InvalidConfigError(str(exc)) from None
 
 
 async def apply_topic_overrides(
@@ -191,10 +234,15 @@ def incremental(
 
     def spec_type(name: str) -> str | None:
         spec = TOPIC_CONFIGS.get(name)
-        return spec.type if spec is not None else None
+        if spec is not None:
+            return spec.type
+        kafka = KAFKA_ONLY_TOPIC_CONFIGS.get(name)
+        return kafka.type if kafka is not None else None
 
     def base(name: str) -> str:
-        return effective_configs({}, configs.config.values)[name][0]
+        if name in TOPIC_CONFIGS:
+            return effective_configs({}, configs.config.values)[name][0]
+        return KAFKA_ONLY_TOPIC_CONFIGS[name].default or ""
 
     return apply_ops(current, ops, spec_type, base, "topic")
 
@@ -285,19 +333,55 @@ async def alter_each_resource(
     return ctx.respond(throttle_time=0, responses=tuple(responses))
 
 
-def resource_to_alter(ctx: RequestContext, resource: Any) -> TopicInfo | str:
-    """What an AlterConfigs-style resource names: a topic (its info) or a broker entity
-    (``dynamic_config`` entity: a broker id, or the cluster default for ``""``)."""
+def resource_to_alter(ctx: RequestContext, resource: Any) -> TopicInfo | GroupTarget | str:
+    """What an AlterConfigs-style resource names: a topic (its info), a group, or a broker
+    entity (``dynamic_config`` entity: a broker id, or the cluster default for ``""``)."""
     rtype = int(resource.resource_type)
     name = resource.resource_name
     if rtype == BROKER:
         return dc.entity_of(name)
+    if rtype == GROUP:
+        if not name:
+            raise KafkaError(ErrorCode.invalid_request, "Group name must not be empty")
+        return GroupTarget(str(name))
     if rtype != TOPIC:
         raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {rtype}")
     info = ctx.topics.get(name)
     if info is None:
         raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
     return info
+
+
+async def incremental_group(configs: DynamicConfig, group: str,
+                            ops: Iterable[tuple[str, int, str | None]]) -> dict[str, str]:  # fmt: skip
+    """A group's config set after IncrementalAlterConfigs' ops."""
+
+    def spec_type(name: str) -> str | None:
+        defn = kc.GROUP.get(name)
+        return defn.type if defn is not None else None
+
+    def base(name: str) -> str:
+        return kc.GROUP[name].default or ""
+
+    return apply_ops(await gc.read(configs.store, group), ops, spec_type, base, "group")
+
+
+async def alter_group(configs: DynamicConfig, group: str, wanted: Mapping[str, str | None],
+                      validate_only: bool) -> None:  # fmt: skip
+    """Make ``wanted`` the group's whole config set (or only check it)."""
+    gc.validate(wanted, configs.config.values)
+    if not validate_only:
+        await gc.write(configs.store, group, {k: v for k, v in wanted.items() if v is not None})
+
+
+async def describe_group(configs: DynamicConfig, group: str,
+                         keys: Iterable[str] | None = None) -> list[ConfigEntry]:  # fmt: skip
+    """Every group config of ``group`` (or those in ``keys``) with its value and source."""
+    own = await gc.read(configs.store, group)
+    return [ConfigEntry(name=name, value=value, source=source,
+                        config_type=CONFIG_TYPES.get(ctype, 0), documentation=doc or None,
+                        synonyms=[(name, value, source)])
+            for name, value, source, ctype, doc in gc.describe(own, configs.config.values, keys)]
 
 
 async def alter_broker(

@@ -6,9 +6,9 @@ DYNAMIC_DEFAULT_BROKER_CONFIG); each node holds ``{"version": 1, "config": {name
 The broker's own beats the default, which beats the static config (file and ``--set``), which
 beats Kafka's default; a name hides its synonyms below it (:mod:`strom.config`).
 
-A change is validated whole before anything is written (only dynamic configs, each value parsed
-as its type, and every topic's log config still valid with the new defaults: INVALID_CONFIG
-otherwise), then persisted, then applied: :class:`~strom.config.BrokerConfig` values change in
+A change is validated whole before anything is written (Kafka's rules and errors,
+:meth:`DynamicConfig.validate`: only Kafka's dynamic configs, each value valid for its type, and
+every topic's log config still valid with the new defaults), then persisted, then applied: :class:`~strom.config.BrokerConfig` values change in
 place (``message.max.bytes`` and every other reader sees them at the next request) and every
 log gets its config again (:meth:`~strom.storage.log_manager.LogManager.update_broker_configs`),
 so a new ``log.retention.ms`` reaches every topic without its own ``retention.ms``.
@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from strom.broker import broker_config_defs as defs
+from strom.kafka_configs import ConfigValueError
 from strom.metadata.store import (
     MetadataStore,
     NodeExistsError,
@@ -38,7 +39,7 @@ from strom.metadata.store import (
 )
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.storage.errors import InvalidConfigError
-from strom.storage.log_config import LogConfig, validate_topic_config
+from strom.storage.log_config import LogConfig
 
 if TYPE_CHECKING:
     from strom.broker.node import NodeIdentity
@@ -135,27 +136,32 @@ class DynamicConfig:
         return await read(self.store, entity)
 
     def validate(self, entity: str, configs: Mapping[str, str]) -> None:
-        """Raise InvalidConfigError unless ``configs`` may become ``entity``'s dynamic set."""
+        """Raise unless ``configs`` may become ``entity``'s dynamic set, with Kafka's errors:
+        a name in no catalogue is INVALID_CONFIG "Unknown broker configs"; the rest is Kafka's
+        ``DynamicBrokerConfig.validate``, whose refusals its ``ConfigAdminManager`` answers
+        INVALID_REQUEST with the message as is: a read-only name ("Cannot update these configs
+        dynamically"), a per-broker name at the cluster default ("Cannot update these configs
+        at default cluster level, broker id must be specified"), a value of the wrong type or
+        out of its validator's range; then every topic's log config must still be valid with
+        the new defaults."""
         unknown = sorted(n for n in configs if n not in defs.BROKER_CONFIGS)
         if unknown:
             raise InvalidConfigError(f"Unknown broker configs: {', '.join(unknown)}")
         fixed = sorted(n for n in configs if n not in defs.DYNAMIC_CONFIGS)
         if fixed:
-            raise InvalidConfigError(f"Cannot update these configs dynamically: {', '.join(fixed)}")
+            raise KafkaError(ErrorCode.invalid_request,
+                             f"Cannot update these configs dynamically: {_scala_set(fixed)}")
+        if entity == DEFAULT_ENTITY:
+            per_broker = sorted(n for n in configs if n in defs.PER_BROKER_ONLY)
+            if per_broker:
+                raise KafkaError(ErrorCode.invalid_request, "Cannot update these configs at "
+                                 "default cluster level, broker id must be specified: "
+                                 f"{_scala_set(per_broker)}")  # fmt: skip
         for name, value in configs.items():
-            topic_name = defs.TOPIC_OF.get(name)
-            if topic_name is not None:
-                try:
-                    validate_topic_config(topic_name, value)
-                except InvalidConfigError as exc:
-                    raise InvalidConfigError(str(exc).replace(topic_name, name)) from None
-            else:
-                try:
-                    int(value)
-                except ValueError:
-                    raise InvalidConfigError(
-                        f"Invalid value {value!r} for configuration {name}: not a number"
-                    ) from None
+            try:
+                defs.check_value(name, value)
+            except ConfigValueError as exc:
+                raise KafkaError(ErrorCode.invalid_request, str(exc)) from None
         cfg = self.config
         default = configs if entity == DEFAULT_ENTITY else cfg.dynamic_default
         own = configs if entity == str(self.node_id) else cfg.dynamic_broker
@@ -219,6 +225,11 @@ class _Watcher:
             log.warning("dynamic broker config %s could not be re-read: %s", entity, exc)
             return
         self.owner.use(entity, configs)
+
+
+def _scala_set(names: list[str]) -> str:
+    """As Kafka's message prints a Scala set."""
+    return f"Set({', '.join(names)})"
 
 
 def entity_of(resource_name: str | None) -> str:

@@ -239,6 +239,11 @@ class SinkTask(Task):
         """Make everything given to :meth:`put` durable up to ``offsets``."""
 
     def pre_commit(self, offsets: TopicPartitionOffsets) -> TopicPartitionOffsets:
-        """Flush and return the offsets safe to commit (default: all that were put)."""
+        """Flush and return the offsets safe to commit (default: all that were put).
+
+        ``offsets`` holds, per partition, the offset after the last record ``put`` returned
+        for; an answer beyond it, or for a partition not asked about, is ignored (logged), and
+        an exception commits nothing (outside a close the task goes back to the last
+        committed offsets and gets those records again)."""
         self.flush(offsets)
         return offsets

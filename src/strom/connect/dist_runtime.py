@@ -6,7 +6,8 @@ class starts and stops it and reacts to the config topic:
 - a connector started here computes its task configs; when they differ from the committed
   ones they go to the leader (written directly when this worker leads, else ``POST
   /connectors/{name}/tasks`` on the leader), and every worker then stops its tasks of that
-  connector and rejoins, so the new configs are assigned (Kafka's incremental handling);
+  connector, keeps them in its assignment and rejoins; those the new assignment leaves with
+  it start again with the new configs (Kafka's incremental handling);
 - a new or deleted connector makes every worker rejoin; an updated config restarts the
   connector where it runs; target states pause, resume or stop it here; restart requests
   restart what runs here.
@@ -18,8 +19,9 @@ last task-count record) is held back; every tick this worker asks the leader (``
 transactional ids and write the new task-count record, and the held tasks start when that
 record is read.
 
-Statuses go to the status topic on each change (``worker_id`` = this worker, ``generation`` =
-the group generation); UNASSIGNED is written on a stop only while the record still names this
+Statuses go to the status topic on each change, written by the thread that made it (a task's
+own thread when it starts or fails; ``worker_id`` = this worker, ``generation`` = the group
+generation); UNASSIGNED is written on a stop only while the record still names this
 worker, so a late stop never hides the new owner's RUNNING.
 """
 
@@ -71,12 +73,16 @@ class DistributedRuntime(StandaloneHerder):
         self.generation = -1
         self.assigned_offset = -1  # config offset the last applied assignment was made at
         self.task_started_at: dict[TaskId, int] = {}  # config offset read when started
+        self.tasks_to_restart: set[TaskId] = set()  # stopped for new configs, still owned
         self.is_leader = False
         self.leader_url: str | None = None
         self.eos_mode = worker_config.get("exactly.once.source.support",
                                           "disabled").strip().lower()
         self.awaiting_fence: set[TaskId] = set()  # assigned, held until zombies are fenced
         self.fence_lock = threading.Lock()
+        # Status writes come from the herder thread and from task threads. Taken after
+        # ``self.lock`` (never the other way round), never held while a task is joined.
+        self.publish_lock = threading.RLock()
 
     def on_config_event(self, event: ConfigEvent) -> None:
         """Called by the config topic's reader thread: queue it for the herder thread."""
@@ -116,13 +122,16 @@ class DistributedRuntime(StandaloneHerder):
                 self.stop_connector(name)
                 self.start_connector(name)
         elif event.kind == "tasks":
-            # Tasks started before these configs were read run old configs: stop them, and
-            # the rebalance hands them out again with the new ones.
+            # Tasks started before these configs were read run old configs: stop them. They
+            # stay this worker's in the rebalance that follows and start again, with the new
+            # configs, if it leaves them here (Kafka's stopReconfiguredTasks). Dropped from
+            # the running set, the leader would count them lost and, while a departed
+            # worker's scheduled delay runs, hold them back for up to 5 minutes.
             old = [t for t in self.local_tasks if t[0] == name and
                    self.task_started_at.get(t, -1) <= event.offset]
             for tid in old:
                 self.stop_task(tid)
-            self.running.tasks = [t for t in self.running.tasks if t not in old]
+            self.tasks_to_restart.update(old)
             if old or not stale:
                 self.need_rejoin.set()
         elif event.kind == "target":
@@ -247,9 +256,10 @@ class DistributedRuntime(StandaloneHerder):
             self.publish_task(tid, "FAILED", "".join(traceback.format_exception(exc)))
             return
         task.set_paused(self.configs.target_state(name) == "PAUSED")
-        task.start()
-        self.local_tasks[tid] = task
+        task.on_state = self._task_state_changed
+        self.local_tasks[tid] = task  # before it runs: its first state change is published
         self.task_started_at[tid] = read_up_to
+        task.start()
 
     def stop_task(self, tid: TaskId, deleted: bool = False) -> None:
         self.awaiting_fence.discard(tid)
@@ -331,32 +341,58 @@ class DistributedRuntime(StandaloneHerder):
 
     # -- statuses -----------------------------------------------------------------------
     def publish_connector(self, name: str, state: str, trace: str | None) -> None:
-        self.published[("connector", name)] = (state, trace)
-        self.statuses.put_connector(name, state, trace, self.worker_id, self.generation)
+        with self.publish_lock:
+            self.published[("connector", name)] = (state, trace)
+            self.statuses.put_connector(name, state, trace, self.worker_id, self.generation)
 
     def publish_task(self, tid: TaskId, state: str, trace: str | None) -> None:
-        self.published[tid] = (state, trace)
-        self.statuses.put_task(tid, state, trace, self.worker_id, self.generation)
+        with self.publish_lock:
+            self.published[tid] = (state, trace)
+            self.statuses.put_task(tid, state, trace, self.worker_id, self.generation)
 
     def _publish_unassigned(self, key: object, current: dict[str, object] | None) -> None:
-        self.published.pop(key, None)
-        if current is None or current.get("worker_id") != self.worker_id:
-            return  # another worker already owns it: its status stands
-        if isinstance(key, tuple) and key and key[0] == "connector":
-            self.statuses.put_connector(str(key[1]), "UNASSIGNED", None, self.worker_id,
-                                        self.generation)
-        elif isinstance(key, tuple):
-            self.statuses.put_task((str(key[0]), int(key[1])), "UNASSIGNED", None,
-                                   self.worker_id, self.generation)
+        with self.publish_lock:
+            self.published.pop(key, None)
+            if current is None or current.get("worker_id") != self.worker_id:
+                return  # another worker already owns it: its status stands
+            if isinstance(key, tuple) and key and key[0] == "connector":
+                self.statuses.put_connector(str(key[1]), "UNASSIGNED", None, self.worker_id,
+                                            self.generation)
+            elif isinstance(key, tuple):
+                self.statuses.put_task((str(key[0]), int(key[1])), "UNASSIGNED", None,
+                                       self.worker_id, self.generation)
+
+    def _task_state_changed(self, task: WorkerTask) -> None:
+        """A local task changed state (on its own thread, or pause/resume): publish it now,
+        so the status never shows an older state than the task is in for longer than a
+        write takes. A task already stopped here (its successor may run) is not published."""
+        tid = (task.connector, task.task_id)
+        with self.publish_lock:
+            if self.local_tasks.get(tid) is task:
+                self._publish_if_changed(tid, task)
+
+    def _publish_if_changed(self, tid: TaskId, task: WorkerTask) -> None:
+        state = (task.state, task.trace)
+        if state[0] != "UNASSIGNED" and self.published.get(tid) != state:
+            self.publish_task(tid, *state)
 
     def publish_task_states(self) -> None:
-        """Write the status of every local task whose state changed (tasks run on threads)."""
+        """Write the status of every local task whose state changed and was not published
+        yet (a write that failed when the task changed state is retried here)."""
         for tid, task in list(self.local_tasks.items()):
-            state = (task.state, task.trace)
-            if state[0] != "UNASSIGNED" and self.published.get(tid) != state:
-                self.publish_task(tid, *state)
+            with self.publish_lock:
+                self._publish_if_changed(tid, task)
+
+    def restart_reconfigured_tasks(self) -> None:
+        """After a rebalance: start again the tasks stopped for new configs that are still
+        assigned here (the others were revoked, or the assignment starts them)."""
+        for tid in sorted(self.tasks_to_restart):
+            if tid in self.running.tasks and tid not in self.local_tasks:
+                self.start_task(tid)
+        self.tasks_to_restart.clear()
 
     def stop_everything(self) -> None:
+        self.tasks_to_restart.clear()
         for tid in list(self.local_tasks):
             self.stop_task(tid)
         for name in list(self.local_connectors):

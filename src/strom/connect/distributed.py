@@ -42,6 +42,7 @@ from strom.connect.herder import RestError
 from strom.connect.membership import GroupMember, MembershipError
 from strom.connect.plugins import find_connector
 from strom.connect.topic_stores import ConfigTopicStore, OffsetTopicStore, StatusTopicStore
+from strom.connect.validation import checked_connector_config
 from strom.protocol.errors import ErrorCode
 
 LOG = logging.getLogger("strom.connect.distributed")
@@ -218,6 +219,7 @@ class DistributedHerder(DistributedRuntime):
                 if tid not in self.running.tasks:
                     self.running.tasks.append(tid)
                     self.start_task(tid)
+            self.restart_reconfigured_tasks()
         self.last_completed_generation = generation
         if version >= 1 and not a.revoked.is_empty():
             self.need_rejoin.set()
@@ -293,12 +295,7 @@ class DistributedHerder(DistributedRuntime):
     # -- REST: writes ---------------------------------------------------------------------
     def put_config(self, name: str, config: dict[str, str], *, allow_replace: bool
                    ) -> tuple[bool, dict[str, Any]]:
-        config = {str(k): str(v) for k, v in config.items()}
-        if config.get("name", name) != name:
-            raise RestError(400, f"Connector name configuration ({config['name']}) doesn't "
-                                 f"match connector name in the URL ({name})")
-        config["name"] = name
-        self._check(config)
+        config = checked_connector_config(name, config, self.eos_mode)
         self._leader_only("Only the leader can set connector configs.")
         exists = self.configs.get(name) is not None
         if exists and not allow_replace:

@@ -1,7 +1,7 @@
 """``strom connect distributed``: a worker of a Connect cluster (Kafka Connect's properties).
 
 Required: ``group.id``, ``config.storage.topic``, ``offset.storage.topic``,
-``status.storage.topic`` (as Kafka). Defaults are Kafka's: ``*.replication.factor`` 3 (-1: the
+``status.storage.topic``, ``key.converter``, ``value.converter`` (as Kafka). Defaults are Kafka's: ``*.replication.factor`` 3 (-1: the
 broker's default), ``offset.storage.partitions`` 25, ``status.storage.partitions`` 5 (the config
 topic always has one partition), ``heartbeat.interval.ms`` 3000, ``session.timeout.ms`` 10000,
 ``rebalance.timeout.ms`` 60000, ``scheduled.rebalance.max.delay.ms`` 300000,
@@ -22,15 +22,16 @@ from strom.connect.distributed import DistributedHerder
 from strom.connect.eos import WORKER_MODES
 from strom.connect.group_protocol import MODES
 from strom.connect.membership import GroupMember
-from strom.connect.standalone import (
-    ClusterId,
+from strom.connect.standalone import ClusterId
+from strom.connect.topic_log import OnRecord, TopicLog, TopicLogError
+from strom.connect.topic_stores import ConfigTopicStore, OffsetTopicStore, StatusTopicStore
+from strom.connect.worker_config import (
     WorkerConfigError,
-    _check_listen,
+    check_converters,
+    check_listen,
     parse_properties,
     rest_address,
 )
-from strom.connect.topic_log import OnRecord, TopicLog, TopicLogError
-from strom.connect.topic_stores import ConfigTopicStore, OffsetTopicStore, StatusTopicStore
 
 LOG = logging.getLogger("strom.connect.worker")
 REQUIRED = ("group.id", "config.storage.topic", "offset.storage.topic", "status.storage.topic")
@@ -51,6 +52,7 @@ def build_herder(worker: dict[str, str]) -> tuple[DistributedHerder, str, int]:
         if not worker.get(key, "").strip():
             raise WorkerConfigError(f"Missing required configuration \"{key}\" which has no "
                                     f"default value.")
+    check_converters(worker)
     mode = worker.get("connect.protocol", "sessioned").strip().lower()
     if mode not in MODES:
         raise WorkerConfigError(f"Invalid value {mode} for configuration connect.protocol: "
@@ -103,7 +105,7 @@ def run_distributed(worker_file: Path) -> int:
 
     worker = parse_properties(worker_file.read_text(encoding="utf-8"))
     herder, host, port = build_herder(worker)
-    _check_listen(host, port)
+    check_listen(host, port)
     try:
         herder.start()
     except TopicLogError as exc:

@@ -212,6 +212,9 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
                     last_commit = time.monotonic()
             self._commit()  # a graceful stop commits what was sent (Kafka's final commit)
             committed = True
+        except BaseException as exc:
+            self.fail(exc)  # FAILED now: the abort and flush below may wait for the broker
+            raise
         finally:
             if not committed and self.in_txn:
                 try:

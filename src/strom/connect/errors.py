@@ -4,9 +4,10 @@ Kafka Connect's ``RetryWithToleranceOperator``: each step of a record's way thro
 runtime (``KEY_CONVERTER``, ``VALUE_CONVERTER``, ``TRANSFORMATION``; Kafka's stage names) runs
 through :meth:`ErrorHandler.run`. A :class:`~strom.connect.api.RetriableError` is retried with
 a delay doubling from 300 ms up to ``errors.retry.delay.max.ms`` for at most
-``errors.retry.timeout`` ms (0: no retry, -1: forever). A failure that remains is logged when
-``errors.log.enable`` (with the record's key and value when ``errors.log.include.messages``),
-sent to the dead letter queue of a sink connector (``errors.deadletterqueue.topic.name``: the
+``errors.retry.timeout`` ms (0: no retry, -1: forever); a task stopping meanwhile ends the
+retries with :class:`RetryInterrupted` (the record is not skipped: the next run retries it).
+A failure that remains is logged when ``errors.log.enable`` (with the record's key and value
+when ``errors.log.include.messages``), sent to the dead letter queue of a sink connector (``errors.deadletterqueue.topic.name``: the
 record's original key, value and headers, plus Kafka's ``__connect.errors.*`` headers with
 ``errors.deadletterqueue.context.headers.enable``), and then with ``errors.tolerance=none``
 (default) fails the task ("Tolerance exceeded in error handler", the cause chained), with
@@ -65,6 +66,11 @@ SINK_ERRORS_DEF = ERRORS_DEF.merged(ConfigDef([
 
 class Tolerated(Exception):
     """The record failed, was reported, and is to be skipped (``errors.tolerance=all``)."""
+
+
+class RetryInterrupted(Exception):
+    """A retried step was given up because the task is stopping: the record was neither
+    reported nor tolerated, and must not be counted as consumed."""
 
 
 @dataclass
@@ -151,9 +157,13 @@ class ErrorHandler:
             except RetriableError as exc:
                 elapsed_ms = (self.clock() - started) * 1000
                 forever = self.retry_timeout_ms < 0
-                if not forever and elapsed_ms + delay * 1000 > self.retry_timeout_ms or \
-                        self.stopping.is_set():
+                if not forever and elapsed_ms + delay * 1000 > self.retry_timeout_ms:
                     self._failed(stage, class_name, exc)
+                if self.stopping.is_set():
+                    # Neither reported nor skipped: the record is not consumed, and the next
+                    # run of the task tries it again (errors.tolerance=all must not lose it).
+                    raise RetryInterrupted(f"{stage} not retried: the task is stopping") \
+                        from exc
                 LOG.debug("%s-%d: retrying %s after %s", self.connector, self.task_id,
                           stage, exc)
                 self.sleep(delay)

@@ -23,9 +23,10 @@ from strom.connect.backing import ConfigBackingStore, OffsetBackingStore
 from strom.connect.converters import Converter
 from strom.connect.plugins import class_name, find_connector, find_converter
 from strom.connect.rest_error import RestError
-from strom.connect.tasks import WorkerSinkTask, WorkerSourceTask, WorkerTask
+from strom.connect.sink_task import WorkerSinkTask
+from strom.connect.tasks import WorkerSourceTask, WorkerTask
 from strom.connect.transforms import chain as transform_chain
-from strom.connect.validation import check_connector_config, validate_connector_config
+from strom.connect.validation import checked_connector_config, validate_connector_config
 
 __all__ = ["ConnectorRuntime", "RestError", "StandaloneHerder"]
 
@@ -66,9 +67,6 @@ class StandaloneHerder:
     def validate(self, config: dict[str, str]) -> dict[str, Any]:
         """The body of ``/config/validate`` (Kafka's ConfigInfos)."""
         return validate_connector_config(config, self.eos_mode)
-
-    def _check(self, config: dict[str, str]) -> None:
-        check_connector_config(self.validate(config))
 
     # -- reads --------------------------------------------------------------------------
     def names(self) -> list[str]:
@@ -126,12 +124,7 @@ class StandaloneHerder:
     def put_config(self, name: str, config: dict[str, str], *, allow_replace: bool
                    ) -> tuple[bool, dict[str, Any]]:
         """Create (or with ``allow_replace`` update) a connector; (created, info)."""
-        config = {str(k): str(v) for k, v in config.items()}
-        if config.get("name", name) != name:
-            raise RestError(400, f"Connector name configuration ({config['name']}) doesn't "
-                                 f"match connector name in the URL ({name})")
-        config["name"] = name
-        self._check(config)
+        config = checked_connector_config(name, config, self.eos_mode)
         with self.lock:
             exists = name in self.runtimes
             if exists and not allow_replace:
@@ -267,9 +260,10 @@ class StandaloneHerder:
         rt.tasks[index].start()
 
     def _converter(self, rt: ConnectorRuntime, which: str) -> Converter:
-        """The connector's ``key.converter``/``value.converter`` or else the worker's."""
+        """The connector's ``key.converter``/``value.converter`` or else the worker's (which
+        the worker checked at start: there is no default, as in Kafka)."""
         source = rt.config if rt.config.get(which) else self.worker_config
-        name = source.get(which) or "org.apache.kafka.connect.json.JsonConverter"
+        name = source[which]
         prefix = which + "."
         settings = {k[len(prefix):]: v for k, v in source.items() if k.startswith(prefix)}
         converter = find_converter(name)()

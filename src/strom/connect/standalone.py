@@ -1,8 +1,8 @@
 """``strom connect standalone``: one worker process, connectors from files and the REST API.
 
-Worker properties are Kafka Connect's: ``bootstrap.servers``, ``offset.storage.file.filename``
-(required, as Kafka's), ``offset.flush.interval.ms`` (60000), ``key.converter`` /
-``value.converter`` (+ their ``.schemas.enable`` etc.), ``listeners``
+Worker properties are Kafka Connect's: ``bootstrap.servers``, ``offset.storage.file.filename``,
+``key.converter`` / ``value.converter`` (+ their ``.schemas.enable`` etc.; these three are
+required, as Kafka's), ``offset.flush.interval.ms`` (60000), ``listeners``
 (``http://127.0.0.1:8083`` by default) or the older ``rest.host.name`` / ``rest.port``,
 ``producer.*`` / ``consumer.*`` client overrides. ``plugin.path`` is accepted and ignored with
 a log line (Python connectors come from entry points). Connector files are Java properties or
@@ -14,54 +14,22 @@ from __future__ import annotations
 import json
 import logging
 import signal
-import socket
 import threading
 from pathlib import Path
-from urllib.parse import urlparse
 
 from strom.connect.backing import FileOffsetBackingStore, MemoryConfigBackingStore
 from strom.connect.herder import RestError, StandaloneHerder
+from strom.connect.worker_config import (
+    WorkerConfigError,
+    check_converters,
+    check_listen,
+    parse_properties,
+    rest_address,
+)
 
 LOG = logging.getLogger("strom.connect.worker")
-DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8083
 
-
-class WorkerConfigError(ValueError):
-    pass
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Java ``.properties``: ``k=v`` / ``k: v`` / ``k v``, ``#``/``!`` comments, ``\\``
-    continuation lines, ``\\`` escapes."""
-    props: dict[str, str] = {}
-    logical: list[str] = []
-    pending = ""
-    for raw in text.splitlines():
-        line = raw.lstrip() if not pending else raw.lstrip()
-        if not pending and (not line or line[0] in "#!"):
-            continue
-        trailing = len(line) - len(line.rstrip("\\"))
-        if trailing % 2 == 1:
-            pending += line[:-1]
-            continue
-        logical.append(pending + line)
-        pending = ""
-    if pending:
-        logical.append(pending)
-    for line in logical:
-        key_chars: list[str] = []
-        i = 0
-        while i < len(line) and line[i] not in "=: \t":
-            if line[i] == "\\" and i + 1 < len(line):
-                i += 1
-            key_chars.append(line[i])
-            i += 1
-        rest = line[i:].lstrip(" \t")
-        if rest[:1] in ("=", ":"):
-            rest = rest[1:].lstrip(" \t")
-        value = rest.replace("\\n", "\n").replace("\\t", "\t").replace("\\\\", "\\")
-        props["".join(key_chars)] = value
-    return props
+__all__ = ["ClusterId", "WorkerConfigError", "load_connector_file", "run_standalone"]
 
 
 def load_connector_file(path: Path) -> tuple[str, dict[str, str]]:
@@ -78,28 +46,6 @@ def load_connector_file(path: Path) -> tuple[str, dict[str, str]]:
     if not name:
         raise WorkerConfigError(f"{path}: connector configuration has no 'name'")
     return str(name), {str(k): str(v) for k, v in config.items()}
-
-
-def rest_address(worker: dict[str, str]) -> tuple[str, int]:
-    """Host and port from ``listeners`` (first http one) or ``rest.host.name``/``rest.port``."""
-    listeners = worker.get("listeners", "").strip()
-    if listeners:
-        first = listeners.split(",")[0].strip()
-        url = urlparse(first)
-        if url.scheme not in ("http", ""):
-            raise WorkerConfigError(f"listeners: only http is supported, got {first}")
-        return url.hostname or DEFAULT_HOST, url.port or DEFAULT_PORT
-    host = worker.get("rest.host.name", "").strip() or DEFAULT_HOST
-    return host, int(worker.get("rest.port", DEFAULT_PORT))
-
-
-def _check_listen(host: str, port: int) -> None:
-    """Fail with one clear line before any connector starts if the REST port is taken."""
-    try:
-        with socket.create_server((host, port)):
-            pass
-    except OSError as exc:
-        raise WorkerConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
 
 
 class ClusterId:
@@ -133,12 +79,13 @@ def run_standalone(worker_file: Path, connector_files: list[Path]) -> int:
     if not offsets_path:
         raise WorkerConfigError("Missing required configuration "
                                 "\"offset.storage.file.filename\" which has no default value.")
+    check_converters(worker)
     if worker.get("plugin.path"):
         LOG.warning("plugin.path is ignored: strom finds Python connectors through the "
                     "'strom.connectors' entry points")
     connectors = [load_connector_file(p) for p in connector_files]
     host, port = rest_address(worker)
-    _check_listen(host, port)
+    check_listen(host, port)
     worker.setdefault("bootstrap.servers", "localhost:9092")
     herder = StandaloneHerder(f"{host}:{port}", worker, FileOffsetBackingStore(offsets_path),
                               MemoryConfigBackingStore())

@@ -1,4 +1,4 @@
-"""Worker tasks: the thread that runs one source or sink task and moves its data.
+"""Worker tasks: the thread that runs one source or sink task, and the source side of it.
 
 Source: ``poll`` -> transform -> convert -> produce (confluent-kafka, ``acks=all``,
 murmur2_random). Polled batches are produced without waiting; their acknowledgements arrive
@@ -6,11 +6,13 @@ through the producer's callbacks while the task keeps polling. The source offset
 become committable only once every record of it and of every earlier batch was acknowledged
 (Kafka's SubmittedRecords); they are stored every ``offset.flush.interval.ms`` and when the
 task stops (at-least-once: a crash replays what was produced after the last stored offsets).
-Sink: consume (group ``connect-<name>``, no auto commit, earliest) -> convert -> ``put``; every
-``offset.flush.interval.ms`` the task's ``pre_commit`` (flush) runs first and only then are the
-offsets it returns committed. A paused task stays in its group but moves no data.
+The sink side is :mod:`strom.connect.sink_task`.
 
-States are Kafka's: RUNNING, PAUSED, FAILED (with ``trace``), UNASSIGNED.
+States are Kafka's: UNASSIGNED until the task's ``start`` returned, then RUNNING (or PAUSED);
+FAILED (with ``trace``) as soon as the failure is caught, before the task's clients are closed
+(closing may take a while, and the status must not show RUNNING meanwhile); UNASSIGNED again
+once a task that did not fail has stopped. A task stopped while a step was being retried
+(:class:`~strom.connect.errors.RetryInterrupted`) has not failed.
 """
 
 from __future__ import annotations
@@ -22,24 +24,17 @@ import threading
 import time
 import traceback
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, Producer
 
-from strom.connect.api import (
-    RetriableError,
-    SinkRecord,
-    SinkTask,
-    SourceTask,
-    SourceTaskContext,
-    Task,
-)
+from strom.connect.api import SourceTask, SourceTaskContext, Task
 from strom.connect.backing import OffsetBackingStore
 from strom.connect.converters import Converter
-from strom.connect.errors import ErrorHandler, Original, Tolerated
+from strom.connect.errors import ErrorHandler, Original, RetryInterrupted, Tolerated
 from strom.connect.plugins import class_name
-from strom.connect.subscription import TopicSubscription
 from strom.connect.transforms.chain import TransformationChain
 
 LOG = logging.getLogger("strom.connect.task")
@@ -64,6 +59,10 @@ class WorkerTask(threading.Thread):
         self.flush_interval_s = flush_interval_s
         self.state = "UNASSIGNED"
         self.trace: str | None = None
+        #: Called (from whichever thread changed it) after each change of ``state``/``trace``:
+        #: a distributed worker publishes the status at once, as Kafka's TaskStatus.Listener.
+        self.on_state: Callable[[WorkerTask], None] | None = None
+        self._state_lock = threading.Lock()
         self.stopping = threading.Event()
         self.paused = threading.Event()
         self.transforms = transforms or TransformationChain([])
@@ -77,13 +76,11 @@ class WorkerTask(threading.Thread):
         try:
             self.prepare()
             self.task.start(self.config)
-            self.state = "PAUSED" if self.paused.is_set() else "RUNNING"
+            self._transition(lambda state: "PAUSED" if self.paused.is_set() else "RUNNING")
             LOG.info("task %s-%d started", self.connector, self.task_id)
             self.execute()
         except BaseException as exc:  # noqa: BLE001 - any task failure is its FAILED status
-            self.trace = "".join(traceback.format_exception(exc))
-            self.state = "FAILED"
-            LOG.error("task %s-%d failed: %s", self.connector, self.task_id, exc)
+            self.fail(exc)
         finally:
             try:
                 self.task.stop()
@@ -91,8 +88,23 @@ class WorkerTask(threading.Thread):
                 LOG.exception("task %s-%d stop failed", self.connector, self.task_id)
             self.transforms.close()
             self.errors.close()
-            if self.state != "FAILED":
-                self.state = "UNASSIGNED"
+            self._transition(lambda state: None if state == "FAILED" else "UNASSIGNED")
+
+    def fail(self, exc: BaseException) -> None:
+        """Report the task FAILED with ``exc`` (the first failure wins). Not a failure: a
+        retry cut short because the task is stopping."""
+        if isinstance(exc, RetryInterrupted) and self.stopping.is_set():
+            LOG.info("task %s-%d stopped while retrying: %s", self.connector, self.task_id, exc)
+            return
+
+        def failed(state: str) -> str | None:
+            if state == "FAILED":
+                return None
+            self.trace = "".join(traceback.format_exception(exc))
+            LOG.error("task %s-%d failed: %s", self.connector, self.task_id, exc)
+            return "FAILED"
+
+        self._transition(failed)
 
     def prepare(self) -> None:
         """Runs on the task's thread before the task starts (exactly-once: fence, read)."""
@@ -105,8 +117,24 @@ class WorkerTask(threading.Thread):
             self.paused.set()
         else:
             self.paused.clear()
-        if self.state in ("RUNNING", "PAUSED"):
-            self.state = "PAUSED" if paused else "RUNNING"
+        self._transition(lambda state: ("PAUSED" if paused else "RUNNING")
+                         if state in ("RUNNING", "PAUSED") else None)
+
+    def _transition(self, change: Callable[[str], str | None]) -> None:
+        """Move to ``change(state)`` (None: stay), atomically with respect to the other
+        threads that change it (the task's own, the herder's pause/resume), then tell
+        :attr:`on_state` outside the lock."""
+        with self._state_lock:
+            state = change(self.state)
+            if state is None:
+                return
+            self.state = state
+        if self.on_state is not None:
+            try:
+                self.on_state(self)
+            except Exception:  # noqa: BLE001 - a status not written is retried by the herder
+                LOG.exception("task %s-%d: status %s not published", self.connector,
+                              self.task_id, state)
 
     def stop(self, timeout: float = 10.0) -> None:
         self.stopping.set()
@@ -157,6 +185,9 @@ class WorkerSourceTask(WorkerTask):
                 if time.monotonic() - last_flush >= self.flush_interval_s:
                     self._commit_offsets()
                     last_flush = time.monotonic()
+        except BaseException as exc:
+            self.fail(exc)  # FAILED now: the flush below may wait for the broker
+            raise
         finally:
             producer.flush(10)
             # Offsets up to a failed batch are collected; that batch's error fails the task.
@@ -235,129 +266,6 @@ class WorkerSourceTask(WorkerTask):
         self.pending = {}
         assert isinstance(self.task, SourceTask)
         self.task.commit()
-
-
-class WorkerSinkTask(WorkerTask):
-    def __init__(self, *args: Any, topics: list[str], topics_regex: str | None,
-                 **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.topics = topics
-        self.topics_regex = topics_regex
-        self.consumed: dict[tuple[str, int], int] = {}
-
-    def execute(self) -> None:
-        task = self.task
-        assert isinstance(task, SinkTask)
-        conf = {"group.id": f"connect-{self.connector}", "enable.auto.commit": False,
-                "auto.offset.reset": "earliest", **self.client_config}
-        consumer = Consumer(conf)
-
-        def on_assign(c: Consumer, partitions: list[TopicPartition]) -> None:
-            if self.paused.is_set():
-                c.pause(partitions)  # before the first fetch: a paused task moves nothing
-
-        def on_revoke(c: Consumer, partitions: list[TopicPartition]) -> None:
-            # Flush and commit what was put before the partitions move to another task.
-            self._commit(task, c)
-            lost = {(tp.topic, tp.partition) for tp in partitions}
-            self.consumed = {k: v for k, v in self.consumed.items() if k not in lost}
-
-        subscription = TopicSubscription(consumer, self.topics, self.topics_regex,
-                                         self.client_config,
-                                         lambda c, topics: c.subscribe(
-                                             topics, on_assign=on_assign, on_revoke=on_revoke))
-        subscription.refresh(first=True)
-        last_commit = time.monotonic()
-        paused = False
-        try:
-            while not self.stopping.is_set():
-                if not subscription.refresh():
-                    self.stopping.wait(0.2)  # topics.regex matches no topic (yet)
-                    continue
-                if self.paused.is_set() != paused:
-                    paused = self.paused.is_set()
-                    assigned = consumer.assignment()
-                    if assigned:
-                        (consumer.pause if paused else consumer.resume)(assigned)
-                messages = consumer.consume(500, 0.2)
-                if self.paused.is_set():
-                    # Paused while this consume was in flight: give the records back.
-                    self._rewind(consumer, messages)
-                    continue
-                converted = [self._record(m) for m in messages if m.error() is None]
-                batch = [r for r in converted if r is not None]
-                if batch:
-                    self._put(task, batch)
-                if time.monotonic() - last_commit >= self.flush_interval_s:
-                    self._commit(task, consumer)
-                    last_commit = time.monotonic()
-            self._commit(task, consumer)
-        finally:
-            consumer.close()
-
-    @staticmethod
-    def _rewind(consumer: Consumer, messages: list[Any]) -> None:
-        first: dict[tuple[str, int], int] = {}
-        for m in messages:
-            if m.error() is None:
-                first.setdefault((m.topic(), m.partition()), m.offset())
-        for (topic, partition), offset in first.items():
-            consumer.seek(TopicPartition(topic, partition, offset))
-
-    def _record(self, msg: Any) -> SinkRecord | None:
-        """Convert then transform (each step through the error handler); None: skipped."""
-        topic = msg.topic()
-        self.consumed[(topic, msg.partition())] = msg.offset() + 1  # skipped ones count too
-        errors = self.errors
-        timestamp = msg.timestamp()[1]
-        headers = list(msg.headers() or [])
-        errors.begin(lambda: Original(topic, msg.partition(), msg.offset(), msg.key(),
-                                      msg.value(), headers, timestamp))
-        try:
-            try:  # converters are pure: on any failure, again through the error handler
-                key_schema, key = self.key_converter.to_connect_data(topic, msg.key())
-                value_schema, value = self.value_converter.to_connect_data(topic, msg.value())
-            except Exception:  # noqa: BLE001 - retried, tolerated, reported or failed below
-                key_schema, key = errors.run(
-                    "KEY_CONVERTER", self.key_converter_class,
-                    lambda: self.key_converter.to_connect_data(topic, msg.key()))
-                value_schema, value = errors.run(
-                    "VALUE_CONVERTER", self.value_converter_class,
-                    lambda: self.value_converter.to_connect_data(topic, msg.value()))
-            record = SinkRecord(topic=topic, partition=msg.partition(), key=key, value=value,
-                                key_schema=key_schema, value_schema=value_schema,
-                                timestamp=timestamp, headers=headers,
-                                kafka_offset=msg.offset())
-            if not self.transforms.stages:
-                return record
-            return self.transforms.apply(record, errors.run)
-        except Tolerated:
-            return None
-
-    def _put(self, task: SinkTask, batch: list[SinkRecord]) -> None:
-        while not self.stopping.is_set():
-            try:
-                task.put(batch)
-                return
-            except RetriableError as exc:
-                LOG.warning("task %s-%d put retried: %s", self.connector, self.task_id, exc)
-                self.stopping.wait(0.5)
-
-    def _commit(self, task: SinkTask, consumer: Consumer) -> None:
-        if not self.consumed:
-            return
-        safe = task.pre_commit(dict(self.consumed))  # flushes first: at-least-once
-        if not safe:
-            return
-        try:
-            consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in safe.items()],
-                            asynchronous=False)
-        except KafkaException as exc:
-            # As Kafka's WorkerSinkTask: log and go on; the records are replayed, not lost.
-            LOG.warning("task %s-%d offset commit failed: %s", self.connector, self.task_id,
-                        exc)
-
-
 
 
 def _source_context(r: Any) -> Any:

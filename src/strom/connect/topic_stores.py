@@ -27,7 +27,8 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -246,61 +247,96 @@ class OffsetTopicStore(MemoryOffsetBackingStore):
 
 
 class StatusTopicStore:
-    """Connector and task statuses; each worker writes those of what it runs."""
+    """Connector and task statuses; each worker writes those of what it runs.
+
+    The view shows this worker's own writes at once, and then stays on them: when the topic
+    is read back, a record of this worker's that a later write of its own replaced is not
+    applied again, nor is another worker's record read before that write (it is older in the
+    log). Without that the view would step back each time a record is read back (RUNNING,
+    then the UNASSIGNED written just before it, then RUNNING again).
+    """
 
     def __init__(self, make_log: Callable[..., TopicLog]) -> None:
         self.lock = threading.Lock()
+        self.send_lock = threading.Lock()  # one writer at a time: unread writes in log order
         self.connectors: dict[str, dict[str, Any]] = {}
         self.tasks: dict[tuple[str, int], dict[str, Any]] = {}
+        self.unread: dict[bytes, deque[bytes | None]] = {}  # own writes not read back yet
         self.log = make_log(self._on_record)
 
     def _on_record(self, key: bytes | None, raw: bytes | None, _p: int, _o: int) -> None:
-        name = (key or b"").decode()
-        value = _loads(raw)
+        key = key or b""
         with self.lock:
-            if name.startswith("status-connector-"):
-                connector = name[len("status-connector-"):]
-                if value is None:
-                    self.connectors.pop(connector, None)
-                else:
-                    self.connectors[connector] = value
-            elif name.startswith("status-task-"):
-                connector, _, index = name[len("status-task-"):].rpartition("-")
-                if not index.isdigit():
-                    return
-                if value is None:
-                    self.tasks.pop((connector, int(index)), None)
-                else:
-                    self.tasks[(connector, int(index))] = value
+            own = self.unread.get(key)
+            if own:
+                if own[0] == raw:
+                    own.popleft()
+                if own:
+                    return  # a write of ours comes later in the log: the view holds it
+                del self.unread[key]
+            self._apply(key, raw)
+
+    def _apply(self, key: bytes, raw: bytes | None) -> None:
+        name = key.decode()
+        value = _loads(raw)
+        if name.startswith("status-connector-"):
+            connector = name[len("status-connector-"):]
+            if value is None:
+                self.connectors.pop(connector, None)
+            else:
+                self.connectors[connector] = value
+        elif name.startswith("status-task-"):
+            connector, _, index = name[len("status-task-"):].rpartition("-")
+            if not index.isdigit():
+                return
+            if value is None:
+                self.tasks.pop((connector, int(index)), None)
+            else:
+                self.tasks[(connector, int(index))] = value
 
     @staticmethod
     def _value(state: str, trace: str | None, worker_id: str, generation: int) -> bytes:
         return dumps({"state": state, "trace": trace, "worker_id": worker_id,
                       "generation": generation})
 
+    def _send(self, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+        """Write ``records`` and show them in the view (a write already read back is there,
+        with whatever followed it in the log, and is not shown again)."""
+        with self.send_lock:
+            with self.lock:
+                for key, value in records:
+                    self.unread.setdefault(key, deque()).append(value)
+            try:
+                self.log.send(records)
+            except Exception:
+                with self.lock:  # not written (or unknown): read it like anyone else's
+                    for key, _ in records:
+                        own = self.unread.get(key)
+                        if own:
+                            own.pop()
+                            if not own:
+                                del self.unread[key]
+                raise
+            with self.lock:
+                for key, value in records:
+                    if key in self.unread:  # still unread: this write is the last of it
+                        self._apply(key, value)
+
     def put_connector(self, name: str, state: str, trace: str | None, worker_id: str,
                       generation: int) -> None:
         value = self._value(state, trace, worker_id, generation)
-        self.log.send([(f"status-connector-{name}".encode(), value)])
-        with self.lock:
-            self.connectors[name] = json.loads(value)
+        self._send([(f"status-connector-{name}".encode(), value)])
 
     def put_task(self, task: tuple[str, int], state: str, trace: str | None, worker_id: str,
                  generation: int) -> None:
         value = self._value(state, trace, worker_id, generation)
-        self.log.send([(f"status-task-{task[0]}-{task[1]}".encode(), value)])
-        with self.lock:
-            self.tasks[task] = json.loads(value)
+        self._send([(f"status-task-{task[0]}-{task[1]}".encode(), value)])
 
     def delete(self, name: str, task_count: int) -> None:
         with self.lock:
             ids = {i for (c, i) in self.tasks if c == name} | set(range(task_count))
-        self.log.send([(f"status-connector-{name}".encode(), None)] +
-                      [(f"status-task-{name}-{i}".encode(), None) for i in sorted(ids)])
-        with self.lock:
-            self.connectors.pop(name, None)
-            for i in ids:
-                self.tasks.pop((name, i), None)
+        self._send([(f"status-connector-{name}".encode(), None)] +
+                   [(f"status-task-{name}-{i}".encode(), None) for i in sorted(ids)])
 
     def connector(self, name: str) -> dict[str, Any] | None:
         with self.lock:

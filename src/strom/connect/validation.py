@@ -104,6 +104,20 @@ def validate_connector_config(config: dict[str, str], eos_mode: str) -> dict[str
     }
 
 
+def checked_connector_config(name: str, config: dict[str, Any], eos_mode: str
+                             ) -> dict[str, str]:
+    """What a create or update of connector ``name`` stores (both worker modes): every value
+    as a string, ``name`` set; 400 if the body names another connector, or if the
+    configuration does not validate (:func:`check_connector_config`)."""
+    checked = {str(k): str(v) for k, v in config.items()}
+    if checked.get("name", name) != name:
+        raise RestError(400, f"Connector name configuration ({checked['name']}) doesn't "
+                             f"match connector name in the URL ({name})")
+    checked["name"] = name
+    check_connector_config(validate_connector_config(checked, eos_mode))
+    return checked
+
+
 def check_connector_config(result: dict[str, Any]) -> None:
     """Raise 400 (Kafka's message, every error listed) when ``result`` (the answer of
     :func:`validate_connector_config`) has errors."""

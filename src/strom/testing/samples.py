@@ -3,6 +3,8 @@
 ``sample(cls, rng)`` fills every field with a value of its Kafka type (arrays of 0–2 items,
 nulls where the schema allows them, tagged fields sometimes set so they are encoded), so
 ``encode_request`` of the result is a frame a correct broker must accept as well-formed.
+``minimal(cls)`` is the smallest well-formed one: the schema's defaults, empty arrays (never a
+null array: for some APIs null means "all"), nulls where allowed, zeros and empty strings.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import datetime
 import random
 import uuid
-from dataclasses import fields
+from dataclasses import MISSING, fields
 from typing import Any
 
 from kio.serial._introspect import (
@@ -33,6 +35,52 @@ def sample(cls: Any, rng: random.Random, max_wait_ms: int = 60_000) -> Any:
             continue  # keep kio's default: the tagged field is left out of the encoding
         values[f.name] = _field_value(f, rng, max_wait_ms)
     return cls(**values)
+
+
+def minimal(cls: Any, **overrides: Any) -> Any:
+    """The smallest well-formed ``cls`` (see the module docstring); ``overrides`` set
+    top-level fields."""
+    values: dict[str, Any] = {}
+    for f in fields(cls):
+        if f.name in overrides:
+            values[f.name] = overrides[f.name]
+            continue
+        if f.default is not MISSING or f.default_factory is not MISSING:
+            continue  # the schema's default
+        kind = classify_field(f)
+        if isinstance(kind, EntityTupleField | PrimitiveTupleField):
+            values[f.name] = ()
+        elif is_optional(f):
+            values[f.name] = None
+        elif isinstance(kind, EntityField):
+            values[f.name] = minimal(kind.type_)
+        else:
+            values[f.name] = _zero(f.metadata["kafka_type"])
+    return cls(**values)
+
+
+def _zero(kafka_type: str) -> Any:
+    if kafka_type in _INT_BITS or kafka_type in _UINT_BITS:
+        return 0
+    if kafka_type == "string":
+        return ""
+    if kafka_type in ("bytes", "records"):
+        return b""
+    if kafka_type == "bool":
+        return False
+    if kafka_type == "float64":
+        return 0.0
+    if kafka_type == "uuid":
+        return uuid.UUID(int=0)
+    if kafka_type == "error_code":
+        from kio.schema.errors import ErrorCode
+
+        return ErrorCode.none
+    if kafka_type in ("timedelta_i32", "timedelta_i64"):
+        return datetime.timedelta(0)
+    if kafka_type == "datetime_i64":
+        return datetime.datetime.fromtimestamp(0, tz=datetime.UTC)
+    raise TypeError(f"no zero for kafka type {kafka_type!r}")
 
 
 def _field_value(f: Any, rng: random.Random, max_wait_ms: int) -> Any:

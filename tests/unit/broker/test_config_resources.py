@@ -25,7 +25,9 @@ def fake_broker(**props: str) -> DynamicConfig:
 def test_topic_sources_and_synonyms() -> None:
     broker = fake_broker(**{"log.retention.ms": "1000"})
     entries = {e.name: e for e in cr.describe_topic(broker, {"cleanup.policy": "compact"})}
-    assert len(entries) == len(cr.TOPIC_CONFIGS)
+    kafka_only = {n for n, k in cr.KAFKA_ONLY_TOPIC_CONFIGS.items() if not k.internal}
+    assert set(entries) == set(cr.TOPIC_CONFIGS) | kafka_only
+    assert "remote.storage.enable" in kafka_only and "internal.segment.bytes" not in entries
     assert (entries["cleanup.policy"].value, entries["cleanup.policy"].source) == ("compact", 1)
     assert (entries["retention.ms"].value, entries["retention.ms"].source) == ("1000", 4)
     assert (entries["segment.bytes"].value, entries["segment.bytes"].source) == ("1073741824", 5)
@@ -55,6 +57,11 @@ def test_broker_entries_with_sources_types_and_read_only() -> None:
         "168",
         5,
     )
+    assert entries["log.retention.hours"].read_only  # Kafka: only log.retention.ms is dynamic
+    relogin = entries["sasl.kerberos.min.time.before.relogin"]  # Kafka's, no effect in strom
+    assert (relogin.value, relogin.source, relogin.read_only) == ("60000", 5, False)
+    assert relogin.documentation and relogin.config_type == 5
+    assert "producer.id.expiration.check.interval.ms" not in entries  # internal in Kafka
     assert entries["advertised.listeners"].value == "PLAINTEXT://localhost:9092"
     assert entries["listeners"].value == "PLAINTEXT://127.0.0.1:9092"
     assert entries["num.partitions"].read_only and entries["node.id"].read_only
@@ -65,10 +72,10 @@ def test_broker_entries_with_sources_types_and_read_only() -> None:
     assert all(e.config_type != 0 for e in entries.values())
     # the cluster-wide default lists only what is set there
     assert cr.describe_broker(broker, "<default>") == []
-    broker.config.set_dynamic({"log.retention.hours": "2"}, {}, cr.defs.synonyms)
+    broker.config.set_dynamic({"log.retention.ms": "2"}, {}, cr.defs.synonyms)
     [entry] = cr.describe_broker(broker, "<default>")
     assert (entry.name, entry.value, entry.source, entry.synonyms) == (
-        "log.retention.hours", "2", 3, [("log.retention.hours", "2", 3)]
+        "log.retention.ms", "2", 3, [("log.retention.ms", "2", 3)]
     )
 
 
@@ -122,6 +129,23 @@ def test_validate_overrides() -> None:
     for bad in ({"retention.ms": "-2"}, {"cleanup.policy": "shred"}, {"retention.ms": None}):
         with pytest.raises(InvalidConfigError):
             cr.validate_overrides(broker, bad)
+    # Kafka's topic configs strom does not act on: accepted when Kafka would accept them
+    kept = {"remote.storage.enable": "false", "compression.zstd.level": "5",
+            "leader.replication.throttled.replicas": "0:1,1:2", "local.retention.ms": "-2"}
+    assert cr.validate_overrides(broker, kept) == kept
+    refused = [({"remote.storage.enable": "maybe"}, "Expected value to be either true or false"),
+               ({"compression.zstd.level": "99"}, "Value must be no more than 22"),
+               ({"local.retention.ms": "x"}, "Not a number of type LONG"),
+               ({"no.such.topic.config": "1"}, "Unknown topic config name")]  # fmt: skip
+    for bad, why in refused:
+        with pytest.raises(InvalidConfigError, match=why):
+            cr.validate_overrides(broker, bad)
+    entries = {e.name: e for e in cr.describe_topic(broker, {"compression.zstd.level": "5"})}
+    assert (entries["compression.zstd.level"].value, entries["compression.zstd.level"].source) \
+        == ("5", 1)
+    assert (entries["remote.storage.enable"].value, entries["remote.storage.enable"].source) \
+        == ("false", 5)
+    assert entries["local.retention.ms"].synonyms == [("log.local.retention.ms", "-2", 5)]
 
 
 def test_dynamic_layers_win_in_order_and_hide_synonyms_below() -> None:

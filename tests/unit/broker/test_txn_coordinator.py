@@ -236,10 +236,33 @@ async def test_verify_only_answers_per_partition_as_a_leader_needs(clock: FakeCl
     wanted = [("t", 0), ("t", 1)]
     assert h.coord.verify("tx", pid, epoch, wanted) == {("t", 0): E.none,
                                                         ("t", 1): E.invalid_txn_state}
-    assert h.coord.verify("tx", pid, epoch - 1, wanted) == dict.fromkeys(wanted, E.invalid_txn_state)
-    assert h.coord.verify("tx", pid + 1, epoch, wanted) == dict.fromkeys(wanted, E.invalid_txn_state)
+    # Kafka's handleVerifyPartitionsInTransaction: a zombie's older epoch is fenced (its
+    # leader answers INVALID_PRODUCER_EPOCH), another producer id is not this id's
+    assert h.coord.verify("tx", pid, epoch - 1, wanted) == dict.fromkeys(wanted, E.producer_fenced)
+    assert h.coord.verify("tx", pid + 1, epoch, wanted) == dict.fromkeys(
+        wanted, E.invalid_producer_id_mapping)
+    assert h.coord.verify("other", pid, epoch, wanted) == dict.fromkeys(
+        wanted, E.invalid_producer_id_mapping)
+    assert h.coord.verify_producer(pid, epoch - 1, ("t", 0)) == E.producer_fenced
+    assert h.coord.verify_producer(pid, epoch, ("t", 0)) == E.none
+    assert h.coord.verify_producer(pid + 1, epoch, ("t", 0)) == E.invalid_txn_state
     assert await h.coord.end_txn("tx", pid, epoch, True) == E.none
     assert h.coord.verify("tx", pid, epoch, wanted) == dict.fromkeys(wanted, E.invalid_txn_state)
     h.coord.unload(h.coord.partition_for("tx"))
     assert h.coord.verify("tx", pid, epoch, wanted) == dict.fromkeys(wanted, E.not_coordinator)
     assert len(h.log) == 4  # verifying writes nothing (init, add, prepare, complete)
+
+
+def test_verification_answers_become_kafkas_produce_codes() -> None:
+    """Kafka's AddPartitionsToTxnManager / ReplicaManager mapping for a produce."""
+    from strom.broker.txn.verification import produce_code
+
+    assert produce_code(E.none) == E.none
+    assert produce_code(E.producer_fenced) == E.invalid_producer_epoch  # fatal for clients
+    assert produce_code(E.invalid_producer_epoch) == E.invalid_producer_epoch
+    assert produce_code(E.invalid_txn_state) == E.invalid_txn_state
+    assert produce_code(E.transaction_abortable) == E.invalid_txn_state
+    assert produce_code(E.invalid_producer_id_mapping) == E.invalid_producer_id_mapping
+    for retriable in (E.concurrent_transactions, E.not_coordinator, E.network_exception,
+                      E.coordinator_load_in_progress, E.coordinator_not_available):
+        assert produce_code(retriable) == E.not_enough_replicas

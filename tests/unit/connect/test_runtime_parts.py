@@ -12,7 +12,8 @@ from strom.connect.config import ConfigDef, ConfigKey, at_least
 from strom.connect.file import FileStreamSinkConnector, FileStreamSourceConnector
 from strom.connect.herder import StandaloneHerder
 from strom.connect.plugins import PluginNotFound, find_connector, find_converter, plugin_list
-from strom.connect.standalone import load_connector_file, parse_properties, rest_address
+from strom.connect.standalone import load_connector_file
+from strom.connect.worker_config import parse_properties, rest_address
 
 
 def test_config_def_reports_every_problem() -> None:

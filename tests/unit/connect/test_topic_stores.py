@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -101,6 +102,50 @@ def test_status_records() -> None:
                                              "worker_id": "h:1", "generation": 4}}
     store.delete("my-conn", 0)
     assert store.tasks_of("my-conn") == {}
+
+
+class LaggingLog(FakeLog):
+    """Acknowledges at once, hands the records back only when :meth:`read` is called (the
+    reader thread's lag), interleaved with other workers' records as the broker ordered them."""
+
+    def __init__(self, on_record: Any) -> None:
+        super().__init__(on_record)
+        self.unread: list[tuple[bytes, bytes | None]] = []
+
+    def send(self, records: list[tuple[bytes, bytes | None]]) -> None:
+        self.unread += records
+
+    def read(self) -> Iterator[None]:
+        """Hand the records back one at a time (yield after each)."""
+        while self.unread:
+            key, value = self.unread.pop(0)
+            self.on_record(key, value, 0, len(self.records))
+            self.records.append((key, value))
+            yield
+
+
+def test_status_view_never_steps_back_to_a_replaced_own_write() -> None:
+    store = StatusTopicStore(LaggingLog)
+    log = store.log
+    assert isinstance(log, LaggingLog)
+    key = b"status-task-c-0"
+
+    def other(state: str) -> tuple[bytes, bytes]:
+        return key, json.dumps({"state": state, "worker_id": "other:1"}).encode()
+
+    log.unread.append(other("FAILED"))  # another worker's, before ours in the log
+    store.put_task(("c", 0), "UNASSIGNED", None, "me:1", 2)
+    store.put_task(("c", 0), "RUNNING", None, "me:1", 2)
+    assert store.tasks_of("c")[0]["state"] == "RUNNING"
+    for _ in log.read():  # FAILED, UNASSIGNED, RUNNING read back: the view stays on RUNNING
+        assert store.tasks_of("c")[0]["state"] == "RUNNING"
+    log.unread.append(other("RUNNING"))  # the task moved: a later record wins
+    list(log.read())
+    assert store.tasks_of("c")[0]["worker_id"] == "other:1"
+    store.put_task(("c", 0), "UNASSIGNED", None, "me:1", 3)
+    log.unread.append(other("PAUSED"))  # after ours in the log
+    states = [store.tasks_of("c")[0]["state"] for _ in log.read()]
+    assert states == ["UNASSIGNED", "PAUSED"]
 
 
 def test_forwarding_hops_and_unknown_leader() -> None:

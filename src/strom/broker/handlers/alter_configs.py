@@ -4,7 +4,8 @@ Configs left out of the request go back to their broker or Kafka default, as in 
 Every value is validated first (INVALID_CONFIG with the reason); with ``validate_only``
 nothing changes. Changes are persisted in the registry and reach the live logs at once.
 A BROKER resource (a broker id, or ``""`` for the cluster-wide default) gets the given configs
-as its whole dynamic set (:mod:`strom.broker.dynamic_config`); read-only ones are INVALID_CONFIG.
+as its whole dynamic set (:mod:`strom.broker.dynamic_config`), with Kafka's errors; a GROUP
+resource its whole group config set (:mod:`strom.broker.group_configs`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ async def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> Non
                 ErrorCode.invalid_request, f"Error due to duplicate config keys: {config.name}"
             )
         wanted[config.name] = config.value
+    if isinstance(target, cr.GroupTarget):  # the group's whole set (group_configs)
+        return await cr.alter_group(ctx.configs, target.group_id, wanted, validate_only)
     if isinstance(target, str):  # a broker entity; a null value leaves the config unset
         configs = {k: v for k, v in wanted.items() if v is not None}
         return await cr.alter_broker(ctx, target, configs, validate_only)

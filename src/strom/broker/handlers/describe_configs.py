@@ -6,7 +6,9 @@ STATIC_BROKER_CONFIG 4, DEFAULT_CONFIG 5); a BROKER resource named by this node'
 broker config (read-only unless dynamic), ``""`` the cluster-wide dynamic defaults alone.
 Synonyms are filled only when asked; v3+ carries each config's type (always) and its
 documentation (when asked). An unknown topic is UNKNOWN_TOPIC_OR_PARTITION for that resource
-alone; another broker's id is INVALID_REQUEST, as Kafka answers it.
+alone; another broker's id is INVALID_REQUEST, as Kafka answers it. A GROUP resource (32)
+lists the group configs (:mod:`strom.broker.group_configs`): the group's own (source
+GROUP_CONFIG 8) or the broker's / Kafka's default.
 """
 
 from __future__ import annotations
@@ -22,7 +24,11 @@ from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
 API_KEY = 32
 
 
-def _entries(ctx: RequestContext, rtype: int, name: str, keys: Any) -> list[cr.ConfigEntry]:
+async def _entries(ctx: RequestContext, rtype: int, name: str, keys: Any) -> list[cr.ConfigEntry]:
+    if rtype == cr.GROUP:
+        if not name:
+            raise KafkaError(ErrorCode.invalid_request, "Group name must not be empty")
+        return await cr.describe_group(ctx.configs, name, keys)
     if rtype == cr.TOPIC:
         info = ctx.topics.get(name)
         if info is None:
@@ -42,12 +48,12 @@ def _entries(ctx: RequestContext, rtype: int, name: str, keys: Any) -> list[cr.C
     raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {rtype}")
 
 
-def _result(ctx: RequestContext, resource: Any, synonyms: bool, docs: bool) -> Any:
+async def _result(ctx: RequestContext, resource: Any, synonyms: bool, docs: bool) -> Any:
     rtype = int(resource.resource_type)
     name = resource.resource_name
     keys = resource.configuration_keys
     try:
-        entries = _entries(ctx, rtype, name, keys)
+        entries = await _entries(ctx, rtype, name, keys)
         code, message = ErrorCode.none, None
     except Exception as exc:
         entries, code, message = [], error_code_of(exc), str(exc)
@@ -85,5 +91,5 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     docs = bool(getattr(request, "include_documentation", False))
     return ctx.respond(
         throttle_time=0,
-        results=tuple(_result(ctx, r, synonyms, docs) for r in request.resources),
+        results=tuple([await _result(ctx, r, synonyms, docs) for r in request.resources]),
     )

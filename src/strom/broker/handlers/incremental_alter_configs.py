@@ -4,7 +4,8 @@ APPEND and SUBTRACT apply to list configs only (``cleanup.policy``), starting fr
 current effective value. The resulting override set is validated as a whole (INVALID_CONFIG
 with the reason), then persisted and applied to the live logs unless ``validate_only``.
 On a BROKER resource (a broker id, or ``""`` for the cluster-wide default) the ops change that
-entity's dynamic config set (:mod:`strom.broker.dynamic_config`).
+entity's dynamic config set (:mod:`strom.broker.dynamic_config`); on a GROUP resource the
+group's configs (:mod:`strom.broker.group_configs`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ async def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> Non
     if isinstance(target, str):
         configs = await cr.incremental_broker(ctx.configs, target, ops)
         return await cr.alter_broker(ctx, target, configs, validate_only)
+    if isinstance(target, cr.GroupTarget):
+        group = await cr.incremental_group(ctx.configs, target.group_id, ops)
+        return await cr.alter_group(ctx.configs, target.group_id, group, validate_only)
     overrides = cr.validate_overrides(ctx.configs, cr.incremental(ctx.configs, target.configs, ops))
     if not validate_only:
         await cr.apply_topic_overrides(ctx.topics.registry, ctx.logs, target.name, overrides)

@@ -7,8 +7,10 @@ size, every record, producer sequence; :mod:`strom.storage.batch_validation`), s
 partition gets its error code while the others are appended. Records refused one by one (null
 keys on compacted topics, timestamps out of range) are named in ``record_errors`` with
 ``error_message`` (KIP-467). A transactional batch must belong to its producer's ongoing
-transaction with that partition added (else INVALID_TXN_STATE, KIP-890's verification): asked
-of this broker's transaction coordinator, or, when the request's transactional id is another
+transaction with that partition added (KIP-890's verification: INVALID_TXN_STATE when it is
+not, INVALID_PRODUCER_EPOCH when a newer instance fenced the producer, see
+:func:`strom.broker.txn.verification.produce_code`): asked of this broker's transaction
+coordinator, or, when the request's transactional id is another
 broker's, of that coordinator with AddPartitionsToTxn v4 (:mod:`strom.broker.txn.verification`)
 before anything is appended.
 acks=0 gets no response at all, as Kafka's protocol says. Only the partition's leader appends
@@ -108,14 +110,21 @@ def _verify_transaction(services: BrokerServices, log_: Log, topic: str, index: 
         if txn_id is not None and coordinator.ownership(txn_id) != ErrorCode.not_coordinator:
             code = produce_code(coordinator.verify(txn_id, *opens, [tp])[tp])
         elif coordinator.owns_all or coordinator.knows_producer(opens[0]):
-            code = ErrorCode.none if coordinator.is_ongoing_with(*opens, tp) \
-                else ErrorCode.invalid_txn_state
+            code = produce_code(coordinator.verify_producer(*opens, tp))
         else:
             return  # no transactional id to find its coordinator by (a raw request)
     if code != ErrorCode.none:
-        raise KafkaError(code, "Partition was not added to the transaction"
-                         if code == ErrorCode.invalid_txn_state
-                         else "The transaction coordinator could not verify the batch")  # fmt: skip
+        raise KafkaError(code, _VERIFY_MESSAGES.get(code, "The transaction coordinator "
+                                                    "refused the batch"))  # fmt: skip
+
+
+_VERIFY_MESSAGES = {
+    ErrorCode.invalid_txn_state: "Partition was not added to the transaction",
+    ErrorCode.invalid_producer_epoch: "Producer's epoch is older than the transactional id's: "
+                                      "fenced by a newer instance",
+    ErrorCode.not_enough_replicas: "Unable to verify the partition has been added to the "
+                                   "transaction",
+}  # fmt: skip
 
 
 async def _verify_remote(ctx: RequestContext, request: ProduceRequest

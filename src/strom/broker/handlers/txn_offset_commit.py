@@ -1,13 +1,13 @@
 """TxnOffsetCommit (key 28, v0–3): consumer offsets as part of a transaction.
 
 The producer must have added the group's ``__consumer_offsets`` partition with AddOffsetsToTxn
-(else INVALID_TXN_STATE; a stale epoch is PRODUCER_FENCED). The offsets are written as a
+(else INVALID_TXN_STATE; a stale epoch is INVALID_PRODUCER_EPOCH, :func:`_check`). The offsets are written as a
 transactional batch of the producer and become the group's committed offsets only when the
 COMMIT marker reaches that partition (:meth:`GroupCoordinator.complete_txn`); the request is
 answered once that batch is replicated. v3 carries the
 member id and generation (KIP-447): a zombie member of an older generation is refused. In a
-cluster the transaction state is checked only when this broker also coordinates the
-transactional id (Kafka before KIP-890 did not check it at all).
+cluster whose transaction coordinator for the id is another broker, that broker is asked
+(:mod:`strom.broker.txn.verification`), as Kafka's group coordinator does since KIP-890.
 """
 
 from __future__ import annotations
@@ -18,25 +18,32 @@ from strom.broker import dispatch
 from strom.broker.context import RequestContext
 from strom.broker.group.model import OffsetEntry
 from strom.broker.group.service import OFFSETS_TOPIC, wait_for_callback
-from strom.broker.handlers.add_partitions_to_txn import fenced_code
+from strom.broker.txn.verification import produce_code
 from strom.protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 28
 
 
-def _check(ctx: RequestContext, request: Any) -> ErrorCode:
+async def _check(ctx: RequestContext, request: Any) -> ErrorCode:
+    """KIP-890's verification of the group's ``__consumer_offsets`` partition with the
+    transaction coordinator (this broker's, or another's over AddPartitionsToTxn v4), with
+    Kafka's answers: INVALID_PRODUCER_EPOCH for a fenced producer (at every version: this API
+    never learnt PRODUCER_FENCED, and librdkafka treats only INVALID_PRODUCER_EPOCH as fatal
+    here), INVALID_TXN_STATE when the partition is not in the transaction,
+    INVALID_PRODUCER_ID_MAPPING, CONCURRENT_TRANSACTIONS, and COORDINATOR_NOT_AVAILABLE when the
+    transaction coordinator could not be asked (Kafka's group coordinator's answer)."""
     txn = ctx.transactions.active()
-    if txn.ownership(request.transactional_id) == ErrorCode.not_coordinator:
-        return ErrorCode.none  # another broker coordinates it: not verified (Kafka before KIP-890)
-    code = txn.check(request.transactional_id, int(request.producer_id),
-                     int(request.producer_epoch))  # fmt: skip
-    if code != ErrorCode.none:
-        return fenced_code(ctx, code)
-    groups = ctx.groups.active()
-    tp = (OFFSETS_TOPIC, groups.partition_for(request.group_id))
-    if not txn.is_ongoing_with(int(request.producer_id), int(request.producer_epoch), tp):
-        return ErrorCode.invalid_txn_state
-    return ErrorCode.none
+    txn_id = request.transactional_id
+    pid, epoch = int(request.producer_id), int(request.producer_epoch)
+    tp = (OFFSETS_TOPIC, ctx.groups.active().partition_for(request.group_id))
+    if txn.ownership(txn_id) != ErrorCode.not_coordinator:
+        code = txn.verify(txn_id, pid, epoch, [tp])[tp]
+        if code == ErrorCode.concurrent_transactions:
+            return code  # retried by every client as it is
+        code = produce_code(code)
+    else:
+        code = (await ctx.transactions.verifier.verify(txn, txn_id, pid, epoch, [tp]))[tp]
+    return ErrorCode.coordinator_not_available if code == ErrorCode.not_enough_replicas else code
 
 
 @dispatch.handler(API_KEY, 0, 3)
@@ -55,7 +62,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                                          p.committed_metadata or "")  # fmt: skip
     if wanted:
         try:
-            code = _check(ctx, request)
+            code = await _check(ctx, request)
             if code != ErrorCode.none:
                 codes.update({tp: code for tp in wanted})
             else:

@@ -228,14 +228,39 @@ class TransactionCoordinator:
     def verify(self, txn_id: str, producer_id: int, producer_epoch: int,
                partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:  # fmt: skip
         """AddPartitionsToTxn v4 ``verify_only`` (KIP-890), asked by a partition leader before
-        it appends a transactional batch: per partition NONE when it is in the ongoing
-        transaction of that producer (epoch), else INVALID_TXN_STATE; the ownership error
-        (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS) for all when ``txn_id`` is not here."""
+        it appends a transactional batch (Kafka's ``handleVerifyPartitionsInTransaction``): the
+        ownership error (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS) when ``txn_id`` is not
+        here; INVALID_PRODUCER_ID_MAPPING when the id owns another producer id (or none);
+        PRODUCER_FENCED for another epoch (a zombie: the leader answers its produce
+        INVALID_PRODUCER_EPOCH, which every client treats as fatal); CONCURRENT_TRANSACTIONS
+        while the transaction is being ended; else per partition NONE when it is in the ongoing
+        transaction, INVALID_TXN_STATE when not (Kafka's TRANSACTION_ABORTABLE, which a leader
+        answers INVALID_TXN_STATE to clients before transaction version 2)."""
         code = self.ownership(txn_id)
+        if code == E.none:
+            value = self.txns.get(txn_id)
+            if value is None or value.producer_id != producer_id:
+                code = E.invalid_producer_id_mapping
+            elif value.producer_epoch != producer_epoch:
+                code = E.producer_fenced
+            elif value.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                code = E.concurrent_transactions
         if code != E.none:
             return {tp: code for tp in partitions}
         return {tp: E.none if self.is_ongoing_with(producer_id, producer_epoch, tp)
                 else E.invalid_txn_state for tp in partitions}  # fmt: skip
+
+    def verify_producer(self, producer_id: int, producer_epoch: int,
+                        tp: TopicPartition) -> ErrorCode:  # fmt: skip
+        """:meth:`verify` for a batch that names no transactional id (a raw request), by its
+        producer id among the transactions loaded here."""
+        value = self.state.transaction_of(producer_id)
+        if value is None:
+            return E.invalid_txn_state
+        if value.producer_epoch != producer_epoch:
+            return E.producer_fenced
+        return E.none if self.is_ongoing_with(producer_id, producer_epoch, tp) \
+            else E.invalid_txn_state
 
     # AddPartitionsToTxn / AddOffsetsToTxn -----------------------------------------------------
     async def add_partitions(self, txn_id: str, producer_id: int, producer_epoch: int,

@@ -187,6 +187,10 @@ class TransactionStateManager:
     def knows_producer(self, producer_id: int) -> bool:
         return producer_id in self._by_pid
 
+    def transaction_of(self, producer_id: int) -> TxnValue | None:
+        """The transaction (of the transactional id) that owns ``producer_id`` now, if any."""
+        return self._by_pid.get(producer_id)
+
     @property
     def _by_pid(self) -> dict[int, TxnValue]:
         """Transactions by producer id (rebuilt when the transactions changed)."""

@@ -10,11 +10,14 @@ broker. Without it a late batch of an ended transaction (a zombie's retry after 
 opens a transaction in that partition that no coordinator will ever end, holding its last
 stable offset back for good.
 
-The leader's answer, per partition: NONE (append), INVALID_TXN_STATE (the coordinator says it
-is not part of the producer's ongoing transaction, or knows no such producer or epoch: the
-single node's answer to the same batch), NOT_ENOUGH_REPLICAS (no coordinator to ask, or it
-did not answer, is loading or is not the coordinator any more: retriable by every client, as
-Kafka maps those errors for produce).
+The leader's answer, per partition (Kafka's ``AddPartitionsToTxnManager`` and
+``ReplicaManager.appendRecords`` mapping, :func:`produce_code`): NONE (append);
+INVALID_PRODUCER_EPOCH when the coordinator says PRODUCER_FENCED (another instance bumped the
+epoch: every client treats it as fatal for a transactional producer); INVALID_TXN_STATE (the
+partition is not part of the producer's ongoing transaction); INVALID_PRODUCER_ID_MAPPING as
+is; NOT_ENOUGH_REPLICAS (retriable for every client, as Kafka maps them for produce) when there
+is no coordinator to ask, it did not answer, is loading, is not the coordinator any more or is
+ending the transaction (CONCURRENT_TRANSACTIONS).
 """
 
 from __future__ import annotations
@@ -40,9 +43,9 @@ TopicPartition = tuple[str, int]
 API_KEY = 24
 VERSION = 4
 TIMEOUT_S = 10.0
-#: the coordinator's answers that say the batch is not part of a live transaction
-_REFUSED = (E.invalid_txn_state, E.invalid_producer_id_mapping, E.producer_fenced,
-            E.invalid_producer_epoch)  # fmt: skip
+#: the coordinator's retriable answers, which older clients do not retry on a produce
+_RETRIABLE = (E.concurrent_transactions, E.network_exception, E.coordinator_load_in_progress,
+              E.coordinator_not_available, E.not_coordinator)  # fmt: skip
 
 
 class TxnVerifier:
@@ -87,9 +90,13 @@ class TxnVerifier:
 
 def produce_code(code: ErrorCode) -> ErrorCode:
     """A coordinator's verification answer as the produce error code of the partition."""
-    if code == E.none:
-        return E.none
-    return E.invalid_txn_state if code in _REFUSED else E.not_enough_replicas
+    if code == E.producer_fenced:
+        return E.invalid_producer_epoch  # what producers expect of a partition (Kafka's rule)
+    if code == E.transaction_abortable:
+        return E.invalid_txn_state  # clients before transaction version 2
+    if code in _RETRIABLE:
+        return E.not_enough_replicas
+    return code
 
 
 def _request(txn_id: str, producer_id: int, producer_epoch: int,
