@@ -21,10 +21,11 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[2] / "src"
 MAX_CIRCLE = 3
 #: The target is 10 imports of strom modules inside functions in the whole of src/strom.
-#: What is left beyond it is in packages other work is reshaping (cli/ 11, connect/ 6,
-#: spark/ 2: lazy imports of optional or heavy dependencies and of modules in a circle);
-#: lower this as they go, never raise it.
-IN_FUNCTION_BUDGET = 24
+#: Beyond it today: connect/ 6 (its REST app and SQLAlchemy are optional extras; the JDBC
+#: tasks are in a circle with their connectors), cli/ 4 and console/ 1 (optional runtimes, the
+#: test kit's processes), spark/ 2 (pyspark), and the broker's `strom serve` 3 (every
+#: `strom` command imports its option parser); lower this as they go, never raise it.
+IN_FUNCTION_BUDGET = 18
 BELOW_BROKER = ("strom.protocol", "strom.storage", "strom.metadata", "strom.replication",
                 "strom.controller")  # fmt: skip
 #: where every in-function import carries a reason comment
