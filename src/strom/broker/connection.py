@@ -50,7 +50,12 @@ from strom.protocol.messages import (
     peek_header,
     response_class,
 )
-from strom.protocol.produce_fast import VERSIONS, ResponseTemplates, SingleProduceReader
+from strom.protocol.produce_fast import (
+    VERSIONS,
+    OnePartition,
+    ResponseTemplates,
+    SingleProduceReader,
+)
 from strom.protocol.produce_request import ProduceRequest, from_kio
 from strom.protocol.produce_request import error_response as produce_error_response
 
@@ -120,7 +125,9 @@ class ConnectionCore:
         """The response frame (size prefix included) of ``response`` to ``header``'s request;
         a Fetch answer whose records stay in the files as a :class:`SplicedResponse` whose
         ``parts`` are set."""
-        if type(response) is hot_path.ProduceResponse:  # first: nearly every request
+        if type(response) is OnePartition:  # first: nearly every request
+            return self.templates.one(header[1], header[2], response)
+        if type(response) is hot_path.ProduceResponse:
             return self.templates.frame(header[1], header[2], response)
         if isinstance(response, hot_path.EncodedBody):
             return hot_path.body_frame(header.correlation_id, response)

@@ -52,7 +52,7 @@ from strom.broker.connection import CloseConnection, ConnectionCore, Invalid, Re
 from strom.broker.context import Client, RequestContext
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
 from strom.protocol.framing import FrameTooLargeError
-from strom.protocol.hot_path import ProduceResponse
+from strom.protocol.produce_fast import OnePartition
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -213,8 +213,8 @@ class KafkaConnection(asyncio.Protocol):
             response = event[1].fn(ctx, event[2])
         except Exception as exc:  # the handler boundary: every request gets an answer
             response = exc
-        if type(response) is ProduceResponse:  # nearly every request: answered right here
-            answer = self.templates.frame(header[1], header[2], response)
+        if type(response) is OnePartition:  # nearly every request: answered right here
+            answer = self.templates.one(header[1], header[2], response)
             self.handled += 1
             self.metrics.request_done(0, arrived, started, perf_counter(), 0.0)
             return answer
@@ -255,9 +255,7 @@ class KafkaConnection(asyncio.Protocol):
         api_key = header[0]
         try:
             answer: Answer = None
-            if type(response) is ProduceResponse:  # nearly every request: no other check
-                answer = self.core.templates.frame(header[1], header[2], response)
-            elif isinstance(response, Exception):
+            if isinstance(response, Exception):
                 raise response
             elif response is not None:
                 code = getattr(response, "error_code", 0)  # the top-level code of kio responses

@@ -316,6 +316,14 @@ def _suffix(version: int) -> bytes:
     return out
 
 
+class OnePartition(NamedTuple):
+    """The answer to a Produce request of one partition that was appended (no error, message,
+    record errors or leader hint): written from a template, without looking at it further."""
+
+    topic: str
+    partition: ProducePartition
+
+
 class ResponseTemplates:
     """One connection's :class:`ResponseTemplate` per (version, topic, partition), used for
     every Produce answer they fit (one topic, one partition, no error, message, record errors,
@@ -349,3 +357,14 @@ class ResponseTemplates:
                         template = self._templates[key] = ResponseTemplate(*key)
                     return template.frame(correlation_id, part[2], part[3], part[4])
         return produce_frame(version, correlation_id, response)
+
+    def one(self, version: int, correlation_id: int, answer: OnePartition) -> bytes:
+        """The frame of an :class:`OnePartition` answer (versions 3-12)."""
+        part = answer[1]
+        key = (version, answer[0], part[0])
+        template = self._templates.get(key)
+        if template is None:
+            if len(self._templates) >= self.MAX:
+                self._templates.clear()
+            template = self._templates[key] = ResponseTemplate(*key)
+        return template.frame(correlation_id, part[2], part[3], part[4])

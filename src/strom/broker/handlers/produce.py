@@ -51,6 +51,7 @@ from strom.metadata.topics import INTERNAL_TOPICS
 from strom.protocol import record_batch as rb
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
 from strom.protocol.hot_path import ProducePartition, ProduceResponse
+from strom.protocol.produce_fast import OnePartition
 from strom.protocol.produce_request import ProduceRequest
 from strom.replication.replica_manager import ReplicaManager
 from strom.storage.errors import RecordValidationError
@@ -251,7 +252,7 @@ def _topic_name(ctx: RequestContext, version: int, name: str | None,
 
 @dispatch.handler(API_KEY, 3, 13, advertise_min=0)
 def handle(ctx: RequestContext, request: ProduceRequest, remote: Remote | None = None,
-           ) -> ProduceResponse | Coroutine[Any, Any, ProduceResponse | None] | None:  # fmt: skip
+           ) -> ProduceResponse | OnePartition | Coroutine[Any, Any, Any] | None:  # fmt: skip
     """Append every partition's records and answer, at once when nothing has to wait (the
     connection then answers it without waking its task): the response, None for acks=0, or a
     coroutine giving the response once it can be given (another broker's coordinator verifies
@@ -288,12 +289,15 @@ def handle(ctx: RequestContext, request: ProduceRequest, remote: Remote | None =
         return None
     if durable or replicated:
         return _answer_later(ctx, request, responses, durable, replicated)
+    if i == 1 and not parts[0][1] and version < 13:  # one partition appended: nothing to hint
+        return _new(OnePartition, (name, parts[0]))
     if version >= LEADER_HINTS_VERSION:
         return _with_leader_hints(services, responses)
     return _new(ProduceResponse, (responses, 0, ()))
 
 
-async def _verify_then_produce(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
+async def _verify_then_produce(ctx: RequestContext, request: ProduceRequest
+                               ) -> ProduceResponse | OnePartition | None:  # fmt: skip
     remote = await _verify_remote(ctx, request) if request.acks in (0, 1, -1) else {}
     answer = handle(ctx, request, remote)
     return await answer if isinstance(answer, Coroutine) else answer
