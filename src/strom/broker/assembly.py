@@ -46,6 +46,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from strom import long_lived
 from strom.broker import dispatch, log_maintenance, meta_properties, topic_config_sync
 from strom.broker.context import Client, RequestContext
 from strom.broker.controller_channel import ControllerChannel, ControllerService
@@ -178,7 +179,8 @@ class Broker:
             return info is not None and node_id in info.replicas.get(partition, ())
 
         logs = LogManager(log_dirs, clock, config.values, Flusher())
-        doomed = logs.load(overrides, hosted)
+        with long_lived.paused():  # however many logs there are: see strom.long_lived
+            doomed = logs.load(overrides, hosted)
         self._stops.append(("logs", logs.close_all))
         self.logs_loaded = True
         configs.on_change(logs.update_broker_configs)
@@ -218,6 +220,7 @@ class Broker:
         self._stops.append(("producer ids", producer_ids.close))
         dispatch.load_handlers()
         replication.start()  # leaders and followers before any service appends
+        long_lived.added(logs.count())  # the partitions' objects: out of the collector's way
         self._stops.append(("replication", replication.stop))
         # Registered before the services start, as Kafka does: the controller (a service)
         # needs this broker among the live. Peers that connect before the listener is up retry.

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from strom import long_lived
 from strom.clock import Clock, SystemClock
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.replication.commands import LeaderAndIsr, PartitionRole, StopReplicas, UpdateMetadata
@@ -244,14 +245,18 @@ class ReplicaManager:
         if code != ErrorCode.none:
             return code, {}
         errors: dict[TopicPartition, ErrorCode] = {}
-        for role in command.partitions:
-            try:
-                err = self.become_leader_or_follower(role, command.controller_epoch,
-                                                     self.topic_configs(role.topic))  # fmt: skip
-            except Exception:
-                log.exception("LeaderAndIsr of %s-%s failed", role.topic, role.partition)
-                err = ErrorCode.kafka_storage_error
-            errors[(role.topic, role.partition)] = err
+        hosted = self.logs.count()
+        # logs made here for thousands of partitions at once: see strom.long_lived
+        with long_lived.bulk(len(command.partitions)):
+            for role in command.partitions:
+                try:
+                    err = self.become_leader_or_follower(role, command.controller_epoch,
+                                                         self.topic_configs(role.topic))  # fmt: skip
+                except Exception:
+                    log.exception("LeaderAndIsr of %s-%s failed", role.topic, role.partition)
+                    err = ErrorCode.kafka_storage_error
+                errors[(role.topic, role.partition)] = err
+            long_lived.added(max(0, self.logs.count() - hosted))
         if command.controller_id != self.node_id:  # the local leadership logs its own
             leading = sum(1 for r in command.partitions if r.leader == self.node_id)
             failed = sum(1 for e in errors.values() if e != ErrorCode.none)

@@ -88,6 +88,30 @@ def test_reader_reuses_the_layout_only_for_the_same_bytes(version: int) -> None:
 
 
 @pytest.mark.parametrize("version", pf.VERSIONS)
+def test_reader_keeps_the_layout_across_partitions(version: int) -> None:
+    """A producer writing round-robin over many partitions of one topic: each request is read
+    as kio reads it, and only the first is parsed the long way (the partition index is read,
+    not part of the remembered layout)."""
+    reader = pf.SingleProduceReader()
+    partitions = [0, 1, 9_999, 2**31 - 1, 255, 256, 7, 0]
+    for i, partition in enumerate(partitions * 3):
+        records = b"r" * (170 + i)  # lengths crossing a varint byte boundary too
+        frame = _frame(version, topics=[("t", [(partition, records)])], correlation=i)
+        assert reader.read(frame) == _expected(frame)
+    assert reader.parses == 1
+    other = _frame(version, topics=[("u", [(3, b"r" * 170)])])  # another topic: a new layout
+    assert reader.read(other) == _expected(other)
+    assert reader.parses == 2
+    short = _frame(version, topics=[("u", [(3, b"r" * 170)])])
+    # the records' length (uvarint 171 or int32), the records, the tags (flexible): cut two
+    # bytes into the partition index before them
+    cut = len(short) - 170 - (2 + 3 + 2 if version >= 9 else 4 + 2)
+    assert short[cut - 2 : cut + 2] == (3).to_bytes(4, "big")
+    assert reader.read(short[:cut]) is None
+    assert reader.read(short) == _expected(short)
+
+
+@pytest.mark.parametrize("version", pf.VERSIONS)
 def test_other_shapes_take_the_generic_path(version: int) -> None:
     two_parts = _frame(version, topics=[("t", [(0, b"a"), (1, b"b")])])
     two_topics = _frame(version, topics=[("t", [(0, b"a")]), ("u", [(0, b"b")])])
@@ -141,14 +165,14 @@ def test_truncated_and_foreign_frames_are_refused_without_raising(version: int) 
 @pytest.mark.parametrize("version", pf.VERSIONS)
 def test_response_template_writes_what_the_encoder_and_kio_write(version: int) -> None:
     rnd = random.Random(version)
-    for topic, partition in itertools.product(TOPICS, [0, 5, 2**31 - 1]):
-        template = pf.ResponseTemplate(version, topic, partition)
-        for _ in range(5):
+    for topic in TOPICS:
+        template = pf.ResponseTemplate(version, topic)  # one for every partition of the topic
+        for partition, _ in itertools.product([0, 5, 2**31 - 1, 255, 256, -1], range(5)):
             corr = rnd.randrange(-(2**31), 2**31)
             base = rnd.choice([0, 41, 2**62])
             append_time = rnd.choice([-1, 1_700_000_000_123])
             start = rnd.choice([-1, 0, 5]) if version >= 5 else -1
-            ours = template.frame(corr, base, append_time, start)
+            ours = template.frame(corr, partition, base, append_time, start)
             general = hp.produce_frame(version, corr, hp.ProduceResponse(
                 [(topic, [hp.ProducePartition(partition, 0, base, append_time, start)])]))  # fmt: skip
             assert ours == general

@@ -145,7 +145,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for wanted in request.topics:
             name = wanted.name
             topic_id = getattr(wanted, "topic_id", None)
-            if name is None and topic_id is not None and topic_id.int != 0:
+            # by id whenever the id is set (Kafka's rule): Java's admin client sends the
+            # name as "" rather than null with it
+            if topic_id is not None and topic_id.int != 0:
                 info = known.by_id(topic_id)
                 topics.append(
                     topic_metadata(ctx, info)
