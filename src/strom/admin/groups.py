@@ -10,7 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import (
+    ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
+    ConsumerGroupType,
+    TopicPartition,
+)
 
 from strom.admin.errors import InvalidInputError, NotFoundError, RefusedError
 from strom.admin.offsets import Key, at_time, end_offsets, log_starts
@@ -100,8 +105,11 @@ class OffsetRow:
 
 
 def list_groups(session: Session, state: str | None = None) -> list[GroupListing]:
-    """Every group (only those in ``state``, Kafka's spelling, if given), by id."""
-    kwargs: dict[str, object] = {"request_timeout": session.timeout}
+    """Every consumer group (only those in ``state``, Kafka's spelling, if given), by id:
+    classic and consumer groups, as kafka-consumer-groups.sh lists them (share groups are
+    :mod:`strom.admin.share_groups`')."""
+    kwargs: dict[str, object] = {"request_timeout": session.timeout,
+                                 "types": {ConsumerGroupType.CLASSIC, ConsumerGroupType.CONSUMER}}
     if state:
         kwargs["states"] = {parse_state(state)}
     result = session.wait(session.admin.list_consumer_groups(**kwargs), "cannot list groups")

@@ -208,7 +208,6 @@ def test_fetch_response_matches_kio(version: int, case: int) -> None:
 @pytest.mark.parametrize("flexible", [False, True])
 @pytest.mark.parametrize("corr", [0, 1, -1, 2**31 - 1, -(2**31)])
 def test_response_header_matches_kio(flexible: bool, corr: int) -> None:
-    import io
 
     from kio.schema.response_header.v0.header import ResponseHeader as V0
     from kio.schema.response_header.v1.header import ResponseHeader as V1
@@ -219,12 +218,3 @@ def test_response_header_matches_kio(flexible: bool, corr: int) -> None:
     cls = V1 if flexible else V0
     entity_writer(cls)(buf, cls(correlation_id=i32(corr)))
     assert hp.response_header(corr, flexible) == buf.getvalue()
-
-
-@pytest.mark.parametrize("value", [0, 1, 127, 128, 16383, 16384, 2**21, 2**31 - 1])
-def test_uvarint(value: int) -> None:
-    from kio.serial.writers import write_unsigned_varint
-
-    buf = io.BytesIO()
-    write_unsigned_varint(buf, value)
-    assert hp.uvarint(value) == buf.getvalue()

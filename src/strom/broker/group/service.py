@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from strom.broker import internal_topics
 from strom.broker.group.coordinator import CoordinatorConfig, GroupCoordinator
@@ -43,6 +44,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 OFFSETS_TOPIC = internal_topics.OFFSETS_TOPIC
 T = TypeVar("T")
+_KEY_TYPE = struct.Struct(">h")
+#: replay(key, value) of another group type's record in __consumer_offsets
+Replay = Callable[[bytes, "bytes | None"], None]
+
+
+class OffsetsPartitionListener(Protocol):
+    def on_unloaded(self, partition: int) -> None:
+        """This coordinator no longer serves the groups of ``partition`` of __consumer_offsets."""
 
 
 class AsyncioTimers:
@@ -70,6 +79,11 @@ class GroupService:
         self.coordinator: GroupCoordinator | None = None
         # tasks waiting for the high watermark to pass an acks=-1 append
         self._replicating: set[asyncio.Task[None]] = set()
+        #: the coordinators of other group types keeping records in __consumer_offsets (share
+        #: groups, KIP-848's consumer groups): record type (the key's int16) -> their replay,
+        #: called in log order while a partition loads; and who hears of partitions unloaded
+        self.record_types: dict[int, Replay] = {}
+        self.partition_listeners: list[OffsetsPartitionListener] = []
 
     def active(self) -> GroupCoordinator:
         """The coordinator; COORDINATOR_NOT_AVAILABLE before the service started."""
@@ -129,6 +143,8 @@ class GroupService:
         coord = self.coordinator
         if coord is not None and partition < coord.config.offsets_partitions:
             coord.unload_partition(partition)
+            for listener in self.partition_listeners:
+                listener.on_unloaded(partition)
 
     def _load(self, partition: int) -> None:
         """Replay ``partition`` of ``__consumer_offsets`` (this broker now leads it) up to its
@@ -145,8 +161,12 @@ class GroupService:
                         coord.complete_txn(entry.header.producer_id, entry.marker.commit)
                     continue
                 assert entry.key is not None
+                other = self.record_types.get(_KEY_TYPE.unpack_from(entry.key)[0]
+                                              if len(entry.key) >= 2 else -1)  # fmt: skip
                 try:
-                    if entry.header.is_transactional:
+                    if other is not None:
+                        other(entry.key, entry.value)
+                    elif entry.header.is_transactional:
                         coord.replay_txn_offset(entry.header.producer_id, entry.key, entry.value)
                     else:
                         coord.replay(entry.key, entry.value)
@@ -156,6 +176,12 @@ class GroupService:
                                 OFFSETS_TOPIC, partition, entry.offset, exc)  # fmt: skip
         coord.finish_loading(partition)
         log.debug("replayed %d records of %s-%d", count, OFFSETS_TOPIC, partition)
+
+    def append_records(self, group_id: str, records: list[tuple[bytes, bytes | None]],
+                       done: AppendDone | None = None) -> None:
+        """Append records of another group type (see :attr:`record_types`) to the partition of
+        ``group_id``, as the coordinator's own appends (``done``: acks=-1, see :meth:`_write`)."""
+        self._append(self.active().partition_for(group_id), records, done)
 
     def _append(self, partition: int, records: list[tuple[bytes, bytes | None]],
                 done: AppendDone | None = None) -> None:  # fmt: skip

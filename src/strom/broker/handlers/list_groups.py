@@ -1,5 +1,6 @@
 """ListGroups (key 16, v0–5): every group this coordinator knows, with its state (v4+), filtered
-by state (v4+, case-insensitive) and type (v5+: all groups here are ``classic``)."""
+by state (v4+, case-insensitive) and type (v5+: ``classic``, or ``share`` for share groups,
+whose protocol type is ``share`` as in Kafka)."""
 
 from __future__ import annotations
 
@@ -37,4 +38,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 group_type="classic",
             )
         )
+    if not types or "share" in types:
+        for share in list(ctx.shares.groups.groups.values()):
+            if coord.not_here(share.group_id) is not None:
+                continue
+            if states and share.state.lower() not in states:
+                continue
+            groups.append(ctx.make("ListedGroup", group_id=share.group_id, protocol_type="share",
+                                   group_state=share.state, group_type="share"))  # fmt: skip
     return ctx.respond(throttle_time=0, error_code=ErrorCode.none, groups=tuple(groups))
