@@ -21,8 +21,8 @@ connection closes), and decodes each frame into one event:
 
 :meth:`ConnectionCore.encode` turns a handler's response into the response frame: ``kio``
 entities, and the plain tuples of :mod:`strom.protocol.hot_path` (Produce answers through the
-connection's response templates, Fetch answers as parts with file regions for ``sendfile``,
-cached Metadata bodies). Responses are in request order because the transport
+connection's response templates, Fetch answers as parts: records read into memory not
+copied again, file regions for ``sendfile``; cached Metadata bodies). Responses are in request order because the transport
 (:mod:`strom.broker.server`) hands requests to their handlers one at a time, as Kafka mutes a
 channel while a request is in flight.
 """
@@ -121,10 +121,12 @@ class ConnectionCore:
             request = from_kio(request)
         return Request(header, spec, request)
 
-    def encode(self, header: RequestHeader, response: Any) -> bytes | zero_copy.SplicedResponse:
-        """The response frame (size prefix included) of ``response`` to ``header``'s request;
-        a Fetch answer whose records stay in the files as a :class:`SplicedResponse` whose
-        ``parts`` are set."""
+    def encode(self, header: RequestHeader,
+               response: Any) -> bytes | list[bytes] | zero_copy.SplicedResponse:  # fmt: skip
+        """The response frame (size prefix included) of ``response`` to ``header``'s request:
+        bytes, or a list of bytes to write in order for a Fetch answer holding large records
+        (not copied into one buffer); a Fetch answer whose records stay in the files as a
+        :class:`SplicedResponse` whose ``parts`` are set."""
         if type(response) is OnePartition:  # first: nearly every request
             return self.templates.one(header[1], header[2], response)
         if type(response) is hot_path.ProduceResponse:
@@ -132,8 +134,9 @@ class ConnectionCore:
         if isinstance(response, hot_path.EncodedBody):
             return hot_path.body_frame(header.correlation_id, response)
         if isinstance(response, hot_path.FetchResponse):
-            return b"".join(hot_path.fetch_frame(header.api_version, header.correlation_id,
-                                                 response))  # fmt: skip
+            parts = hot_path.fetch_frame(header.api_version, header.correlation_id, response)
+            # large records stay parts of their own (written as they are, not copied)
+            return parts[0] if len(parts) == 1 else parts
         if isinstance(response, zero_copy.SplicedResponse):
             try:
                 response.parts = hot_path.fetch_frame(header.api_version, header.correlation_id,

@@ -64,7 +64,9 @@ _connection_ids = itertools.count(1)
 MAX_QUEUED_REQUESTS = 64
 COALESCE_BYTES = 256 * 1024
 _new = tuple.__new__  # a NamedTuple from a plain tuple (per request: no keyword handling)
-Answer = bytes | zero_copy.SplicedResponse | None
+#: a frame, a frame in parts (a Fetch answer's large records, not copied), a frame whose records
+#: stay in the files, or no answer
+Answer = bytes | list[bytes] | zero_copy.SplicedResponse | None
 
 
 class Pending:
@@ -347,6 +349,10 @@ class KafkaConnection(asyncio.Protocol):
                     if isinstance(answer, zero_copy.SplicedResponse):
                         answer.close()
                     return
+                if type(answer) is list:
+                    self.flush()
+                    self.transport.writelines(answer)  # no join: uvloop writes them vectored
+                    continue
                 if isinstance(answer, zero_copy.SplicedResponse):
                     self.flush()
                     await self.send_spliced(answer)
