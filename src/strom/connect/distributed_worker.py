@@ -20,8 +20,10 @@ from pathlib import Path
 
 from strom.connect.distributed import DistributedHerder
 from strom.connect.eos import WORKER_MODES
+from strom.connect.forward import use_tls, worker_url
 from strom.connect.group_protocol import MODES
 from strom.connect.membership import GroupMember
+from strom.connect.rest_security import rest_security
 from strom.connect.standalone import ClusterId
 from strom.connect.topic_log import OnRecord, TopicLog, TopicLogError
 from strom.connect.topic_stores import ConfigTopicStore, OffsetTopicStore, StatusTopicStore
@@ -32,6 +34,7 @@ from strom.connect.worker_config import (
     parse_properties,
     rest_address,
 )
+from strom.security.web_tls import serve_with
 
 LOG = logging.getLogger("strom.connect.worker")
 REQUIRED = ("group.id", "config.storage.topic", "offset.storage.topic", "status.storage.topic")
@@ -90,7 +93,7 @@ def build_herder(worker: dict[str, str]) -> tuple[DistributedHerder, str, int]:
                          rebalance_timeout_ms=_int(worker, "rebalance.timeout.ms", 60000),
                          client_id=f"connect-{worker_id}")
     herder = DistributedHerder(
-        worker_id, f"http://{adv_host}:{adv_port}/", worker, member=member, mode=mode,
+        worker_id, worker_url(worker_id) + "/", worker, member=member, mode=mode,
         heartbeat_interval_ms=_int(worker, "heartbeat.interval.ms", 3000),
         max_delay_ms=_int(worker, "scheduled.rebalance.max.delay.ms", 300000),
         offsets=offsets, configs=configs, statuses=statuses)
@@ -104,16 +107,20 @@ def run_distributed(worker_file: Path) -> int:
     from strom.connect.rest import build_app
 
     worker = parse_properties(worker_file.read_text(encoding="utf-8"))
+    security = rest_security(worker)
+    use_tls(security.client_ssl)  # before the herder: its URL and worker calls use it
     herder, host, port = build_herder(worker)
     check_listen(host, port)
     try:
         herder.start()
     except TopicLogError as exc:
         raise WorkerConfigError(str(exc)) from None
-    app = build_app(herder, ClusterId(worker["bootstrap.servers"]))
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
-                                           access_log=False, lifespan="off"))
+    app = build_app(herder, ClusterId(worker["bootstrap.servers"]), security.basic_auth)
+    server = uvicorn.Server(serve_with(
+        uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
+                       lifespan="off"), security.server_ssl))
     LOG.info("distributed worker %s started (group %s)", herder.worker_id, worker["group.id"])
+    LOG.info("%s", security.describe(host, port))
     for sig in (signal.SIGTERM, signal.SIGINT):  # see standalone.run_standalone
         signal.signal(sig, lambda *_: None)
     try:

@@ -1,0 +1,159 @@
+"""Connect's REST API with a login: Kafka Connect's basic auth extension, HTTPS and mTLS, on
+real standalone workers configured with Kafka Connect's names and a CA made by the test."""
+
+from __future__ import annotations
+
+import ssl
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from strom.testing.ca import LocalCA
+from strom.testing.connect import ConnectWorkerProcess
+from tests.integration.cli_helpers import assert_clean_error, strom
+from tests.integration.clients import create_topic
+from tests.integration.connect_helpers import connect_broker, wait_for
+
+EXTENSION = "org.apache.kafka.connect.rest.basic.auth.extension.BasicAuthSecurityRestExtension"
+MODULE = "org.apache.kafka.connect.rest.basic.auth.extension.PropertyFileLoginModule"
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    yield from connect_broker(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def ca(tmp_path_factory: pytest.TempPathFactory) -> LocalCA:
+    return LocalCA(tmp_path_factory.mktemp("ca"))
+
+
+def jaas_files(folder: Path) -> Path:
+    """A JAAS file in Kafka's syntax (with a comment) naming a users file of two users."""
+    users = folder / "users.properties"
+    users.write_text("# Kafka Connect REST users\nalice: alice-secret\nbob=bob:secret\n")
+    jaas = folder / "connect_jaas.conf"
+    jaas.write_text(f'// the REST login\nKafkaConnect {{\n  {MODULE} required\n'
+                    f'  file="{users}";\n}};\n')
+    return jaas
+
+
+def test_basic_auth_refuses_without_right_credentials(broker: Any, tmp_path: Path,
+                                                      topic_name: str) -> None:
+    jaas = jaas_files(tmp_path)
+    worker = ConnectWorkerProcess(
+        tmp_path / "w", broker.bootstrap, settings={"rest.extension.classes": EXTENSION},
+        env={"KAFKA_OPTS": f"-Xmx1g -Djava.security.auth.login.config={jaas}"})
+    worker.start()
+    try:
+        for auth in (None, ("alice", "wrong"), ("mallory", "alice-secret"), ("alice", "")):
+            status, body = worker.request("GET", "/connectors", auth=auth)
+            assert (status, body) == (401, "User cannot access the resource."), auth
+        # a refused write changes nothing
+        config = {"connector.class": "FileStreamSink", "tasks.max": "1", "topics": topic_name,
+                  "file": str(tmp_path / "out.txt")}
+        assert worker.request("POST", "/connectors", {"name": "s", "config": config},
+                              auth=("bob", "wrong"))[0] == 401
+        assert worker.request("GET", "/connectors", auth=("alice", "alice-secret")) == (200, [])
+        # a password holding ':' (only the first colon separates user from password)
+        create_topic(broker.bootstrap, topic_name, partitions=1)
+        status, _ = worker.request("POST", "/connectors", {"name": "s", "config": config},
+                                   auth=("bob", "bob:secret"))
+        assert status == 201
+        assert worker.request("GET", "/connectors", auth=("alice", "alice-secret")) == (200, ["s"])
+        assert "REST API on http://127.0.0.1" in worker.log_tail(100)
+        assert "basic auth" in worker.log_tail(100)
+    finally:
+        worker.stop()
+
+
+def test_without_login_says_so(broker: Any, tmp_path: Path) -> None:
+    worker = ConnectWorkerProcess(tmp_path / "w", broker.bootstrap)
+    worker.start()
+    try:
+        assert worker.request("GET", "/connectors") == (200, [])
+        wait_for(lambda: "without a login" in worker.log_tail(100), "the start-up line")
+    finally:
+        worker.stop()
+
+
+def test_https_with_client_certificates_and_basic_auth(broker: Any, ca: LocalCA,
+                                                       tmp_path: Path) -> None:
+    server = ca.issue("connect", hosts=("127.0.0.1",), key_password="kp")
+    client = ca.issue("operator", client=True)
+    stranger_ca = LocalCA(tmp_path / "other")
+    stranger = stranger_ca.issue("stranger", client=True)
+    jaas = jaas_files(tmp_path)
+    settings = {
+        "rest.extension.classes": EXTENSION,
+        "java.security.auth.login.config": str(jaas),
+        "listeners.https.ssl.keystore.type": "PEM",
+        "listeners.https.ssl.keystore.location": str(server.keystore),
+        "listeners.https.ssl.key.password": "kp",
+        "listeners.https.ssl.truststore.type": "PEM",
+        "listeners.https.ssl.truststore.location": str(ca.ca_file),
+        "listeners.https.ssl.client.auth": "required",
+    }
+
+    def context(cert: Any = None) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(ca.ca_file))
+        if cert is not None:
+            ctx.load_cert_chain(str(cert.cert), str(cert.key))
+        return ctx
+
+    worker = ConnectWorkerProcess(tmp_path / "w", broker.bootstrap, settings=settings,
+                                  scheme="https", client_ssl=context(client))
+    worker.start()
+    try:
+        assert worker.request("GET", "/connectors", auth=("alice", "alice-secret")) == (200, [])
+        assert worker.request("GET", "/connectors")[0] == 401  # certificate alone: not enough
+        # no client certificate, or one from another CA: the TLS handshake fails
+        for ctx in (context(), context(stranger)):
+            with pytest.raises((ssl.SSLError, urllib.error.URLError, ConnectionError)):
+                urllib.request.urlopen(worker.url + "/connectors", timeout=10, context=ctx)
+        # plain http on the https port gets nothing served
+        with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):
+            urllib.request.urlopen(f"http://127.0.0.1:{worker.port}/connectors", timeout=10)
+        assert "client certificates required" in worker.log_tail(100)
+    finally:
+        worker.stop()
+
+
+def test_https_pkcs12_keystore(broker: Any, ca: LocalCA, tmp_path: Path) -> None:
+    server = ca.issue("connect12", hosts=("127.0.0.1",))
+    store = ca.pkcs12(server, "connect12", "storepass")
+    settings = {"ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(store),
+                "ssl.keystore.password": "storepass"}
+    worker = ConnectWorkerProcess(tmp_path / "w", broker.bootstrap, settings=settings,
+                                  scheme="https",
+                                  client_ssl=ssl.create_default_context(cafile=str(ca.ca_file)))
+    worker.start()
+    try:
+        status, body = worker.request("GET", "/")
+        assert status == 200 and body["version"]
+    finally:
+        worker.stop()
+
+
+def test_bad_security_settings_are_one_line(broker: Any, tmp_path: Path) -> None:
+    cases = [
+        ({"rest.extension.classes": EXTENSION}, "needs a JAAS file"),
+        ({"rest.extension.classes": "com.example.Other"}, "unsupported com.example.Other"),
+        ({"listeners": "https://127.0.0.1:1"}, "TLS needs a key store"),
+        ({"rest.extension.classes": EXTENSION,
+          "java.security.auth.login.config": str(tmp_path / "missing.conf")}, "cannot read"),
+    ]
+    for extra, expected in cases:
+        props = {"bootstrap.servers": broker.bootstrap, "listeners": "http://127.0.0.1:0",
+                 "offset.storage.file.filename": str(tmp_path / "o"),
+                 "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+                 "value.converter": "org.apache.kafka.connect.storage.StringConverter",
+                 **extra}
+        path = tmp_path / "worker.properties"
+        path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        line = assert_clean_error(strom("connect", "standalone", str(path), timeout=30))
+        assert expected in line, line
