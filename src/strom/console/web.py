@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode
 
 from starlette.requests import Request
@@ -15,6 +15,9 @@ from strom.admin.errors import InvalidInputError
 from strom.console.cluster import Cluster
 from strom.console.connectors import ConnectClient
 from strom.console.throughput import ThroughputSampler
+
+if TYPE_CHECKING:
+    from strom.console.auth import Login
 
 HERE = Path(__file__).parent
 
@@ -28,9 +31,15 @@ class Console:
     read_only: bool = False
     connect: ConnectClient | None = None
     sampler: ThroughputSampler | None = None
+    login: Login | None = None  # None: no login (see strom.console.auth)
 
     def page(self, request: Request, template: str, /, status: int = 200,
              **context: Any) -> Response:
+        if self.login is not None:  # the signed-in user and the CSRF token the forms carry
+            from strom.console.auth import csrf_token
+
+            context.setdefault("user", getattr(request.state, "user", None))
+            context.setdefault("csrf_token", csrf_token(request.session))
         context.setdefault("read_only", self.read_only)
         context.setdefault("connect", self.connect is not None)
         context.setdefault("bootstrap", self.cluster.bootstrap)

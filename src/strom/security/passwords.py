@@ -48,7 +48,9 @@ def hash_password(password: str, *, ln: int = DEFAULT_LN, r: int = DEFAULT_R,
 
 def check_hash(text: str) -> bool:
     m = _HASH.match(text)
-    return bool(m) and 1 <= int(m.group(1)) <= 20 and int(m.group(2)) >= 1 and int(m.group(3)) >= 1
+    if m is None:
+        return False
+    return 1 <= int(m.group(1)) <= 20 and int(m.group(2)) >= 1 and int(m.group(3)) >= 1
 
 
 def verify_password(password: str, hashed: str) -> bool:
