@@ -23,6 +23,7 @@ from strom.connect.eos import WORKER_MODES
 from strom.connect.forward import use_tls, worker_url
 from strom.connect.group_protocol import MODES
 from strom.connect.membership import GroupMember
+from strom.connect.rest import build_app
 from strom.connect.rest_security import rest_security
 from strom.connect.standalone import ClusterId
 from strom.connect.topic_log import OnRecord, TopicLog, TopicLogError
@@ -103,8 +104,6 @@ def build_herder(worker: dict[str, str]) -> tuple[DistributedHerder, str, int]:
 
 def run_distributed(worker_file: Path) -> int:
     import uvicorn
-
-    from strom.connect.rest import build_app
 
     worker = parse_properties(worker_file.read_text(encoding="utf-8"))
     security = rest_security(worker)

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, urlsplit
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
@@ -173,28 +174,28 @@ class LoginGate:
         return replay
 
 
-def routes(login: Login) -> list[Route]:
-    from strom.console.web import console
+def _page(request: Request, status: int = 200, **context: Any) -> Response:
+    return request.app.state.console.page(  # type: ignore[no-any-return]
+        request, "login.html", status=status, **context)
 
+
+def routes(login: Login) -> list[Route]:
     async def login_page(request: Request) -> Response:
         session = request.session
         if request.method == "GET":
             if login.user_of(session) is not None:
                 return RedirectResponse(_safe_next(request.query_params.get("next")), 303)
-            return console(request).page(request, "login.html",
-                                         next=_safe_next(request.query_params.get("next")),
-                                         csrf_token=csrf_token(session), failed=False)
+            return _page(request, next=_safe_next(request.query_params.get("next")),
+                         csrf_token=csrf_token(session), failed=False)
         fields = dict(parse_qsl((await request.body()).decode("utf-8", errors="replace"),
                                 keep_blank_values=True))
         name, password = fields.get("username", ""), fields.get("password", "")
         target = _safe_next(fields.get("next"))
-        from starlette.concurrency import run_in_threadpool
-
         if not await run_in_threadpool(login.users.authenticate, name, password):
             client = request.client.host if request.client else "?"
             LOG.warning("console login failed for user %r from %s", name, client)
-            return console(request).page(request, "login.html", status=401, next=target,
-                                         csrf_token=csrf_token(session), failed=True)
+            return _page(request, status=401, next=target, csrf_token=csrf_token(session),
+                         failed=True)
         session.clear()
         session["sid"] = login.start_session(name)
         session["csrf"] = secrets.token_urlsafe(32)  # a new token for the new session

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from strom.admin.errors import InvalidInputError
+from strom.security.passwords import PasswordFileError, set_user
 
 HELP = "serve the web console"
 REQUIRED = ("starlette", "uvicorn", "jinja2")
@@ -49,8 +50,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def add_user(path: Path, name: str) -> int:
     """``--add-user``: one user into the users file, no broker needed."""
-    from strom.security.passwords import PasswordFileError, set_user
-
     if sys.stdin.isatty():
         password = getpass.getpass(f"password for {name}: ")
         if getpass.getpass("again: ") != password:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 from starlette.requests import Request
@@ -12,12 +12,10 @@ from starlette.responses import RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
 from strom.admin.errors import InvalidInputError
+from strom.console.auth import Login, csrf_token
 from strom.console.cluster import Cluster
 from strom.console.connectors import ConnectClient
 from strom.console.throughput import ThroughputSampler
-
-if TYPE_CHECKING:
-    from strom.console.auth import Login
 
 HERE = Path(__file__).parent
 
@@ -36,8 +34,6 @@ class Console:
     def page(self, request: Request, template: str, /, status: int = 200,
              **context: Any) -> Response:
         if self.login is not None:  # the signed-in user and the CSRF token the forms carry
-            from strom.console.auth import csrf_token
-
             context.setdefault("user", getattr(request.state, "user", None))
             context.setdefault("csrf_token", csrf_token(request.session))
         context.setdefault("read_only", self.read_only)
