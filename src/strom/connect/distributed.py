@@ -23,6 +23,7 @@ import threading
 import time
 from typing import Any
 
+from strom.connect import client_configs
 from strom.connect import offsets as offsets_api
 from strom.connect.assignor import EagerAssignor, IncrementalCooperativeAssignor, config_mismatch
 from strom.connect.dist_runtime import DistributedRuntime
@@ -372,7 +373,7 @@ class DistributedHerder(DistributedRuntime):
                 raise RestError(400, offsets_api.NOT_STOPPED)
             self._leader_only("Only the leader can process external offsets modification "
                               "requests")
-        bootstrap = self.worker_config.get("bootstrap.servers", "localhost:9092")
+        bootstrap = client_configs.admin_client(self.worker_config)
         kind = self._type(config)
         try:
             if method == "GET":

@@ -18,6 +18,7 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
+from strom.connect.client_configs import worker_client, worker_wire_security
 from strom.connect.distributed import DistributedHerder
 from strom.connect.eos import WORKER_MODES
 from strom.connect.forward import use_tls, worker_url
@@ -76,13 +77,15 @@ def build_herder(worker: dict[str, str]) -> tuple[DistributedHerder, str, int]:
     worker_id = f"{adv_host}:{adv_port}"
     bootstrap = worker.setdefault("bootstrap.servers", "localhost:9092")
     group = worker["group.id"].strip()
+    clients = worker_client(worker)  # the worker's own clients: its top-level security
 
     def maker(kind: str, partitions: int) -> Callable[[OnRecord], TopicLog]:
         topic = worker[f"{kind}.storage.topic"].strip()
         replication = _int(worker, f"{kind}.storage.replication.factor", 3)
         return lambda on_record: TopicLog(
             bootstrap, topic, partitions=partitions, replication=replication,
-            client_id=f"{group}-{kind}s-{worker_id}", on_record=on_record)
+            client_id=f"{group}-{kind}s-{worker_id}", on_record=on_record,
+            client_config=clients)
 
     offsets = OffsetTopicStore(maker("offset", _int(worker, "offset.storage.partitions", 25)))
     statuses = StatusTopicStore(maker("status", _int(worker, "status.storage.partitions", 5)))
@@ -92,7 +95,8 @@ def build_herder(worker: dict[str, str]) -> tuple[DistributedHerder, str, int]:
     member = GroupMember(bootstrap, group,
                          session_timeout_ms=_int(worker, "session.timeout.ms", 10000),
                          rebalance_timeout_ms=_int(worker, "rebalance.timeout.ms", 60000),
-                         client_id=f"connect-{worker_id}")
+                         client_id=f"connect-{worker_id}",
+                         security=worker_wire_security(worker))
     herder = DistributedHerder(
         worker_id, worker_url(worker_id) + "/", worker, member=member, mode=mode,
         heartbeat_interval_ms=_int(worker, "heartbeat.interval.ms", 3000),
@@ -114,7 +118,7 @@ def run_distributed(worker_file: Path) -> int:
         herder.start()
     except TopicLogError as exc:
         raise WorkerConfigError(str(exc)) from None
-    app = build_app(herder, ClusterId(worker["bootstrap.servers"]), security.basic_auth)
+    app = build_app(herder, ClusterId(worker_client(worker)), security.basic_auth)
     server = uvicorn.Server(serve_with(
         uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
                        lifespan="off"), security.server_ssl))

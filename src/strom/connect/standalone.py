@@ -17,8 +17,10 @@ import logging
 import signal
 import threading
 from pathlib import Path
+from typing import Any
 
 from strom.connect.backing import FileOffsetBackingStore, MemoryConfigBackingStore
+from strom.connect.client_configs import worker_client
 from strom.connect.herder import RestError, StandaloneHerder
 from strom.connect.rest import build_app
 from strom.connect.rest_security import rest_security
@@ -55,16 +57,16 @@ def load_connector_file(path: Path) -> tuple[str, dict[str, str]]:
 class ClusterId:
     """The Kafka cluster id for ``GET /``, looked up once in the background."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, client: dict[str, Any]) -> None:
         self.value: str | None = None
-        self.bootstrap = bootstrap
+        self.client = client
         threading.Thread(target=self._lookup, daemon=True).start()
 
     def _lookup(self) -> None:
         from confluent_kafka.admin import AdminClient
 
         try:
-            admin = AdminClient({"bootstrap.servers": self.bootstrap})
+            admin = AdminClient(dict(self.client))
             self.value = admin.list_topics(timeout=10).cluster_id
         except Exception as exc:  # noqa: BLE001 - stays null, as a worker without a cluster
             LOG.warning("cluster id lookup failed: %s", exc)
@@ -98,7 +100,7 @@ def run_standalone(worker_file: Path, connector_files: list[Path]) -> int:
         except RestError as exc:
             herder.shutdown()
             raise WorkerConfigError(f"connector {name}: {exc.message}") from None
-    app = build_app(herder, ClusterId(worker["bootstrap.servers"]), security.basic_auth)
+    app = build_app(herder, ClusterId(worker_client(worker)), security.basic_auth)
     server = uvicorn.Server(serve_with(
         uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
                        lifespan="off"), security.server_ssl))

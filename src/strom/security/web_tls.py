@@ -67,7 +67,7 @@ def _store_type(conf: Mapping[str, str], key: str) -> str:
     return kind
 
 
-def _pkcs12_key_and_chain(data: bytes, password: bytes | None, key: str) -> bytes:
+def pkcs12_key_and_chain(data: bytes, password: bytes | None, key: str) -> bytes:
     """A PKCS12 key store as PEM: the unencrypted private key, then the certificates."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.serialization import pkcs12
@@ -85,7 +85,7 @@ def _pkcs12_key_and_chain(data: bytes, password: bytes | None, key: str) -> byte
     return pem
 
 
-def _pkcs12_certificates(data: bytes, password: bytes | None, key: str) -> str:
+def pkcs12_certificates(data: bytes, password: bytes | None, key: str) -> str:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.serialization import pkcs12
 
@@ -112,6 +112,17 @@ def _private_file(data: bytes) -> Iterator[str]:
         yield path
 
 
+def load_key_and_chain(ctx: ssl.SSLContext, pem: bytes, password: bytes | None,
+                       where: str) -> None:
+    """A PEM private key and certificate chain, from memory (module doc: a private file)."""
+    with _private_file(pem) as path:
+        try:
+            ctx.load_cert_chain(path, password=password)
+        except ssl.SSLError as exc:
+            raise TlsConfigError(f"{where}: cannot load the key and certificate chain "
+                                 f"({exc.reason or exc}; is the key password right?)") from None
+
+
 def _load_keystore(ctx: ssl.SSLContext, conf: Mapping[str, str]) -> None:
     kind = _store_type(conf, "ssl.keystore.type")
     key_password = _password(conf, "ssl.key.password")
@@ -125,7 +136,7 @@ def _load_keystore(ctx: ssl.SSLContext, conf: Mapping[str, str]) -> None:
                + conf["ssl.keystore.certificate.chain"].strip() + "\n").encode()
         where = "ssl.keystore.certificate.chain"
     elif kind == "PKCS12":
-        pem = _pkcs12_key_and_chain(_read(conf, "ssl.keystore.location"),
+        pem = pkcs12_key_and_chain(_read(conf, "ssl.keystore.location"),
                                     _password(conf, "ssl.keystore.password"),
                                     "ssl.keystore.location")
         key_password = None
@@ -133,12 +144,7 @@ def _load_keystore(ctx: ssl.SSLContext, conf: Mapping[str, str]) -> None:
     else:
         pem = _read(conf, "ssl.keystore.location")
         where = "ssl.keystore.location"
-    with _private_file(pem) as path:
-        try:
-            ctx.load_cert_chain(path, password=key_password)
-        except ssl.SSLError as exc:
-            raise TlsConfigError(f"{where}: cannot load the key and certificate chain "
-                                 f"({exc.reason or exc}; is ssl.key.password right?)") from None
+    load_key_and_chain(ctx, pem, key_password, where)
 
 
 def _load_truststore(ctx: ssl.SSLContext, conf: Mapping[str, str]) -> bool:
@@ -150,7 +156,7 @@ def _load_truststore(ctx: ssl.SSLContext, conf: Mapping[str, str]) -> bool:
         where = "ssl.truststore.location"
         data = _read(conf, where)
         if _store_type(conf, "ssl.truststore.type") == "PKCS12":
-            cadata = _pkcs12_certificates(data, _password(conf, "ssl.truststore.password"),
+            cadata = pkcs12_certificates(data, _password(conf, "ssl.truststore.password"),
                                           where)
         else:
             cadata = data.decode("ascii", errors="replace")
