@@ -71,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
         if not args.users_file:
             raise InvalidInputError("--add-user needs --users-file FILE")
         return add_user(Path(args.users_file), args.add_user)
-    missing = [name for name in REQUIRED if importlib.util.find_spec(name) is None]
+    needed = (*REQUIRED, "itsdangerous") if args.users_file else REQUIRED  # the session cookie
+    missing = [name for name in needed if importlib.util.find_spec(name) is None]
     if missing:
         raise InvalidInputError(f"strom console needs the 'console' extra (pip install "
                                 f"'strom[console]'): {', '.join(missing)} not installed")
