@@ -10,6 +10,7 @@ from strom.broker.server import KafkaConnection
 
 if TYPE_CHECKING:
     from strom.broker.services import BrokerServices
+    from strom.security.listeners import ListenerSpec
 
 
 async def drain(connections: set[KafkaConnection], timeout: float, grace: float = 0.1) -> None:
@@ -34,12 +35,14 @@ async def drain(connections: set[KafkaConnection], timeout: float, grace: float 
         await asyncio.sleep(0.005)
 
 
-async def start_server(services: BrokerServices, connections: set[KafkaConnection], host: str,
-                       port: int) -> asyncio.Server:  # fmt: skip
-    """Listen on ``host:port``; each accepted socket gets a :class:`KafkaConnection`, kept in
-    ``connections`` while open."""
+async def start_server(services: BrokerServices, connections: set[KafkaConnection],
+                       spec: ListenerSpec) -> asyncio.Server:  # fmt: skip
+    """Listen as ``spec`` says; each accepted socket gets a :class:`KafkaConnection` of that
+    listener, kept in ``connections`` while open."""
+    if spec.uses_tls:
+        raise ValueError(f"listener {spec.name}: {spec.security_protocol} is not served yet")
     loop = asyncio.get_running_loop()
     return await loop.create_server(
-        lambda: KafkaConnection(services, connections), host, port, reuse_address=True,
-        backlog=1024,
+        lambda: KafkaConnection(services, connections, spec), spec.bind_host, spec.port,
+        reuse_address=True, backlog=1024,
     )  # fmt: skip
