@@ -11,6 +11,7 @@ from strom.broker.server import KafkaConnection
 if TYPE_CHECKING:
     from strom.broker.services import BrokerServices
     from strom.security.listeners import ListenerSpec
+    from strom.security.tls import ServerTls
 
 
 async def drain(connections: set[KafkaConnection], timeout: float, grace: float = 0.1) -> None:
@@ -36,13 +37,13 @@ async def drain(connections: set[KafkaConnection], timeout: float, grace: float 
 
 
 async def start_server(services: BrokerServices, connections: set[KafkaConnection],
-                       spec: ListenerSpec) -> asyncio.Server:  # fmt: skip
-    """Listen as ``spec`` says; each accepted socket gets a :class:`KafkaConnection` of that
-    listener, kept in ``connections`` while open."""
-    if spec.uses_tls:
-        raise ValueError(f"listener {spec.name}: {spec.security_protocol} is not served yet")
+                       spec: ListenerSpec, tls: ServerTls | None = None) -> asyncio.Server:  # fmt: skip
+    """Listen as ``spec`` says (with ``tls``'s live context on an SSL / SASL_SSL listener);
+    each accepted socket gets a :class:`KafkaConnection` of that listener once its TLS
+    handshake succeeded (a failed one never reaches the connection: nothing is read from it),
+    kept in ``connections`` while open."""
     loop = asyncio.get_running_loop()
     return await loop.create_server(
-        lambda: KafkaConnection(services, connections, spec), spec.bind_host, spec.port,
-        reuse_address=True, backlog=1024,
+        lambda: KafkaConnection(services, connections, spec, tls), spec.bind_host, spec.port,
+        reuse_address=True, backlog=1024, ssl=tls.context if tls is not None else None,
     )  # fmt: skip
