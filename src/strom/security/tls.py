@@ -167,6 +167,7 @@ def _load_keystore(ctx: ssl.SSLContext, s: _Settings) -> bool:
             "give either a key store file or "
             "ssl.keystore.key with ssl.keystore.certificate.chain, not both",
         )
+    _store_type(s, "keystore", None)  # a JKS store refused before it is read
     data = _read(s, "ssl.keystore.location") if location is not None else None
     kind = _store_type(s, "keystore", data)
     key_password = s.password("ssl.key.password")
