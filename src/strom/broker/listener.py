@@ -10,6 +10,8 @@ from strom.broker.server import KafkaConnection
 
 if TYPE_CHECKING:
     from strom.broker.services import BrokerServices
+    from strom.security.listeners import ListenerSpec
+    from strom.security.tls import ServerTls
 
 
 async def drain(connections: set[KafkaConnection], timeout: float, grace: float = 0.1) -> None:
@@ -34,12 +36,14 @@ async def drain(connections: set[KafkaConnection], timeout: float, grace: float 
         await asyncio.sleep(0.005)
 
 
-async def start_server(services: BrokerServices, connections: set[KafkaConnection], host: str,
-                       port: int) -> asyncio.Server:  # fmt: skip
-    """Listen on ``host:port``; each accepted socket gets a :class:`KafkaConnection`, kept in
-    ``connections`` while open."""
+async def start_server(services: BrokerServices, connections: set[KafkaConnection],
+                       spec: ListenerSpec, tls: ServerTls | None = None) -> asyncio.Server:  # fmt: skip
+    """Listen as ``spec`` says (with ``tls``'s live context on an SSL / SASL_SSL listener);
+    each accepted socket gets a :class:`KafkaConnection` of that listener once its TLS
+    handshake succeeded (a failed one never reaches the connection: nothing is read from it),
+    kept in ``connections`` while open."""
     loop = asyncio.get_running_loop()
     return await loop.create_server(
-        lambda: KafkaConnection(services, connections), host, port, reuse_address=True,
-        backlog=1024,
+        lambda: KafkaConnection(services, connections, spec, tls), spec.bind_host, spec.port,
+        reuse_address=True, backlog=1024, ssl=tls.context if tls is not None else None,
     )  # fmt: skip
