@@ -22,7 +22,7 @@ from strom.console.app import build_app
 from strom.console.auth import Login
 from strom.console.cluster import Cluster
 from strom.security.passwords import PasswordFile, set_user
-from strom.testing.ca import LocalCA
+from strom.testing.tls import CertificateAuthority
 from tests.console.helpers import ConsoleProcess, admin, topic_exists
 
 BASE = "http://127.0.0.1"
@@ -144,13 +144,14 @@ def test_add_user_command(tmp_path: Path) -> None:
 
 def test_real_console_over_https_with_login(broker: Any, users: Path, tmp_path: Path,
                                             topic_name: str) -> None:
-    ca = LocalCA(tmp_path / "ca")
-    server = ca.issue("console", hosts=("127.0.0.1",))
+    ca = CertificateAuthority()
+    keystore = ca.issue("CN=console", hosts=("127.0.0.1",)).write_pem(tmp_path / "console.pem")
+    ca_file = ca.write_pem(tmp_path / "ca.pem")
     console = ConsoleProcess(tmp_path, broker.bootstrap, [
-        "--users-file", str(users), "--ssl", f"ssl.keystore.location={server.keystore}"])
+        "--users-file", str(users), "--ssl", f"ssl.keystore.location={keystore}"])
     console.start()
     try:
-        context = ssl.create_default_context(cafile=str(ca.ca_file))
+        context = ssl.create_default_context(cafile=str(ca_file))
         jar = http.cookiejar.CookieJar()
         opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=context),
                                              urllib.request.HTTPCookieProcessor(jar))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from strom.testing import BrokerProcess
-from strom.testing.ca import LocalCA
+from strom.testing.tls import CertificateAuthority
 from tests.integration.admin_http import Scrape
 
 TOKEN = "s3cr3t-token-for-prometheus-0123456789"
@@ -29,23 +29,25 @@ def fetch(url: str, context: ssl.SSLContext | None = None,
 
 
 def test_https_client_certificates_and_token(tmp_path: Path) -> None:
-    ca = LocalCA(tmp_path / "ca")
-    server = ca.issue("admin", hosts=("127.0.0.1",))
-    scraper = ca.issue("prometheus", client=True)
+    ca = CertificateAuthority()
+    keystore = ca.issue("CN=admin", hosts=("127.0.0.1",)).write_pem(tmp_path / "admin.pem")
+    ca_file = ca.write_pem(tmp_path / "ca.pem")
+    ca.issue("CN=prometheus", hosts=()).write_cert_and_key(tmp_path / "prometheus.crt",
+                                                           tmp_path / "prometheus.key")
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN + "\n")
     p = "strom.admin.listener."
     broker = BrokerProcess(tmp_path / "data", admin=True, settings={
-        p + "ssl.keystore.location": str(server.keystore),
-        p + "ssl.truststore.location": str(ca.ca_file),
+        p + "ssl.keystore.location": str(keystore),
+        p + "ssl.truststore.location": str(ca_file),
         p + "ssl.client.auth": "required",
         p + "token.file": str(token_file),
     })
     broker.start()
     try:
         url = f"https://127.0.0.1:{broker.admin_port}"
-        ctx = ssl.create_default_context(cafile=str(ca.ca_file))
-        ctx.load_cert_chain(str(scraper.cert), str(scraper.key))
+        ctx = ssl.create_default_context(cafile=str(ca_file))
+        ctx.load_cert_chain(str(tmp_path / "prometheus.crt"), str(tmp_path / "prometheus.key"))
         status, body = fetch(url + "/metrics", ctx, TOKEN)
         assert status == 200
         assert Scrape(body.decode()).types  # a real exposition, parsed
@@ -55,7 +57,7 @@ def test_https_client_certificates_and_token(tmp_path: Path) -> None:
             assert fetch(url + "/health/ready", ctx, token)[0] == 401
         # without a client certificate the handshake fails; plain HTTP gets nothing
         with pytest.raises((ssl.SSLError, urllib.error.URLError, ConnectionError)):
-            fetch(url + "/metrics", ssl.create_default_context(cafile=str(ca.ca_file)), TOKEN)
+            fetch(url + "/metrics", ssl.create_default_context(cafile=str(ca_file)), TOKEN)
         with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):
             fetch(f"http://127.0.0.1:{broker.admin_port}/metrics", None, TOKEN)
         assert "bearer token + client certificates" in broker.log_tail(200)

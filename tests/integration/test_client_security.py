@@ -2,16 +2,16 @@
 profiles, confluent-kafka and strom's own wire requests), the Spark source's executors and
 Connect workers (top-level and ``producer.*`` settings in the Java client's names).
 
-The TLS endpoint is a TLS proxy made by the test (:mod:`tests.integration.tls_proxy`: a CA
-made by the test, client certificates required) in front of a real broker that advertises
-only the proxy, so every client must speak TLS with the right certificate to work at all.
+The broker is started from a server.properties with Kafka's names: an mTLS listener
+(``ssl.client.auth=required``, a CA made by the test) the clients are pointed at, and a
+PLAINTEXT one for inter-broker traffic only. Metadata answers each client with the listener it
+came in on, so a client works at all only if it speaks TLS with the certificate it was given.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import ssl
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,54 +24,59 @@ from confluent_kafka import TopicPartition as TP
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from strom.testing import BrokerProcess, free_port
-from strom.testing.ca import Issued, LocalCA
 from strom.testing.connect import ConnectWorkerProcess
+from strom.testing.tls import make_tls_files
 from tests.integration.cli_helpers import assert_clean_error, strom
 from tests.integration.connect_helpers import wait_for
-from tests.integration.tls_proxy import TlsProxy
 
 
 @dataclass
 class Secured:
-    proxy: TlsProxy
     broker: BrokerProcess
-    ca: LocalCA
-    client: Issued
+    address: str  # the mTLS listener
+    ca: Path
+    client_cert: Path
+    client_key: Path
+    client_keystore: Path  # key + chain, one PEM file (the Java client's PEM key store)
 
     @property
     def librdkafka(self) -> dict[str, str]:
-        return {"bootstrap.servers": self.proxy.address, "security.protocol": "SSL",
-                "ssl.ca.location": str(self.ca.ca_file),
-                "ssl.certificate.location": str(self.client.cert),
-                "ssl.key.location": str(self.client.key)}
+        return {"bootstrap.servers": self.address, "security.protocol": "SSL",
+                "ssl.ca.location": str(self.ca),
+                "ssl.certificate.location": str(self.client_cert),
+                "ssl.key.location": str(self.client_key)}
 
     @property
     def java(self) -> dict[str, str]:
         """The same in the Java client's names (PEM trust store and key store)."""
         return {"security.protocol": "SSL", "ssl.truststore.type": "PEM",
-                "ssl.truststore.location": str(self.ca.ca_file), "ssl.keystore.type": "PEM",
-                "ssl.keystore.location": str(self.client.keystore)}
+                "ssl.truststore.location": str(self.ca), "ssl.keystore.type": "PEM",
+                "ssl.keystore.location": str(self.client_keystore)}
 
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     folder = tmp_path_factory.mktemp("secured")
-    ca = LocalCA(folder / "ca")
-    server = ca.issue("proxy", hosts=("127.0.0.1", "localhost"))
-    client = ca.issue("operator", client=True)
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(ca.ca_file))
-    ctx.load_cert_chain(str(server.cert), str(server.key))
-    ctx.verify_mode = ssl.CERT_REQUIRED
-    port = free_port()
-    with TlsProxy(ctx, ("127.0.0.1", port)) as proxy:
-        broker = BrokerProcess(folder / "data", port=port,
-                               settings={"group.initial.rebalance.delay.ms": "0"},
-                               extra_args=["--advertised-listener", proxy.address])
-        broker.start()
-        try:
-            yield Secured(proxy, broker, ca, client)
-        finally:
-            broker.stop()
+    files = make_tls_files(folder / "tls", client_dn="CN=operator,O=strom")
+    keystore = files.authority.issue("CN=operator,O=strom", hosts=()).write_pem(
+        folder / "tls" / "operator.pem")
+    plain, mtls = free_port(), free_port()
+    props = {
+        "listeners": f"PLAINTEXT://127.0.0.1:{plain},MTLS://127.0.0.1:{mtls}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,MTLS:SSL",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "group.initial.rebalance.delay.ms": "0",
+        **files.listener_properties("MTLS", client_auth="required"),
+    }
+    config = folder / "server.properties"
+    config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    broker = BrokerProcess(folder / "data", port=plain, config_file=config)
+    broker.start()
+    try:
+        yield Secured(broker, f"127.0.0.1:{mtls}", files.ca, files.client_cert,
+                      files.client_key, keystore)
+    finally:
+        broker.stop()
 
 
 def x_options(props: dict[str, str]) -> list[str]:
@@ -103,7 +108,7 @@ def consume(secured: Secured, topic: str, count: int) -> list[bytes]:
 
 def test_cli_x_options_and_profiles(secured: Secured, tmp_path: Path, topic_name: str) -> None:
     env = {"XDG_CONFIG_HOME": str(tmp_path / "config")}
-    b = ["-b", secured.proxy.address]
+    b = ["-b", secured.address]
     x = x_options(secured.librdkafka)
     # plain text to the TLS endpoint: nothing works, one line
     assert_clean_error(strom("topic", "list", *b, "--timeout", "3", env=env))
@@ -124,7 +129,7 @@ def test_cli_x_options_and_profiles(secured: Secured, tmp_path: Path, topic_name
     assert strom("consume", topic_name, *read, env=env).stdout.splitlines() == ["one", "two"]
     assert strom("cluster", "config", "get", "--default", env=env).returncode == 0
     listed = json.loads(strom("profile", "list", "--format", "json", env=env).stdout)
-    assert listed[0]["properties"]["ssl.truststore.location"] == str(secured.ca.ca_file)
+    assert listed[0]["properties"]["ssl.truststore.location"] == str(secured.ca)
     # a password is kept (mode 0600 file) but never shown
     strom("profile", "create", "sasl", *b, "-X", "sasl.password=hunter2", env=env)
     profiles = tmp_path / "config" / "strom" / "profiles.toml"
@@ -137,7 +142,6 @@ def test_cli_x_options_and_profiles(secured: Secured, tmp_path: Path, topic_name
         "-X", "sasl.mechanism=PLAIN", "-X", "sasl.username=u", "-X", "sasl.password=p",
         env=env))
     assert "cannot authenticate with SASL yet" in line
-    assert "operator" in secured.proxy.subjects
 
 
 def test_spark_executors_read_over_tls(secured: Secured, topic_name: str) -> None:
@@ -148,10 +152,10 @@ def test_spark_executors_read_over_tls(secured: Secured, topic_name: str) -> Non
 
     values = [f"v{i}".encode() for i in range(25)]
     produce(secured, topic_name, values)
-    options = {"kafka.bootstrap.servers": secured.proxy.address, "subscribe": topic_name,
+    options = {"kafka.bootstrap.servers": secured.address, "subscribe": topic_name,
                **{f"kafka.{k}": v for k, v in secured.java.items()}}
     opts = parse_read_options(options, streaming=False)
-    assert opts.client["ssl.ca.location"] == str(secured.ca.ca_file)  # Java names carried over
+    assert opts.client["ssl.ca.location"] == str(secured.ca)  # Java names carried over
     schema = arrow_schema(False)
     rows = [r for b in read_range(opts, RangePartition(topic_name, 0, 0, 25), schema)
             for r in b.to_pylist()]
@@ -170,7 +174,7 @@ def test_connect_worker_clients_over_tls(secured: Secured, tmp_path: Path,
     admin.create_topics([NewTopic(topic_name, 1, 1)])[topic_name].result(30)
     settings = {**secured.java,  # the worker's own clients
                 **{f"producer.{k}": v for k, v in secured.java.items()}}  # the task's producer
-    worker = ConnectWorkerProcess(tmp_path / "w", secured.proxy.address,
+    worker = ConnectWorkerProcess(tmp_path / "w", secured.address,
                                   connector_files=[source], settings=settings)
     worker.start()
     try:
@@ -192,7 +196,7 @@ def test_connect_task_without_producer_settings_fails_as_kafka(
     source = tmp_path / "source.properties"
     source.write_text(f"name=plain-source\nconnector.class=FileStreamSource\ntasks.max=1\n"
                       f"file={tmp_path / 'in.txt'}\ntopic={topic_name}\n")
-    worker = ConnectWorkerProcess(tmp_path / "w", secured.proxy.address,
+    worker = ConnectWorkerProcess(tmp_path / "w", secured.address,
                                   connector_files=[source], settings=secured.java)
     worker.start()
     try:

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from strom.testing.ca import LocalCA
 from strom.testing.connect import ConnectWorkerProcess
+from strom.testing.tls import CertificateAuthority, Issued
 from tests.integration.cli_helpers import assert_clean_error, strom
 from tests.integration.clients import create_topic
 from tests.integration.connect_helpers import connect_broker, wait_for
@@ -28,8 +28,8 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
-def ca(tmp_path_factory: pytest.TempPathFactory) -> LocalCA:
-    return LocalCA(tmp_path_factory.mktemp("ca"))
+def ca() -> CertificateAuthority:
+    return CertificateAuthority()
 
 
 def jaas_files(folder: Path) -> Path:
@@ -81,28 +81,31 @@ def test_without_login_says_so(broker: Any, tmp_path: Path) -> None:
         worker.stop()
 
 
-def test_https_with_client_certificates_and_basic_auth(broker: Any, ca: LocalCA,
+def test_https_with_client_certificates_and_basic_auth(broker: Any, ca: CertificateAuthority,
                                                        tmp_path: Path) -> None:
-    server = ca.issue("connect", hosts=("127.0.0.1",), key_password="kp")
-    client = ca.issue("operator", client=True)
-    stranger_ca = LocalCA(tmp_path / "other")
-    stranger = stranger_ca.issue("stranger", client=True)
+    keystore = ca.issue("CN=connect", hosts=("127.0.0.1",)).write_pem(tmp_path / "connect.pem",
+                                                                      password="kp")
+    ca_file = ca.write_pem(tmp_path / "ca.pem")
+    client = ca.issue("CN=operator", hosts=())
+    stranger = CertificateAuthority().issue("CN=stranger", hosts=())
     jaas = jaas_files(tmp_path)
     settings = {
         "rest.extension.classes": EXTENSION,
         "java.security.auth.login.config": str(jaas),
         "listeners.https.ssl.keystore.type": "PEM",
-        "listeners.https.ssl.keystore.location": str(server.keystore),
+        "listeners.https.ssl.keystore.location": str(keystore),
         "listeners.https.ssl.key.password": "kp",
         "listeners.https.ssl.truststore.type": "PEM",
-        "listeners.https.ssl.truststore.location": str(ca.ca_file),
+        "listeners.https.ssl.truststore.location": str(ca_file),
         "listeners.https.ssl.client.auth": "required",
     }
 
-    def context(cert: Any = None) -> ssl.SSLContext:
-        ctx = ssl.create_default_context(cafile=str(ca.ca_file))
+    def context(cert: Issued | None = None) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(ca_file))
         if cert is not None:
-            ctx.load_cert_chain(str(cert.cert), str(cert.key))
+            name = cert.certificate.subject.rfc4514_string()
+            cert.write_cert_and_key(tmp_path / f"{name}.crt", tmp_path / f"{name}.key")
+            ctx.load_cert_chain(str(tmp_path / f"{name}.crt"), str(tmp_path / f"{name}.key"))
         return ctx
 
     worker = ConnectWorkerProcess(tmp_path / "w", broker.bootstrap, settings=settings,
@@ -123,14 +126,15 @@ def test_https_with_client_certificates_and_basic_auth(broker: Any, ca: LocalCA,
         worker.stop()
 
 
-def test_https_pkcs12_keystore(broker: Any, ca: LocalCA, tmp_path: Path) -> None:
-    server = ca.issue("connect12", hosts=("127.0.0.1",))
-    store = ca.pkcs12(server, "connect12", "storepass")
+def test_https_pkcs12_keystore(broker: Any, ca: CertificateAuthority, tmp_path: Path) -> None:
+    store = ca.issue("CN=connect12", hosts=("127.0.0.1",)).write_pkcs12(
+        tmp_path / "connect12.p12", "storepass")
+    ca_file = ca.write_pem(tmp_path / "ca.pem")
     settings = {"ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(store),
                 "ssl.keystore.password": "storepass"}
     worker = ConnectWorkerProcess(tmp_path / "w", broker.bootstrap, settings=settings,
                                   scheme="https",
-                                  client_ssl=ssl.create_default_context(cafile=str(ca.ca_file)))
+                                  client_ssl=ssl.create_default_context(cafile=str(ca_file)))
     worker.start()
     try:
         status, body = worker.request("GET", "/")
