@@ -147,7 +147,7 @@ def test_bad_security_settings_are_one_line(broker: Any, tmp_path: Path) -> None
     cases = [
         ({"rest.extension.classes": EXTENSION}, "needs a JAAS file"),
         ({"rest.extension.classes": "com.example.Other"}, "unsupported com.example.Other"),
-        ({"listeners": "https://127.0.0.1:1"}, "TLS needs a key store"),
+        ({"listeners": "https://127.0.0.1:1"}, "needs a key store"),
         ({"rest.extension.classes": EXTENSION,
           "java.security.auth.login.config": str(tmp_path / "missing.conf")}, "cannot read"),
     ]

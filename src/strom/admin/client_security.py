@@ -52,12 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from strom.admin.errors import InvalidInputError
-from strom.security.web_tls import (
-    TlsConfigError,
-    load_key_and_chain,
-    pkcs12_certificates,
-    pkcs12_key_and_chain,
-)
+from strom.security.web_tls import TlsConfigError, client_context
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 LOGIN_MODULES = ("org.apache.kafka.common.security.plain.PlainLoginModule",
@@ -90,6 +85,24 @@ def _store_type(props: Mapping[str, str], key: str, default: str) -> str:
     return kind
 
 
+def _pkcs12_certificates(data: bytes, password: str | None) -> str:
+    """The certificates of a PKCS12 trust store as PEM (``cryptography``)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
+    try:
+        store = pkcs12.load_pkcs12(data, password.encode() if password else None)
+    except ValueError as exc:
+        raise InvalidInputError(f"ssl.truststore.location: not a PKCS12 store or a wrong "
+                                f"ssl.truststore.password ({exc})") from None
+    certs = [c.certificate for c in store.additional_certs]
+    if store.cert is not None:
+        certs.append(store.cert.certificate)
+    if not certs:
+        raise InvalidInputError("ssl.truststore.location: the PKCS12 store holds no certificate")
+    return "".join(c.public_bytes(serialization.Encoding.PEM).decode() for c in certs)
+
+
 def jaas_credentials(text: str) -> tuple[str, str]:
     """(username, password) of a ``PlainLoginModule``/``ScramLoginModule`` JAAS line."""
     m = _JAAS.match(text)
@@ -117,14 +130,8 @@ def to_librdkafka(props: Mapping[str, str]) -> dict[str, str]:
     elif props.get("ssl.truststore.location", "").strip():
         location = props["ssl.truststore.location"].strip()
         if _store_type(props, "ssl.truststore.type", "PEM") == "PKCS12":
-            store_password = props.get("ssl.truststore.password")
-            try:
-                out["ssl.ca.pem"] = pkcs12_certificates(
-                    _read(location, "ssl.truststore.location"),
-                    store_password.encode() if store_password else None,
-                    "ssl.truststore.location")
-            except TlsConfigError as exc:
-                raise InvalidInputError(str(exc)) from None
+            out["ssl.ca.pem"] = _pkcs12_certificates(
+                _read(location, "ssl.truststore.location"), props.get("ssl.truststore.password"))
         else:
             out["ssl.ca.location"] = location
     if props.get("ssl.keystore.certificate.chain", "").strip():
@@ -187,47 +194,42 @@ class WireSecurity:
 
 
 def _client_context(conf: Mapping[str, str]) -> ssl.SSLContext:
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    """librdkafka's TLS settings as the Java names strom's TLS contexts read
+    (:func:`strom.security.web_tls.client_context`), then librdkafka's own switches."""
+    java: dict[str, str] = {}
     ca_location = (conf.get("ssl.ca.location") or "").strip()
-    try:
-        if conf.get("ssl.ca.pem", "").strip():
-            ctx.load_verify_locations(cadata=conf["ssl.ca.pem"])
-        elif ca_location and ca_location != "probe":
-            if Path(ca_location).is_dir():
-                ctx.load_verify_locations(capath=ca_location)
-            else:
-                ctx.load_verify_locations(cafile=ca_location)
+    capath = None
+    if conf.get("ssl.ca.pem", "").strip():
+        java["ssl.truststore.certificates"] = conf["ssl.ca.pem"]
+    elif ca_location and ca_location != "probe":
+        if Path(ca_location).is_dir():
+            capath = ca_location  # a hashed directory: OpenSSL reads it as it goes
         else:
-            ctx.load_default_certs()
-    except (OSError, ssl.SSLError) as exc:
-        raise InvalidInputError(f"ssl.ca.location: no usable CA certificate "
-                                f"({getattr(exc, 'reason', None) or exc})") from None
-    key_password = conf.get("ssl.key.password")
-    password = key_password.encode() if key_password else None
+            java.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": ca_location})
+    if conf.get("ssl.certificate.pem", "").strip():
+        java["ssl.keystore.certificate.chain"] = conf["ssl.certificate.pem"]
+        java["ssl.keystore.key"] = conf.get("ssl.key.pem", "")
+    elif conf.get("ssl.certificate.location", "").strip():
+        cert = conf["ssl.certificate.location"]
+        java["ssl.keystore.certificate.chain"] = _read(
+            cert, "ssl.certificate.location").decode("ascii", "replace")
+        java["ssl.keystore.key"] = _read(conf.get("ssl.key.location") or cert,
+                                         "ssl.key.location").decode("ascii", "replace")
+    elif conf.get("ssl.keystore.location", "").strip():
+        java.update({"ssl.keystore.type": "PKCS12",
+                     "ssl.keystore.location": conf["ssl.keystore.location"],
+                     "ssl.keystore.password": conf.get("ssl.keystore.password", "")})
+    if conf.get("ssl.key.password"):
+        java["ssl.key.password"] = conf["ssl.key.password"]
+    algorithm = conf.get("ssl.endpoint.identification.algorithm", "https").strip().lower()
+    java["ssl.endpoint.identification.algorithm"] = "" if algorithm == "none" else "https"
     try:
-        if conf.get("ssl.certificate.pem", "").strip():
-            pem = (conf.get("ssl.key.pem", "").strip() + "\n"
-                   + conf["ssl.certificate.pem"].strip() + "\n").encode()
-            load_key_and_chain(ctx, pem, password, "ssl.certificate.pem")
-        elif conf.get("ssl.certificate.location", "").strip():
-            cert = conf["ssl.certificate.location"]
-            key = conf.get("ssl.key.location") or cert
-            pem = _read(key, "ssl.key.location") + b"\n" + _read(cert,
-                                                                "ssl.certificate.location")
-            load_key_and_chain(ctx, pem, password, "ssl.certificate.location")
-        elif conf.get("ssl.keystore.location", "").strip():
-            store_password = conf.get("ssl.keystore.password")
-            pem = pkcs12_key_and_chain(
-                _read(conf["ssl.keystore.location"], "ssl.keystore.location"),
-                store_password.encode() if store_password else None, "ssl.keystore.location")
-            load_key_and_chain(ctx, pem, None, "ssl.keystore.location")
-    except TlsConfigError as exc:
-        raise InvalidInputError(str(exc)) from None
-    verify = conf.get("enable.ssl.certificate.verification", "true").strip().lower()
-    if verify == "false":
+        ctx = client_context(java, "client")
+        if capath is not None:
+            ctx.load_verify_locations(capath=capath)
+    except (TlsConfigError, ssl.SSLError, OSError) as exc:
+        raise InvalidInputError(f"client TLS settings: {exc}") from None
+    if conf.get("enable.ssl.certificate.verification", "true").strip().lower() == "false":
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
-    elif conf.get("ssl.endpoint.identification.algorithm", "https").strip().lower() == "none":
-        ctx.check_hostname = False
     return ctx

@@ -272,8 +272,8 @@ def rest_security(worker: dict[str, str]) -> RestSecurity:
     if scheme == "https":
         conf = tls_settings(worker)
         try:
-            server_ssl = server_context(conf)
-            client_ssl = client_context(conf)
+            server_ssl = server_context(conf, "https")
+            client_ssl = client_context(conf, "https")
         except TlsConfigError as exc:
             raise WorkerConfigError(f"listeners.https: {exc}") from None
     extensions = [c.strip() for c in worker.get("rest.extension.classes", "").split(",")

@@ -94,7 +94,7 @@ def serve(args: argparse.Namespace) -> int:
     tls = None
     if args.ssl:
         try:
-            tls = server_context(_ssl_settings(args.ssl))
+            tls = server_context(_ssl_settings(args.ssl), "console")
         except TlsConfigError as exc:
             raise InvalidInputError(f"--ssl: {exc}") from None
     _check_bindable(host, port)

@@ -72,7 +72,7 @@ class AdminSecurity:
         tls = None
         if any(tls_conf.values()):
             try:
-                tls = server_context(tls_conf)
+                tls = server_context(tls_conf, "admin")
             except TlsConfigError as exc:
                 raise ConfigError(f"{CONFIG_KEY}: {exc} (as {SSL_PREFIX}*)") from None
         token = None
