@@ -27,6 +27,7 @@ from strom.config import BrokerConfig, ConfigError
 from strom.replication.replica_selector import check_selector
 from strom.security.listeners import ListenerConfigError, Listeners
 from strom.security.listeners import from_config as listeners_from_config
+from strom.security.tls import TlsConfigError, client_context, server_context
 
 log = logging.getLogger("strom")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -171,8 +172,6 @@ def _listeners(config: BrokerConfig, args: argparse.Namespace) -> Listeners:
     if args.advertised_listener:
         host, port = parse_host_port(args.advertised_listener, "--advertised-listener")
         advertised = f"[{host}]:{port}"
-    from strom.security.tls import TlsConfigError, client_context, server_context
-
     try:
         listeners = listeners_from_config(config.values, listen, advertised)
         for spec in listeners.bound:  # key and trust stores read before anything starts
@@ -221,7 +220,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"strom serve: {exc}", file=sys.stderr)
         return 2
     for key, value in sorted(config.explicit.items()):
-        log.debug("property %s=%s", key, value)
+        secret = "password" in key or key.endswith(("ssl.keystore.key", "sasl.jaas.config"))
+        log.debug("property %s=%s", key, "[hidden]" if secret else value)
     from strom.storage.file_handles import raise_nofile_limit  # storage: only to serve
 
     before = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
