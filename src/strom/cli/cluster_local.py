@@ -188,9 +188,16 @@ def _running_brokers(data_dir: Path, state: dict[str, Any] | None) -> dict[int, 
 # -- up --------------------------------------------------------------------------------------
 
 
-def _broker_process(data_dir: Path, state: dict[str, Any], entry: dict[str, Any]) -> Any:
-    from strom.testing.process import BrokerProcess  # the process kit: only these commands
+def _process_kit() -> Any:
+    """strom's process kit (``strom.testing``: the broker and ZooKeeper processes), imported
+    by these commands only (every ``strom`` command imports this module)."""
+    from strom.testing import process, zookeeper  # the process kit: only these commands
 
+    return process, zookeeper
+
+
+def _broker_process(data_dir: Path, state: dict[str, Any], entry: dict[str, Any]) -> Any:
+    BrokerProcess = _process_kit()[0].BrokerProcess  # noqa: N806 - the class
     broker_id = int(entry["id"])
     port = int(str(entry["address"]).rpartition(":")[2])
     admin = entry.get("admin")
@@ -293,13 +300,13 @@ def _start(broker: Any) -> None:
 
 def _start_zookeeper(data_dir: Path, state: dict[str, Any]) -> str:
     try:
-        from strom.testing.zookeeper import ZooKeeperProcess, zookeeper_available
+        zookeeper = _process_kit()[1]
     except ImportError as exc:
         raise CliError(f"cannot start ZooKeeper in this build: {exc}") from None
-    if not zookeeper_available():
+    if not zookeeper.zookeeper_available():
         raise CliError("ZooKeeper is not installed: apt-get install -y zookeeper "
                        "(or give --zookeeper HOST:PORT)")  # fmt: skip
-    zk = ZooKeeperProcess(data_dir / "zookeeper")
+    zk = zookeeper.ZooKeeperProcess(data_dir / "zookeeper")
     zk.detach = True
     try:
         zk.start(60.0)

@@ -27,7 +27,7 @@ def make_files(folder: Path, host: str) -> dict[str, str]:
     if importlib.util.find_spec("cryptography") is None:
         raise CliError("strom cluster up --security needs the 'cryptography' package "
                        "(pip install 'strom[tls]')")
-    from strom.testing.tls import CertificateAuthority  # the CA kit: only this command
+    from strom.testing.tls import CertificateAuthority  # needs cryptography: only --security
 
     folder.mkdir(parents=True, exist_ok=True)
     folder.chmod(0o700)
