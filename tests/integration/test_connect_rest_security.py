@@ -3,6 +3,7 @@ real standalone workers configured with Kafka Connect's names and a CA made by t
 
 from __future__ import annotations
 
+import json
 import ssl
 import urllib.error
 import urllib.request
@@ -67,6 +68,14 @@ def test_basic_auth_refuses_without_right_credentials(broker: Any, tmp_path: Pat
         assert worker.request("GET", "/connectors", auth=("alice", "alice-secret")) == (200, ["s"])
         assert "REST API on http://127.0.0.1" in worker.log_tail(100)
         assert "basic auth" in worker.log_tail(100)
+        # strom's own REST client (strom connector, the console) with credentials in the URL
+        url = f"http://bob:bob%3Asecret@127.0.0.1:{worker.port}"
+        listed = strom("connector", "list", "--connect-url", url, "--format", "json")
+        assert listed.returncode == 0, listed.stderr
+        assert [c["name"] for c in json.loads(listed.stdout)] == ["s"]
+        refused = assert_clean_error(strom("connector", "list", "--connect-url",
+                                           f"http://bob:nope@127.0.0.1:{worker.port}"))
+        assert "HTTP 401" in refused and "nope" not in refused
     finally:
         worker.stop()
 
