@@ -170,3 +170,69 @@ def test_bad_security_settings_are_one_line(broker: Any, tmp_path: Path) -> None
         path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         line = assert_clean_error(strom("connect", "standalone", str(path), timeout=30))
         assert expected in line, line
+
+
+def test_distributed_forwarding_over_https_with_basic_auth(broker: Any, ca: CertificateAuthority,
+                                                           tmp_path: Path) -> None:
+    """Two distributed workers, HTTPS with client certificates required and basic auth: a
+    request to the follower is forwarded to the leader over TLS (the worker's own certificate)
+    with the caller's credentials; the connector's task configs reach the leader through the
+    internal endpoint, so its task runs."""
+    keystore = ca.issue("CN=worker", hosts=("127.0.0.1",)).write_pem(tmp_path / "worker.pem")
+    ca_file = ca.write_pem(tmp_path / "ca.pem")
+    ca.issue("CN=operator", hosts=()).write_cert_and_key(tmp_path / "op.crt", tmp_path / "op.key")
+    jaas = jaas_files(tmp_path)
+    tag = tmp_path.name[-12:]
+    settings = {
+        "group.id": f"secure-{tag}", "config.storage.topic": f"secure-configs-{tag}",
+        "offset.storage.topic": f"secure-offsets-{tag}",
+        "status.storage.topic": f"secure-status-{tag}",
+        "rest.extension.classes": EXTENSION, "java.security.auth.login.config": str(jaas),
+        "listeners.https.ssl.keystore.location": str(keystore),
+        "listeners.https.ssl.truststore.location": str(ca_file),
+        "listeners.https.ssl.client.auth": "required",
+    }
+    ctx = ssl.create_default_context(cafile=str(ca_file))
+    ctx.load_cert_chain(str(tmp_path / "op.crt"), str(tmp_path / "op.key"))
+    workers = [ConnectWorkerProcess(tmp_path / f"w{i}", broker.bootstrap, settings=settings,
+                                    distributed=True, scheme="https", client_ssl=ctx)
+               for i in range(2)]
+    for w in workers:
+        w.start()
+    try:
+        def leader() -> ConnectWorkerProcess | None:
+            for w in workers:
+                lines = [ln for ln in w.log_file.read_text().splitlines() if " generation " in ln]
+                if lines and "= this worker" in lines[-1]:
+                    return w
+            return None
+
+        def both_joined() -> bool:  # one generation naming both workers' assignments
+            return all(" generation " in w.log_file.read_text() for w in workers) and \
+                leader() is not None
+        wait_for(both_joined, "both workers in one group", timeout=60)
+        lead = leader()
+        follower = next(w for w in workers if w is not lead)
+        (tmp_path / "in.txt").write_text("x\n")
+        config = {"connector.class": "FileStreamSource", "tasks.max": "1",
+                  "file": str(tmp_path / "in.txt"), "topic": f"secure-out-{tag}"}
+        body = {"name": "fwd", "config": config}
+        assert follower.request("POST", "/connectors", body)[0] == 401
+
+        def created() -> bool:
+            status, doc = follower.request("POST", "/connectors", body,
+                                           auth=("alice", "alice-secret"))
+            assert status in (201, 409), (status, doc)  # 409: a rebalance, asked again
+            return status == 201
+
+        wait_for(created, "the connector created through the follower", timeout=60)
+
+        def running() -> bool:
+            status, doc = follower.request("GET", "/connectors/fwd/status",
+                                           auth=("alice", "alice-secret"))
+            return status == 200 and [t["state"] for t in doc["tasks"]] == ["RUNNING"]
+
+        wait_for(running, "the connector's task running", timeout=60)
+    finally:
+        for w in workers:
+            w.stop()
