@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
 
 from strom.testing import BrokerProcess
 from strom.testing.raw import RawConnection
@@ -268,8 +270,15 @@ def test_request_percentage_throttles_every_api_and_mutes_the_connection(broker:
             assert resp.throttle_time.total_seconds() == 0
 
 
+def _metrics(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples}  # fmt: skip
+
+
 def test_quotas_apply_without_restart_and_survive_kill_9(tmp_path: Path) -> None:
-    broker = BrokerProcess(tmp_path / "data", settings=WINDOWS)
+    broker = BrokerProcess(tmp_path / "data", settings=WINDOWS, admin=True)
     broker.start()
     try:
         topic = _id("quota-kill")
@@ -280,6 +289,13 @@ def test_quotas_apply_without_restart_and_survive_kill_9(tmp_path: Path) -> None
         load = _Load()
         _produce(broker.bootstrap, topic, _id("any"), time.monotonic() + 3, load)
         assert load.throttles, "the quota applied without a restart"
+        # the quota metrics: the default user's measurement, per user (no client id label)
+        series = _metrics(broker.admin_url)
+        tags = (("client_id", ""), ("user", "ANONYMOUS"))
+        assert series[("kafka_server_produce_throttled_responses_total", tags)] > 0
+        assert series[("kafka_server_produce_throttle_time_ms_total", tags)] > 0
+        assert series[("kafka_server_produce_quota", tags)] == 100000
+        assert 0 < series[("kafka_server_produce_byte_rate", tags)] < 1_000_000
         broker.kill()
         broker.start()
         assert cli.lines("quota", "describe", "--user-defaults") == [
