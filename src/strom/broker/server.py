@@ -114,6 +114,7 @@ class KafkaConnection(asyncio.Protocol):
         self.quota_user = throttling.QuotaUser()
         self.muted = False  # throttled: not read, queued requests not begun (Kafka's mute)
         self.muted_until = 0.0  # loop time
+        self.throttle_ms = -1  # recorded for the request being answered (-1: not yet)
 
     # asyncio.Protocol callbacks -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -223,8 +224,11 @@ class KafkaConnection(asyncio.Protocol):
         except Exception as exc:  # the handler boundary: every request gets an answer
             response = exc
         if type(response) is OnePartition:  # nearly every request: answered right here
-            if self.quotas.active:
-                return self._answer(event, ctx, response, arrived, started, len(frame))
+            if self.quotas.active:  # measured here: the template still answers when unthrottled
+                ms = self._record_quotas(event, response, len(frame), started)
+                if ms:
+                    self.throttle_ms = ms
+                    return self._answer(event, ctx, response, arrived, started, len(frame))
             answer = self.templates.one(header[1], header[2], response)
             self.handled += 1
             self.metrics.request_done(0, arrived, started, perf_counter(), 0.0)
@@ -269,7 +273,7 @@ class KafkaConnection(asyncio.Protocol):
             if isinstance(response, Exception):
                 raise response
             if self.quotas.active:
-                response = self._throttle(request, ctx, response, size, started)
+                response = self._throttle(request, response, size, started)
             if response is not None:
                 code = getattr(response, "error_code", 0)  # the top-level code of kio responses
                 if code:
@@ -293,18 +297,28 @@ class KafkaConnection(asyncio.Protocol):
         client.remote_s = 0.0  # for the next request (only a Pending request adds to it)
         return answer
 
-    def _throttle(self, request: Request, ctx: RequestContext, response: Any, size: int,
-                  started: float) -> Any:  # fmt: skip
-        """Record ``request`` in the client's quotas; when it earned a throttle time, the
-        response carrying it, and the connection muted for that long (:meth:`mute`)."""
+    def _record_quotas(self, request: Request, response: Any, size: int,
+                       started: float) -> int:  # fmt: skip
+        """Record ``request`` in the client's quotas; the throttle time it earned."""
         header = request[0]
         handler_s = perf_counter() - started - self.client.remote_s  # not the purgatory's
         ms = throttling.record(self.quotas, self.quota_user.of(self.client.principal),
-                               header.client_id or "", header[0], header[1], request[2], response,
+                               header[3] or "", header[0], header[1], request[2], response,
                                size, handler_s, int(self.services.clock.monotonic() * 1000))  # fmt: skip
+        return ms
+
+    def _throttle(self, request: Request, response: Any, size: int, started: float) -> Any:
+        """The response carrying the throttle time ``request`` earned (recorded now, or
+        already by :meth:`begin`, which left it in ``throttle_ms``), and the connection muted
+        for that long."""
+        ms = self.throttle_ms
+        if ms < 0:
+            ms = self._record_quotas(request, response, size, started)
+        self.throttle_ms = -1
         if ms <= 0:
             return response
         self.mute(ms)
+        header = request[0]
         return None if response is None else throttling.with_throttle(header[0], header[1],
                                                                         response, ms)  # fmt: skip
 

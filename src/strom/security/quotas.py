@@ -238,24 +238,47 @@ class Rate:
 
     def measure(self, now_ms: int) -> float:
         """Per second, at ``now_ms``."""
-        size = self.window_size_ms(now_ms)
-        return sum(s.value for s in self._samples) / (size / 1000.0)
+        total, size = self.total_and_window(now_ms)
+        return total / (size / 1000.0)
+
+    def total_and_window(self, now_ms: int) -> tuple[float, int]:
+        """What the samples hold and :meth:`window_size_ms`, in one pass (per request)."""
+        expire = self.samples * self.window_ms
+        total = 0.0
+        oldest = now_ms
+        for sample in self._samples:
+            if now_ms - sample.last_ms >= expire:
+                sample.reset(now_ms)
+            else:
+                total += sample.value
+                if sample.start_ms < oldest:
+                    oldest = sample.start_ms
+        elapsed = now_ms - oldest
+        full, least = elapsed // self.window_ms, self.samples - 1
+        if full < least:
+            elapsed += (least - full) * self.window_ms
+        return total, max(elapsed, 1)
 
 
 class Sensor:
     """One measured rate with its bound, and what was throttled (the quota metrics)."""
 
-    __slots__ = ("rate", "bound", "throttle_ms_total", "throttled", "recorded")
+    __slots__ = ("rate", "bound", "throttle_ms_total", "throttled", "recorded", "last_ms")
 
     def __init__(self, rate: Rate, bound: float) -> None:
         self.rate = rate
         self.bound = bound
+        self.last_ms = 0  # of the latest record (an idle measurement is dropped after an hour)
         self.throttle_ms_total = 0  # sum of the throttle times given (Kafka's throttle-time avg)
         self.throttled = 0  # responses throttled
         self.recorded = 0.0  # everything recorded (bytes, or request-time percent-seconds)
 
 
 Tags = tuple[str, str]  # (sanitized user or "", client id or ""): who shares a measurement
+#: measurements kept before idle ones (Kafka: an hour without a record) are dropped
+MAX_SENSORS = 10_000
+IDLE_MS = 3_600_000
+_UNRESOLVED = Sensor(Rate(1, 1), 0.0)  # a marker: (user, client) not resolved yet
 
 
 class ClientQuotaManager:
@@ -270,11 +293,10 @@ class ClientQuotaManager:
         self.window_ms = window_s * 1000
         self.max_throttle_ms = self.window_ms if bounded else None
         self.overrides: dict[Entity, float] = {}
+        self.enabled = False  # some entity sets this key
         self.sensors: dict[Tags, Sensor] = {}
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.overrides)
+        #: (user, client) -> its measurement (None: unlimited), until the overrides change
+        self._resolved: dict[tuple[str, str], Sensor | None] = {}
 
     def set(self, entity: Entity, value: float | None) -> None:
         """Set (or with None remove) ``entity``'s bound; measurements keep going, each with
@@ -283,6 +305,8 @@ class ClientQuotaManager:
             self.overrides.pop(entity, None)
         else:
             self.overrides[entity] = value
+        self.enabled = bool(self.overrides)
+        self._resolved.clear()
         for tags, sensor in list(self.sensors.items()):
             bound = self.limit(tags)
             if bound is None:
@@ -322,14 +346,29 @@ class ClientQuotaManager:
         return None
 
     def sensor(self, user: str, client: str) -> Sensor | None:
+        """The measurement (user, client) records in, None when no quota applies to it."""
+        sensor = self._resolved.get((user, client), _UNRESOLVED)
+        if sensor is not _UNRESOLVED:
+            return sensor
         tags = self.tags(user, client)
         sensor = self.sensors.get(tags)
         if sensor is None:
             bound = self.limit(tags)
-            if bound is None:
-                return None
-            sensor = self.sensors[tags] = Sensor(Rate(self.samples, self.window_ms), bound)
+            if bound is not None:
+                if len(self.sensors) >= MAX_SENSORS:
+                    self._drop_idle()
+                sensor = self.sensors[tags] = Sensor(Rate(self.samples, self.window_ms), bound)
+        if len(self._resolved) >= MAX_SENSORS:
+            self._resolved.clear()
+        self._resolved[(user, client)] = sensor
         return sensor
+
+    def _drop_idle(self) -> None:
+        newest = max(s.last_ms for s in self.sensors.values())
+        for tags, sensor in list(self.sensors.items()):
+            if newest - sensor.last_ms >= IDLE_MS:
+                del self.sensors[tags]
+        self._resolved.clear()
 
     def record(self, user: str, client: str, value: float, now_ms: int) -> int:
         """Record ``value`` for (user, client) at ``now_ms``; the throttle time in ms."""
@@ -339,11 +378,13 @@ class ClientQuotaManager:
         rate = sensor.rate
         rate.record(value, now_ms)
         sensor.recorded += value
-        measured = rate.measure(now_ms)
+        sensor.last_ms = now_ms
+        total, window_ms = rate.total_and_window(now_ms)
+        measured = total * 1000.0 / window_ms
         bound = sensor.bound
         if measured <= bound:
             return 0
-        throttle = round((measured - bound) / bound * rate.window_size_ms(now_ms))
+        throttle = round((measured - bound) / bound * window_ms)
         if self.max_throttle_ms is not None:
             throttle = min(throttle, self.max_throttle_ms)
         return int(throttle)
@@ -358,7 +399,7 @@ class ClientQuotaManager:
 
     def throttled(self, user: str, client: str, throttle_ms: int) -> None:
         """Count a throttle given (the throttle-time metric)."""
-        sensor = self.sensors.get(self.tags(user, client))
+        sensor = self.sensor(user, client)
         if sensor is not None:
             sensor.throttle_ms_total += throttle_ms
             sensor.throttled += 1
