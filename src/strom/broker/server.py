@@ -115,6 +115,7 @@ class KafkaConnection(asyncio.Protocol):
         self.muted = False  # throttled: not read, queued requests not begun (Kafka's mute)
         self.muted_until = 0.0  # loop time
         self.throttle_ms = -1  # recorded for the request being answered (-1: not yet)
+        self.handler_busy_s = -1.0  # the running time of a handler that waited (-1: none)
 
     # asyncio.Protocol callbacks -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -255,14 +256,24 @@ class KafkaConnection(asyncio.Protocol):
     async def complete(self, pending: Pending) -> Answer:
         """The answer of a request whose handler had to wait."""
         response: Any
+        timed = None
+        if self.quotas.request.enabled:  # request_percentage: the time it ran, not its waits
+            timed = throttling.BusyTime(pending.answer)
         try:
-            response = await pending.answer
+            response = await (pending.answer if timed is None else timed)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the handler boundary
             response = exc
-        return self._answer(pending.request, pending.ctx, response, pending.arrived,
-                            pending.started, pending.size)  # fmt: skip
+        if timed is None:
+            return self._answer(pending.request, pending.ctx, response, pending.arrived,
+                                pending.started, pending.size)  # fmt: skip
+        self.handler_busy_s = timed.busy_s
+        try:
+            return self._answer(pending.request, pending.ctx, response, pending.arrived,
+                                pending.started, pending.size)  # fmt: skip
+        finally:
+            self.handler_busy_s = -1.0
 
     def _answer(self, request: Request, ctx: RequestContext, response: Any, arrived: float,
                 started: float, size: int) -> Answer:  # fmt: skip
@@ -301,7 +312,10 @@ class KafkaConnection(asyncio.Protocol):
                        started: float) -> int:  # fmt: skip
         """Record ``request`` in the client's quotas; the throttle time it earned."""
         header = request[0]
-        handler_s = perf_counter() - started - self.client.remote_s  # not the purgatory's
+        handler_s = self.handler_busy_s
+        if handler_s < 0:
+            handler_s = perf_counter() - started
+        self.handler_busy_s = -1.0
         ms = throttling.record(self.quotas, self.quota_user.of(self.client.principal),
                                header[3] or "", header[0], header[1], request[2], response,
                                size, handler_s, int(self.services.clock.monotonic() * 1000))  # fmt: skip

@@ -15,9 +15,10 @@ What is recorded, per (user, client id) as the matching entity groups them
   Kafka does. Kafka answers a throttled Fetch with an empty response and takes the bytes back;
   strom sends the records it read and throttles for them: the same rate, without a fetch
   session's partitions answered empty (documented in ``docs/quotas.md``);
-- ``request_percentage``: the time the handler took (a request's "thread time": strom has one
-  event loop), as percent of a second; the controller's and the brokers' own APIs are exempt
-  (Kafka's ``ClusterAction`` requests).
+- ``request_percentage``: the time the handler ran (a request's "thread time": strom has one
+  event loop; a handler that waits, for the purgatory, a replication, an fsync, is timed
+  step by step by :class:`BusyTime`, its waits left out), as percent of a second; the
+  controller's and the brokers' own APIs are exempt (Kafka's ``ClusterAction`` requests).
 
 The throttle time is the largest of the quotas' (Kafka's ``max(bandwidth, request)``); it is
 written into the response's ``throttle_time_ms`` and the connection is muted for that long
@@ -28,7 +29,9 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+from collections.abc import Coroutine, Generator
 from datetime import timedelta
+from time import perf_counter
 from typing import Any
 
 from strom.broker import zero_copy
@@ -57,6 +60,38 @@ class QuotaUser:
             self.principal = principal
             self.user = sanitize(user_name(principal))
         return self.user
+
+
+class BusyTime:
+    """Awaits a handler's coroutine as a task would, summing the time each of its steps ran
+    (``busy_s``): what it cost the event loop, without the time it spent waiting."""
+
+    __slots__ = ("coro", "busy_s")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any]) -> None:
+        self.coro = coro
+        self.busy_s = 0.0
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro = self.coro
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            began = perf_counter()
+            try:
+                step = coro.send(value) if error is None else coro.throw(error)
+            except StopIteration as done:
+                self.busy_s += perf_counter() - began
+                return done.value
+            except BaseException:
+                self.busy_s += perf_counter() - began
+                raise
+            self.busy_s += perf_counter() - began
+            value, error = None, None
+            try:
+                value = yield step
+            except BaseException as exc:  # a cancellation, delivered to the handler
+                error = exc
 
 
 def replica_id(api_version: int, request: Any) -> int:

@@ -3,7 +3,9 @@ time (strom.broker.throttling), for each kind of answer the connection encodes."
 
 from __future__ import annotations
 
+import asyncio
 import datetime
+import time
 from types import SimpleNamespace
 
 from strom.broker import throttling
@@ -73,3 +75,33 @@ def test_the_principal_is_sanitized_once_per_change() -> None:
     assert user.of("User:CN=a b") == "CN%3Da%20b"
     assert user.of("User:CN=a b") == "CN%3Da%20b"
     assert user.of("User:bob") == "bob"
+
+
+def test_busy_time_leaves_out_what_a_handler_waited_for() -> None:
+    async def handler() -> str:
+        await asyncio.sleep(0.3)  # the purgatory, a replication, an fsync
+        end = time.perf_counter() + 0.05
+        while time.perf_counter() < end:  # work on the loop
+            pass
+        return "answer"
+
+    async def main() -> tuple[str, float]:
+        timed = throttling.BusyTime(handler())
+        return await timed, timed.busy_s
+
+    answer, busy = asyncio.run(main())
+    assert answer == "answer"
+    assert 0.05 <= busy < 0.2
+
+    async def cancelled() -> None:
+        timed = throttling.BusyTime(asyncio.sleep(10))
+        task = asyncio.ensure_future(timed)
+        await asyncio.sleep(0.01)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            return
+        raise AssertionError("not cancelled")
+
+    asyncio.run(cancelled())
