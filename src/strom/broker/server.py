@@ -30,6 +30,12 @@ A Fetch response may come back as a spliced frame (bytes and file regions,
 transport's own write buffer is empty (so the two never interleave), and the transport writes
 again only after the whole frame is out. Without a plain socket the regions are read into bytes.
 
+Client quotas (:mod:`strom.broker.throttling`): while some entity has a quota, every answer
+is recorded in the client's quotas before it is encoded; one that earned a throttle time
+carries it (``throttle_time_ms``) and the connection is muted for that long: reading paused,
+queued requests not begun (Kafka's throttled channel). With no quota set this costs the
+Produce fast path one attribute test.
+
 Request metrics (:mod:`strom.broker.observability.metrics`) cost a few float additions per
 request: each frame's arrival time is kept beside it, and the time from then to the handler
 (queue), in the handler (local) and parked in the purgatory (remote, ``ctx.remote_time``) is
