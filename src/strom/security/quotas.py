@@ -218,23 +218,9 @@ class Rate:
             self._samples.append(_Sample(now_ms))
         return self._samples[self._current]
 
-    def _purge(self, now_ms: int) -> None:
-        expire = self.samples * self.window_ms
-        for sample in self._samples:
-            if now_ms - sample.last_ms >= expire:
-                sample.reset(now_ms)
-
     def window_size_ms(self, now_ms: int) -> int:
         """The window the rate is measured over (Kafka's ``Rate.windowSize``)."""
-        self._purge(now_ms)
-        if not self._samples:
-            self._samples.append(_Sample(now_ms))
-        oldest = min(s.start_ms for s in self._samples)
-        elapsed = now_ms - oldest
-        full, least = elapsed // self.window_ms, self.samples - 1
-        if full < least:
-            elapsed += (least - full) * self.window_ms
-        return max(elapsed, 1)
+        return self.total_and_window(now_ms)[1]
 
     def measure(self, now_ms: int) -> float:
         """Per second, at ``now_ms``."""
@@ -242,7 +228,10 @@ class Rate:
         return total / (size / 1000.0)
 
     def total_and_window(self, now_ms: int) -> tuple[float, int]:
-        """What the samples hold and :meth:`window_size_ms`, in one pass (per request)."""
+        """What the samples hold and the window they are measured over, in one pass: samples
+        without a record for ``samples`` windows are reset first (Kafka's
+        ``purgeObsoleteSamples``); the window is from the oldest sample's start, at least
+        ``samples - 1`` whole windows (Kafka's ``Rate.windowSize``)."""
         expire = self.samples * self.window_ms
         total = 0.0
         oldest = now_ms
