@@ -254,6 +254,10 @@ def test_dynamic_key_store_change_served_without_restart(tls_broker: TlsBroker) 
                     incremental_operation=AlterConfigOpType.SET)])  # fmt: skip
     for future in admin.incremental_alter_configs([resource]).values():
         future.result(timeout=15)
+    described = admin.describe_configs([ConfigResource(ConfigResource.Type.BROKER, "1")])
+    entries = next(iter(described.values())).result(timeout=15)
+    entry = entries["listener.name.ssl.ssl.keystore.location"]
+    assert (entry.value, entry.is_read_only, entry.is_sensitive) == (str(path), False, False)
     deadline = time.monotonic() + 10
     while _served_subject(tls_broker.ssl_port, files.ca) != "strom-broker-renewed":
         assert time.monotonic() < deadline, "the renewed certificate is not served"
