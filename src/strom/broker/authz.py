@@ -1,0 +1,97 @@
+"""The handlers' side of authorization: Kafka's ``AuthHelper`` over the context's principal.
+
+Every helper is true when the broker has no authorizer (``authorizer.class.name`` empty): one
+attribute test, so an unsecured broker's hot paths pay nothing else. With an authorizer, the
+decision is :class:`~strom.security.acl.authorizer.Authorizer`'s for the request's principal and
+its connection's host.
+
+Kafka's rules that the handlers follow, in one place:
+
+- a topic the principal may not DESCRIBE is answered as if it did not exist wherever naming it
+  would leak its existence (Metadata lists drop it; a named one is TOPIC_AUTHORIZATION_FAILED
+  whether it exists or not); an operation refused on a topic is TOPIC_AUTHORIZATION_FAILED,
+  on a group GROUP_AUTHORIZATION_FAILED, on a transactional id
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED, on the cluster CLUSTER_AUTHORIZATION_FAILED;
+- :func:`authorized_operations` is KIP-430's bit field (``-2**31`` when not asked for).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from strom.protocol.errors import ErrorCode, KafkaError
+from strom.security.acl.model import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from strom.broker.context import RequestContext
+
+TOPIC, GROUP, CLUSTER = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
+TRANSACTIONAL_ID = ResourceType.TRANSACTIONAL_ID
+READ, WRITE, CREATE, DELETE = AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DELETE
+ALTER, DESCRIBE, CLUSTER_ACTION = AclOperation.ALTER, AclOperation.DESCRIBE, AclOperation.CLUSTER_ACTION
+DESCRIBE_CONFIGS, ALTER_CONFIGS = AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS
+IDEMPOTENT_WRITE = AclOperation.IDEMPOTENT_WRITE
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+#: the error a refused operation on each resource type is answered with
+DENIED_CODE = {
+    TOPIC: ErrorCode.topic_authorization_failed,
+    GROUP: ErrorCode.group_authorization_failed,
+    CLUSTER: ErrorCode.cluster_authorization_failed,
+    TRANSACTIONAL_ID: ErrorCode.transactional_id_authorization_failed,
+    ResourceType.DELEGATION_TOKEN: ErrorCode.delegation_token_authorization_failed,
+    ResourceType.USER: ErrorCode.cluster_authorization_failed,
+}
+
+
+def authorize(ctx: RequestContext, op: AclOperation, resource_type: ResourceType, name: str) -> bool:
+    authorizer = ctx.services.authorizer
+    if authorizer is None:
+        return True
+    client = ctx.client
+    return authorizer.authorize(client.principal, client.host, op, resource_type, name)
+
+
+def authorize_cluster(ctx: RequestContext, op: AclOperation) -> bool:
+    return authorize(ctx, op, CLUSTER, CLUSTER_NAME)
+
+
+def authorize_any(ctx: RequestContext, op: AclOperation, resource_type: ResourceType) -> bool:
+    """KIP-679's ``authorizeByResourceType`` (idempotent producers without IDEMPOTENT_WRITE)."""
+    authorizer = ctx.services.authorizer
+    if authorizer is None:
+        return True
+    return authorizer.authorize_any(ctx.client.principal, ctx.client.host, op, resource_type)
+
+
+def require(ctx: RequestContext, op: AclOperation, resource_type: ResourceType, name: str) -> None:
+    """Raise the resource type's authorization error unless allowed."""
+    if not authorize(ctx, op, resource_type, name):
+        raise KafkaError(DENIED_CODE[resource_type],
+                         f"not authorized to {op.name} {resource_type.name} {name}")  # fmt: skip
+
+
+def require_cluster(ctx: RequestContext, op: AclOperation) -> None:
+    require(ctx, op, CLUSTER, CLUSTER_NAME)
+
+
+def allowed_names(ctx: RequestContext, op: AclOperation, resource_type: ResourceType,
+                  names: Iterable[str]) -> set[str]:  # fmt: skip
+    """The names (of ``names``) the principal may do ``op`` on."""
+    if ctx.services.authorizer is None:
+        return set(names)
+    return {n for n in names if authorize(ctx, op, resource_type, n)}
+
+
+def authorized_operations(ctx: RequestContext, resource_type: ResourceType, name: str,
+                          asked: bool = True) -> int:  # fmt: skip
+    """KIP-430: the operations the principal may do on the resource, as a bit field; omitted
+    (``-2**31``) when not asked. Without an authorizer every operation of the type is allowed."""
+    if not asked:
+        return AUTHORIZED_OPERATIONS_OMITTED
+    authorizer = ctx.services.authorizer
+    if authorizer is None:
+        return sum(1 << op for op in SUPPORTED_OPERATIONS[resource_type])
+    return authorizer.authorized_operations(ctx.client.principal, ctx.client.host,
+                                            resource_type, name)  # fmt: skip
