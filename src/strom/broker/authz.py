@@ -1,7 +1,9 @@
 """The handlers' side of authorization: Kafka's ``AuthHelper`` over the context's principal.
 
 Every helper is true when the broker has no authorizer (``authorizer.class.name`` empty): one
-attribute test, so an unsecured broker's hot paths pay nothing else. With an authorizer, the
+attribute test, so an unsecured broker's hot paths pay nothing else; and for the broker's own
+requests delivered in-process (a :class:`~strom.broker.context.Client` with a negative
+connection id: the controller's commands to its own broker), which no ACL can name. With an authorizer, the
 decision is :class:`~strom.security.acl.authorizer.Authorizer`'s for the request's principal and
 its connection's host.
 
@@ -50,6 +52,8 @@ def authorize(ctx: RequestContext, op: AclOperation, resource_type: ResourceType
     if authorizer is None:
         return True
     client = ctx.client
+    if client.connection_id < 0:
+        return True  # the broker itself (the controller's requests delivered in-process)
     return authorizer.authorize(client.principal, client.host, op, resource_type, name)
 
 
@@ -60,7 +64,7 @@ def authorize_cluster(ctx: RequestContext, op: AclOperation) -> bool:
 def authorize_any(ctx: RequestContext, op: AclOperation, resource_type: ResourceType) -> bool:
     """KIP-679's ``authorizeByResourceType`` (idempotent producers without IDEMPOTENT_WRITE)."""
     authorizer = ctx.services.authorizer
-    if authorizer is None:
+    if authorizer is None or ctx.client.connection_id < 0:
         return True
     return authorizer.authorize_any(ctx.client.principal, ctx.client.host, op, resource_type)
 
@@ -91,7 +95,7 @@ def authorized_operations(ctx: RequestContext, resource_type: ResourceType, name
     if not asked:
         return AUTHORIZED_OPERATIONS_OMITTED
     authorizer = ctx.services.authorizer
-    if authorizer is None:
+    if authorizer is None or ctx.client.connection_id < 0:
         return sum(1 << op for op in SUPPORTED_OPERATIONS[resource_type])
     return authorizer.authorized_operations(ctx.client.principal, ctx.client.host,
                                             resource_type, name)  # fmt: skip
