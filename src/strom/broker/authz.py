@@ -99,3 +99,26 @@ def authorized_operations(ctx: RequestContext, resource_type: ResourceType, name
         return sum(1 << op for op in SUPPORTED_OPERATIONS[resource_type])
     return authorizer.authorized_operations(ctx.client.principal, ctx.client.host,
                                             resource_type, name)  # fmt: skip
+
+
+#: config resource types (DescribeConfigs / AlterConfigs) -> the ACL resource type they are
+#: authorized on: a topic's own ACLs, a group's, the cluster for brokers, loggers and the rest
+CONFIG_RESOURCE_TYPES = {2: TOPIC, 32: GROUP}
+
+
+def require_config(ctx: RequestContext, op: AclOperation, config_type: int, name: str) -> None:
+    """DESCRIBE_CONFIGS / ALTER_CONFIGS on a config resource (Kafka's rule: a topic or a group on
+    itself, a broker, a broker logger or client metrics on the cluster)."""
+    resource_type = CONFIG_RESOURCE_TYPES.get(config_type, CLUSTER)
+    require(ctx, op, resource_type, name if resource_type != CLUSTER else CLUSTER_NAME)
+
+
+def require_topic_ids(ctx: RequestContext, op: AclOperation, topic_ids: Iterable[object]) -> None:
+    """``op`` on every topic named by id (ids no topic has are left to the handler), else
+    TOPIC_AUTHORIZATION_FAILED for the whole request."""
+    if ctx.services.authorizer is None:
+        return
+    for topic_id in set(topic_ids):
+        info = ctx.topics.by_id(topic_id)  # type: ignore[arg-type]
+        if info is not None:
+            require(ctx, op, TOPIC, info.name)

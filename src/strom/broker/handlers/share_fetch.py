@@ -21,6 +21,11 @@ whose share-partition cannot be loaded yet (its share coordinator is moving) com
 without an error, and is tried again by the next request. The answer names the partitions
 with records, errors or acknowledgements (all of the session's when it was opened).
 ``acquisition_lock_timeout`` is the group's ``share.record.lock.duration.ms``.
+
+Authorization: READ on the GROUP (else the whole request is GROUP_AUTHORIZATION_FAILED) and READ
+on every topic the request names (else the whole request is TOPIC_AUTHORIZATION_FAILED, before
+anything is acquired or acknowledged: stricter than Kafka, which refuses only those topics'
+partitions).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import uuid
 from time import perf_counter
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.broker.share import wire
 from strom.broker.share.manager import FetchResult
@@ -50,6 +55,8 @@ Part = tuple[uuid.UUID, int]
 
 @dispatch.handler(API_KEY, 1, 2)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    authz.require(ctx, authz.READ, authz.GROUP, str(request.group_id or ""))
+    authz.require_topic_ids(ctx, authz.READ, (t.topic_id for t in request.topics))
     shares = ctx.shares
     manager = shares.manager
     group = str(request.group_id or "")
