@@ -21,7 +21,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields, is_dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest

@@ -153,6 +153,7 @@ class AclBindingFilterArgs:
     principal: str | None
     host: str | None
     operation: AclOperation
+    permission: str = "ANY"
 
 
 def filters(spec: AclSpec, principal: str | None = None) -> list[AclBindingFilterArgs]:
@@ -208,7 +209,21 @@ def _filter_to_ck(f: AclBindingFilterArgs) -> ck.AclBindingFilter:
     host: Any = f.host
     return ck.AclBindingFilter(_ck_type(f.resource_type), name,
                                ck.ResourcePatternType[f.pattern_type.name], principal, host,
-                               ck.AclOperation[f.operation.name], ck.AclPermissionType.ANY)  # fmt: skip
+                               ck.AclOperation[f.operation.name],
+                               ck.AclPermissionType[f.permission.upper()])  # fmt: skip
+
+
+def exact_filter(row: AclRow) -> AclBindingFilterArgs:
+    """The filter that selects exactly the ACL ``row`` lists (a console's delete button)."""
+    try:
+        rt = ResourceType.parse(row.resource_type)
+        pt = PatternType.parse(row.pattern_type)
+        op = AclOperation.parse(row.operation)
+        PermissionType.parse(row.permission)
+    except AclError as exc:
+        raise InvalidInputError(str(exc)) from None
+    return AclBindingFilterArgs(rt, row.name, pt, row.principal, row.host, op,  # type: ignore[arg-type]
+                                row.permission)
 
 
 def _row(b: Any) -> AclRow:
