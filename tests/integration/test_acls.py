@@ -119,3 +119,68 @@ def test_no_authorizer_means_security_disabled(tmp_path: Path) -> None:
         line = assert_clean_error(strom("acl", "list", "-b", broker.bootstrap))
         assert "security" in line.lower() or "authorizer" in line.lower(), line
         assert produce(broker, "anything") == 0  # everything allowed
+
+
+def test_authorized_operations_kip430(secured: BrokerProcess) -> None:
+    """What librdkafka's admin tests read: describe_cluster / describe_topics /
+    describe_consumer_groups with include_authorized_operations."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AclOperation
+
+    acl(secured, "create", "--allow-principal", "User:ANONYMOUS", "--cluster", "--operation",
+        "Alter", "--operation", "Describe")  # first: the cluster then has ACLs (see above)
+    admin = AdminClient({"bootstrap.servers": secured.bootstrap})
+    admin.create_topics([NewTopic("ops-topic", 1, 1)])["ops-topic"].result(20)
+    acl(secured, "create", "--allow-principal", "User:ANONYMOUS", "--consumer", "--topic",
+        "ops-topic", "--group", "ops-group")
+    consumer = Consumer({"bootstrap.servers": secured.bootstrap, "group.id": "ops-group",
+                         "enable.auto.commit": False})  # fmt: skip
+    consumer.commit(offsets=[TopicPartition("ops-topic", 0, 0)], asynchronous=False)
+    consumer.close()
+
+    cluster = admin.describe_cluster(include_authorized_operations=True).result(15)
+    assert set(cluster.authorized_operations) == {AclOperation.ALTER, AclOperation.DESCRIBE}
+    topic = admin.describe_topics(TopicCollection(["ops-topic"]),
+                                  include_authorized_operations=True)["ops-topic"].result(15)
+    assert set(topic.authorized_operations) == {AclOperation.READ, AclOperation.DESCRIBE}
+    group = admin.describe_consumer_groups(["ops-group"], include_authorized_operations=True)[
+        "ops-group"].result(15)
+    assert set(group.authorized_operations) == {AclOperation.READ, AclOperation.DESCRIBE}
+
+
+def test_kafka_python_acl_round_trip(secured: BrokerProcess) -> None:
+    """kafka-python's own ACL integration test, step by step (its package ships no tests):
+    create, describe with a filter, delete, describe again — through its protocol versions."""
+    from kafka.admin import (
+        ACL,
+        ACLFilter,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        KafkaAdminClient,
+        ResourcePattern,
+        ResourcePatternFilter,
+    )
+    from kafka.admin import ResourceType as KResourceType
+    from kafka.errors import NoError
+
+    admin = KafkaAdminClient(bootstrap_servers=secured.bootstrap)
+    try:
+        entry = ACL(principal="User:test", host="*", operation=ACLOperation.READ,
+                    permission_type=ACLPermissionType.ALLOW,
+                    resource_pattern=ResourcePattern(KResourceType.TOPIC, "kp-topic"))  # fmt: skip
+        result = admin.create_acls([entry])
+        assert len(result["failed"]) == 0 and len(result["succeeded"]) == 1
+        selector = ACLFilter(principal=None, host="*", operation=ACLOperation.ANY,
+                             permission_type=ACLPermissionType.ANY,
+                             resource_pattern=ResourcePatternFilter(
+                                 KResourceType.TOPIC, "kp-topic", ACLResourcePatternType.LITERAL))  # fmt: skip
+        found, error = admin.describe_acls(selector)
+        assert error is NoError and [(a.principal, a.operation) for a in found] == [
+            ("User:test", ACLOperation.READ)]
+        deleted = admin.delete_acls([selector])
+        assert len(deleted) == 1 and len(deleted[0][1]) == 1 and deleted[0][2] is NoError
+        found, error = admin.describe_acls(selector)
+        assert error is NoError and found == []
+    finally:
+        admin.close()
