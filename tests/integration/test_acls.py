@@ -184,3 +184,51 @@ def test_kafka_python_acl_round_trip(secured: BrokerProcess) -> None:
         assert error is NoError and found == []
     finally:
         admin.close()
+
+
+def test_acl_requests_validated_as_kafka(tmp_path: Path) -> None:
+    """CreateAcls answers each creation on its own (a bad one INVALID_REQUEST, the others
+    stored); a filter with an UNKNOWN element is INVALID_REQUEST; DeleteAcls reports, per
+    filter, what it removed."""
+    from strom.protocol.messages import request_module
+    from strom.testing.samples import minimal
+
+    settings = {"authorizer.class.name": STANDARD, "super.users": "User:ANONYMOUS"}
+    with BrokerProcess(tmp_path / "data", settings=settings) as broker, \
+            WireConnection(broker.bootstrap) as conn:  # fmt: skip
+        make = request_module(30, 3).AclCreation
+
+        def creation(**values: Any) -> Any:
+            base = {"resource_type": 2, "resource_name": "t", "resource_pattern_type": 3,
+                    "principal": "User:a", "host": "*", "operation": 3, "permission_type": 3}
+            return minimal(make, **{**base, **values})
+
+        created = conn.request(30, 3, creations=(
+            creation(), creation(resource_type=4, resource_name="not-the-cluster"),
+            creation(principal="no-type"), creation(operation=1),
+            creation(resource_name="p", resource_pattern_type=4, permission_type=2)))  # fmt: skip
+        assert [r.error_code for r in created.results] == [
+            0, ErrorCode.invalid_request, ErrorCode.invalid_request, ErrorCode.invalid_request, 0]
+        unknown = conn.request(29, 3, resource_type_filter=0, resource_name_filter=None,
+                               pattern_type_filter=1, principal_filter=None, host_filter=None,
+                               operation=1, permission_type=1)  # fmt: skip
+        assert unknown.error_code == ErrorCode.invalid_request
+        described = conn.request(29, 3, resource_type_filter=2, resource_name_filter="pay",
+                                 pattern_type_filter=2, principal_filter=None, host_filter=None,
+                                 operation=1, permission_type=1)  # fmt: skip
+        # MATCH on "pay": the PREFIXED "p" applies to it, the LITERAL "t" does not
+        assert [(r.resource_name, r.pattern_type) for r in described.resources] == [("p", 4)]
+        filt = request_module(31, 3).DeleteAclsFilter
+        deleted = conn.request(31, 3, filters=(
+            minimal(filt, resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
+                    principal_filter="User:a", host_filter=None, operation=3, permission_type=3),
+            minimal(filt, resource_type_filter=2, resource_name_filter=None, pattern_type_filter=0,
+                    principal_filter=None, host_filter=None, operation=1,
+                    permission_type=1)))  # fmt: skip
+        assert [(r.error_code, len(r.matching_acls)) for r in deleted.filter_results] == [
+            (0, 1), (ErrorCode.invalid_request, 0)]
+        left = conn.request(29, 3, resource_type_filter=1, resource_name_filter=None,
+                            pattern_type_filter=1, principal_filter=None, host_filter=None,
+                            operation=1, permission_type=1)  # fmt: skip
+        assert [(r.resource_name, a.permission_type) for r in left.resources for a in r.acls] == [
+            ("p", 2)]
