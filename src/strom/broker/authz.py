@@ -91,12 +91,17 @@ def allowed_names(ctx: RequestContext, op: AclOperation, resource_type: Resource
 def authorized_operations(ctx: RequestContext, resource_type: ResourceType, name: str,
                           asked: bool = True) -> int:  # fmt: skip
     """KIP-430: the operations the principal may do on the resource, as a bit field; omitted
-    (``-2**31``) when not asked. Without an authorizer every operation of the type is allowed."""
+    (``-2**31``) when not asked; 0 when the principal may not DESCRIBE it (Kafka's rule for the
+    cluster's; topics and groups it may not describe are not answered at all). Without an
+    authorizer every operation of the type is allowed."""
     if not asked:
         return AUTHORIZED_OPERATIONS_OMITTED
     authorizer = ctx.services.authorizer
     if authorizer is None or ctx.client.connection_id < 0:
         return sum(1 << op for op in SUPPORTED_OPERATIONS[resource_type])
+    if not authorizer.authorize(ctx.client.principal, ctx.client.host, DESCRIBE, resource_type,
+                                name):  # fmt: skip
+        return 0
     return authorizer.authorized_operations(ctx.client.principal, ctx.client.host,
                                             resource_type, name)  # fmt: skip
 
