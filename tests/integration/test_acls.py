@@ -232,3 +232,17 @@ def test_acl_requests_validated_as_kafka(tmp_path: Path) -> None:
                             operation=1, permission_type=1)  # fmt: skip
         assert [(r.resource_name, a.permission_type) for r in left.resources for a in r.acls] == [
             ("p", 2)]
+
+
+@pytest.mark.parametrize(("setting", "said"), [
+    ("authorizer.class.name=com.example.Mine", "is not supported"),
+    ("allow.everyone.if.no.acl.found=maybe", "is not true or false"),
+    ("super.users=alice", "is not a principal"),
+])  # fmt: skip
+def test_serve_refuses_bad_authorization_settings(tmp_path: Path, setting: str, said: str) -> None:
+    from strom.testing import free_port
+
+    proc = strom("serve", "--data-dir", str(tmp_path / "data"), "--listen",
+                 f"127.0.0.1:{free_port()}", "--admin-listener=", "--set",
+                 f"authorizer.class.name={STANDARD}", "--set", setting, timeout=30)  # fmt: skip
+    assert proc.returncode == 2 and said in assert_clean_error(proc)
