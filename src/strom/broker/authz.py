@@ -20,7 +20,7 @@ Kafka's rules that the handlers follow, in one place:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.security.acl.model import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
@@ -118,12 +118,14 @@ def require_config(ctx: RequestContext, op: AclOperation, config_type: int, name
     require(ctx, op, resource_type, name if resource_type != CLUSTER else CLUSTER_NAME)
 
 
-def require_topic_ids(ctx: RequestContext, op: AclOperation, topic_ids: Iterable[object]) -> None:
-    """``op`` on every topic named by id (ids no topic has are left to the handler), else
-    TOPIC_AUTHORIZATION_FAILED for the whole request."""
+def denied_topic_ids(ctx: RequestContext, op: AclOperation, topic_ids: Iterable[Any]) -> set[Any]:
+    """The ids (of ``topic_ids``) of existing topics the principal may not do ``op`` on; ids no
+    topic has are left to the handler (UNKNOWN_TOPIC_ID)."""
     if ctx.services.authorizer is None:
-        return
+        return set()
+    denied = set()
     for topic_id in set(topic_ids):
-        info = ctx.topics.by_id(topic_id)  # type: ignore[arg-type]
-        if info is not None:
-            require(ctx, op, TOPIC, info.name)
+        info = ctx.topics.by_id(topic_id)
+        if info is not None and not authorize(ctx, op, TOPIC, info.name):
+            denied.add(topic_id)
+    return denied

@@ -9,9 +9,8 @@ records the member does not hold, NOT_LEADER_OR_FOLLOWER (with the current leade
 broker does not lead the partition.
 
 Authorization: READ on the GROUP (else the whole request is GROUP_AUTHORIZATION_FAILED) and READ
-on every topic the request names (else the whole request is TOPIC_AUTHORIZATION_FAILED, before
-anything is acquired or acknowledged: stricter than Kafka, which refuses only those topics'
-partitions).
+on each topic (else its partitions are TOPIC_AUTHORIZATION_FAILED, nothing of them
+acknowledged), as Kafka answers.
 """
 
 from __future__ import annotations
@@ -32,7 +31,6 @@ E = ErrorCode
 @dispatch.handler(API_KEY, 1, 2)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     authz.require(ctx, authz.READ, authz.GROUP, str(request.group_id or ""))
-    authz.require_topic_ids(ctx, authz.READ, (t.topic_id for t in request.topics))
     shares = ctx.shares
     manager = shares.manager
     group = str(request.group_id or "")
@@ -60,7 +58,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return answer(code or E.share_session_not_found)
     renew = bool(getattr(request, "is_renew_ack", False)) and settings.renew_enabled
     results: dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]] = {}
+    denied = authz.denied_topic_ids(ctx, authz.READ, (t.topic_id for t in request.topics))
     for (tid, index), batches in wire.acknowledgements(request.topics, "acknowledgement_batches").items():
+        if tid in denied:  # refused, nothing acknowledged (Kafka's per-topic answer)
+            results[(tid, index)] = (E.topic_authorization_failed, "not authorized to READ it")
+            continue
         results[(tid, index)] = await manager.acknowledge(group, member, tid, index, batches, renew)
     if epoch == FINAL_EPOCH:
         manager.sessions.close(group, member)
