@@ -14,7 +14,7 @@ response written: framing, the pre-decode walk, ``kio``'s decode, the handler, t
 Run it against two trees in the same session and compare the ratio::
 
     PYTHONPATH=/work/main/src python benchmarks/produce_cpu.py
-    PYTHONPATH=src python benchmarks/produce_cpu.py [--profile out.pstats]
+    PYTHONPATH=src python benchmarks/produce_cpu.py [--profile out.pstats] [--quota]
 
 Prints one JSON line.
 """
@@ -168,6 +168,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     n = args.partitions
     transport = CountingTransport()
     async with broker_connection(transport, partitions=n) as (broker, conn):
+        if args.quota:  # a quota no request reaches: what measuring costs (strom.broker.throttling)
+            from strom.security.quotas import DEFAULT, Entity
+
+            broker.services.quotas.quotas.update(Entity(None, DEFAULT),
+                                                 {"producer_byte_rate": 1e15})  # fmt: skip
         warm = produce_frames("bench", max(2000, n), 0, n)  # at least one per partition
         await _feed(conn, warm, args.burst, transport, 0)
         sent = len(warm)
@@ -239,6 +244,9 @@ def main() -> int:
     parser.add_argument("--value-bytes", type=int, default=100, help="bytes of each value")
     parser.add_argument("--repeat", type=int, default=1, help="runs; the best is reported")
     parser.add_argument("--profile", help="write cProfile stats of the (last) run here")
+    parser.add_argument("--quota", action="store_true",
+                        help="a producer_byte_rate on every client id, never reached (client "
+                             "quotas' cost; the default measures a broker without quotas)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     runs = [asyncio.run(run(args)) for _ in range(args.repeat)]

@@ -27,8 +27,10 @@ The services, by what a handler does with them:
 - ``log_mover``: replica moves between log directories (AlterReplicaLogDirs);
 - ``fetch_sessions`` / ``metadata_answers``: per-broker caches of the Fetch and Metadata
   handlers;
-- ``replica_selector``: KIP-392's choice of a follower for a consumer (None: the leader).
-
+- ``replica_selector``: KIP-392's choice of a follower for a consumer (None: the leader);
+- ``quotas``: client quotas (:class:`~strom.security.quota_store.QuotaStore`: every entity's
+  quota configs kept from the metadata store, their alteration, and in ``quotas.quotas`` the
+  rates the connections record and the throttle times they compute);
 - ``authorizer``: the ACL decisions (:class:`~strom.security.acl.authorizer.Authorizer`), None
   when ``authorizer.class.name`` is empty (everything allowed; the ACL APIs answer
   SECURITY_DISABLED); handlers ask it through the context's ``authorize*`` helpers
@@ -61,6 +63,7 @@ if TYPE_CHECKING:
     from strom.replication.replica_manager import ReplicaManager
     from strom.security.acl.authorizer import Authorizer
     from strom.security.acl.store import AclStore
+    from strom.security.quota_store import QuotaStore
     from strom.storage.log_manager import LogManager
 
 
@@ -84,5 +87,6 @@ class BrokerServices:
     metadata_answers: MetadataAnswers
     replica_selector: str | None  # a selector of strom.replication.replica_selector
     shares: ShareService
+    quotas: QuotaStore
     authorizer: Authorizer | None = None
     acls: AclStore | None = None
