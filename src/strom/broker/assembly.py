@@ -83,6 +83,7 @@ from strom.replication.metadata_cache import BrokerInfo
 from strom.replication.replica_manager import ReplicaManager
 from strom.replication.replica_selector import check_selector
 from strom.replication.service import ReplicationService
+from strom.security.scram_credentials import ScramCredentials
 from strom.storage import file_handles
 from strom.storage.flusher import Flusher
 from strom.storage.log_manager import LogManager
@@ -218,6 +219,9 @@ class Broker:
                 made = logs.create_logs(topic.name, missing, topic.configs)
                 logs.add(topic.name, made, topic.configs)
 
+        scram = ScramCredentials(store)  # SCRAM logins look credentials up without I/O
+        await scram.start()
+        self._stops.append(("SCRAM credentials", scram.close))
         producer_ids = ProducerIdManager(store, node_id)
         self._stops.append(("producer ids", producer_ids.close))
         dispatch.load_handlers()
@@ -253,7 +257,7 @@ class Broker:
             fetch_sessions=FetchSessionCache(
                 config.get_int("max.incremental.fetch.session.cache.slots")),
             metadata_answers=MetadataAnswers(), replica_selector=self.replica_selector,
-            shares=shares,
+            shares=shares, scram=scram,
         )  # fmt: skip
         self._prepare_stop = controller.prepare_stop
         await controller.start()  # first: the coordinators' topics are created through it

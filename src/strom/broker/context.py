@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from strom.clock import Clock
     from strom.config import BrokerConfig
     from strom.replication.replica_manager import ReplicaManager
+    from strom.security.sasl.authenticator import Authenticator
     from strom.storage.log_manager import LogManager
 
 #: Kafka's principal of an unauthenticated (PLAINTEXT) connection
@@ -40,9 +41,10 @@ class Client:
     """The connection a request came on: the peer's address, the connection's id, the
     principal it acts as, and the time the request being handled spent parked in the
     purgatory (``remote_s``, the request metrics' RemoteTime; a connection handles its requests
-    one at a time, so it is zero between them)."""
+    one at a time, so it is zero between them). On a SASL listener ``sasl`` is the
+    connection's authenticator (SaslHandshake / SaslAuthenticate use it), else None."""
 
-    __slots__ = ("host", "port", "connection_id", "principal", "remote_s")
+    __slots__ = ("host", "port", "connection_id", "principal", "remote_s", "sasl")
 
     def __init__(self, host: str, port: int, connection_id: int,
                  principal: str = ANONYMOUS) -> None:  # fmt: skip
@@ -51,6 +53,7 @@ class Client:
         self.connection_id = connection_id
         self.principal = principal
         self.remote_s = 0.0
+        self.sasl: Authenticator | None = None
 
 
 class RequestContext(NamedTuple):

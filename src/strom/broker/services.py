@@ -27,7 +27,9 @@ The services, by what a handler does with them:
 - ``log_mover``: replica moves between log directories (AlterReplicaLogDirs);
 - ``fetch_sessions`` / ``metadata_answers``: per-broker caches of the Fetch and Metadata
   handlers;
-- ``replica_selector``: KIP-392's choice of a follower for a consumer (None: the leader).
+- ``replica_selector``: KIP-392's choice of a follower for a consumer (None: the leader);
+- ``scram``: users' SCRAM credentials (:class:`~strom.security.scram_credentials.ScramCredentials`:
+  the logins' cache, DescribeUserScramCredentials / AlterUserScramCredentials).
 
 Security (authentication and ACLs) is not built yet: the principal of a request is on its
 :class:`~strom.broker.context.RequestContext`, and an ``authorizer`` service joins this set
@@ -56,6 +58,7 @@ if TYPE_CHECKING:
     from strom.clock import Clock
     from strom.config import BrokerConfig
     from strom.replication.replica_manager import ReplicaManager
+    from strom.security.scram_credentials import ScramCredentials
     from strom.storage.log_manager import LogManager
 
 
@@ -79,3 +82,4 @@ class BrokerServices:
     metadata_answers: MetadataAnswers
     replica_selector: str | None  # a selector of strom.replication.replica_selector
     shares: ShareService
+    scram: ScramCredentials

@@ -1,0 +1,34 @@
+"""AlterUserScramCredentials (key 51, KIP-554): create, replace or delete users' SCRAM
+credentials.
+
+An upsertion carries the client's salt and salted password (PBKDF2 of the password: the
+password never reaches the broker); the broker keeps Kafka's StoredKey / ServerKey made from
+it. Kafka's errors per user: UNACCEPTABLE_CREDENTIAL (an empty name, iterations outside
+4096..16384), UNSUPPORTED_SASL_MECHANISM (a mechanism type other than 1 and 2),
+DUPLICATE_RESOURCE (a user and mechanism twice in one request), RESOURCE_NOT_FOUND (deleting a
+credential the user does not have). See :mod:`strom.security.scram_credentials`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strom.broker import dispatch
+from strom.broker.context import RequestContext
+from strom.security.scram_credentials import Deletion, Upsertion
+
+API_KEY = 51
+
+
+@dispatch.handler(API_KEY, 0, 0)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    upsertions = [Upsertion(u.name, int(u.mechanism), int(u.iterations), bytes(u.salt),
+                            bytes(u.salted_password)) for u in request.upsertions]  # fmt: skip
+    deletions = [Deletion(d.name, int(d.mechanism)) for d in request.deletions]
+    results = await ctx.services.scram.alter(upsertions, deletions)
+    return ctx.respond(
+        throttle_time=0,
+        results=tuple(ctx.make("AlterUserScramCredentialsResult", user=r.user,
+                               error_code=r.error, error_message=r.message)
+                      for r in results),
+    )  # fmt: skip
