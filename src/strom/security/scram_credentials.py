@@ -316,3 +316,15 @@ class ScramCredentials:
             self._lost = False
             self._spawn(self._read_all())
 
+
+
+def upsertion(user: str, mechanism: str, password: str, iterations: int,
+              salt: bytes | None = None) -> Upsertion:  # fmt: skip
+    """An upsertion made from a password here (the offline path: what a client computes)."""
+    import os
+
+    from strom.security.sasl.scram import salted_password
+
+    salt = os.urandom(32) if salt is None else salt
+    return Upsertion(user, MECHANISMS[mechanism][1], iterations, salt,
+                     salted_password(mechanism, password, salt, iterations))  # fmt: skip
