@@ -83,6 +83,8 @@ from strom.replication.metadata_cache import BrokerInfo
 from strom.replication.replica_manager import ReplicaManager
 from strom.replication.replica_selector import check_selector
 from strom.replication.service import ReplicationService
+from strom.security.listeners import Listeners
+from strom.security.listeners import from_config as listeners_from_config
 from strom.security.scram_credentials import ScramCredentials
 from strom.storage import file_handles
 from strom.storage.flusher import Flusher
@@ -118,14 +120,27 @@ class Broker:
         self,
         config: BrokerConfig,
         data_dir: Path,
-        listen: tuple[str, int],
+        listen: tuple[str, int] | None = None,
         advertised: tuple[str, int] | None = None,
         clock: Clock | None = None,
+        listeners: Listeners | None = None,
     ) -> None:
+        """``listeners``: every listener (:mod:`strom.security.listeners`); else ``listen`` /
+        ``advertised`` as one PLAINTEXT listener (the ``--listen`` shortcut); else the
+        ``listeners`` property."""
         self.config = config
         self.data_dir = Path(data_dir)
-        self.listen = listen
-        self.advertised = advertised or listen
+        if listeners is None:
+            listeners = listeners_from_config(
+                config.values, f"[{listen[0]}]:{listen[1]}" if listen else None,
+                f"[{advertised[0]}]:{advertised[1]}" if advertised else None)  # fmt: skip
+        self.listeners = listeners
+        inter = listeners.inter_broker
+        bound = listeners.bound_listener(inter)
+        adv = listeners.inter_broker_listener
+        #: the inter-broker listener's addresses (peers, and the source of outgoing connections)
+        self.listen = (bound.host, bound.port)
+        self.advertised = (adv.host, adv.port)
         self.clock: Clock = clock or SystemClock()
         self.node_id = config.node_id
         # KIP-392: which replica a consumer with a rack reads from (None: always the leader)
@@ -141,7 +156,8 @@ class Broker:
         self.stopping = False  # stop() begun
         self.logs_loaded = False
         self._admin: admin_listener.AdminListener | None = None
-        self._server: asyncio.Server | None = None
+        self._server: asyncio.Server | None = None  # the first listener's (tests read its port)
+        self._servers: list[asyncio.Server] = []
         self._stops: list[tuple[str, StopStep]] = []  # what started, in order (stop: reversed)
         self._prepare_stop: Callable[[], Awaitable[None]] | None = None
         self._stopping = asyncio.Event()
@@ -165,7 +181,7 @@ class Broker:
         meta_properties.check_log_dirs(log_dirs, self.data_dir, cluster_id, node_id)
         rack = config.get("broker.rack") or None
         node = NodeIdentity(node_id, cluster_id, self.advertised, self.listen, rack,
-                            self.data_dir, tuple(log_dirs))  # fmt: skip
+                            self.data_dir, tuple(log_dirs), self.listeners)  # fmt: skip
 
         registry = TopicRegistry(store)
         await registry.start()
@@ -189,7 +205,10 @@ class Broker:
         configs.on_change(logs.update_broker_configs)
 
         host, port = self.advertised
-        registration = BrokerRegistration(node_id, (Endpoint("PLAINTEXT", host, port),), rack)
+        # the inter-broker listener first: peers connect to a registration's first endpoint
+        endpoints = tuple(Endpoint(s.name, s.host, s.port, s.security_protocol)
+                          for s in self.listeners.registration_order())  # fmt: skip
+        registration = BrokerRegistration(node_id, endpoints, rack)
         membership = BrokerMembership(store, registration,
                                       config.get_int("zookeeper.session.timeout.ms"))  # fmt: skip
 
@@ -200,7 +219,8 @@ class Broker:
         replicas = ReplicaManager(logs, node_id, clock, broker_epoch=broker_epoch,
                                   topic_configs=overrides)  # fmt: skip
         replication = ReplicationService(replicas, registry, config, self.periodic,
-                                         BrokerInfo(node_id, host, port, rack),
+                                         BrokerInfo(node_id, host, port, rack, tuple(
+                                             (e.listener, e.host, e.port) for e in endpoints)),
                                          source_host=node.source_host, broker_epoch=broker_epoch,
                                          metrics=self.metrics.replication)  # fmt: skip
         lifecycle = TopicLifecycle(registry, logs, replication, node_id)
@@ -271,8 +291,14 @@ class Broker:
         await cleaner.start()
         self._stops.append(("log cleaner", cleaner.stop))
 
+        for spec in self.listeners.bound:
+            server = await start_server(self.services, self.connections, spec)
+            self._servers.append(server)
+            log.info("listener %s (%s) on %s:%s", spec.name, spec.security_protocol,
+                     spec.host or "*", server.sockets[0].getsockname()[1] if server.sockets
+                     else spec.port)  # fmt: skip
+        self._server = self._servers[0]
         host, port = self.listen
-        self._server = await start_server(self.services, self.connections, host, port)
         self.periodic.every(log_maintenance.interval_s(config), lambda: log_maintenance.tick(logs))
         checkpoint_ms = max(config.get_int("log.flush.offset.checkpoint.interval.ms"), 100)
         self.periodic.every(checkpoint_ms / 1000.0,
@@ -313,7 +339,7 @@ class Broker:
 
     def listener_serving(self) -> bool:
         """Whether the Kafka listener accepts connections (a readiness check)."""
-        return self._server is not None and self._server.is_serving()
+        return bool(self._servers) and all(s.is_serving() for s in self._servers)
 
     async def stop(self) -> None:
         self.stopping = True  # /health/ready answers 503 from now on
@@ -322,8 +348,8 @@ class Broker:
                 await self._prepare_stop()
             except Exception:
                 log.exception("error preparing the controller service to stop")
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         if self.config.get("zookeeper.connect"):  # in a cluster, leaderships just moved away
             await drain(self.connections, CONNECTION_DRAIN_S)
         for conn in list(self.connections):

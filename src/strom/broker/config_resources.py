@@ -144,11 +144,14 @@ def _computed_broker_values(configs: DynamicConfig) -> dict[str, str]:
     node = configs.node
     host, port = node.listen
     adv_host, adv_port = node.advertised
+    listeners = node.listeners
     return {
         "broker.id": str(node.node_id),
         "node.id": str(node.node_id),
-        "listeners": f"PLAINTEXT://{host}:{port}",
-        "advertised.listeners": f"PLAINTEXT://{adv_host}:{adv_port}",
+        "listeners": ",".join(s.url() for s in listeners.bound) if listeners
+        else f"PLAINTEXT://{host}:{port}",
+        "advertised.listeners": ",".join(s.url() for s in listeners.advertised) if listeners
+        else f"PLAINTEXT://{adv_host}:{adv_port}",
         "log.dirs": ",".join(str(d) for d in node.log_dirs),
     }
 

@@ -39,20 +39,26 @@ ANONYMOUS = "User:ANONYMOUS"
 
 class Client:
     """The connection a request came on: the peer's address, the connection's id, the
-    principal it acts as, and the time the request being handled spent parked in the
-    purgatory (``remote_s``, the request metrics' RemoteTime; a connection handles its requests
-    one at a time, so it is zero between them). On a SASL listener ``sasl`` is the
+    principal it acts as, the listener it came in on (its name, ``""`` for the broker's own
+    local calls, and its security protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL,
+    :mod:`strom.security.listeners`), and the time the request being handled spent parked in
+    the purgatory (``remote_s``, the request metrics' RemoteTime; a connection handles its
+    requests one at a time, so it is zero between them). On a SASL listener ``sasl`` is the
     connection's authenticator (SaslHandshake / SaslAuthenticate use it), else None."""
 
-    __slots__ = ("host", "port", "connection_id", "principal", "remote_s", "sasl")
+    __slots__ = ("host", "port", "connection_id", "principal", "remote_s", "listener",
+                 "security_protocol", "sasl")
 
     def __init__(self, host: str, port: int, connection_id: int,
-                 principal: str = ANONYMOUS) -> None:  # fmt: skip
+                 principal: str = ANONYMOUS, listener: str = "",
+                 security_protocol: str = "PLAINTEXT") -> None:  # fmt: skip
         self.host = host
         self.port = port
         self.connection_id = connection_id
         self.principal = principal
         self.remote_s = 0.0
+        self.listener = listener
+        self.security_protocol = security_protocol
         self.sasl: Authenticator | None = None
 
 

@@ -1,15 +1,20 @@
 """The broker's client listener: the asyncio server that makes a :class:`KafkaConnection` per
-accepted socket, and the drain of those connections at shutdown."""
+accepted socket (a :class:`~strom.broker.sasl_connection.SaslConnection` on a SASL_PLAINTEXT /
+SASL_SSL listener), and the drain of those connections at shutdown."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from strom.broker.sasl_connection import SaslConnection
 from strom.broker.server import KafkaConnection
+from strom.security.sasl import SaslSettings
 
 if TYPE_CHECKING:
     from strom.broker.services import BrokerServices
+    from strom.security.listeners import ListenerSpec
 
 
 async def drain(connections: set[KafkaConnection], timeout: float, grace: float = 0.1) -> None:
@@ -34,12 +39,22 @@ async def drain(connections: set[KafkaConnection], timeout: float, grace: float 
         await asyncio.sleep(0.005)
 
 
-async def start_server(services: BrokerServices, connections: set[KafkaConnection], host: str,
-                       port: int) -> asyncio.Server:  # fmt: skip
-    """Listen on ``host:port``; each accepted socket gets a :class:`KafkaConnection`, kept in
-    ``connections`` while open."""
+async def start_server(services: BrokerServices, connections: set[KafkaConnection],
+                       spec: ListenerSpec) -> asyncio.Server:  # fmt: skip
+    """Listen as ``spec`` says; each accepted socket gets a :class:`KafkaConnection` of that
+    listener, kept in ``connections`` while open."""
+    if spec.uses_tls:
+        raise ValueError(f"listener {spec.name}: {spec.security_protocol} is not served yet")
     loop = asyncio.get_running_loop()
-    return await loop.create_server(
-        lambda: KafkaConnection(services, connections), host, port, reuse_address=True,
-        backlog=1024,
-    )  # fmt: skip
+    factory: Callable[[], KafkaConnection]
+    if spec.uses_sasl:
+        # read once, at start: a bad SASL setting fails the start, naming the property
+        sasl = SaslSettings.from_config(spec.values, spec.name, services.scram.lookup)
+
+        def factory() -> KafkaConnection:
+            return SaslConnection(services, connections, spec, sasl)
+    else:
+        def factory() -> KafkaConnection:
+            return KafkaConnection(services, connections, spec)
+    return await loop.create_server(factory, spec.bind_host, spec.port, reuse_address=True,
+                                    backlog=1024)  # fmt: skip

@@ -30,6 +30,7 @@ from strom.security.sasl.authenticator import Authenticator
 
 if TYPE_CHECKING:
     from strom.broker.services import BrokerServices
+    from strom.security.listeners import ListenerSpec
     from strom.security.sasl import SaslSettings
 
 log = logging.getLogger(__name__)
@@ -37,8 +38,8 @@ log = logging.getLogger(__name__)
 
 class SaslConnection(KafkaConnection):
     def __init__(self, services: BrokerServices, connections: set[KafkaConnection],
-                 settings: SaslSettings) -> None:  # fmt: skip
-        super().__init__(services, connections)
+                 listener: ListenerSpec, settings: SaslSettings) -> None:  # fmt: skip
+        super().__init__(services, connections, listener)
         self.auth = Authenticator(settings)
         self.client.sasl = self.auth
         self.failing = False  # a failure is being answered: every later frame is dropped

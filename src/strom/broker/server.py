@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from collections.abc import Coroutine
 
     from strom.broker.services import BrokerServices
+    from strom.security.listeners import ListenerSpec
 
 log = logging.getLogger(__name__)
 _connection_ids = itertools.count(1)
@@ -85,8 +86,11 @@ class Pending:
 
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, services: BrokerServices, connections: set[KafkaConnection]) -> None:
+    def __init__(self, services: BrokerServices, connections: set[KafkaConnection],
+                 listener: ListenerSpec | None = None) -> None:  # fmt: skip
         self.services = services
+        #: the listener this connection came in on (None: a test's bare connection, PLAINTEXT)
+        self.listener = listener
         self.connections = connections  # the broker's open connections (shutdown drains them)
         self.id = next(_connection_ids)
         self.core = ConnectionCore(services.config.get_int("socket.request.max.bytes"))
@@ -101,7 +105,7 @@ class KafkaConnection(asyncio.Protocol):
         self.task: asyncio.Task[None] | None = None
         self.reading_paused = False
         self.peer: tuple[str, int] = ("?", 0)
-        self.client = Client("?", 0, self.id)
+        self.client = self._client("?", 0)
         self.sender: zero_copy.SocketSender | None = None
         self.sock_fd: int | None = None
         # request metrics (strom.broker.observability.metrics): when each queued frame arrived
@@ -110,13 +114,20 @@ class KafkaConnection(asyncio.Protocol):
         self.handled = 0  # requests handled (listener.drain: answered since the shutdown began)
 
 
+    def _client(self, host: str, port: int) -> Client:
+        spec = self.listener
+        if spec is None:
+            return Client(host, port, self.id)
+        return Client(host, port, self.id, listener=spec.name,
+                      security_protocol=spec.security_protocol)  # fmt: skip
+
     # asyncio.Protocol callbacks -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer = (str(peer[0]), int(peer[1]))
-            self.client = Client(self.peer[0], self.peer[1], self.id)
+            self.client = self._client(*self.peer)
         self.sock_fd = zero_copy.socket_fd(transport)
         self.connections.add(self)
         self.metrics.connections_created += 1

@@ -185,7 +185,8 @@ def _respond(ctx: RequestContext, topics: list[Any]) -> EncodedBody:
     cache (brokers, controller) has not changed."""
     cache = ctx.services.metadata_answers
     cluster = ctx.replicas.cache
-    key = (ctx.api_version, cluster.version, *map(id, topics))
+    listener = ctx.client.listener
+    key = (ctx.api_version, cluster.version, listener, *map(id, topics))
     cached = cache.bodies.get(key)
     if cached is not None:
         return cached[1]
@@ -193,7 +194,7 @@ def _respond(ctx: RequestContext, topics: list[Any]) -> EncodedBody:
         throttle_time=0,
         brokers=tuple(ctx.make("MetadataResponseBroker", node_id=b.node_id, host=b.host,
                                port=b.port, rack=b.rack)
-                      for b in sorted(cluster.brokers.values(), key=lambda b: b.node_id)),
+                      for b in cluster.brokers_on(listener)),
         cluster_id=ctx.node.cluster_id,
         controller_id=cluster.controller_id,
         topics=tuple(topics),
