@@ -229,3 +229,42 @@ def test_oauthbearer_jwks_validator() -> None:
         validator.validate(forged)
     with pytest.raises(TokenInvalid):  # alg none never passes the JWKS validator
         validator.validate(unsecured({"sub": "svc", "exp": now + 60}))
+
+
+def _legacy_client_final(mechanism: str, password: str, client_first_bare: str,
+                         server_first: str, cnonce: str) -> str:  # fmt: skip
+    """librdkafka < 2.2's client-final: its own nonce again before the combined one."""
+    import hashlib
+    import hmac as hm
+
+    attrs = dict(a.split("=", 1) for a in server_first.split(","))
+    hash_name = "sha256" if mechanism == SCRAM_SHA_256 else "sha512"
+    salted = hashlib.pbkdf2_hmac(hash_name, password.encode(), base64.b64decode(attrs["s"]),
+                                 int(attrs["i"]))  # fmt: skip
+    client_key = hm.digest(salted, b"Client Key", hash_name)
+    stored = hashlib.new(hash_name, client_key).digest()
+    without_proof = f"c=biws,r={cnonce}{attrs['r']}"
+    auth = f"{client_first_bare},{server_first},{without_proof}".encode()
+    signature = hm.digest(stored, auth, hash_name)
+    proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+    return f"{without_proof},p={base64.b64encode(proof).decode()}"
+
+
+@pytest.mark.parametrize("mechanism", [SCRAM_SHA_256, SCRAM_SHA_512])
+def test_scram_accepts_librdkafka_2_0_doubled_nonce_as_kafka_does(mechanism: str) -> None:
+    credential = make_credential(mechanism, "pw", 4096)
+    cnonce = "XfuJN3fo[jFr?=@xxC}ic]d|@ewp\\Hl]"
+    server = ScramServer(mechanism, lambda name: credential)
+    first = server.evaluate(f"n,,n=bob,r={cnonce}".encode()).decode()
+    final = _legacy_client_final(mechanism, "pw", f"n=bob,r={cnonce}", first, cnonce)
+    assert server.evaluate(final.encode()).startswith(b"v=")
+    assert server.complete
+    server = ScramServer(mechanism, lambda name: credential)
+    first = server.evaluate(f"n,,n=bob,r={cnonce}".encode()).decode()
+    final = _legacy_client_final(mechanism, "wrong", f"n=bob,r={cnonce}", first, cnonce)
+    with pytest.raises(AuthenticationFailed):
+        server.evaluate(final.encode())
+    server = ScramServer(mechanism, lambda name: credential)  # a nonce not ending in ours
+    server.evaluate(f"n,,n=bob,r={cnonce}".encode())
+    with pytest.raises(AuthenticationFailed):
+        server.evaluate(f"c=biws,r={cnonce}zzz,p=AAAA".encode())

@@ -29,6 +29,7 @@ import binascii
 import hashlib
 import hmac
 import os
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -113,6 +114,20 @@ def make_credential(mechanism: str, password: str, iterations: int = DEFAULT_ITE
                                   iterations)  # fmt: skip
 
 
+def server_nonce() -> str:
+    """Kafka's server nonce: 130 random bits in base 36 (``ScramFormatter.secureRandomString``).
+
+    Not scramp's default (64 hex digits): librdkafka 2.0 (Debian's kcat) then sends back a
+    client-final message whose nonce does not match, and fails every SCRAM login."""
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    value = secrets.randbits(130)
+    out = []
+    while value:
+        value, digit = divmod(value, 36)
+        out.append(digits[digit])
+    return "".join(reversed(out)) or "0"
+
+
 def _unescape(name: str) -> str:
     return name.replace("=2C", ",").replace("=3D", "=")
 
@@ -190,7 +205,8 @@ class ScramServer:
 
         found = (credential.salt, credential.stored_key, credential.server_key,
                  credential.iterations)  # fmt: skip
-        self._server = scramp.ScramMechanism(self.mechanism).make_server(lambda _name: found)
+        self._server = scramp.ScramMechanism(self.mechanism).make_server(
+            lambda _name: found, s_nonce=server_nonce())
         try:
             self._server.set_client_first(text)
             first: str = self._server.get_server_first()
@@ -203,6 +219,10 @@ class ScramServer:
         import scramp
 
         assert self._server is not None
+        nonce = next((attr[2:] for attr in text.split(",") if attr.startswith("r=")), "")
+        server_nonce = str(self._server.nonce)
+        if nonce != server_nonce and nonce.endswith(server_nonce):
+            return self._final_legacy_nonce(text)
         try:
             self._server.set_client_final(text)
             final: str = self._server.get_server_final()
@@ -211,3 +231,40 @@ class ScramServer:
                 f"Invalid client credentials of user {self._user!r}: {exc}") from None
         self._done = True
         return final.encode()
+
+    def _final_legacy_nonce(self, text: str) -> bytes:
+        """A client-final message whose nonce is the server's with something before it.
+
+        librdkafka before 2.2 (Debian's kcat: 2.0) sends its own nonce again in front of the
+        combined one; Kafka accepts that (``ScramSaslServer`` checks the final nonce *ends
+        with* the server's, not that it equals it), so strom does too. scramp insists on
+        equality, so this one step is RFC 5802's proof check done here with scramp's
+        primitives: the proof still covers the message as the client sent it, and the
+        server's fresh nonce must be in it."""
+        from scramp import utils
+
+        assert self._server is not None
+        without_proof, sep, proof_b64 = text.rpartition(",p=")
+        attrs = dict(a.split("=", 1) for a in without_proof.split(",") if "=" in a)
+        gs2 = str(self._server.gs2_header)
+        try:
+            channel = base64.b64decode(attrs.get("c", ""), validate=True)
+            proof = base64.b64decode(proof_b64, validate=True)
+        except (binascii.Error, ValueError):
+            raise AuthenticationFailed("Invalid SCRAM client final message format") from None
+        if not sep or channel != gs2.encode():
+            raise AuthenticationFailed("Invalid SCRAM client final message: channel binding")
+        hf = getattr(hashlib, MECHANISMS[self.mechanism][0])
+        auth_msg = ",".join((self._server.client_first_bare, self._server.server_first,
+                             without_proof)).encode()  # fmt: skip
+        stored_key, server_key = self._server.stored_key, self._server.server_key
+        try:
+            client_key = utils.xor(utils.hmac(hf, stored_key, auth_msg), proof)
+        except ValueError:
+            raise AuthenticationFailed(
+                f"Invalid client credentials of user {self._user!r}: proof length") from None
+        if not hmac.compare_digest(utils.h(hf, client_key), stored_key):
+            raise AuthenticationFailed(f"Invalid client credentials of user {self._user!r}")
+        self._done = True
+        signature = utils.hmac(hf, server_key, auth_msg)
+        return b"v=" + base64.b64encode(signature)
