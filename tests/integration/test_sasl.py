@@ -502,7 +502,7 @@ def test_scram_users_survive_kill_9(tmp_path: Path) -> None:
                 "sasl.password": "frank-pw"}  # fmt: skip
         topic_meta = AdminClient(conf).list_topics(timeout=15)
         assert list(topic_meta.brokers) == [1]  # authenticated as frank: answered
-        described = AdminClient({"bootstrap.servers": f"127.0.0.1:{internal}"}) \
-            .describe_user_scram_credentials(["frank"])["frank"].result(timeout=15)  # fmt: skip
+        plain = AdminClient({"bootstrap.servers": f"127.0.0.1:{internal}"})
+        described = plain.describe_user_scram_credentials(["frank"])["frank"].result(timeout=15)
         assert [(i.mechanism, i.iterations) for i in described.scram_credential_infos] == [
             (ScramMechanism.SCRAM_SHA_256, 8192)]
