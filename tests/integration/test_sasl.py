@@ -29,7 +29,7 @@ from confluent_kafka.admin import (
 )
 
 from strom.protocol.errors import ErrorCode
-from strom.testing.process import BrokerProcess, free_port
+from strom.testing.process import BrokerProcess, free_port, wait_for_port
 from strom.testing.raw import RawConnection
 
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
@@ -90,6 +90,8 @@ def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslBroker
     assert made.returncode == 0, made.stderr
     proc = BrokerProcess(data, port=internal, config_file=props)
     with proc:
+        for port in (sasl, reauth):  # start-up waited for the first listener only
+            assert wait_for_port("127.0.0.1", port, 20)
         yield SaslBroker(proc, internal, sasl, reauth)
 
 
@@ -498,6 +500,7 @@ def test_scram_users_survive_kill_9(tmp_path: Path) -> None:
             future.result(timeout=20)
         proc.kill()
         proc.start()
+        assert wait_for_port("127.0.0.1", sasl, 20)
         conf = {**sasl_conf(f"127.0.0.1:{sasl}", "SCRAM-SHA-256"), "sasl.username": "frank",
                 "sasl.password": "frank-pw"}  # fmt: skip
         topic_meta = AdminClient(conf).list_topics(timeout=15)
@@ -506,3 +509,79 @@ def test_scram_users_survive_kill_9(tmp_path: Path) -> None:
         described = plain.describe_user_scram_credentials(["frank"])["frank"].result(timeout=15)
         assert [(i.mechanism, i.iterations) for i in described.scram_credential_infos] == [
             (ScramMechanism.SCRAM_SHA_256, 8192)]
+
+
+def test_oauthbearer_jwks_validator(tmp_path: Path) -> None:
+    """KIP-768: tokens signed by a key of the JWKS (a file: URL), with the expected audience
+    and issuer, are accepted; a token signed by another key, or for another audience, is
+    refused (invalid_token, then the close)."""
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError as KPError
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key()))
+    public.update(kid="k1", use="sig", alg="RS256")
+    (tmp_path / "jwks.json").write_text(json.dumps({"keys": [public]}))
+    internal, sasl = free_port(), free_port()
+    props = tmp_path / "server.properties"
+    props.write_text(
+        f"listeners=INTERNAL://127.0.0.1:{internal},OAUTH://127.0.0.1:{sasl}\n"
+        "listener.security.protocol.map=INTERNAL:PLAINTEXT,OAUTH:SASL_PLAINTEXT\n"
+        "inter.broker.listener.name=INTERNAL\n"
+        "listener.name.oauth.sasl.enabled.mechanisms=OAUTHBEARER\n"
+        "listener.name.oauth.oauthbearer.sasl.server.callback.handler.class="
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler\n"
+        f"sasl.oauthbearer.jwks.endpoint.url=file://{tmp_path / 'jwks.json'}\n"
+        "sasl.oauthbearer.expected.audience=kafka\n"
+        "sasl.oauthbearer.expected.issuer=https://idp.test\n"
+    )
+
+    def token(signer: Any, audience: str = "kafka") -> str:
+        now = int(time.time())
+        return jwt.encode({"sub": "svc-a", "aud": audience, "iss": "https://idp.test",
+                           "iat": now, "exp": now + 300}, signer, "RS256",
+                          headers={"kid": "k1"})  # fmt: skip
+
+    def first(value: str) -> bytes:
+        return f"n,,\x01auth=Bearer {value}\x01\x01".encode()
+
+    proc = BrokerProcess(tmp_path / "data", port=internal, config_file=props)
+    with proc:
+        assert wait_for_port("127.0.0.1", sasl, 20)
+        with RawConnection(f"127.0.0.1:{sasl}") as conn:
+            assert conn.request(17, 1, mechanism="OAUTHBEARER").error_code == ErrorCode.none
+            answer = conn.request(36, 2, auth_bytes=first(token(key)))
+            assert answer.error_code == ErrorCode.none and answer.auth_bytes == b""
+            assert answer.session_lifetime.total_seconds() > 250  # bounded by the token's exp
+            conn.send_bytes(_metadata_frame(3))
+            assert conn.recv_frame()[:4] == (3).to_bytes(4, "big")
+        other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        for bad in (token(other), token(key, audience="not-kafka")):
+            with RawConnection(f"127.0.0.1:{sasl}") as conn:
+                conn.request(17, 1, mechanism="OAUTHBEARER")
+                answer = conn.request(36, 2, auth_bytes=first(bad))
+                assert json.loads(answer.auth_bytes) == {"status": "invalid_token"}
+                final = conn.request(36, 2, auth_bytes=b"\x01")
+                assert final.error_code == ErrorCode.sasl_authentication_failed
+                assert conn.is_closed_by_peer(5)
+        # a real client with a token provider
+        from kafka.net.sasl.oauth import AbstractTokenProvider
+
+        class Tokens(AbstractTokenProvider):  # type: ignore[misc]
+            def token(self) -> str:
+                return token(key)
+
+        make_topic(SaslBroker(proc, internal, sasl, sasl), "jwks-topic")
+        producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{sasl}",
+                                 security_protocol="SASL_PLAINTEXT",
+                                 sasl_mechanism="OAUTHBEARER",
+                                 sasl_oauth_token_provider=Tokens())  # fmt: skip
+        try:
+            meta = producer.send("jwks-topic", b"signed", partition=0).get(timeout=30)
+        except KPError as exc:  # pragma: no cover - the assertion below says what failed
+            raise AssertionError(f"kafka-python with a JWKS-signed token: {exc}") from exc
+        finally:
+            producer.close()
+        assert meta.offset == 0

@@ -10,11 +10,15 @@ from typing import TYPE_CHECKING
 
 from strom.broker.sasl_connection import SaslConnection
 from strom.broker.server import KafkaConnection
-from strom.security.sasl import SaslSettings
+from strom.security.sasl import SaslSettings, jwks
 
 if TYPE_CHECKING:
     from strom.broker.services import BrokerServices
     from strom.security.listeners import ListenerSpec
+
+
+#: the listeners' background tasks (JWKS refreshes), referenced while they run
+_background: set[asyncio.Task[None]] = set()
 
 
 async def drain(connections: set[KafkaConnection], timeout: float, grace: float = 0.1) -> None:
@@ -47,14 +51,25 @@ async def start_server(services: BrokerServices, connections: set[KafkaConnectio
         raise ValueError(f"listener {spec.name}: {spec.security_protocol} is not served yet")
     loop = asyncio.get_running_loop()
     factory: Callable[[], KafkaConnection]
+    refresher = None
     if spec.uses_sasl:
         # read once, at start: a bad SASL setting fails the start, naming the property
         sasl = SaslSettings.from_config(spec.values, spec.name, services.scram.lookup)
+        if sasl.jwks is not None:  # OAUTHBEARER's key set: fetched before the first login
+            url, refresh_ms, keys = sasl.jwks
+            ok = await jwks.refresh(url, keys)
+            refresher = (url, refresh_ms, keys, ok)
 
         def factory() -> KafkaConnection:
             return SaslConnection(services, connections, spec, sasl)
     else:
         def factory() -> KafkaConnection:
             return KafkaConnection(services, connections, spec)
-    return await loop.create_server(factory, spec.bind_host, spec.port, reuse_address=True,
-                                    backlog=1024)  # fmt: skip
+    server = await loop.create_server(factory, spec.bind_host, spec.port, reuse_address=True,
+                                      backlog=1024)  # fmt: skip
+    if refresher is not None:  # kept current while the listener serves
+        url, refresh_ms, keys, ok = refresher
+        task = loop.create_task(jwks.keep_fresh(url, refresh_ms, keys, server.is_serving, ok))
+        _background.add(task)
+        task.add_done_callback(_background.discard)
+    return server

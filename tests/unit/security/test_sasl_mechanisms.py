@@ -268,3 +268,13 @@ def test_scram_accepts_librdkafka_2_0_doubled_nonce_as_kafka_does(mechanism: str
     server.evaluate(f"n,,n=bob,r={cnonce}".encode())
     with pytest.raises(AuthenticationFailed):
         server.evaluate(f"c=biws,r={cnonce}zzz,p=AAAA".encode())
+
+
+def test_sasl_keys_are_known_broker_properties() -> None:
+    from strom.config import known_keys, unknown_keys
+    from strom.security.sasl.config import KNOWN_KEYS
+
+    assert KNOWN_KEYS <= known_keys()
+    assert unknown_keys({"listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config": "x",
+                         "listener.name.a.connections.max.reauth.ms": "1",
+                         "connections.max.reauth.ms": "1"}) == []  # fmt: skip
