@@ -79,6 +79,7 @@ from strom.metadata.topics import TopicRegistry
 from strom.metadata.zk_model import BrokerRegistration, Endpoint
 from strom.periodic import Periodic
 from strom.protocol.messages import RequestHeader
+from strom.replication import connection as peer_connection
 from strom.replication.metadata_cache import BrokerInfo
 from strom.replication.replica_manager import ReplicaManager
 from strom.replication.replica_selector import check_selector
@@ -86,6 +87,7 @@ from strom.replication.service import ReplicationService
 from strom.security.listeners import Listeners
 from strom.security.listeners import from_config as listeners_from_config
 from strom.security.scram_credentials import ScramCredentials
+from strom.security.tls import ServerTls, TlsConfigError, client_context
 from strom.storage import file_handles
 from strom.storage.flusher import Flusher
 from strom.storage.log_manager import LogManager
@@ -158,6 +160,7 @@ class Broker:
         self._admin: admin_listener.AdminListener | None = None
         self._server: asyncio.Server | None = None  # the first listener's (tests read its port)
         self._servers: list[asyncio.Server] = []
+        self._tls: list[ServerTls] = []  # the TLS listeners' live contexts (reloaded: KIP-226)
         self._stops: list[tuple[str, StopStep]] = []  # what started, in order (stop: reversed)
         self._prepare_stop: Callable[[], Awaitable[None]] | None = None
         self._stopping = asyncio.Event()
@@ -209,6 +212,12 @@ class Broker:
         endpoints = tuple(Endpoint(s.name, s.host, s.port, s.security_protocol)
                           for s in self.listeners.registration_order())  # fmt: skip
         registration = BrokerRegistration(node_id, endpoints, rack)
+        inter_broker = self.listeners.inter_broker_listener
+        peer_connection.configure(peer_connection.InterBrokerSecurity(
+            client_context(inter_broker) if inter_broker.uses_tls else None))  # fmt: skip
+        self._stops.append(("inter-broker security",
+                            lambda: peer_connection.configure(
+                                peer_connection.InterBrokerSecurity())))  # fmt: skip
         membership = BrokerMembership(store, registration,
                                       config.get_int("zookeeper.session.timeout.ms"))  # fmt: skip
 
@@ -292,12 +301,17 @@ class Broker:
         self._stops.append(("log cleaner", cleaner.stop))
 
         for spec in self.listeners.bound:
-            server = await start_server(self.services, self.connections, spec)
+            tls = ServerTls(spec) if spec.uses_tls else None
+            if tls is not None:
+                self._tls.append(tls)
+            server = await start_server(self.services, self.connections, spec, tls)
             self._servers.append(server)
             log.info("listener %s (%s) on %s:%s", spec.name, spec.security_protocol,
                      spec.host or "*", server.sockets[0].getsockname()[1] if server.sockets
                      else spec.port)  # fmt: skip
         self._server = self._servers[0]
+        if self._tls:
+            configs.on_change(lambda _values: self._reload_tls())
         host, port = self.listen
         self.periodic.every(log_maintenance.interval_s(config), lambda: log_maintenance.tick(logs))
         checkpoint_ms = max(config.get_int("log.flush.offset.checkpoint.interval.ms"), 100)
@@ -308,6 +322,16 @@ class Broker:
             "strom broker %s listening on %s:%s (advertised %s:%s), data in %s, cluster %s",
             node_id, host, port, *self.advertised, self.data_dir, cluster_id,
         )
+
+    def _reload_tls(self) -> None:
+        """A dynamic config changed: each TLS listener reloads its key and trust stores if
+        their settings (or the key store file) changed; a bad new store is logged and the
+        listener keeps serving with the old one."""
+        for tls in self._tls:
+            try:
+                tls.reload()
+            except TlsConfigError as exc:
+                log.error("%s; the listener keeps its current certificate", exc)
 
     async def _deliver_locally(self, api_key: int, api_version: int, request: Any) -> Any:
         """The controller's requests to this broker: its own handlers, called directly."""

@@ -129,6 +129,17 @@ def check_value(name: str, value: str) -> None:
         kc.check_value(spec.kafka, value)
 
 
+def base_name(name: str) -> str:
+    """The config a listener's override ``listener.name.<listener>.<name>`` sets (Kafka's
+    listener-prefixed dynamic configs, e.g. a TLS listener's key store, KIP-226); other
+    names unchanged."""
+    if name.startswith("listener.name."):
+        parts = name.split(".", 3)
+        if len(parts) == 4 and parts[3] in BROKER_CONFIGS:
+            return parts[3]
+    return name
+
+
 def synonyms(name: str) -> tuple[str, ...]:
     """The names that set the same thing, in Kafka's precedence order (``name`` alone if
     it has none)."""

@@ -269,11 +269,12 @@ async def incremental_broker(
     """A broker entity's dynamic config set after IncrementalAlterConfigs' ops."""
 
     def spec_type(name: str) -> str | None:
-        spec = defs.BROKER_CONFIGS.get(name)
+        spec = defs.BROKER_CONFIGS.get(defs.base_name(name))  # listener.name.<l>.<config>
         return spec.type if spec is not None else None
 
     def base(name: str) -> str:
-        return configs.config.values.get(name) or defs.BROKER_CONFIGS[name].default or ""
+        return (configs.config.values.get(name)
+                or defs.BROKER_CONFIGS[defs.base_name(name)].default or "")  # fmt: skip
 
     return apply_ops(await configs.current(entity), ops, spec_type, base, "broker")
 

@@ -15,6 +15,7 @@ from strom.security.sasl import SaslSettings, jwks
 if TYPE_CHECKING:
     from strom.broker.services import BrokerServices
     from strom.security.listeners import ListenerSpec
+    from strom.security.tls import ServerTls
 
 
 #: the listeners' background tasks (JWKS refreshes), referenced while they run
@@ -44,11 +45,11 @@ async def drain(connections: set[KafkaConnection], timeout: float, grace: float 
 
 
 async def start_server(services: BrokerServices, connections: set[KafkaConnection],
-                       spec: ListenerSpec) -> asyncio.Server:  # fmt: skip
-    """Listen as ``spec`` says; each accepted socket gets a :class:`KafkaConnection` of that
-    listener, kept in ``connections`` while open."""
-    if spec.uses_tls:
-        raise ValueError(f"listener {spec.name}: {spec.security_protocol} is not served yet")
+                       spec: ListenerSpec, tls: ServerTls | None = None) -> asyncio.Server:  # fmt: skip
+    """Listen as ``spec`` says (with ``tls``'s live context on an SSL / SASL_SSL listener);
+    each accepted socket gets a :class:`KafkaConnection` of that listener once its TLS
+    handshake succeeded (a failed one never reaches the connection: nothing is read from it),
+    kept in ``connections`` while open."""
     loop = asyncio.get_running_loop()
     factory: Callable[[], KafkaConnection]
     refresher = None
@@ -61,12 +62,13 @@ async def start_server(services: BrokerServices, connections: set[KafkaConnectio
             refresher = (url, refresh_ms, keys, ok)
 
         def factory() -> KafkaConnection:
-            return SaslConnection(services, connections, spec, sasl)
+            return SaslConnection(services, connections, spec, sasl, tls)
     else:
         def factory() -> KafkaConnection:
-            return KafkaConnection(services, connections, spec)
+            return KafkaConnection(services, connections, spec, tls)
     server = await loop.create_server(factory, spec.bind_host, spec.port, reuse_address=True,
-                                      backlog=1024)  # fmt: skip
+                                      backlog=1024,
+                                      ssl=tls.context if tls is not None else None)  # fmt: skip
     if refresher is not None:  # kept current while the listener serves
         url, refresh_ms, keys, ok = refresher
         task = loop.create_task(jwks.keep_fresh(url, refresh_ms, keys, server.is_serving, ok))

@@ -32,14 +32,16 @@ if TYPE_CHECKING:
     from strom.broker.services import BrokerServices
     from strom.security.listeners import ListenerSpec
     from strom.security.sasl import SaslSettings
+    from strom.security.tls import ServerTls
 
 log = logging.getLogger(__name__)
 
 
 class SaslConnection(KafkaConnection):
     def __init__(self, services: BrokerServices, connections: set[KafkaConnection],
-                 listener: ListenerSpec, settings: SaslSettings) -> None:  # fmt: skip
-        super().__init__(services, connections, listener)
+                 listener: ListenerSpec, settings: SaslSettings,
+                 tls: ServerTls | None = None) -> None:  # fmt: skip
+        super().__init__(services, connections, listener, tls)
         self.auth = Authenticator(settings)
         self.client.sasl = self.auth
         self.failing = False  # a failure is being answered: every later frame is dropped

@@ -171,10 +171,18 @@ def _listeners(config: BrokerConfig, args: argparse.Namespace) -> Listeners:
     if args.advertised_listener:
         host, port = parse_host_port(args.advertised_listener, "--advertised-listener")
         advertised = f"[{host}]:{port}"
+    from strom.security.tls import TlsConfigError, client_context, server_context
+
     try:
-        return listeners_from_config(config.values, listen, advertised)
-    except ListenerConfigError as exc:
+        listeners = listeners_from_config(config.values, listen, advertised)
+        for spec in listeners.bound:  # key and trust stores read before anything starts
+            if spec.uses_tls:
+                server_context(spec)
+        if listeners.inter_broker_listener.uses_tls:
+            client_context(listeners.inter_broker_listener)
+    except (ListenerConfigError, TlsConfigError) as exc:
         raise ConfigError(str(exc)) from None
+    return listeners
 
 
 def run(args: argparse.Namespace) -> int:

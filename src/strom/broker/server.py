@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 
     from strom.broker.services import BrokerServices
     from strom.security.listeners import ListenerSpec
+    from strom.security.tls import ServerTls
 
 log = logging.getLogger(__name__)
 _connection_ids = itertools.count(1)
@@ -87,10 +88,11 @@ class Pending:
 
 class KafkaConnection(asyncio.Protocol):
     def __init__(self, services: BrokerServices, connections: set[KafkaConnection],
-                 listener: ListenerSpec | None = None) -> None:  # fmt: skip
+                 listener: ListenerSpec | None = None, tls: ServerTls | None = None) -> None:  # fmt: skip
         self.services = services
         #: the listener this connection came in on (None: a test's bare connection, PLAINTEXT)
         self.listener = listener
+        self.tls = tls  # a TLS listener's: the client certificate names an SSL connection
         self.connections = connections  # the broker's open connections (shutdown drains them)
         self.id = next(_connection_ids)
         self.core = ConnectionCore(services.config.get_int("socket.request.max.bytes"))
@@ -128,6 +130,15 @@ class KafkaConnection(asyncio.Protocol):
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer = (str(peer[0]), int(peer[1]))
             self.client = self._client(*self.peer)
+        if self.tls is not None and self.client.security_protocol == "SSL":
+            try:  # SASL_SSL: SASL names the principal
+                self.client.principal = self.tls.principal(transport.get_extra_info("ssl_object"))
+            except ValueError as exc:  # no ssl.principal.mapping.rules rule applies
+                log.warning("refusing connection %s from %s: %s", self.id, self.peer[0], exc)
+                transport.close()
+                return
+            log.debug("connection %s from %s: TLS principal %s", self.id, self.peer[0],
+                      self.client.principal)  # fmt: skip
         self.sock_fd = zero_copy.socket_fd(transport)
         self.connections.add(self)
         self.metrics.connections_created += 1
@@ -396,8 +407,8 @@ class KafkaConnection(asyncio.Protocol):
         assert self.transport is not None
         try:
             parts = response.parts
-            if self.sock_fd is None:
-                self.transport.write(zero_copy.materialize(parts))
+            if self.sock_fd is None:  # TLS: each part encrypted from its own buffer, no join
+                self.transport.writelines(zero_copy.read_parts(parts))
                 if not self.can_write.is_set():
                     await self.can_write.wait()
                 return

@@ -10,6 +10,12 @@ with the same correlation id; Kafka answers a connection's requests in order, so
 matched in order and any other correlation id is a protocol error that closes the connection.
 On any failure every pending request fails with :class:`BrokerConnectionError` and the
 connection is closed; :meth:`send` reconnects lazily on the next call.
+
+Security: every connection of the process goes to the peers' inter-broker listener, so how
+they connect is one process-wide setting, :func:`configure` (the broker's assembly sets it at
+start from ``inter.broker.listener.name``: a TLS context for an SSL / SASL_SSL inter-broker
+listener, verifying the peer's certificate and presenting this broker's own). A process runs
+one broker; tests that run several in one process use PLAINTEXT.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ import asyncio
 import collections
 import contextlib
 import logging
+import ssl
+from dataclasses import dataclass
 from typing import Any
 
 from strom.protocol.framing import FrameDecoder
@@ -29,6 +37,26 @@ _MAX_RESPONSE = 256 << 20
 
 class BrokerConnectionError(ConnectionError):
     """The peer could not be reached, closed the connection, or did not answer in time."""
+
+
+@dataclass(frozen=True, slots=True)
+class InterBrokerSecurity:
+    """How this process connects to peers: ``ssl`` None is PLAINTEXT."""
+
+    ssl: ssl.SSLContext | None = None
+
+
+_security = InterBrokerSecurity()
+
+
+def configure(security: InterBrokerSecurity) -> None:
+    """Set how every later connection to a peer is made (module doc)."""
+    global _security
+    _security = security
+
+
+def security() -> InterBrokerSecurity:
+    return _security
 
 
 class BrokerConnection:
@@ -82,12 +110,15 @@ class BrokerConnection:
             if self.connected:
                 return
             local = (self.source_host, 0) if self.source_host else None
+            context = _security.ssl
             try:
                 reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(self.host, self.port, local_addr=local),
+                    asyncio.open_connection(self.host, self.port, local_addr=local,
+                                            ssl=context,
+                                            server_hostname=self.host if context else None),
                     self.connect_timeout,
                 )
-            except (OSError, TimeoutError) as exc:
+            except (OSError, TimeoutError) as exc:  # ssl.SSLError too: an untrusted peer
                 raise BrokerConnectionError(f"cannot connect to {self}: {exc}") from None
             self._writer = writer
             self._reader_task = asyncio.get_running_loop().create_task(self._read(reader))
