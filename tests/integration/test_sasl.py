@@ -31,6 +31,7 @@ from confluent_kafka.admin import (
 from strom.protocol.errors import ErrorCode
 from strom.testing.process import BrokerProcess, free_port, wait_for_port
 from strom.testing.raw import RawConnection
+from strom.testing.tls import TlsFiles, make_tls_files
 
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
               'username="admin" password="admin-secret" '
@@ -43,22 +44,32 @@ REAUTH_MS = 1500
 
 
 class SaslBroker:
-    def __init__(self, proc: BrokerProcess, internal: int, sasl: int, reauth: int) -> None:
+    def __init__(self, proc: BrokerProcess, internal: int, sasl: int, reauth: int,
+                 sasl_ssl: int | None = None, ca: Path | None = None) -> None:  # fmt: skip
         self.proc = proc
         self.internal = f"127.0.0.1:{internal}"  # PLAINTEXT (inter-broker, admin)
         self.sasl = f"127.0.0.1:{sasl}"
         self.reauth = f"127.0.0.1:{reauth}"  # SASL_PLAINTEXT with connections.max.reauth.ms
+        self.sasl_ssl = f"127.0.0.1:{sasl_ssl}"  # SASL_SSL, the broker's certificate from ca
+        self.ca = ca
 
     def log(self) -> str:
         return self.proc.log_file.read_text(errors="replace")
 
 
-def write_properties(path: Path, internal: int, sasl: int, reauth: int) -> None:
+def write_properties(path: Path, internal: int, sasl: int, reauth: int,
+                     sasl_ssl: int | None = None, tls: TlsFiles | None = None) -> None:  # fmt: skip
+    secured = ""
+    if sasl_ssl is not None and tls is not None:
+        secured = "".join(f"{k}={v}\n" for k, v in tls.listener_properties("SASL_SSL").items())
+        secured += f"listener.name.sasl_ssl.plain.sasl.jaas.config={PLAIN_JAAS}\n"
     path.write_text(
         f"listeners=INTERNAL://127.0.0.1:{internal},SASL_PLAINTEXT://127.0.0.1:{sasl},"
-        f"REAUTH://127.0.0.1:{reauth}\n"
+        f"REAUTH://127.0.0.1:{reauth}"
+        + (f",SASL_SSL://127.0.0.1:{sasl_ssl}" if secured else "") + "\n"
+        + secured +
         "listener.security.protocol.map=INTERNAL:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,"
-        "REAUTH:SASL_PLAINTEXT\n"
+        "REAUTH:SASL_PLAINTEXT,SASL_SSL:SASL_SSL\n"
         "inter.broker.listener.name=INTERNAL\n"
         "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER\n"
         f"listener.name.sasl_plaintext.plain.sasl.jaas.config={PLAIN_JAAS}\n"
@@ -80,9 +91,10 @@ def strom(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[s
 @pytest.fixture(scope="module")
 def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslBroker]:
     tmp = tmp_path_factory.mktemp("sasl")
-    internal, sasl, reauth = free_port(), free_port(), free_port()
+    internal, sasl, reauth, sasl_ssl = free_port(), free_port(), free_port(), free_port()
+    tls = make_tls_files(tmp / "tls")
     props = tmp / "server.properties"
-    write_properties(props, internal, sasl, reauth)
+    write_properties(props, internal, sasl, reauth, sasl_ssl, tls)
     data = tmp / "data"
     data.mkdir()
     # the first SCRAM user, with no broker running (kafka-storage format --add-scram)
@@ -90,14 +102,16 @@ def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslBroker
     assert made.returncode == 0, made.stderr
     proc = BrokerProcess(data, port=internal, config_file=props)
     with proc:
-        for port in (sasl, reauth):  # start-up waited for the first listener only
+        for port in (sasl, reauth, sasl_ssl):  # start-up waited for the first listener only
             assert wait_for_port("127.0.0.1", port, 20)
-        yield SaslBroker(proc, internal, sasl, reauth)
+        yield SaslBroker(proc, internal, sasl, reauth, sasl_ssl, tls.ca)
 
 
-def sasl_conf(bootstrap: str, mechanism: str) -> dict[str, Any]:
+def sasl_conf(bootstrap: str, mechanism: str, ca: Path | None = None) -> dict[str, Any]:
     conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT",
                             "sasl.mechanism": mechanism}  # fmt: skip
+    if ca is not None:
+        conf |= {"security.protocol": "SASL_SSL", "ssl.ca.location": str(ca)}
     if mechanism == "OAUTHBEARER":
         conf["sasl.oauthbearer.config"] = "principal=carol"
         conf["enable.sasl.oauthbearer.unsecure.jwt"] = True
@@ -139,8 +153,9 @@ def unsecured_token(claims: dict[str, Any]) -> str:
 
 # --- the clients ------------------------------------------------------------------------------
 def confluent_roundtrip(broker: SaslBroker, topic: str, mechanism: str,
-                        values: list[bytes]) -> list[bytes]:  # fmt: skip
-    conf = sasl_conf(broker.sasl, mechanism)
+                        values: list[bytes], ssl: bool = False) -> list[bytes]:  # fmt: skip
+    conf = sasl_conf(broker.sasl_ssl, mechanism, broker.ca) if ssl else sasl_conf(broker.sasl,
+                                                                                   mechanism)
     producer = Producer(conf)
     for value in values:
         producer.produce(topic, value)
@@ -159,8 +174,10 @@ def confluent_roundtrip(broker: SaslBroker, topic: str, mechanism: str,
     return got
 
 
-def kafka_python_kwargs(mechanism: str) -> dict[str, Any]:
+def kafka_python_kwargs(mechanism: str, ca: Path | None = None) -> dict[str, Any]:
     kwargs: dict[str, Any] = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": mechanism}
+    if ca is not None:
+        kwargs |= {"security_protocol": "SASL_SSL", "ssl_cafile": str(ca)}
     if mechanism == "OAUTHBEARER":
         from kafka.net.sasl.oauth import AbstractTokenProvider
 
@@ -175,17 +192,18 @@ def kafka_python_kwargs(mechanism: str) -> dict[str, Any]:
 
 
 def kafka_python_roundtrip(broker: SaslBroker, topic: str, mechanism: str,
-                           values: list[bytes]) -> list[bytes]:  # fmt: skip
+                           values: list[bytes], ssl: bool = False) -> list[bytes]:  # fmt: skip
     from kafka import KafkaConsumer, KafkaProducer
 
-    kwargs = kafka_python_kwargs(mechanism)
-    producer = KafkaProducer(bootstrap_servers=broker.sasl, **kwargs)
+    kwargs = kafka_python_kwargs(mechanism, broker.ca if ssl else None)
+    bootstrap = broker.sasl_ssl if ssl else broker.sasl
+    producer = KafkaProducer(bootstrap_servers=bootstrap, **kwargs)
     try:
         for value in values:
             producer.send(topic, value, partition=0).get(timeout=30)
     finally:
         producer.close()
-    consumer = KafkaConsumer(bootstrap_servers=broker.sasl, group_id=None,
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
                              auto_offset_reset="earliest", consumer_timeout_ms=10_000,
                              **kwargs)  # fmt: skip
     from kafka import TopicPartition as KTP
@@ -203,11 +221,17 @@ def kafka_python_roundtrip(broker: SaslBroker, topic: str, mechanism: str,
 
 
 def aiokafka_roundtrip(broker: SaslBroker, topic: str, mechanism: str,
-                       values: list[bytes]) -> list[bytes]:  # fmt: skip
+                       values: list[bytes], ssl: bool = False) -> list[bytes]:  # fmt: skip
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka import TopicPartition as ATP
+    from aiokafka.helpers import create_ssl_context
 
     kwargs: dict[str, Any] = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": mechanism}
+    bootstrap = broker.sasl
+    if ssl:
+        kwargs |= {"security_protocol": "SASL_SSL",
+                   "ssl_context": create_ssl_context(cafile=str(broker.ca))}  # fmt: skip
+        bootstrap = broker.sasl_ssl
     if mechanism == "OAUTHBEARER":
         from aiokafka.abc import AbstractTokenProvider
 
@@ -220,14 +244,14 @@ def aiokafka_roundtrip(broker: SaslBroker, topic: str, mechanism: str,
         kwargs["sasl_plain_username"], kwargs["sasl_plain_password"] = USERS[mechanism]
 
     async def main() -> list[bytes]:
-        producer = AIOKafkaProducer(bootstrap_servers=broker.sasl, **kwargs)
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **kwargs)
         await producer.start()
         try:
             for value in values:
                 await producer.send_and_wait(topic, value, partition=0)
         finally:
             await producer.stop()
-        consumer = AIOKafkaConsumer(bootstrap_servers=broker.sasl, auto_offset_reset="earliest",
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
                                     **kwargs)  # fmt: skip
         await consumer.start()
         got: list[bytes] = []
@@ -246,13 +270,17 @@ def aiokafka_roundtrip(broker: SaslBroker, topic: str, mechanism: str,
 
 
 def kcat_roundtrip(broker: SaslBroker, topic: str, mechanism: str,
-                   values: list[bytes]) -> list[bytes]:  # fmt: skip
+                   values: list[bytes], ssl: bool = False) -> list[bytes]:  # fmt: skip
     user, password = USERS[mechanism]
     auth = ["-X", "security.protocol=SASL_PLAINTEXT", "-X", f"sasl.mechanisms={mechanism}",
             "-X", f"sasl.username={user}", "-X", f"sasl.password={password}"]  # fmt: skip
-    subprocess.run(["kcat", "-b", broker.sasl, *auth, "-P", "-t", topic],
+    bootstrap = broker.sasl
+    if ssl:
+        auth += ["-X", "security.protocol=SASL_SSL", "-X", f"ssl.ca.location={broker.ca}"]
+        bootstrap = broker.sasl_ssl
+    subprocess.run(["kcat", "-b", bootstrap, *auth, "-P", "-t", topic],
                    input=b"".join(v + b"\n" for v in values), check=True, timeout=30)  # fmt: skip
-    out = subprocess.run(["kcat", "-b", broker.sasl, *auth, "-C", "-t", topic, "-o", "beginning",
+    out = subprocess.run(["kcat", "-b", bootstrap, *auth, "-C", "-t", topic, "-o", "beginning",
                           "-e", "-f", "%s\n"], capture_output=True, check=True, timeout=30)  # fmt: skip
     return out.stdout.splitlines()
 
@@ -271,6 +299,19 @@ def test_clients_produce_and_consume(sasl_broker: SaslBroker, client: str,
     make_topic(sasl_broker, topic)
     values = [f"{client}-{mechanism}-{i}".encode() for i in range(30)]
     assert CLIENTS[client](sasl_broker, topic, mechanism, values) == values
+    assert read_plain(sasl_broker, topic, len(values)) == values
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+def test_clients_over_sasl_ssl(sasl_broker: SaslBroker, client: str, mechanism: str) -> None:
+    """SASL_SSL: the same exchange inside TLS (the test CA's broker certificate)."""
+    if client == "kcat" and shutil.which("kcat") is None:
+        pytest.skip("kcat (Debian package) is not installed")
+    topic = f"ssl-{client}-{mechanism}".lower()
+    make_topic(sasl_broker, topic)
+    values = [f"tls-{client}-{mechanism}-{i}".encode() for i in range(30)]
+    assert CLIENTS[client](sasl_broker, topic, mechanism, values, ssl=True) == values
     assert read_plain(sasl_broker, topic, len(values)) == values
 
 
