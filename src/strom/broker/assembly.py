@@ -77,6 +77,7 @@ from strom.metadata.embedded import EmbeddedStore
 from strom.metadata.store import MetadataStore
 from strom.metadata.topics import TopicRegistry
 from strom.metadata.zk_model import BrokerRegistration, Endpoint
+from strom.metadata.zookeeper import ZooKeeperStore
 from strom.periodic import Periodic
 from strom.protocol.messages import RequestHeader
 from strom.replication import connection as peer_connection
@@ -400,8 +401,6 @@ class Broker:
         connect = self.config.get("zookeeper.connect")
         if not connect:
             return EmbeddedStore(self.data_dir)
-        from strom.metadata.zookeeper import ZooKeeperStore  # kazoo: ~40 ms, only in a cluster
-
         timeout = self.config.get("zookeeper.connection.timeout.ms")
         host = self.listen[0]  # the session leaves from our address (network-fault tests)
         return ZooKeeperStore(

@@ -75,7 +75,12 @@ TOPIC_OF: dict[str, str] = {
     s.broker_property: n for n, s in TOPIC_CONFIGS.items() if s.broker_property is not None
 }
 #: dynamic configs strom acts on as soon as they change
-APPLIED = frozenset(TOPIC_OF) | {"replica.alter.log.dirs.io.max.bytes.per.second"}
+APPLIED = frozenset(TOPIC_OF) | {"replica.alter.log.dirs.io.max.bytes.per.second"} | {
+    # TLS listeners reload their key and trust stores (strom.security.tls.RELOADED_KEYS)
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
+    "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.truststore.type",
+    "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.certificates",
+}
 
 
 def _catalogue() -> dict[str, BrokerConfigDef]:
