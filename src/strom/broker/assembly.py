@@ -87,6 +87,7 @@ from strom.replication.replica_selector import check_selector
 from strom.replication.service import ReplicationService
 from strom.security.listeners import Listeners
 from strom.security.listeners import from_config as listeners_from_config
+from strom.security.sasl import client as sasl_client
 from strom.security.scram_credentials import ScramCredentials
 from strom.security.tls import ServerTls, TlsConfigError, client_context
 from strom.storage import file_handles
@@ -215,7 +216,10 @@ class Broker:
         registration = BrokerRegistration(node_id, endpoints, rack)
         inter_broker = self.listeners.inter_broker_listener
         peer_connection.configure(peer_connection.InterBrokerSecurity(
-            client_context(inter_broker) if inter_broker.uses_tls else None))  # fmt: skip
+            client_context(inter_broker) if inter_broker.uses_tls else None,
+            sasl_client.credentials(config.values, inter_broker.name,
+                                    self.listeners.inter_broker_sasl_mechanism)
+            if inter_broker.uses_sasl else None))  # fmt: skip
         self._stops.append(("inter-broker security",
                             lambda: peer_connection.configure(
                                 peer_connection.InterBrokerSecurity())))  # fmt: skip
