@@ -27,6 +27,9 @@ from strom.config import BrokerConfig, ConfigError
 from strom.replication.replica_selector import check_selector
 from strom.security.listeners import ListenerConfigError, Listeners
 from strom.security.listeners import from_config as listeners_from_config
+from strom.security.sasl import SaslConfigError, SaslSettings
+from strom.security.sasl import client as sasl_client
+from strom.security.tls import TlsConfigError, client_context, server_context
 
 log = logging.getLogger("strom")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -171,10 +174,6 @@ def _listeners(config: BrokerConfig, args: argparse.Namespace) -> Listeners:
     if args.advertised_listener:
         host, port = parse_host_port(args.advertised_listener, "--advertised-listener")
         advertised = f"[{host}]:{port}"
-    from strom.security.sasl import SaslConfigError, SaslSettings
-    from strom.security.sasl import client as sasl_client
-    from strom.security.tls import TlsConfigError, client_context, server_context
-
     try:
         listeners = listeners_from_config(config.values, listen, advertised)
         for spec in listeners.bound:  # key and trust stores read before anything starts

@@ -16,15 +16,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import getpass
+import importlib
 import sys
 from pathlib import Path
 from typing import Any
 
+from strom import pidfile
 from strom.admin import users
 from strom.cli.clients import session
 from strom.cli.errors import CliError
 from strom.cli.options import add_client_options, add_format_option
 from strom.cli.output import print_json, print_table
+from strom.metadata.embedded import EmbeddedStore
+from strom.metadata.store import MetadataStore, StoreError
+from strom.security import scram_credentials as sc
+from strom.security.sasl.scram import MECHANISMS as TYPES
+from strom.security.sasl.scram import mechanism_of_type
 
 MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 
@@ -86,15 +93,14 @@ def _password(args: argparse.Namespace) -> str:
 
 
 # offline: straight into a metadata store ------------------------------------------------------
-def _store(args: argparse.Namespace) -> Any:
+def _store(args: argparse.Namespace) -> MetadataStore:
     if args.zookeeper:
-        from strom.metadata.zookeeper import ZooKeeperStore
-
-        return ZooKeeperStore(args.zookeeper, session_timeout_ms=10_000,
-                              connection_timeout_ms=int(args.timeout * 1000))  # fmt: skip
-    from strom import pidfile
-    from strom.metadata.embedded import EmbeddedStore
-
+        # by name, as main.py loads `strom serve`: kazoo only for --zookeeper, not every command
+        zookeeper = importlib.import_module("strom.metadata.zookeeper")
+        store: MetadataStore = zookeeper.ZooKeeperStore(
+            args.zookeeper, session_timeout_ms=10_000,
+            connection_timeout_ms=int(args.timeout * 1000))  # fmt: skip
+        return store
     data_dir: Path = args.data_dir
     if not data_dir.is_dir():
         raise CliError(f"{data_dir} is not a directory")
@@ -106,8 +112,6 @@ def _store(args: argparse.Namespace) -> Any:
 
 
 async def _offline(args: argparse.Namespace, work: Any) -> Any:
-    from strom.metadata.store import StoreError
-
     store = _store(args)
     try:
         await store.start()
@@ -132,8 +136,6 @@ def create(args: argparse.Namespace) -> int:
         raise CliError("a password must not be empty")
     mechanisms = args.mechanism or list(MECHANISMS)
     if args.data_dir or args.zookeeper:
-        from strom.security import scram_credentials as sc
-
         ups = [sc.upsertion(args.name, m, password, args.iterations) for m in mechanisms]
         _offline_results(asyncio.run(_offline(args, lambda s: sc.alter_in_store(s, ups, []))))
     else:
@@ -145,9 +147,6 @@ def create(args: argparse.Namespace) -> int:
 
 def list_(args: argparse.Namespace) -> int:
     if args.data_dir or args.zookeeper:
-        from strom.security import scram_credentials as sc
-        from strom.security.sasl.scram import mechanism_of_type
-
         found = asyncio.run(_offline(args, lambda s: sc.describe_in_store(s, None)))
         rows = [users.UserCredentials(r.user, tuple(sorted((mechanism_of_type(m) or str(m), i)
                                                            for m, i in r.credentials)))
@@ -167,9 +166,6 @@ def list_(args: argparse.Namespace) -> int:
 
 def delete(args: argparse.Namespace) -> int:
     if args.data_dir or args.zookeeper:
-        from strom.security import scram_credentials as sc
-        from strom.security.sasl.scram import MECHANISMS as TYPES
-
         async def work(store: Any) -> list[Any]:
             mechanisms = args.mechanism
             if not mechanisms:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +46,7 @@ from strom.security.sasl.scram import (
     ScramCredential,
     credential_from_salted,
     mechanism_of_type,
+    salted_password,
 )
 
 log = logging.getLogger(__name__)
@@ -321,10 +323,6 @@ class ScramCredentials:
 def upsertion(user: str, mechanism: str, password: str, iterations: int,
               salt: bytes | None = None) -> Upsertion:  # fmt: skip
     """An upsertion made from a password here (the offline path: what a client computes)."""
-    import os
-
-    from strom.security.sasl.scram import salted_password
-
     salt = os.urandom(32) if salt is None else salt
     return Upsertion(user, MECHANISMS[mechanism][1], iterations, salt,
                      salted_password(mechanism, password, salt, iterations))  # fmt: skip
