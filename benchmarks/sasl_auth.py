@@ -11,7 +11,8 @@ offline with ``strom user create --data-dir``), then:
    (SaslHandshake + SaslAuthenticate, each answered SASL_AUTHENTICATION_FAILED after
    ``connection.failed.authentication.delay.ms``, then closed). Reported: the producer's
    messages/s in both phases and their ratio (1.0 = the flood costs the producer nothing),
-   the failed logins per second, and that the broker logged each failure exactly once.
+   the failed logins per second, and that the broker logged each failure exactly once; then
+   the flood alone for ``--seconds``/2: the broker's CPU per failed login.
 2. **cpu per connection**: ``--connections`` sequential connections each authenticate
    (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; SCRAM through scramp's client, the RFC's algorithm)
    and send one Metadata request; against the same on the PLAINTEXT listener with ApiVersions
@@ -226,14 +227,19 @@ def main() -> None:
         flooded = produce_for(conf, "bench", args.seconds)
         elapsed = time.monotonic() - t0
         failed_during = shared[0] - failed_start
+        # the flood alone: the broker's CPU per failed login
+        pid = proc.pid
+        assert pid is not None
+        cpu0, failed0, t1 = cpu_seconds(pid) or 0.0, shared[0], time.monotonic()
+        time.sleep(args.seconds / 2)
+        cpu_per_failed_ms = ((cpu_seconds(pid) or 0.0) - cpu0) * 1000 / max(1, shared[0] - failed0)
+        alone_rate = (shared[0] - failed0) / (time.monotonic() - t1)
         stop.set()
         flooder.join(30)
         counts = {"failed": shared[0], "other": shared[1], "errors": shared[2]}
         time.sleep(0.5)
         logged = proc.log_file.read_text(errors="replace").count("failed authentication")
         log(f"  {flooded:.0f} msgs/s; {failed_during / elapsed:.0f} failed logins/s")
-        pid = proc.pid
-        assert pid is not None
         cost: dict[str, float] = {}
         for name, port, mechanism in (("PLAINTEXT", internal, None), ("PLAIN", sasl, "PLAIN"),
                                       ("SCRAM-SHA-256", sasl, "SCRAM-SHA-256"),
@@ -252,6 +258,8 @@ def main() -> None:
         "failed_logins": counts["failed"], "flood_other_answers": counts["other"],
         "flood_connection_errors": counts["errors"],
         "failures_logged": logged - logged_before,
+        "flood_alone_failed_logins_per_s": round(alone_rate, 1),
+        "broker_cpu_ms_per_failed_login": round(cpu_per_failed_ms, 3),
         "broker_cpu_ms_per_connection": cost,
         "ratio_vs_plaintext": {k: round(v / cost["PLAINTEXT"], 2) for k, v in cost.items()
                                if cost.get("PLAINTEXT")},
