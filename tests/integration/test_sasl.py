@@ -359,6 +359,20 @@ def test_expired_token_refused_then_closed(sasl_broker: SaslBroker) -> None:
         final = conn.request(36, 2, auth_bytes=b"\x01")
         assert final.error_code == ErrorCode.sasl_authentication_failed
         assert conn.is_closed_by_peer(5)
+    # a client that hangs up once told invalid_token: its failure is logged all the same
+    with RawConnection(sasl_broker.sasl) as conn:
+        conn.request(17, 1, mechanism="OAUTHBEARER")
+        stale = unsecured_token({"sub": "hangs-up", "exp": time.time() - 60})
+        answer = conn.request(36, 2, auth_bytes=f"n,,\x01auth=Bearer {stale}\x01\x01".encode())
+        assert json.loads(answer.auth_bytes) == {"status": "invalid_token"}
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        logged = [line for line in sasl_broker.log().splitlines()
+                  if "token refused" in line and "the client closed the connection" in line]
+        if logged:
+            break
+        time.sleep(0.1)
+    assert len(logged) == 1 and "the token expired" in logged[0]
 
 
 def _metadata_frame(correlation: int) -> bytes:

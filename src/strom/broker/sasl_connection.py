@@ -50,6 +50,13 @@ class SaslConnection(KafkaConnection):
         super().connection_made(transport)
         self.client.sasl = self.auth  # connection_made made the Client with the peer's address
 
+    def connection_lost(self, exc: Exception | None) -> None:
+        refused = self.auth.abandoned()
+        if refused is not None:  # told "invalid_token", the client hung up: still one line
+            self.auth.failure = f"{refused} (the client closed the connection)"
+            self._log_failure()
+        super().connection_lost(exc)
+
     def begin(self, frame: bytes, arrived: float) -> Answer | Pending:
         if self.failing:
             return None

@@ -160,6 +160,13 @@ class Authenticator:
         self.failure = reason
         self.server = None
 
+    def abandoned(self) -> str | None:
+        """Why the exchange failed when the client hung up before its end: a refusal it was
+        told as a challenge (OAUTHBEARER), None otherwise."""
+        if self.state == FAILED or self.server is None:
+            return None
+        return self.server.refusal
+
     @property
     def failed(self) -> bool:
         return self.state == FAILED

@@ -47,6 +47,13 @@ class MechanismServer(Protocol):
         None for a credential without an end: bounds the session lifetime (KIP-368)."""
         ...
 
+    @property
+    def refusal(self) -> str | None:
+        """Why the last token was refused when the refusal went out as a challenge the client
+        must acknowledge (OAUTHBEARER's error JSON), else None: a client that hangs up
+        instead still failed to log in."""
+        ...
+
     def evaluate(self, token: bytes) -> bytes:
         """The challenge answering ``token`` (``b""`` when there is nothing to say); raises
         :class:`AuthenticationFailed`."""

@@ -284,6 +284,10 @@ class OAuthBearerServer:
     def credential_expiry_ms(self) -> int | None:
         return None if self._token is None else self._token.expiry_ms
 
+    @property
+    def refusal(self) -> str | None:
+        return None if self._error is None else f"OAUTHBEARER token refused: {self._error.reason}"
+
     def evaluate(self, token: bytes) -> bytes:
         if self._token is not None:
             raise AuthenticationFailed("OAUTHBEARER: a token after the exchange completed")

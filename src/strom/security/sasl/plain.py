@@ -38,6 +38,10 @@ class PlainServer:
     def credential_expiry_ms(self) -> int | None:
         return None
 
+    @property
+    def refusal(self) -> str | None:
+        return None
+
     def evaluate(self, token: bytes) -> bytes:
         if self.complete:
             raise AuthenticationFailed("PLAIN: a token after the exchange completed")

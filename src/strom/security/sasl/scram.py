@@ -162,6 +162,10 @@ class ScramServer:
     def credential_expiry_ms(self) -> int | None:
         return None
 
+    @property
+    def refusal(self) -> str | None:
+        return None
+
     def evaluate(self, token: bytes) -> bytes:
         if self._done:
             raise AuthenticationFailed(f"{self.mechanism}: a token after the exchange completed")
