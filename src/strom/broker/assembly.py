@@ -87,6 +87,8 @@ from strom.replication.replica_selector import check_selector
 from strom.replication.service import ReplicationService
 from strom.security.listeners import Listeners
 from strom.security.listeners import from_config as listeners_from_config
+from strom.security.quota_store import QuotaStore
+from strom.security.quotas import ClientQuotas
 from strom.security.sasl import client as sasl_client
 from strom.security.scram_credentials import ScramCredentials
 from strom.security.tls import ServerTls, TlsConfigError, client_context
@@ -282,6 +284,10 @@ class Broker:
                                        self.metrics.replication.leader_election)  # fmt: skip
         single_node = SingleNodeController(store, registry, replicas.partitions, registration,
                                            broker_epoch)  # fmt: skip
+        quotas = QuotaStore(store, ClientQuotas(config.get_int("quota.window.num"),
+                                                config.get_int("quota.window.size.seconds")))
+        await quotas.start()  # every entity's quotas, watched: in force before the listener
+        self._stops.append(("client quotas", quotas.close))
         self.services = BrokerServices(
             node=node, config=config, configs=configs, clock=clock, metrics=self.metrics,
             replicas=replicas, logs=logs, topics=topics, internal_topics=internal_topics,
@@ -291,7 +297,7 @@ class Broker:
             fetch_sessions=FetchSessionCache(
                 config.get_int("max.incremental.fetch.session.cache.slots")),
             metadata_answers=MetadataAnswers(), replica_selector=self.replica_selector,
-            shares=shares, scram=scram,
+            shares=shares, scram=scram, quotas=quotas,
         )  # fmt: skip
         self._prepare_stop = controller.prepare_stop
         await controller.start()  # first: the coordinators' topics are created through it

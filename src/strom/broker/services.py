@@ -29,7 +29,10 @@ The services, by what a handler does with them:
   handlers;
 - ``replica_selector``: KIP-392's choice of a follower for a consumer (None: the leader);
 - ``scram``: users' SCRAM credentials (:class:`~strom.security.scram_credentials.ScramCredentials`:
-  the logins' cache, DescribeUserScramCredentials / AlterUserScramCredentials).
+  the logins' cache, DescribeUserScramCredentials / AlterUserScramCredentials);
+- ``quotas``: client quotas (:class:`~strom.security.quota_store.QuotaStore`: every entity's
+  quota configs kept from the metadata store, their alteration, and in ``quotas.quotas`` the
+  rates the connections record and the throttle times they compute).
 
 Security (authentication and ACLs) is not built yet: the principal of a request is on its
 :class:`~strom.broker.context.RequestContext`, and an ``authorizer`` service joins this set
@@ -58,6 +61,7 @@ if TYPE_CHECKING:
     from strom.clock import Clock
     from strom.config import BrokerConfig
     from strom.replication.replica_manager import ReplicaManager
+    from strom.security.quota_store import QuotaStore
     from strom.security.scram_credentials import ScramCredentials
     from strom.storage.log_manager import LogManager
 
@@ -83,3 +87,4 @@ class BrokerServices:
     replica_selector: str | None  # a selector of strom.replication.replica_selector
     shares: ShareService
     scram: ScramCredentials
+    quotas: QuotaStore
