@@ -105,16 +105,21 @@ def test_confluent_kafka_over_ssl_and_mtls(tls_broker: TlsBroker, mtls: bool) ->
         assert "TLS principal User:alice" in tls_broker.log()
 
 
-def test_kafka_python_over_mtls(tls_broker: TlsBroker) -> None:
+@pytest.mark.parametrize("mtls", [False, True], ids=["ssl", "mtls"])
+def test_kafka_python_over_ssl_and_mtls(tls_broker: TlsBroker, mtls: bool) -> None:
     from kafka import KafkaConsumer, KafkaProducer
     from kafka import TopicPartition as KTopicPartition
 
     files = tls_broker.files
+    port = tls_broker.mtls if mtls else tls_broker.ssl_port
     common: dict[str, Any] = {
-        "bootstrap_servers": f"127.0.0.1:{tls_broker.mtls}", "security_protocol": "SSL",
-        "ssl_cafile": str(files.ca), "ssl_certfile": str(files.client_cert),
-        "ssl_keyfile": str(files.client_key)}  # fmt: skip
-    topic = "kp-mtls"
+        "bootstrap_servers": f"127.0.0.1:{port}",
+        "security_protocol": "SSL",
+        "ssl_cafile": str(files.ca),
+    }
+    if mtls:
+        common |= {"ssl_certfile": str(files.client_cert), "ssl_keyfile": str(files.client_key)}
+    topic = f"kp-{port}"
     producer = KafkaProducer(acks="all", linger_ms=5, **common)
     futures = [producer.send(topic, value=v) for v in _values(300, "kp")]
     producer.flush(30)
@@ -128,19 +133,22 @@ def test_kafka_python_over_mtls(tls_broker: TlsBroker) -> None:
     assert got == _values(300, "kp")
 
 
-def test_aiokafka_over_ssl(tls_broker: TlsBroker) -> None:
+@pytest.mark.parametrize("mtls", [False, True], ids=["ssl", "mtls"])
+def test_aiokafka_over_ssl_and_mtls(tls_broker: TlsBroker, mtls: bool) -> None:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka import TopicPartition as ATopicPartition
     from aiokafka.helpers import create_ssl_context
 
     files = tls_broker.files
-    topic = "aio-ssl"
+    port = tls_broker.mtls if mtls else tls_broker.ssl_port
+    topic = f"aio-{port}"
 
     async def run() -> list[bytes]:
-        context = create_ssl_context(cafile=str(files.ca), certfile=str(files.client_cert),
-                                     keyfile=str(files.client_key))  # fmt: skip
+        context = create_ssl_context(
+            cafile=str(files.ca), certfile=str(files.client_cert) if mtls else None,
+            keyfile=str(files.client_key) if mtls else None)  # fmt: skip
         common: dict[str, Any] = {
-            "bootstrap_servers": f"127.0.0.1:{tls_broker.mtls}",
+            "bootstrap_servers": f"127.0.0.1:{port}",
             "security_protocol": "SSL",
             "ssl_context": context,
         }
@@ -170,10 +178,13 @@ def test_aiokafka_over_ssl(tls_broker: TlsBroker) -> None:
 
 
 @kcat
-def test_kcat_over_ssl(tls_broker: TlsBroker) -> None:
-    topic = "kcat-ssl"
-    args = ["-b", f"127.0.0.1:{tls_broker.ssl_port}", "-X", "security.protocol=SSL",
-            "-X", f"ssl.ca.location={tls_broker.files.ca}"]  # fmt: skip
+@pytest.mark.parametrize("mtls", [False, True], ids=["ssl", "mtls"])
+def test_kcat_over_ssl_and_mtls(tls_broker: TlsBroker, mtls: bool) -> None:
+    port = tls_broker.mtls if mtls else tls_broker.ssl_port
+    topic = f"kcat-{port}"
+    args = ["-b", f"127.0.0.1:{port}"]
+    for key, value in tls_broker.files.client_config(mtls).items():
+        args += ["-X", f"{key}={value}"]
     lines = "".join(f"k{i}:v{i}\n" for i in range(100))
     subprocess.run(["kcat", *args, "-P", "-t", topic, "-K", ":"], input=lines.encode(),
                    check=True, timeout=30)  # fmt: skip
@@ -243,6 +254,10 @@ def test_dynamic_key_store_change_served_without_restart(tls_broker: TlsBroker) 
                     incremental_operation=AlterConfigOpType.SET)])  # fmt: skip
     for future in admin.incremental_alter_configs([resource]).values():
         future.result(timeout=15)
+    described = admin.describe_configs([ConfigResource(ConfigResource.Type.BROKER, "1")])
+    entries = next(iter(described.values())).result(timeout=15)
+    entry = entries["listener.name.ssl.ssl.keystore.location"]
+    assert (entry.value, entry.is_read_only, entry.is_sensitive) == (str(path), False, False)
     deadline = time.monotonic() + 10
     while _served_subject(tls_broker.ssl_port, files.ca) != "strom-broker-renewed":
         assert time.monotonic() < deadline, "the renewed certificate is not served"

@@ -155,10 +155,10 @@ def synonyms(name: str) -> tuple[str, ...]:
 
 
 def type_id(name: str) -> int:
-    spec = BROKER_CONFIGS.get(name)
+    spec = BROKER_CONFIGS.get(base_name(name))
     return TYPE_IDS.get(spec.type, 0) if spec is not None else 0
 
 
 def is_sensitive(name: str) -> bool:
-    spec = BROKER_CONFIGS.get(name)
+    spec = BROKER_CONFIGS.get(base_name(name))  # a listener's inline TLS key too
     return (spec is not None and spec.type == "password") or "password" in name

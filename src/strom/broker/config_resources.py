@@ -196,7 +196,7 @@ def describe_broker(
                 name=name,
                 value=None if sensitive else value,
                 source=synonyms[0][2] if synonyms else SOURCE_CODES[DEFAULT_CONFIG],
-                read_only=name not in defs.DYNAMIC_CONFIGS,
+                read_only=defs.base_name(name) not in defs.DYNAMIC_CONFIGS,
                 sensitive=sensitive,
                 config_type=defs.type_id(name),
                 documentation=spec.doc if spec is not None and spec.doc else None,

@@ -126,7 +126,9 @@ class DynamicConfig:
             return  # another broker's: it watches its own
         for listener in self._listeners:
             listener(cfg.values)
-        log.info("dynamic broker config %s is now %s", entity, dict(configs))
+        shown = {k: "[hidden]" if defs.is_sensitive(defs.base_name(k)) else v
+                 for k, v in configs.items()}  # passwords, inline TLS keys: never logged
+        log.info("dynamic broker config %s is now %s", entity, shown)
 
     async def current(self, entity: str) -> dict[str, str]:
         if entity == DEFAULT_ENTITY:

@@ -228,7 +228,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"strom serve: {exc}", file=sys.stderr)
         return 2
     for key, value in sorted(config.explicit.items()):
-        log.debug("property %s=%s", key, value)
+        secret = "password" in key or key.endswith(("ssl.keystore.key", "sasl.jaas.config"))
+        log.debug("property %s=%s", key, "[hidden]" if secret else value)
     from strom.storage.file_handles import raise_nofile_limit  # storage: only to serve
 
     before = resource.getrlimit(resource.RLIMIT_NOFILE)[0]

@@ -143,19 +143,19 @@ class KafkaConnection(asyncio.Protocol):
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer = (str(peer[0]), int(peer[1]))
             self.client = self._client(*self.peer)
+        self.sock_fd = zero_copy.socket_fd(transport)
+        self.connections.add(self)
+        self.metrics.connections_created += 1  # connection_lost counts it closed, refused or not
+        log.debug("connection %s from %s:%s", self.id, *self.peer)
         if self.tls is not None and self.client.security_protocol == "SSL":
             try:  # SASL_SSL: SASL names the principal
                 self.client.principal = self.tls.principal(transport.get_extra_info("ssl_object"))
             except ValueError as exc:  # no ssl.principal.mapping.rules rule applies
                 log.warning("refusing connection %s from %s: %s", self.id, self.peer[0], exc)
-                transport.close()
+                transport.close()  # before any request is read: no task to handle one
                 return
             log.debug("connection %s from %s: TLS principal %s", self.id, self.peer[0],
                       self.client.principal)  # fmt: skip
-        self.sock_fd = zero_copy.socket_fd(transport)
-        self.connections.add(self)
-        self.metrics.connections_created += 1
-        log.debug("connection %s from %s:%s", self.id, *self.peer)
         self.task = asyncio.get_running_loop().create_task(self.process())
 
     def data_received(self, data: bytes) -> None:

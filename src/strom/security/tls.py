@@ -14,7 +14,8 @@ Every setting is read through the listener (:meth:`ListenerSpec.get
   ``ssl.truststore.certificates``) or PKCS12 (``ssl.truststore.password``); none: the
   system's CAs.
 - ``ssl.client.auth``: ``none`` (default), ``requested`` (a certificate is verified if sent),
-  ``required`` (no certificate, no connection: the handshake fails and nothing is read).
+  ``required`` (no certificate, no connection: the handshake fails and nothing is read). On a
+  SASL_SSL listener only ``listener.name.<l>.ssl.client.auth`` counts (KIP-684).
 - ``ssl.enabled.protocols`` (default ``TLSv1.2,TLSv1.3``): the lowest and highest become the
   context's bounds. ``ssl.cipher.suites``: Kafka's (IANA) names such as
   ``TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384`` or OpenSSL's; the TLS 1.2 ones restrict the
@@ -292,7 +293,11 @@ def server_context(spec: ListenerSpec) -> ssl.SSLContext:
             "key store (ssl.keystore.location, or ssl.keystore.key and "
             "ssl.keystore.certificate.chain)",
         )
-    auth = (s.get("ssl.client.auth") or "none").lower()
+    # KIP-684: on SASL_SSL only the listener's own ssl.client.auth counts (SASL authenticates)
+    if spec.uses_sasl:
+        auth = (spec.values.get(spec.prefix + "ssl.client.auth") or "none").lower()
+    else:
+        auth = (s.get("ssl.client.auth") or "none").lower()
     if auth not in CLIENT_AUTH:
         raise s.error("ssl.client.auth", f"{auth!r} is not none, requested or required")
     ctx.verify_mode = CLIENT_AUTH[auth]

@@ -219,3 +219,15 @@ def test_client_context_verifies_the_peer(ca: CertificateAuthority, server_cert:
     stranger = server_context(spec({"ssl.keystore.location":
                                     str(other.write_pem(tmp_path / "o.pem"))}))  # fmt: skip
     assert "certificate verify failed" in handshake(stranger, client_context(spec(values)))[1]
+
+
+def test_sasl_ssl_ignores_the_broker_wide_client_auth(server_cert: Issued, tmp_path: Path) -> None:
+    values = {
+        "ssl.keystore.location": str(server_cert.write_pem(tmp_path / "b.pem")),
+        "ssl.client.auth": "required",
+    }
+    sasl = ListenerSpec("SASL_SSL", "127.0.0.1", 9094, "SASL_SSL", values)
+    assert server_context(sasl).verify_mode == ssl.CERT_NONE  # KIP-684
+    assert server_context(spec(values)).verify_mode == ssl.CERT_REQUIRED
+    values["listener.name.sasl_ssl.ssl.client.auth"] = "requested"
+    assert server_context(sasl).verify_mode == ssl.CERT_OPTIONAL
