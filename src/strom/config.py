@@ -141,6 +141,10 @@ EXTRA_KNOWN_KEYS: set[str] = {
     "sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.sub.claim.name",
     "sasl.oauthbearer.scope.claim.name", "sasl.oauthbearer.clock.skew.seconds",
     "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+    # authorization (strom.security.acl): empty class name = no authorizer, everything allowed
+    "authorizer.class.name",
+    "super.users",  # User:a;User:b
+    "allow.everyone.if.no.acl.found",
 }
 
 
