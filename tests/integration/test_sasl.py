@@ -640,3 +640,57 @@ def test_oauthbearer_jwks_validator(tmp_path: Path) -> None:
         finally:
             producer.close()
         assert meta.offset == 0
+
+
+def test_sasl_principals_are_what_acls_name(tmp_path: Path) -> None:
+    """The authorizer sees ``User:<authorization id>``: an ACL for User:alice lets alice
+    (PLAIN) write and bob (SCRAM) not; the super user admin (PLAIN) does anything."""
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        NewTopic,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    internal, sasl = free_port(), free_port()
+    props = tmp_path / "server.properties"
+    props.write_text(
+        f"listeners=SASL_PLAINTEXT://127.0.0.1:{sasl},INTERNAL://127.0.0.1:{internal}\n"
+        "listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT,INTERNAL:PLAINTEXT\n"
+        "inter.broker.listener.name=INTERNAL\n"
+        "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256\n"
+        f"listener.name.sasl_plaintext.plain.sasl.jaas.config={PLAIN_JAAS}\n"
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n"
+        "super.users=User:admin;User:ANONYMOUS\n"  # ANONYMOUS: the PLAINTEXT listener
+    )
+    data = tmp_path / "data"
+    data.mkdir()
+    made = strom("user", "create", "bob", "--password", "bob-secret", "--mechanism",
+                 "SCRAM-SHA-256", "--data-dir", str(data))  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    proc = BrokerProcess(data, port=internal, config_file=props)
+    with proc:
+        assert wait_for_port("127.0.0.1", sasl, 20)
+        bootstrap = f"127.0.0.1:{sasl}"
+        admin = AdminClient(sasl_conf(bootstrap, "PLAIN") | {"sasl.username": "admin",
+                                                              "sasl.password": "admin-secret"})
+        admin.create_topics([NewTopic("acl-t", 1, 1)])["acl-t"].result(timeout=20)
+        for op in (AclOperation.WRITE, AclOperation.DESCRIBE):
+            binding = AclBinding(ResourceType.TOPIC, "acl-t", ResourcePatternType.LITERAL,
+                                 "User:alice", "*", op, AclPermissionType.ALLOW)  # fmt: skip
+            for future in admin.create_acls([binding]).values():
+                future.result(timeout=20)
+        time.sleep(1)  # the ACL watch
+        alice = Producer(sasl_conf(bootstrap, "PLAIN") | {"message.timeout.ms": 10_000})
+        alice.produce("acl-t", b"by-alice")
+        assert alice.flush(20) == 0
+        errors: list[Any] = []
+        bob = Producer(sasl_conf(bootstrap, "SCRAM-SHA-256") | {"message.timeout.ms": 5_000})
+        bob.produce("acl-t", b"by-bob", on_delivery=lambda err, _m: errors.append(err))
+        bob.flush(15)
+        assert errors and errors[0] is not None
+        assert "AUTHORIZATION" in errors[0].name()
+        got = read_plain(SaslBroker(proc, internal, sasl, sasl), "acl-t", 2)
+        assert got == [b"by-alice"]
