@@ -135,6 +135,10 @@ EXTRA_KNOWN_KEYS: set[str] = {
     "ssl.truststore.certificates", "ssl.client.auth", "ssl.enabled.protocols",
     "ssl.cipher.suites", "ssl.principal.mapping.rules", "ssl.protocol",
     "ssl.endpoint.identification.algorithm",
+    # authorization (strom.security.acl): empty class name = no authorizer, everything allowed
+    "authorizer.class.name",
+    "super.users",  # User:a;User:b
+    "allow.everyone.if.no.acl.found",
 }
 
 

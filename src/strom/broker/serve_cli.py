@@ -25,6 +25,7 @@ from typing import Any
 from strom import pidfile
 from strom.config import BrokerConfig, ConfigError
 from strom.replication.replica_selector import check_selector
+from strom.security.acl import authorizer_from_config
 from strom.security.listeners import ListenerConfigError, Listeners
 from strom.security.listeners import from_config as listeners_from_config
 from strom.security.tls import TlsConfigError, client_context, server_context
@@ -199,7 +200,9 @@ def run(args: argparse.Namespace) -> int:
         _check_data_dir(data_dir)
         try:
             check_selector(config.get("replica.selector.class"))
-        except ValueError as exc:
+            authorizer_from_config(config.get("authorizer.class.name"), config.get("super.users"),
+                                   config.get("allow.everyone.if.no.acl.found"))  # fmt: skip
+        except ValueError as exc:  # AclError too
             raise ConfigError(str(exc)) from None
         flag = "--listen" if args.listen else "listeners"
         for spec in listeners.bound:
