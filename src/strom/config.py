@@ -143,6 +143,12 @@ EXTRA_KNOWN_KEYS: set[str] = {
     "ssl.truststore.certificates", "ssl.client.auth", "ssl.enabled.protocols",
     "ssl.cipher.suites", "ssl.principal.mapping.rules", "ssl.protocol",
     "ssl.endpoint.identification.algorithm",
+    # SASL (strom.security.sasl.config: KNOWN_KEYS); each also per listener and mechanism
+    "sasl.jaas.config", "connections.max.reauth.ms", "connection.failed.authentication.delay.ms",
+    "sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.expected.audience",
+    "sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.sub.claim.name",
+    "sasl.oauthbearer.scope.claim.name", "sasl.oauthbearer.clock.skew.seconds",
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms",
     # authorization (strom.security.acl): empty class name = no authorizer, everything allowed
     "authorizer.class.name",
     "super.users",  # User:a;User:b

@@ -67,7 +67,7 @@ def test_replication_over_a_tls_inter_broker_listener(tmp_path: Path) -> None:
         }
 
     history = History()
-    with ClusterProcess(tmp_path, brokers=3, session_timeout_ms=4000, listener_settings=listeners,
+    with ClusterProcess(tmp_path, brokers=3, listener_settings=listeners,
                         settings={"auto.leader.rebalance.enable": "false"}) as cluster:  # fmt: skip
         for broker_id in (1, 2, 3):
             reg = _registration(cluster, broker_id)

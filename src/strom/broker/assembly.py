@@ -91,6 +91,8 @@ from strom.security.listeners import Listeners
 from strom.security.listeners import from_config as listeners_from_config
 from strom.security.quota_store import QuotaStore
 from strom.security.quotas import ClientQuotas
+from strom.security.sasl import client as sasl_client
+from strom.security.scram_credentials import ScramCredentials
 from strom.security.tls import ServerTls, TlsConfigError, client_context
 from strom.storage import file_handles
 from strom.storage.flusher import Flusher
@@ -218,7 +220,10 @@ class Broker:
         registration = BrokerRegistration(node_id, endpoints, rack)
         inter_broker = self.listeners.inter_broker_listener
         peer_connection.configure(peer_connection.InterBrokerSecurity(
-            client_context(inter_broker) if inter_broker.uses_tls else None))  # fmt: skip
+            client_context(inter_broker) if inter_broker.uses_tls else None,
+            sasl_client.credentials(config.values, inter_broker.name,
+                                    self.listeners.inter_broker_sasl_mechanism)
+            if inter_broker.uses_sasl else None))  # fmt: skip
         self._stops.append(("inter-broker security",
                             lambda: peer_connection.configure(
                                 peer_connection.InterBrokerSecurity())))  # fmt: skip
@@ -252,6 +257,9 @@ class Broker:
                 made = logs.create_logs(topic.name, missing, topic.configs)
                 logs.add(topic.name, made, topic.configs)
 
+        scram = ScramCredentials(store)  # SCRAM logins look credentials up without I/O
+        await scram.start()
+        self._stops.append(("SCRAM credentials", scram.close))
         producer_ids = ProducerIdManager(store, node_id)
         self._stops.append(("producer ids", producer_ids.close))
         dispatch.load_handlers()
@@ -292,7 +300,7 @@ class Broker:
             fetch_sessions=FetchSessionCache(
                 config.get_int("max.incremental.fetch.session.cache.slots")),
             metadata_answers=MetadataAnswers(), replica_selector=self.replica_selector,
-            shares=shares, quotas=quotas, authorizer=authorizer, acls=acls,
+            shares=shares, scram=scram, quotas=quotas, authorizer=authorizer, acls=acls,
         )  # fmt: skip
         self._prepare_stop = controller.prepare_stop
         await controller.start()  # first: the coordinators' topics are created through it

@@ -28,6 +28,8 @@ from strom.replication.replica_selector import check_selector
 from strom.security.acl import authorizer_from_config
 from strom.security.listeners import ListenerConfigError, Listeners
 from strom.security.listeners import from_config as listeners_from_config
+from strom.security.sasl import SaslConfigError, SaslSettings
+from strom.security.sasl import client as sasl_client
 from strom.security.tls import TlsConfigError, client_context, server_context
 
 log = logging.getLogger("strom")
@@ -178,9 +180,15 @@ def _listeners(config: BrokerConfig, args: argparse.Namespace) -> Listeners:
         for spec in listeners.bound:  # key and trust stores read before anything starts
             if spec.uses_tls:
                 server_context(spec)
-        if listeners.inter_broker_listener.uses_tls:
-            client_context(listeners.inter_broker_listener)
-    except (ListenerConfigError, TlsConfigError) as exc:
+            if spec.uses_sasl:  # and SASL settings: a mistake names its property
+                SaslSettings.from_config(config.values, spec.name)
+        inter = listeners.inter_broker_listener
+        if inter.uses_tls:
+            client_context(inter)
+        if inter.uses_sasl:
+            sasl_client.credentials(config.values, inter.name,
+                                    listeners.inter_broker_sasl_mechanism)  # fmt: skip
+    except (ListenerConfigError, TlsConfigError, SaslConfigError) as exc:
         raise ConfigError(str(exc)) from None
     return listeners
 
