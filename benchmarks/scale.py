@@ -39,6 +39,7 @@ from _common import (  # noqa: E402
     percentile,
     ratio,
     remove,
+    whole_batches,
     workdir,
 )
 from confluent_kafka import KafkaError, Producer  # noqa: E402
@@ -308,7 +309,6 @@ def fetch_all(bootstrap: str, topic: str, partitions: int, end: int, timeout: fl
     import kio.schema.fetch.v11.request as req
 
     from strom.protocol.messages import build
-    from strom.protocol.record_batch import iter_batches
     from strom.testing.raw import RawConnection
 
     offsets = dict.fromkeys(range(partitions), 0)
@@ -330,7 +330,7 @@ def fetch_all(bootstrap: str, topic: str, partitions: int, end: int, timeout: fl
             for part in resp.responses[0].partitions:
                 data = part.records or b""
                 nbytes += len(data)
-                for header, _ in iter_batches(data):
+                for header in whole_batches(data):
                     if header.next_offset > offsets[part.partition_index]:
                         offsets[part.partition_index] = header.next_offset
     return nbytes
