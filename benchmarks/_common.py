@@ -297,6 +297,57 @@ def whole_batches(data: bytes) -> list[Any]:
     return headers
 
 
+def warm_up(broker: Broker, seconds: float, transactions: bool = False) -> dict[str, object]:
+    """Work the broker for about ``seconds`` before measuring: 100-byte messages produced
+    (acks=1 and acks=all, idempotent) and read back, and with ``transactions`` a few hundred
+    small transactions. A JVM compiles its hot paths only after thousands of calls (Kafka's
+    first seconds run interpreted); strom's caches and allocator warm too. Same work for every
+    broker; returns what was done."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition  # noqa: PLC0415
+
+    if seconds <= 0:
+        return {}
+    topic = "bench-warmup"
+    create_topic(broker.bootstrap, topic, 1)
+    sent = 0
+    deadline = time.monotonic() + seconds / 2
+    for conf in ({"acks": 1}, {"acks": "all", "enable.idempotence": True}):
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5, **conf})
+        while time.monotonic() < deadline:
+            for _ in range(1000):
+                try:
+                    producer.produce(topic, b"w" * 100)
+                    sent += 1
+                except BufferError:
+                    producer.poll(0.01)
+            producer.poll(0)
+        producer.flush(60)
+        deadline = time.monotonic() + seconds / 4
+    txns = 0
+    if transactions:
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5,
+                             "transactional.id": "bench-warmup"})  # fmt: skip
+        producer.init_transactions(30)
+        deadline = time.monotonic() + seconds / 4
+        while time.monotonic() < deadline:
+            producer.begin_transaction()
+            for _ in range(10):
+                producer.produce(topic, b"t" * 100)
+                sent += 1
+            producer.commit_transaction(30)
+            txns += 1
+        producer.flush(30)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "bench-warmup",
+                         "enable.auto.commit": False})  # fmt: skip
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    received = 0
+    deadline = time.monotonic() + max(30.0, seconds)
+    while received < sent and time.monotonic() < deadline:
+        received += sum(1 for m in consumer.consume(10000, 0.5) if not m.error())
+    consumer.close()
+    return {"seconds": seconds, "produced": sent, "consumed": received, "transactions": txns}
+
+
 def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> None:
     """Create ``topic`` with AdminClient and wait until its metadata shows every partition."""
     from confluent_kafka.admin import AdminClient, NewTopic  # noqa: PLC0415

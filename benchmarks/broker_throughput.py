@@ -35,6 +35,7 @@ from _common import (  # noqa: E402
     percentile,
     ratio,
     remove,
+    warm_up,
     whole_batches,
     workdir,
 )
@@ -322,6 +323,7 @@ def run_broker(broker: Broker, args: argparse.Namespace) -> dict[str, object]:
     log(f"{broker.name}: started pid {broker.pid} at {broker.bootstrap}")
     result["startup_s"] = broker.startup_s
     result["pid_cpu_at_start_s"] = cpu_seconds(broker.pid)
+    result["warm_up"] = warm_up(broker, 0 if args.quick else args.warmup)
     scale = 10 if args.quick else 1
     sizes = [("100B", 100, args.messages // scale), ("1KB", 1024, args.messages // 3 // scale)]
     for label, size, count in sizes:
@@ -398,6 +400,8 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=1)
     parser.add_argument("--rate", default="10000",
                         help="latency phase msgs/s; a comma-separated list runs it at each")
+    parser.add_argument("--warmup", type=float, default=10.0,
+                        help="seconds of untimed work on each broker before measuring")
     parser.add_argument("--compression", default="none",
                         help="compression.type of the throughput phases' producer (lz4, zstd ...)")
     parser.add_argument("--latency-seconds", type=float, default=5.0)
@@ -406,7 +410,8 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=180.0, help="per phase, seconds")
     args = parser.parse_args()
     LATENCY_PRODUCE_CONFIG["linger.ms"] = args.latency_linger_ms
-    args.rates = [int(r) for r in str(args.rate).split(",") if r.strip()]
+    # "0" (or "") skips the latency phase
+    args.rates = [int(r) for r in str(args.rate).split(",") if r.strip() and int(r) > 0]
     if args.compression != "none":
         PRODUCE_CONFIG["compression.type"] = args.compression
 

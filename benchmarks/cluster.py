@@ -196,6 +196,10 @@ def throughput(args: argparse.Namespace, single: BrokerProcess, cluster: Cluster
     a shared machine)."""
     create_topic(single.bootstrap, "bench", PARTITIONS)
     cluster.create_topic("bench", PARTITIONS, 3, {"min.insync.replicas": "2"})
+    if args.warmup_messages:
+        # untimed: a JVM broker runs interpreted until its hot paths are compiled
+        for bootstrap, acks in ((single.bootstrap, "1"), (cluster.bootstrap, "all")):
+            produce_rate(bootstrap, "bench", args.warmup_messages, args.size, acks, False)
     cluster_pids = {f"broker-{i}": b.pid for i, b in sorted(cluster.brokers.items())}
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name, *_ in RUNS}
     per_round: dict[str, list[float]] = {name: [] for name in RATIOS}
@@ -504,6 +508,8 @@ def main() -> int:
         default=None,
         help="directory for py-spy profiles of the throughput phase's brokers",
     )
+    p.add_argument("--warmup-messages", type=int, default=100_000,
+                   help="untimed messages produced to the single node and the cluster first")
     p.add_argument("--keep-logs", type=Path, help="copy the brokers' logs to this directory")
     p.add_argument("--only", choices=("strom", "kafka"),
                    help="one system (default: strom, then Apache Kafka when java and mvn are"
@@ -525,6 +531,7 @@ def main() -> int:
         args.keep_logs.mkdir(parents=True, exist_ok=True)
     if args.quick:
         args.messages, args.failovers, args.catchup_mb = 20_000, 1, 20
+        args.warmup_messages = 0
     base = workdir()
     result: dict[str, Any] = {"benchmark": "cluster", "env": env_info(),
                               "messages": args.messages, "size": args.size}  # fmt: skip

@@ -39,6 +39,7 @@ from _common import (  # noqa: E402
     percentile,
     ratio,
     remove,
+    warm_up,
     whole_batches,
     workdir,
 )
@@ -475,6 +476,8 @@ def run_broker(broker: Broker, args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {}
     broker.start()
     log(f"{broker.name}: started pid {broker.pid} at {broker.bootstrap}")
+    result["startup_s"] = broker.startup_s
+    result["warm_up"] = warm_up(broker, args.warmup)
     phases = args.phases
     if "requests" in phases:
         runs = [dict[str, Any]() for _ in range(args.repeat)]
@@ -577,6 +580,8 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=10_000,
                         help="partitions of the many-partitions phase")
     parser.add_argument("--timeout", type=float, default=180.0, help="per step, seconds")
+    parser.add_argument("--warmup", type=float, default=10.0,
+                        help="seconds of untimed work on each broker before measuring")
     args = parser.parse_args()
     args.phases = {p.strip() for p in args.phases.split(",") if p.strip()}
     if args.quick:
@@ -584,6 +589,7 @@ def main() -> int:
         args.ack_seconds = 2.0
         args.fetch_mib = 16
         args.repeat = 1
+        args.warmup = 0.0
 
     tmp = workdir()
     brokers, skipped = make_brokers(args.only, tmp)

@@ -30,6 +30,7 @@ from _common import (  # noqa: E402
     make_brokers,
     ratio,
     remove,
+    warm_up,
     workdir,
 )
 from confluent_kafka import Producer  # noqa: E402
@@ -74,6 +75,7 @@ RUNS = (("plain", None), ("txn_100", 100), ("txn_1000", 1000))
 
 def run_broker(broker: Broker, args: argparse.Namespace) -> dict[str, object]:
     broker.start()
+    warmed = warm_up(broker, args.warmup, transactions=True)
     results: dict[str, float] = {}
     cpu: dict[str, float | None] = {}
     for name, txn_size in RUNS:
@@ -89,6 +91,7 @@ def run_broker(broker: Broker, args: argparse.Namespace) -> dict[str, object]:
         "msgs_per_s": {k: round(v) for k, v in results.items()},
         "transactions_per_s": {k: round(results[k] / size, 1) for k, size in RUNS if size},
         "broker_cpu_s": cpu,
+        "warm_up": warmed,
         "ratios": {k: ratio(results[k], results["plain"]) for k in ("txn_100", "txn_1000")},
     }
 
@@ -99,6 +102,8 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--partitions", type=int, default=3)
     ap.add_argument("--only", choices=("strom", "kafka"))
+    ap.add_argument("--warmup", type=float, default=10.0,
+                    help="seconds of untimed work on each broker before measuring")
     args = ap.parse_args()
     wd = workdir()
     brokers, skipped = make_brokers(args.only, wd, names=("strom", "kafka"))
