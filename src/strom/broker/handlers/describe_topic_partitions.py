@@ -15,7 +15,9 @@ and kafka-python's ``describe_topic_partitions``. Kafka's rules
   name Kafka refuses), with the null topic id; with the whole list asked, only existing topics;
 * each partition: leader (-1 with LEADER_NOT_AVAILABLE while the controller has not elected
   one), leader epoch, replicas, ISR, offline replicas; no eligible leader replicas (ELR,
-  KIP-966's other half, is KRaft's: the null list, as Kafka answers when it is off);
+  KIP-966's other half, is KRaft's): *empty* lists, as Kafka answers when it is off (the
+  schema allows null, but Kafka's Java admin client reads both lists unguarded and fails
+  ``describeTopics`` with a NullPointerException on a null one);
 * ``topic_authorized_operations``: what Kafka answers without an authorizer (every operation
   a topic supports), in :func:`authorized_operations`, the one place an authorizer would
   decide it.
@@ -56,13 +58,14 @@ def _partition(ctx: RequestContext, cache: Any, info: TopicInfo, index: int) -> 
         return ctx.make("DescribeTopicPartitionsResponsePartition",
                         error_code=ErrorCode.leader_not_available, partition_index=index,
                         leader_id=-1, leader_epoch=-1,
-                        replica_nodes=tuple(info.replicas.get(index, ())))  # fmt: skip
+                        replica_nodes=tuple(info.replicas.get(index, ())),
+                        eligible_leader_replicas=(), last_known_elr=())  # fmt: skip
     return ctx.make(
         "DescribeTopicPartitionsResponsePartition",
         error_code=ErrorCode.none if state.leader >= 0 else ErrorCode.leader_not_available,
         partition_index=index, leader_id=state.leader, leader_epoch=state.leader_epoch,
         replica_nodes=tuple(state.replicas), isr_nodes=tuple(state.isr),
-        offline_replicas=tuple(state.offline),
+        offline_replicas=tuple(state.offline), eligible_leader_replicas=(), last_known_elr=(),
     )  # fmt: skip
 
 
