@@ -93,8 +93,12 @@ def maven_classpath(profile: str = "kafka", properties: Mapping[str, str] | None
     tag = profile + "".join(f"-{v}" for _, v in sorted(props.items()))
     TARGET.mkdir(parents=True, exist_ok=True)
     listing = TARGET / f"{tag}.classpath"
+    missing = TARGET / f"{tag}.missing"  # Maven could not resolve it: not asked again for a day
     with open(TARGET / ".resolve.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        if missing.exists() and missing.stat().st_mtime > max(POM.stat().st_mtime,
+                                                              time.time() - 86400):  # fmt: skip
+            raise MavenUnavailable(missing.read_text())
         if not listing.exists() or listing.stat().st_mtime < POM.stat().st_mtime:
             others = {"kafka": "spark-kafka", "spark-kafka": "kafka"}
             active = f"{profile},!{others[profile]}" if profile in others else profile
@@ -105,8 +109,11 @@ def maven_classpath(profile: str = "kafka", properties: Mapping[str, str] | None
             )  # fmt: skip
             if done.returncode != 0 or not listing.exists():
                 listing.unlink(missing_ok=True)
-                raise MavenUnavailable(f"mvn could not resolve profile {profile} of {POM}:\n"
-                                       f"{done.stdout[-3000:]}{done.stderr[-1500:]}")  # fmt: skip
+                why = (f"mvn could not resolve profile {profile} {props or ''} of {POM}:\n"
+                       f"{done.stdout[-3000:]}{done.stderr[-1500:]}")  # fmt: skip
+                if "Could not resolve dependencies" in done.stdout + done.stderr:
+                    missing.write_text(why)  # not there (a network failure is tried again)
+                raise MavenUnavailable(why)
     jars = [j for j in listing.read_text().strip().split(os.pathsep) if j]
     absent = [j for j in jars if not Path(j).is_file()]
     if absent:  # the Maven cache was cleaned since: resolve again
