@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterable
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -71,6 +72,12 @@ def stream(spark: Any, bootstrap: str, topic: str) -> Any:
     )
 
 
+def example_name(example: ModuleType) -> str:
+    """The example's own name (its file's), also when it runs as ``__main__``."""
+    path = getattr(example, "__file__", None)
+    return Path(path).stem if path else example.__name__.rsplit(".", 1)[-1]
+
+
 def main(example: ModuleType) -> int:
     parser = argparse.ArgumentParser(description=(example.__doc__ or "").splitlines()[0])
     parser.add_argument("--bootstrap", default="127.0.0.1:9092", help="a strom broker")
@@ -79,7 +86,8 @@ def main(example: ModuleType) -> int:
     args = parser.parse_args()
     import strom.spark  # noqa: PLC0415
 
-    prefix = args.prefix or f"{example.__name__.rsplit('.', 1)[-1]}-{int(time.time())}"
+    name = example_name(example)
+    prefix = args.prefix or f"{name.replace('_', '-')}-{int(time.time())}"
     spark = strom.spark.session(app_name=prefix, master=args.master)
     with tempfile.TemporaryDirectory() as workdir:
         answer = example.generate(args.bootstrap, prefix)
@@ -87,7 +95,8 @@ def main(example: ModuleType) -> int:
         got = example.result(spark, args.bootstrap, prefix, workdir)
     spark.stop()
     ok = got == answer
-    print(json.dumps({"example": prefix, "ok": ok, "results": len(got), "expected": len(answer)}))
+    print(json.dumps({"example": name, "prefix": prefix, "ok": ok, "results": len(got),
+                      "expected": len(answer)}))
     if not ok:
         missing = sorted(set(answer) - set(got))[:5]
         wrong = sorted(k for k in answer if k in got and got[k] != answer[k])[:5]

@@ -1,5 +1,6 @@
 """The cluster tools of the CLI against a 3-broker cluster: Leader/Replicas/Isr lines, the
-partition filters and ``cluster health`` as followers go away and return, ``cluster info``'s
+partition filters and ``cluster health`` (a summary; under-replicated is not healthy) as
+followers go away and return, ``cluster info``'s
 controller and epoch, preferred-leader election. Runs once cluster mode, the controller and
 replication are in the build."""
 
@@ -59,7 +60,15 @@ def test_describe_and_health_follow_the_isr(tmp_path: Path) -> None:
         assert sorted(under) == ["0", "1", "2"] and all("3" not in r["Isr"] for r in under.values())
         assert parts(cli, "t", "--under-min-isr-partitions") == {}
         assert parts(cli, "t", "--unavailable-partitions") == {}
-        assert cli.lines("cluster", "health")[0] == "Healthy: true"  # under-replicated: a warning
+        # under-replicated is not healthy (as rpk): a summary, counted per topic, exit 1
+        proc = cli.run("cluster", "health")
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        out = proc.stdout.splitlines()
+        assert out[:2] == ["Healthy: false",
+                           "Unhealthy reasons: brokers down, under-replicated partitions"], out
+        assert "Brokers down: 3" in out and "Under-min-ISR partitions: 0" in out
+        at = out.index("Under-replicated partitions: 3")
+        assert out[at + 1] == "  t: 3 (0,1,2)", out
 
         cluster.kill(2)
         for p in range(3):
@@ -67,7 +76,9 @@ def test_describe_and_health_follow_the_isr(tmp_path: Path) -> None:
         assert sorted(parts(cli, "t", "--under-min-isr-partitions")) == ["0", "1", "2"]
         proc = cli.run("cluster", "health")
         assert proc.returncode == 1
-        assert sum("under min ISR" in line for line in proc.stdout.splitlines()) == 3
+        out = proc.stdout.splitlines()
+        at = out.index("Under-min-ISR partitions: 3")
+        assert out[at + 1] == "  t: 3 (0,1,2)", out
 
         cluster.start_broker(2)
         cluster.start_broker(3)
@@ -127,7 +138,7 @@ def test_reassign_to_a_new_broker_and_log_dir(tmp_path: Path) -> None:
     every acknowledged record reads back from the new replica, once, in order."""
     from confluent_kafka import Producer
 
-    from strom.cli import wire
+    from strom.admin import wire
     from tests.integration.clients import consume_all
 
     dirs = {i: [str((tmp_path / f"b{i}-{d}").resolve()) for d in "ab"] for i in (1, 2)}

@@ -30,7 +30,7 @@ TOPIC = "routed"
 
 def coordinator_of(bootstrap: str, txn_ids: list[str], timeout: float = 30.0) -> dict[str, int]:
     """FindCoordinator (v4, key type 1) asked of one broker until it names each id's node."""
-    from strom.cli import wire
+    from strom.admin import wire
 
     deadline = time.monotonic() + timeout
     while True:

@@ -69,7 +69,7 @@ def _create(cluster: object, topic: str, partitions: int = 1,
 
 def _metadata_from(broker: object, topic: str) -> dict[int, tuple[int, int, tuple[int, ...]]]:
     """partition -> (leader, leader epoch, isr) as this one broker answers Metadata."""
-    from strom.cli.wire import WireConnection
+    from strom.admin.wire import WireConnection
     from strom.protocol.messages import build, request_module
 
     wanted = build(request_module(3, 12).MetadataRequestTopic, name=topic, topic_id=None)
@@ -139,7 +139,7 @@ def test_controller_killed_new_one_with_higher_epoch(cluster: object) -> None:
 
 def _controller_seen_by(broker: object) -> int:
     """The controller id this one broker's Metadata names (from its metadata cache)."""
-    from strom.cli.wire import WireConnection
+    from strom.admin.wire import WireConnection
 
     with WireConnection(broker.bootstrap) as conn:  # type: ignore[attr-defined]
         resp = conn.request(3, 12, topics=(), allow_auto_topic_creation=False,
@@ -187,7 +187,7 @@ def test_paused_controller_is_deposed_and_its_epoch_refused(cluster: object) -> 
                            10, "the deposed controller to resign")  # fmt: skip
 
     # now a request carrying the deposed controller's epoch is refused by every live broker
-    from strom.cli.wire import WireConnection
+    from strom.admin.wire import WireConnection
     from strom.protocol.errors import ErrorCode
 
     for broker_id, broker in cluster.brokers.items():  # type: ignore[attr-defined]

@@ -39,7 +39,7 @@ NONE, COORDINATOR_NOT_AVAILABLE = 0, 15
 
 
 def _conn(cluster: ClusterProcess, broker_id: int) -> Any:
-    from strom.cli.wire import WireConnection
+    from strom.admin.wire import WireConnection
 
     return WireConnection(cluster.broker(broker_id).bootstrap, timeout=30)
 

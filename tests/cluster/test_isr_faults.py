@@ -77,7 +77,7 @@ def test_one_follower_down_isr_shrinks_producer_continues_follower_rejoins(
 def _isr_seen_by(cluster: ClusterProcess, broker_id: int, topic: str) -> set[int]:
     """The ISR of ``topic``-0 as one broker answers Metadata (a client's metadata request
     could otherwise go to the paused broker and wait for it)."""
-    from strom.cli.wire import WireConnection
+    from strom.admin.wire import WireConnection
     from strom.protocol.messages import build, request_module
 
     wanted = build(request_module(3, 12).MetadataRequestTopic, name=topic, topic_id=None)
@@ -200,7 +200,7 @@ def test_two_down_writes_refused_never_falsely_acknowledged(tmp_path: Path, kill
 def _set_min_isr(cluster: ClusterProcess, broker_id: int, topic: str, value: int) -> None:
     """IncrementalAlterConfigs (v1) of the topic's min.insync.replicas sent to this one broker
     (a client's admin would pick any broker)."""
-    from strom.cli.wire import WireConnection
+    from strom.admin.wire import WireConnection
     from strom.protocol.messages import build, request_module
 
     m = request_module(44, 1)

@@ -18,7 +18,6 @@ import pytest
 from confluent_kafka.admin import ConfigResource
 from starlette.testclient import TestClient
 
-from strom.cli.errors import set_timeout, timeout
 from strom.console import messages
 from strom.console.app import build_app
 from strom.console.cluster import Cluster
@@ -381,14 +380,9 @@ def test_cross_site_post_refused(client: TestClient, broker: Any, topic_name: st
 
 
 def test_unreachable_broker_is_a_readable_page() -> None:
-    app = build_app(Cluster(f"127.0.0.1:{free_port()}"), sample=False)
-    before = timeout()
-    set_timeout(2.0)
-    try:
-        with TestClient(app, base_url=BASE) as c:
-            resp = c.get("/topics")
-    finally:
-        set_timeout(before)
+    app = build_app(Cluster(f"127.0.0.1:{free_port()}", timeout=2.0), sample=False)
+    with TestClient(app, base_url=BASE) as c:
+        resp = c.get("/topics")
     assert resp.status_code == 400
     assert error(resp.text).startswith("cannot reach the broker at 127.0.0.1:")
     assert "Traceback" not in resp.text

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from starlette.datastructures import QueryParams
 
-from strom.cli.errors import CliError
+from strom.admin.errors import AdminError
 from strom.console.messages import Query, parse_headers, render
 from strom.console.routes_groups import parse_plan
 from strom.console.server import parse_listen
@@ -44,17 +44,17 @@ def test_query_round_trips_through_the_url() -> None:
     assert again.cursor == ((0, 8),)
     for bad, message in [("mode=soon", "unknown start"), ("limit=0", "between 1 and 500"),
                          ("offset=x", "expected an integer"), ("view=xml", "unknown view")]:
-        with pytest.raises(CliError, match=message):
+        with pytest.raises(AdminError, match=message):
             Query.from_params("t", QueryParams(bad))
 
 
 def test_parse_headers_and_plan() -> None:
     assert parse_headers("a=1\n\nb = x=y\n") == [("a", b"1"), ("b", b" x=y")]
-    with pytest.raises(CliError, match="expected NAME=VALUE"):
+    with pytest.raises(AdminError, match="expected NAME=VALUE"):
         parse_headers("novalue")
     assert parse_plan("t.a-1:0:5\nt.a-1:10:0\n") == {("t.a-1", 0): 5, ("t.a-1", 10): 0}
     for bad in ("t:0", ":0:1", "t:x:1", "t:0:y"):
-        with pytest.raises(CliError, match="invalid reset plan line"):
+        with pytest.raises(AdminError, match="invalid reset plan line"):
             parse_plan(bad)
 
 
@@ -78,7 +78,7 @@ def test_parse_listen() -> None:
     assert parse_listen("8082") == ("127.0.0.1", 8082)
     assert parse_listen("[::1]:8083") == ("::1", 8083)
     for bad in ("host:http", "1.2.3.4:70000"):
-        with pytest.raises(CliError):
+        with pytest.raises(AdminError):
             parse_listen(bad)
 
 

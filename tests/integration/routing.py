@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from strom.cli import wire
+from strom.admin import wire
 from strom.protocol.errors import ErrorCode
 
 #: FindCoordinator key types

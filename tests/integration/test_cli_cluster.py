@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from strom.cli import wire
+from strom.admin import wire
 from strom.testing import BrokerProcess, free_port
 from tests.integration.cli_helpers import Cli, assert_clean_error, side_by_side, strom
 
@@ -84,14 +86,15 @@ def test_under_min_isr_shows_in_describe_and_fails_health(tmp_path: Path, topic_
         proc = cli.run("cluster", "health")
         assert proc.returncode == 1, proc.stdout + proc.stderr
         out = proc.stdout.splitlines()
-        assert out[0] == "Healthy: false"
-        problems = [line for line in out if line.startswith("Problem: ")]
-        assert len(problems) == 2 and all("under min ISR" in p for p in problems), out
-        assert f"Under-min-ISR partitions: {topic_name}-0,{topic_name}-1" in out
+        assert out[:2] == ["Healthy: false", "Unhealthy reasons: under-min-ISR partitions"], out
+        at = out.index("Under-min-ISR partitions: 2")
+        assert out[at + 1] == f"  {topic_name}: 2 (0,1)", out  # counted per topic
+        assert "Offline partitions: 0" in out and "Under-replicated partitions: 0" in out
         [doc] = json.loads(cli.run("cluster", "health", "--format", "json").stdout)
         assert doc["healthy"] is False
+        assert doc["unhealthy_reasons"] == ["under-min-ISR partitions"]
         assert doc["under_min_isr_partitions"] == [f"{topic_name}-0", f"{topic_name}-1"]
-        assert doc["offline_partitions"] == []
+        assert doc["offline_partitions"] == [] and doc["brokers_down"] == []
         cli.ok("topic", "alter-config", topic_name, "min.insync.replicas=1")
         assert cli.lines("cluster", "health")[0] == "Healthy: true"
 
@@ -160,17 +163,32 @@ def _zookeeper_installed() -> bool:
 
 
 def _alive(pid: int) -> bool:
-    from strom.cli.cluster_local import start_time
+    from strom.pidfile import start_time
 
     return start_time(pid) is not None
+
+
+def _get(url: str) -> int:
+    """The HTTP status of GET ``url`` (0: no answer)."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+    except OSError:
+        return 0
 
 
 @pytest.mark.skipif(not _zookeeper_installed(), reason="needs the zookeeper package")
 def test_cluster_up_info_down(tmp_path: Path) -> None:
     data_dir = tmp_path / "strom-cluster"  # cluster up's default, relative to tmp_path
-    port = free_port()
+    port, admin = free_port(), free_port()
     proc = strom("cluster", "up", "--brokers", "1", "--base-port", str(port),
-                 "--data-dir", str(data_dir), "--format", "json", timeout=120)  # fmt: skip
+                 "--admin-base-port", str(admin), "--data-dir", str(data_dir), "--format",
+                 "json", timeout=120)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     [state] = json.loads(proc.stdout)
     pids = [p["pid"] for p in state["processes"]]
@@ -178,6 +196,9 @@ def test_cluster_up_info_down(tmp_path: Path) -> None:
         assert state["bootstrap"] == f"127.0.0.1:{port}"
         assert [p["role"] for p in state["processes"]] == ["zookeeper", "broker"]
         assert all(_alive(pid) for pid in pids)
+        # each broker serves /metrics and /health on its own admin port (issue 21)
+        assert state["processes"][1]["admin"] == f"127.0.0.1:{admin}"
+        assert _get(f"http://127.0.0.1:{admin}/health/live") == 200
         cli = Cli(state["bootstrap"])
         # the controller epoch, read from ZooKeeper (written here if no controller did yet)
         from kazoo.client import KazooClient
@@ -234,6 +255,80 @@ def test_cluster_up_info_down(tmp_path: Path) -> None:
     assert not (data_dir / "cluster.json").exists()
     assert "no cluster was started" in assert_clean_error(
         strom("cluster", "down", "--data-dir", str(data_dir)))
+
+
+@pytest.mark.skipif(not _zookeeper_installed(), reason="needs the zookeeper package")
+def test_cluster_stop_start_restart_and_down_of_a_broker_started_by_hand(tmp_path: Path) -> None:
+    """Issue 21: one broker of a local cluster stops and starts again from the data dir (same
+    port, same data, its admin port printed), and ``down`` stops a broker restarted by hand
+    too (its strom.pid), then ZooKeeper."""
+    data_dir = tmp_path / "cl"
+    port, admin = free_port(), free_port()
+    up = strom("cluster", "up", "--brokers", "1", "--base-port", str(port), "--admin-base-port",
+               str(admin), "--data-dir", str(data_dir), timeout=120)  # fmt: skip
+    assert up.returncode == 0, up.stderr
+    assert f"Started broker 1 at 127.0.0.1:{port} " in up.stdout
+    assert f"metrics and health on http://127.0.0.1:{admin}" in up.stdout
+    state = json.loads((data_dir / "cluster.json").read_text())
+    zk_pid, first = (p["pid"] for p in state["processes"])
+    hand: subprocess.Popen[bytes] | None = None
+    try:
+        cli = Cli(f"127.0.0.1:{port}")
+        cli.ok("topic", "create", "kept", "-p", "1")
+        cli.ok("produce", "kept", stdin="a\nb\n")
+        pid_file = data_dir / "broker-1" / "strom.pid"
+        assert json.loads(pid_file.read_text())["pid"] == first
+
+        out = strom("cluster", "stop", "--broker", "1", "--data-dir", str(data_dir), timeout=60)
+        assert out.stdout == f"broker 1 (pid {first}) stopped\n", out.stderr
+        assert not _alive(first) and not pid_file.exists()
+        assert "not running" in assert_clean_error(
+            strom("cluster", "stop", "--broker", "1", "--data-dir", str(data_dir)))
+        assert "not part of the cluster" in assert_clean_error(
+            strom("cluster", "start", "--broker", "2", "--data-dir", str(data_dir)))
+
+        out = strom("cluster", "start", "--broker", "1", "--data-dir", str(data_dir),
+                    "--format", "json", timeout=120)  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        [started] = json.loads(out.stdout)
+        second = started["pid"]
+        assert (started["address"], started["admin"]) == (f"127.0.0.1:{port}",
+                                                          f"127.0.0.1:{admin}")
+        assert second != first and _alive(second)
+        assert cli.lines("consume", "kept", "-o", "start", "-e") == ["a", "b"]  # same data
+        assert _get(f"http://127.0.0.1:{admin}/health/live") == 200
+
+        out = strom("cluster", "restart", "--broker", "1", "--data-dir", str(data_dir),
+                    timeout=120)  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        third = json.loads(pid_file.read_text())["pid"]
+        assert not _alive(second) and _alive(third)
+        assert out.stdout.startswith(f"broker 1 (pid {third}) started at 127.0.0.1:{port}")
+
+        # stopped, then started by hand: 'down' still finds it (its strom.pid)
+        strom("cluster", "stop", "--broker", "1", "--data-dir", str(data_dir), timeout=60)
+        hand = subprocess.Popen(
+            [sys.executable, "-m", "strom", "serve", "--data-dir", str(data_dir / "broker-1"),
+             "--listen", f"127.0.0.1:{port}", "--zookeeper", state["zookeeper"],
+             "--broker-id", "1", "--admin-listener="],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() or cli.run("topic", "list").returncode != 0:
+            assert time.monotonic() < deadline and hand.poll() is None, "hand start failed"
+            time.sleep(0.3)
+    finally:
+        down = strom("cluster", "down", "--data-dir", str(data_dir), timeout=120)
+        if hand is not None and hand.poll() is None:
+            hand.kill()
+        if hand is not None:
+            hand.wait(30)
+    assert down.returncode == 0, down.stderr
+    assert hand is not None
+    assert down.stdout.splitlines() == [f"broker 1 (pid {hand.pid}) stopped",
+                                        f"ZooKeeper (pid {zk_pid}) stopped"]
+    assert hand.returncode == 0  # a clean shutdown (SIGTERM), not our kill in finally
+    assert not _alive(zk_pid)
 
 
 def test_cluster_down_leaves_a_reused_pid_alone(tmp_path: Path) -> None:

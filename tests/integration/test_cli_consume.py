@@ -199,3 +199,10 @@ def test_ctrl_c_with_slow_stdout_commits_only_what_was_written(cli: Cli, topic_n
     assert committed >= len(complete) - 1  # at most the last printed one is read again
     again = cli.lines("consume", topic_name, "--group", group, "-n", "1", "--timeout-ms", "30000")
     assert again == [rows[committed]]
+
+
+def test_kcat_size_field(cli: Cli, topic_name: str) -> None:
+    """Issue 21: kcat's ``%S`` (the message's size: its value's length, -1 for null)."""
+    fill(cli, topic_name, 1, ["", "a", "héllo"])
+    out = cli.lines("consume", topic_name, "-o", "start", "-e", "-f", "%o %S %V\\n")
+    assert out == ["0 0 0", "1 1 1", "2 6 6"]

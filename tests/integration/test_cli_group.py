@@ -127,3 +127,24 @@ def test_group_errors_are_one_line(cli: Cli) -> None:
     cli.fail("group", "list", "--state", "Sleepy")
     cli.fail("group", "reset-offsets", missing, "--all-topics", "--to-earliest")  # no offsets
     cli.fail("group", "reset-offsets", missing, "--topic", "t")  # no --to-* option
+
+
+def test_exit_on_end_as_a_group_member(cli: Cli, topic_name: str) -> None:
+    """Issue 21: ``-e`` was refused with ``--group``. As a member it exits once every partition
+    assigned to it is read to its end, having committed what it printed: a second run of the
+    same group prints only what came since."""
+    group = f"g-{topic_name}"
+    cli.ok("topic", "create", topic_name, "--partitions", "2")
+    cli.ok("produce", topic_name, "-f", "%p %v\\n", stdin="0 a\n1 b\n0 c\n")
+    first = cli.lines("consume", topic_name, "--group", group, "-o", "start", "-e",
+                      timeout=120)  # fmt: skip
+    assert sorted(first) == ["a", "b", "c"]
+    assert eventually(lambda: offsets_of_all(cli, group) == {"0": "2", "1": "1"})
+    assert cli.lines("consume", topic_name, "--group", group, "-e", timeout=120) == []
+    cli.ok("produce", topic_name, "-f", "%p %v\\n", stdin="1 d\n")
+    assert cli.lines("consume", topic_name, "--group", group, "-e", timeout=120) == ["d"]
+
+
+def offsets_of_all(cli: Cli, group: str) -> dict[str, str]:
+    return {r["PARTITION"]: r["CURRENT-OFFSET"] for r in parse_table(cli.ok("group", "describe",
+                                                                             group))}  # fmt: skip

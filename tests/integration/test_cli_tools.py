@@ -4,6 +4,7 @@ version, completion, help; topic and group commands added by issue 12."""
 from __future__ import annotations
 
 import json
+import select
 import shutil
 import socket
 import subprocess
@@ -76,6 +77,43 @@ def test_connection_errors_are_fast_and_specific() -> None:
         assert 1.3 < waited < 8, waited  # --timeout, not the 10 s default
     finally:
         silent.close()
+
+
+def _unanswered_listener() -> tuple[socket.socket, list[socket.socket]]:
+    """A 127.0.0.1 listener whose queue of pending connections is full: a new connection
+    attempt gets no answer at all (the kernel drops its SYN), as a host that drops packets."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    held: list[socket.socket] = []
+    for _ in range(16):
+        sock = socket.socket()
+        sock.setblocking(False)
+        sock.connect_ex(listener.getsockname())
+        held.append(sock)
+        _, writable, _ = select.select([], [sock], [], 0.3)
+        if not writable:  # this one is left unanswered: the queue is full
+            return listener, held
+    raise AssertionError("could not fill the listen queue")
+
+
+def test_a_connect_timeout_says_it_timed_out_connecting() -> None:
+    """Issue 21: an address where no TCP connection comes (a host dropping packets) was
+    reported after the wait as "accepts connections but gave no Kafka answer"."""
+    listener, held = _unanswered_listener()
+    address = f"127.0.0.1:{listener.getsockname()[1]}"
+    try:
+        for args in (["topic", "list"], ["cluster", "config", "get", "--default"]):
+            started = time.monotonic()
+            line = assert_clean_error(strom(*args, "-b", address, "--timeout", "1.5"))
+            waited = time.monotonic() - started
+            assert "timed out connecting (no TCP connection within 1.5 s)" in line, (args, line)
+            assert address in line and "Kafka answer" not in line, line
+            assert waited < 20, waited  # bounded by --timeout (plus start-up)
+    finally:
+        for sock in held:
+            sock.close()
+        listener.close()
 
 
 def test_bootstrap_before_or_after_the_subcommand_env_and_profiles(
@@ -311,3 +349,63 @@ def test_tables_are_rich_on_a_terminal_and_plain_when_piped(tmp_path: Path) -> N
     assert "36m" not in plain and "─" in plain  # NO_COLOR: no colour (bold stays)
     rows = [line.split() for line in shown.splitlines() if "127.0.0.1" in line]
     assert [r[0] for r in rows] == ["alpha", "beta-with-a-long-name*"]
+
+
+def test_help_texts_and_the_connect_url_flag() -> None:
+    """Issue 21: the help said ``txn`` had list/describe/hanging only and ``cluster`` was
+    "cluster-wide information"; ``connector --help`` listed the broker options; the Connect URL
+    was ``--url`` on ``connector`` and ``--connect-url`` on ``console`` (now ``--connect-url``
+    on both, ``--url`` an alias)."""
+    top = strom("--help").stdout
+    txn = " ".join(top.split("txn", 1)[1].split("connect ", 1)[0].split())
+    assert "describe-producers" in txn and "abort" in txn and "find-hanging" in txn, txn
+    assert "cluster-wide information" not in top
+    cluster = " ".join(top.split("cluster", 1)[1].split("profile", 1)[0].split())
+    assert all(word in cluster for word in ("health", "up", "down", "stop", "start")), cluster
+
+    for args in (["connector", "list", "--help"], ["connector", "create", "--help"],
+                 ["connector", "--help"]):
+        text = strom(*args).stdout
+        assert "--bootstrap-server" not in text and "--profile" not in text, (args, text)
+        assert "--timeout SECONDS" not in text, (args, text)
+    assert "--connect-url URL, --url URL" in strom("connector", "status", "--help").stdout
+    assert "--connect-url URL, --url URL" in strom("console", "--help").stdout
+
+    dead = f"http://127.0.0.1:{free_port()}"
+    lines = side_by_side(*((lambda f=f: assert_clean_error(strom("connector", "list", f, dead)))
+                           for f in ("--url", "--connect-url")))  # fmt: skip
+    for line in lines:
+        assert line.startswith(f"strom: error: cannot reach the Connect worker at {dead}"), line
+
+
+def test_cluster_config_delete_says_deleted(cli: Cli) -> None:
+    """Issue 21: it printed "Delete log.retention.ms on broker 1."."""
+    assert cli.ok("cluster", "config", "set", "log.retention.ms=3600000") == (
+        "Set log.retention.ms on broker 1.\n")
+    assert cli.ok("cluster", "config", "delete", "log.retention.ms") == (
+        "Deleted log.retention.ms on broker 1.\n")
+
+
+def test_connector_create_on_a_connect_cluster(broker: BrokerProcess, tmp_path: Path) -> None:
+    """Issue 21: on a distributed worker (tasks are assigned a moment after the create) the
+    CLI said "Created connector to-file (0 task(s))"."""
+    from strom.testing import ConnectWorkerProcess
+
+    worker = ConnectWorkerProcess(tmp_path / "worker", broker.bootstrap, distributed=True)
+    worker.start(90)
+    try:
+        spec = tmp_path / "sink.json"
+        spec.write_text(json.dumps({"name": "to-file", "config": {
+            "connector.class": "FileStreamSink", "topics": "cli-sink",
+            "file": str(tmp_path / "out.txt")}}))  # fmt: skip
+        deadline = time.monotonic() + 60
+        while True:  # a worker answers 409 until it has joined its group
+            proc = strom("connector", "create", "-f", str(spec), "--url", worker.url)
+            if proc.returncode == 0 or "409" not in proc.stderr or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.startswith("Created connector to-file"), proc.stdout
+        assert "(0 task(s))" not in proc.stdout, proc.stdout
+    finally:
+        worker.stop()

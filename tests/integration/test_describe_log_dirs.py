@@ -121,7 +121,7 @@ def test_a_move_shows_its_future_replica_also_across_a_clean_restart(tmp_path: P
     is_future_key, the bytes copied as its size and the bytes left as offset_lag (together the
     current replica's size); SIGTERM mid-copy keeps the copy on disk, the restarted broker lists
     it again, no smaller, and completes the move; the data reads back whole."""
-    from strom.cli import wire
+    from strom.admin import wire
     from tests.integration.clients import consume_all
 
     a, b = (tmp_path / "a").resolve(), (tmp_path / "b").resolve()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from strom.cli import wire
+from strom.admin import wire
 from strom.testing.raw import RawConnection
 from tests.integration.clients import create_topic, produce
 from tests.integration.routing import leader_of

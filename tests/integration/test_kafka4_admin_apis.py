@@ -63,6 +63,37 @@ def test_kafka_python_describes_topic_partitions(broker, topic_name) -> None:
         assert p["leader_id"] in p["replica_nodes"] and p["leader_id"] in p["isr_nodes"]
 
 
+def test_elr_lists_are_empty_not_null(broker, topic_name) -> None:
+    """Kafka answers empty ELR lists when ELR is off; Java's admin client (``describeTopics``,
+    kafka-topics --describe) dies with a NullPointerException on null ones (found by
+    tests/jvm)."""
+    create_topic(broker.bootstrap, topic_name, partitions=2)
+    resp = _dtp(broker.bootstrap, [topic_name])
+    (topic,) = resp.topics
+    assert len(topic.partitions) == 2
+    for p in topic.partitions:
+        assert p.eligible_leader_replicas == () and p.last_known_elr == ()
+
+
+def test_metadata_by_topic_id_with_an_empty_name(broker, topic_name) -> None:
+    """Java's admin client (``describeTopics(TopicCollection.ofTopicIds(...))``) asks Metadata
+    v12+ for a topic id with the name "" rather than null: Kafka looks it up by the id."""
+    from kio.schema.metadata.v12 import request as req
+
+    create_topic(broker.bootstrap, topic_name, partitions=2)
+    (topic,) = _dtp(broker.bootstrap, [topic_name]).topics
+    unknown = __import__("uuid").uuid4()
+    with RawConnection(any_broker(broker.bootstrap)) as conn:
+        resp = conn.request(3, 12, topics=tuple(
+            build(req.MetadataRequestTopic, topic_id=tid, name="") for tid in
+            (topic.topic_id, unknown)), allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False)  # fmt: skip
+    found, missing = resp.topics
+    assert (found.error_code, found.name, found.topic_id) == (0, topic_name, topic.topic_id)
+    assert len(found.partitions) == 2
+    assert (missing.error_code, missing.topic_id) == (ErrorCode.unknown_topic_id, unknown)
+
+
 def test_kafka_python_paginates(broker, topic_name) -> None:
     create_topic(broker.bootstrap, topic_name, partitions=4)
     client = _admin(broker.bootstrap)

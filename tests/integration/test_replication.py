@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError, Producer
 
-from strom.cli import wire
+from strom.admin import wire
 from strom.testing import BrokerProcess
 from tests.integration.clients import consume_all, produce
 from tests.integration.controller_stub import AlterPartitionStub, FakeController, PartitionState

@@ -21,7 +21,7 @@ from kafka.errors import (
     UnknownTopicOrPartitionError,
 )
 
-from strom.cli import wire
+from strom.admin import wire
 from strom.protocol.errors import ErrorCode
 from strom.testing import BrokerProcess
 from tests.integration.cli_helpers import Cli

@@ -290,7 +290,8 @@ class Broker:
         if missing:  # dependencies of strom, but a broker without metrics beats no broker
             log.warning("admin listener off: missing packages %s", ", ".join(missing))
             return
-        self._admin = admin_listener.AdminListener(self, *address)
+        self._admin = admin_listener.AdminListener(
+            self, *address, required=admin_listener.CONFIG_KEY in self.config.explicit)
         await self._admin.start()
         # last to stop: probes see "not ready" until the process ends
         self._stops.append(("admin listener", self._admin.stop))

@@ -83,6 +83,17 @@ class ConfigEntry:
     synonyms: list[tuple[str, str | None, int]] = field(default_factory=list)
 
 
+def _from_primary(primary: str, synonyms: list[tuple[str, str | None, int]]
+                  ) -> list[tuple[str, str | None, int]]:  # fmt: skip
+    """A topic config's broker synonyms from the first entry of its primary one (``primary``)
+    on: Kafka's ``ConfigHelper.configSynonyms`` drops the leading entries of other names, so
+    with ``log.retention.ms`` set nowhere ``retention.ms`` lists no broker synonym at all, not
+    ``log.retention.hours``' default (kafka-configs --describe prints the list)."""
+    while synonyms and synonyms[0][0] != primary:
+        synonyms = synonyms[1:]
+    return synonyms
+
+
 def describe_topic(
     configs: DynamicConfig, overrides: Mapping[str, str], keys: Iterable[str] | None = None
 ) -> list[ConfigEntry]:
@@ -105,13 +116,15 @@ def describe_topic(
             spec = TOPIC_CONFIGS[name]
             value, ctype, doc = values[name][0], spec.type, spec.doc
             if spec.broker_property is not None:
-                synonyms += configs.broker_synonyms(defs.synonyms(spec.broker_property),
-                                                    sensitive=False)  # fmt: skip
+                names = defs.synonyms(spec.broker_property)
+                synonyms += _from_primary(names[0], configs.broker_synonyms(
+                    names, sensitive=False))  # fmt: skip
         else:
             kafka = KAFKA_ONLY_TOPIC_CONFIGS[name]
             ctype, doc = kafka.type, kafka.doc
             if kafka.broker_synonyms:
-                synonyms += configs.broker_synonyms(kafka.broker_synonyms, sensitive=False)
+                synonyms += _from_primary(kafka.broker_synonyms[0], configs.broker_synonyms(
+                    kafka.broker_synonyms, sensitive=False))  # fmt: skip
             value = synonyms[0][1] if synonyms else kafka.default
         entries.append(
             ConfigEntry(

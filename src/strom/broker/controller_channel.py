@@ -2,8 +2,10 @@
 
 :class:`ControllerService` runs a :class:`~strom.controller.Controller` beside the request
 handlers in cluster mode (``zookeeper.connect`` set): it stands for election at start. The
-controller reaches its own broker by calling the handler of the request directly
-(``local_call``, built by the assembly), never through a socket.
+controller reaches the brokers only through :class:`BrokerNetwork` (its
+:class:`~strom.controller.channel.ControllerNetwork`): connections to the other brokers, and
+its own broker by calling the handler of the request directly (``local_call``, built by the
+assembly), never through a socket.
 
 :class:`ControllerChannel` is what the handlers get: the controller serving AlterPartition,
 ControlledShutdown, ElectLeaders, AlterPartitionReassignments and ListPartitionReassignments —
@@ -26,7 +28,9 @@ from typing import TYPE_CHECKING, Any
 
 from strom.controller import election, requests
 from strom.controller.channel import LocalCall
-from strom.controller.controller import Controller, ControllerSettings, NotControllerError
+from strom.controller.controller import Controller, NotControllerError
+from strom.controller.settings import ControllerSettings
+from strom.controller.single_node import SingleNodeController
 from strom.metadata.store import MetadataStore, NoNodeError, StoreError
 from strom.metadata.zk_model import BrokerRegistration, broker_path
 from strom.protocol.errors import ErrorCode
@@ -37,10 +41,27 @@ from strom.replication.connection import BrokerConnection, BrokerConnectionError
 
 if TYPE_CHECKING:
     from strom.config import BrokerConfig
-    from strom.controller.single_node import SingleNodeController
     from strom.replication.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
+
+
+class BrokerNetwork:
+    """The controller's network (:class:`~strom.controller.channel.ControllerNetwork`): a
+    :class:`BrokerConnection` per other broker, from this broker's listener address."""
+
+    def __init__(self, node_id: int, deliver: LocalCall, source_host: str | None) -> None:
+        self.node_id = node_id
+        self.deliver = deliver
+        self.source_host = source_host
+
+    async def local_call(self, api_key: int, api_version: int, request: Any) -> Any:
+        return await self.deliver(api_key, api_version, request)
+
+    def connect(self, broker_id: int, registration: BrokerRegistration) -> BrokerConnection:
+        return BrokerConnection(registration.host, registration.port,
+                                client_id=f"controller-{self.node_id}",
+                                source_host=self.source_host)  # fmt: skip
 
 
 class ControllerService:
@@ -55,7 +76,8 @@ class ControllerService:
         self.source_host = source_host
         self.controller: Controller | None = None
         if store is not None:
-            self.controller = Controller(store, node_id, local_call, source_host=source_host,
+            self.controller = Controller(store, node_id,
+                                         BrokerNetwork(node_id, local_call, source_host),
                                          settings=ControllerSettings.from_config(config.get))  # fmt: skip
             self.controller.on_election = on_election
 
@@ -97,7 +119,7 @@ class ControllerChannel:
         found = self.service.controller
         return found if found is not None and found.active else None
 
-    def for_admin(self) -> Controller | None:
+    def for_admin(self) -> Controller | SingleNodeController | None:
         """The controller serving ElectLeaders and the reassignment APIs: the active one, or
         on a single node its stand-in; None elsewhere (answer NOT_CONTROLLER)."""
         if self.replicas.led_locally:
@@ -112,7 +134,7 @@ async def _ask(store: MetadataStore, broker_id: int, broker_epoch: int, local: C
         raise NotControllerError("no controller")
     if local is not None and holder == broker_id and local.active:
         code, remaining = await local.call(
-            lambda: requests.controlled_shutdown(local, broker_id, broker_epoch))  # fmt: skip
+            lambda term: requests.controlled_shutdown(term, broker_id, broker_epoch))  # fmt: skip
         return int(code), remaining
     data, _ = await store.get(broker_path(holder))
     reg = BrokerRegistration.from_json(holder, data)

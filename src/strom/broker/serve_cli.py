@@ -4,7 +4,9 @@ Everything that can be checked before the broker touches the disk is checked fir
 failure one line on stderr and a non-zero exit: the settings (unknown keys are warned about,
 or refused with ``--strict``), the listen address (the port must be free, so a second broker
 on the same port creates nothing), and the data directory (it must not be a file). Errors
-while loading the data directory name the file they come from.
+while loading the data directory name the file they come from. While it runs, the data
+directory holds ``strom.pid`` (:mod:`strom.pidfile`), so ``strom cluster stop|down`` find it
+however it was started.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from strom import pidfile
 from strom.config import BrokerConfig, ConfigError
 from strom.replication.replica_selector import check_selector
 
@@ -181,7 +184,12 @@ def run(args: argparse.Namespace) -> int:
         if admin_address is not None:
             if admin_address[1] == listen[1] and admin_address[0] == listen[0]:
                 raise ConfigError(f"{admin.CONFIG_KEY} and --listen are the same address")
-            _check_port(*admin_address, flag=admin.CONFIG_KEY)
+            if admin.CONFIG_KEY in config.explicit:  # asked for: a busy port is an error
+                try:
+                    _check_port(*admin_address, flag=admin.CONFIG_KEY)
+                except ConfigError as exc:
+                    raise ConfigError(f"{exc} ({admin.HINT})") from None
+            # the default: a busy port only costs the listener (AdminListener warns, once)
     except ConfigError as exc:
         print(f"strom serve: {exc}", file=sys.stderr)
         return 2
@@ -199,10 +207,19 @@ def run(args: argparse.Namespace) -> int:
         uvloop.install()
     except ImportError:
         pass
+    try:  # strom.pid: how 'strom cluster stop|down' find this broker, however it was started
+        data_dir.mkdir(parents=True, exist_ok=True)
+        pid_file: Path | None = pidfile.write(data_dir, listen=f"{listen[0]}:{listen[1]}",
+                                              admin=config.get(admin.CONFIG_KEY) or "")
+    except OSError:
+        pid_file = None  # the broker's start-up says what is wrong with the data dir
     try:
         return asyncio.run(_serve(config, data_dir, listen, advertised))
     except KeyboardInterrupt:
         return 0
+    finally:
+        if pid_file is not None:
+            pidfile.remove(pid_file)
 
 
 def describe_start_error(exc: BaseException, data_dir: Path) -> str:

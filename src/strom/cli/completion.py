@@ -15,8 +15,12 @@ from __future__ import annotations
 
 import argparse
 import shlex
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+#: builds the whole ``strom`` parser (``strom.cli.main.build_parser``, handed in by main)
+ParserBuilder = Callable[[Sequence[str]], argparse.ArgumentParser]
 
 SHELLS = ("bash", "zsh", "fish")
 
@@ -181,19 +185,18 @@ def fish_script(nodes: list[Node]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
-    """Register ``completion``."""
+def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser],
+               build_parser: ParserBuilder) -> None:  # fmt: skip
+    """Register ``completion``; ``build_parser`` makes the parser the script describes."""
     p = subparsers.add_parser(
         "completion", help="print a shell completion script (bash, zsh, fish)", parents=parents
     )
     p.add_argument("shell", choices=SHELLS, help="the shell to generate the script for")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, build_parser=build_parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    from strom.cli.main import build_parser
-
-    nodes = walk(build_parser(["serve"]))
+    nodes = walk(args.build_parser(["serve"]))
     script = {"bash": bash_script, "zsh": zsh_script, "fish": fish_script}[args.shell](nodes)
     print(script, end="")
     return 0

@@ -1,58 +1,46 @@
 """``strom connector ...``: manage connectors through a Connect worker's REST API.
 
 ``--format json`` prints one JSON list, as every ``strom`` command: the REST document of a
-single object wrapped in a list. ``list``, ``status NAME``, ``create -f FILE.json``, ``config NAME``, ``pause``, ``resume``,
-``restart [--include-tasks] [--only-failed]``, ``delete``, ``plugins``; ``--url`` (default
-``http://127.0.0.1:8083``), ``--format text|json``. An error from the worker is its
-``message`` on one line; an unreachable worker is one line too.
+single object wrapped in a list. ``list``, ``status NAME``, ``create -f FILE.json``,
+``config NAME``, ``pause``, ``resume``, ``restart [--include-tasks] [--only-failed]``,
+``delete``, ``plugins``; ``--connect-url`` (alias ``--url``; default
+``http://127.0.0.1:8083``, the name ``strom console`` uses too), ``--format text|json``. An
+error from the worker is its ``message`` on one line; an unreachable worker is one line too
+(:class:`strom.admin.connect.ConnectRest`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
-from strom.cli.clients import add_format_option
+from strom.admin.connect import DEFAULT_URL, ConnectRest
 from strom.cli.errors import CliError
+from strom.cli.options import add_format_option
 from strom.cli.output import print_json, print_table
 
-DEFAULT_URL = "http://127.0.0.1:8083"
+
+def add_url_option(parser: argparse.ArgumentParser, default: str | None = DEFAULT_URL,
+                   help_text: str | None = None) -> None:  # fmt: skip
+    """``--connect-url`` (alias ``--url``): the one name of a Connect worker's REST URL."""
+    parser.add_argument(
+        "--connect-url", "--url", dest="connect_url", default=default, metavar="URL",
+        help=help_text or f"Connect worker REST URL (default {DEFAULT_URL})",
+    )  # fmt: skip
 
 
-def request(args: argparse.Namespace, method: str, path: str, body: Any = None) -> Any:
-    url = args.url.rstrip("/") + path
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Content-Type": "application/json",
-                                          "Accept": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            raw = resp.read()
-    except urllib.error.HTTPError as exc:
-        try:
-            message = json.loads(exc.read()).get("message") or exc.reason
-        except (ValueError, AttributeError):
-            message = exc.reason
-        # Kafka's invalid-config message lists one error per line: keep the CLI to one line.
-        flat = " ".join(str(message).split("\n"))
-        raise CliError(f"{flat} (HTTP {exc.code})") from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise CliError(f"cannot reach the Connect worker at {args.url}: {reason}") from None
-    return json.loads(raw) if raw else None
+def rest(args: argparse.Namespace) -> ConnectRest:
+    return ConnectRest(args.connect_url)
 
 
 def _name(args: argparse.Namespace) -> str:
-    return quote(args.name, safe="")
+    return ConnectRest.path(args.name)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    doc = request(args, "GET", "/connectors?expand=status")
+    doc = rest(args).request("GET", "/connectors?expand=status")
     if args.format == "json":
         print_json([{"name": name, "type": e["status"].get("type"),
                      "state": e["status"]["connector"]["state"],
@@ -65,18 +53,18 @@ def cmd_list(args: argparse.Namespace) -> int:
         st = entry["status"]
         tasks = ",".join(f"{t['id']}:{t['state']}" for t in st["tasks"]) or "-"
         rows.append([name, st.get("type"), st["connector"]["state"], tasks])
-    print_table(["NAME", "TYPE", "STATE", "TASKS"], rows)
+    print_table(["NAME", "TYPE", "STATE", "TASKS"], rows, flexible=("TASKS",))
     return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    doc = request(args, "GET", f"/connectors/{_name(args)}/status")
+    doc = rest(args).request("GET", f"{_name(args)}/status")
     if args.format == "json":
         print_json([doc])
         return 0
     rows = [["connector", "-", doc["connector"]["state"], doc["connector"]["worker_id"]]]
     rows += [["task", t["id"], t["state"], t["worker_id"]] for t in doc["tasks"]]
-    print_table(["KIND", "ID", "STATE", "WORKER"], rows)
+    print_table(["KIND", "ID", "STATE", "WORKER"], rows, flexible=("WORKER",))
     for part in [doc["connector"], *doc["tasks"]]:
         if part.get("trace"):
             print(part["trace"].strip().splitlines()[-1])
@@ -92,16 +80,19 @@ def cmd_create(args: argparse.Namespace) -> int:
         raise CliError(f"{args.file}: expected a JSON object")
     if "config" not in doc:
         doc = {"name": doc.get("name"), "config": doc}
-    info = request(args, "POST", "/connectors", doc)
+    info = rest(args).request("POST", "/connectors", doc)
     if args.format == "json":
         print_json([info])
-    else:
+    elif info.get("tasks"):
         print(f"Created connector {info['name']} ({len(info['tasks'])} task(s))")
+    else:  # a Connect cluster's leader assigns the tasks a moment later
+        print(f"Created connector {info['name']} (tasks being started: see "
+              f"'strom connector status {info['name']}')")
     return 0
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    doc = request(args, "GET", f"/connectors/{_name(args)}/config")
+    doc = rest(args).request("GET", f"{_name(args)}/config")
     if args.format == "json":
         print_json([doc])
     else:
@@ -112,11 +103,11 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 def _action(method: str, suffix: str, verb: str) -> Any:
     def run(args: argparse.Namespace) -> int:
-        path = f"/connectors/{_name(args)}{suffix}"
+        path = f"{_name(args)}{suffix}"
         if suffix == "/restart":
             path += (f"?includeTasks={str(args.include_tasks).lower()}"
                      f"&onlyFailed={str(args.only_failed).lower()}")
-        doc = request(args, method, path)
+        doc = rest(args).request(method, path)
         if args.format == "json":
             print_json([doc if doc is not None else {"name": args.name, "result": verb}])
         else:
@@ -127,7 +118,7 @@ def _action(method: str, suffix: str, verb: str) -> Any:
 
 
 def cmd_plugins(args: argparse.Namespace) -> int:
-    doc = request(args, "GET", "/connector-plugins")
+    doc = rest(args).request("GET", "/connector-plugins")
     if args.format == "json":
         print_json(doc)
     else:
@@ -137,14 +128,14 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 
 
 def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
+    """Register ``connector``; ``parents`` carry no broker options (a worker is no broker)."""
     p = subparsers.add_parser("connector", help="manage connectors on a Connect worker",
                               parents=parents)
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     def command(name: str, func: Any, help_text: str, named: bool = True) -> Any:
         c = sub.add_parser(name, help=help_text, parents=parents)
-        c.add_argument("--url", default=DEFAULT_URL,
-                       help=f"Connect worker REST URL (default {DEFAULT_URL})")
+        add_url_option(c)
         add_format_option(c)
         if named:
             c.add_argument("name", help="connector name")

@@ -8,7 +8,8 @@ only after its line was written and flushed to stdout, so Ctrl-C while stdout is
 commits a message that was not printed (it is printed again by the next run instead).
 
 Exit status: 0 when done (``--max-messages`` reached, ``-e`` caught up with the end of every
-partition, or ``--timeout-ms`` without a message), 130 when stopped by Ctrl-C, 143 by SIGTERM,
+partition — with ``--group``, of every partition assigned to this member —, or
+``--timeout-ms`` without a message), 130 when stopped by Ctrl-C, 143 by SIGTERM,
 1 on an error.
 """
 
@@ -31,10 +32,13 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from strom.cli.clients import add_client_options, consumer, metadata
+from strom.admin.errors import describe_kafka_error
+from strom.admin.offsets import Position
+from strom.admin.timestamps import parse_datetime_ms
+from strom.cli.clients import consumer, session
 from strom.cli.consume_format import ENCODINGS, compile_template, message_json, text_line
-from strom.cli.errors import CliError, describe_kafka_error, timeout
-from strom.cli.group_reset import parse_datetime_ms
+from strom.cli.errors import CliError
+from strom.cli.options import add_client_options
 
 #: Errors that end ``consume``; others (broker down, rebalances) are retried by the client.
 _FATAL_CODES = {
@@ -77,7 +81,8 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     )
     p.add_argument(
         "--exit-on-end", "-e", action="store_true",
-        help="exit once every partition is read to its end (caught up)",
+        help="exit once every partition is read to its end (caught up; with --group: every "
+        "partition assigned to this member)",
     )
     p.add_argument(
         "--group", "-g", metavar="G",
@@ -90,7 +95,7 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
         metavar="FORMAT",
         help="text (default), json (one object a line) or a template like '%%k %%p %%o %%T "
         "%%v\\n' (%%t topic %%p partition %%o offset %%T ms %%d ISO time %%k key %%v value "
-        "%%h headers %%K %%V lengths)",
+        "%%h headers %%K %%V lengths, %%S as %%V)",
     )
     p.add_argument(
         "--value-encoding",
@@ -117,25 +122,25 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run)
 
 
-def parse_offset(text: str) -> tuple[str, int]:
-    """``start|end|N|-N|@TIME`` to (kind, number)."""
+def parse_offset(text: str) -> Position:
+    """``start|end|N|-N|@TIME`` to a :class:`~strom.admin.offsets.Position`."""
     value = text.strip()
     if value in ("start", "beginning", "oldest", "earliest"):
-        return "start", 0
+        return Position("start")
     if value in ("end", "newest", "latest"):
-        return "end", 0
+        return Position("end")
     if value.startswith("@"):
         moment = value[1:]
         if moment.isdigit():
-            return "time", int(moment)
-        return "time", parse_datetime_ms(moment, "--offset")
+            return Position("time", int(moment))
+        return Position("time", parse_datetime_ms(moment, "--offset"))
     try:
         number = int(value)
     except ValueError:
         raise CliError(
             f"invalid --offset {text!r}: expected start, end, N, -N or @TIME"
         ) from None
-    return ("tail", -number) if number < 0 else ("absolute", number)
+    return Position("tail", -number) if number < 0 else Position("absolute", number)
 
 
 def _validate(args: argparse.Namespace) -> None:
@@ -144,7 +149,7 @@ def _validate(args: argparse.Namespace) -> None:
     if args.from_beginning and args.offset is not None:
         raise CliError("--from-beginning and --offset cannot be used together")
     args.start = parse_offset(args.offset) if args.offset is not None else (
-        ("start", 0) if args.from_beginning else ("end", 0)
+        Position("start") if args.from_beginning else Position("end")
     )
     if args.group and args.start[0] not in ("start", "end"):
         raise CliError(
@@ -153,8 +158,6 @@ def _validate(args: argparse.Namespace) -> None:
         )
     if args.group and args.partition is not None:
         raise CliError("--partition cannot be used with --group")
-    if args.group and args.exit_on_end:
-        raise CliError("--exit-on-end cannot be used with --group")
 
 
 def _renderer(args: argparse.Namespace) -> Any:
@@ -207,11 +210,11 @@ def _start_offsets(cons: Consumer, args: argparse.Namespace, parts: list[TopicPa
             tp.offset = number
     elif kind == "tail":
         for tp in parts:
-            low, high = cons.get_watermark_offsets(tp, timeout=timeout())
+            low, high = cons.get_watermark_offsets(tp, timeout=session(args).timeout)
             tp.offset = max(low, high - number)
     else:
         query = [TopicPartition(tp.topic, tp.partition, number) for tp in parts]
-        found = cons.offsets_for_times(query, timeout=timeout())
+        found = cons.offsets_for_times(query, timeout=session(args).timeout)
         for tp, hit in zip(parts, found, strict=True):
             tp.offset = hit.offset if hit.offset >= 0 else OFFSET_END
 
@@ -229,14 +232,21 @@ def _setup(args: argparse.Namespace, state: dict[str, Any]) -> Consumer:
         extra["enable.partition.eof"] = True
     cons = consumer(args, extra)
     try:
-        md = metadata(cons, args)
+        md = session(args).metadata(client=cons)
         topics = _topics(args, md)
         if args.group:
 
+            state["pending_eof"] = set()
+
             def on_assign(_c: Consumer, parts: list[TopicPartition]) -> None:
                 state["last"] = time.monotonic()
+                state["pending_eof"] |= {(tp.topic, tp.partition) for tp in parts}
+                state["assigned"] = True
 
-            cons.subscribe(topics, on_assign=on_assign)
+            def on_revoke(_c: Consumer, parts: list[TopicPartition]) -> None:
+                state["pending_eof"] -= {(tp.topic, tp.partition) for tp in parts}
+
+            cons.subscribe(topics, on_assign=on_assign, on_revoke=on_revoke)
             return cons
         parts = []
         for name in topics:
@@ -248,6 +258,7 @@ def _setup(args: argparse.Namespace, state: dict[str, Any]) -> Consumer:
             parts += [TopicPartition(name, p) for p in available]
         _start_offsets(cons, args, parts)
         state["pending_eof"] = {(tp.topic, tp.partition) for tp in parts}
+        state["assigned"] = True
         cons.assign(parts)
     except BaseException:
         cons.close()
@@ -282,8 +293,8 @@ def run(args: argparse.Namespace, out: BinaryIO | None = None) -> int:
                     break
                 continue
             if not _usable(msg, args, state):
-                if args.exit_on_end and not state["pending_eof"]:
-                    break
+                if args.exit_on_end and not state["pending_eof"] and state.get("assigned"):
+                    break  # caught up with every partition assigned (as a member: to us)
                 continue
             state["last"] = now
             sink.write(render(msg))

@@ -8,8 +8,10 @@ Template fields (``-f '%k %p %o %T %v\\n'``):
 ``%d``  timestamp, ISO 8601 UTC               ``%k``  key (``--value-encoding`` applies)
 ``%v``  value (``--value-encoding`` applies)  ``%K``  key length in bytes (-1: null)
 ``%V``  value length in bytes (-1: null)      ``%h``  headers ``k=v`` joined by ``,``
-``%%``  a percent sign                        ``\\n`` ``\\t`` ``\\r`` ``\\\\`` escapes
+``%S``  as ``%V`` (kcat's name for it)        ``%%``  a percent sign
 ======  ====================================  ======  ==================================
+
+and the escapes ``\\n`` ``\\t`` ``\\r`` ``\\\\``.
 
 JSON lines (``--format json``) have one stable shape per message::
 
@@ -26,21 +28,15 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
-from confluent_kafka import (
-    TIMESTAMP_CREATE_TIME,
-    TIMESTAMP_LOG_APPEND_TIME,
-    TIMESTAMP_NOT_AVAILABLE,
-    Message,
-)
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Message
 
+from strom.admin.timestamps import TIMESTAMP_TYPES, iso_ms
 from strom.cli.errors import CliError
 from strom.cli.produce_input import unescape
 
 ENCODINGS = ("utf8", "base64", "hex")
-TIMESTAMP_TYPES = {TIMESTAMP_CREATE_TIME: "CreateTime", TIMESTAMP_LOG_APPEND_TIME: "LogAppendTime"}
 
 
 def encode(data: bytes | str | None, encoding: str | None) -> str | None:
@@ -53,12 +49,6 @@ def encode(data: bytes | str | None, encoding: str | None) -> str | None:
     if encoding == "hex":
         return raw.hex()
     return raw.decode("utf-8", errors="replace")
-
-
-def iso_ms(epoch_ms: int) -> str:
-    """``2024-05-01T12:00:00.123Z``."""
-    moment = datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{epoch_ms % 1000:03d}Z"
 
 
 def _timestamp(msg: Message) -> tuple[int | None, str | None]:
@@ -113,6 +103,7 @@ def compile_template(template: str, encoding: str | None) -> Callable[[Message],
         "v": lambda m: _raw(m.value(), encoding),
         "K": lambda m: _length(m.key()),
         "V": lambda m: _length(m.value()),
+        "S": lambda m: _length(m.value()),  # kcat's "message size": the value's length
         "h": lambda m: b",".join(
             k.encode() + b"=" + _raw(v, encoding) for k, v in _headers(m)
         ),

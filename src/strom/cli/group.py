@@ -3,20 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict
 from typing import Any
 
-from confluent_kafka.admin import AdminClient
-
+from strom.admin import groups
 from strom.cli import group_reset
-from strom.cli.clients import add_client_options, admin_client, metadata
-from strom.cli.errors import timeout, wait_for
-from strom.cli.group_admin import (
-    committed_offsets,
-    describe_group,
-    end_offsets,
-    parse_state,
-    state_name,
-)
+from strom.cli.clients import checked_session
+from strom.cli.options import add_client_options
 from strom.cli.output import is_terminal, print_json, print_table
 
 OFFSETS_HEADERS = (
@@ -34,14 +27,16 @@ MEMBERS_HEADERS = ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS")
 STATE_HEADERS = (
     "GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS", "TOTAL-LAG"
 )
+#: free text that may narrow and wrap on a narrow terminal; the rest keeps its width
+FLEXIBLE = ("CONSUMER-ID", "HOST", "CLIENT-ID", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY")
 
 
 def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     """Register ``group`` and its subcommands."""
-    group = subparsers.add_parser(
+    parser = subparsers.add_parser(
         "group", help="list, describe, reset, delete consumer groups", parents=parents
     )
-    sub = group.add_subparsers(dest="group_command", metavar="COMMAND", required=True)
+    sub = parser.add_subparsers(dest="group_command", metavar="COMMAND", required=True)
 
     p = sub.add_parser("list", help="list consumer groups", parents=parents)
     p.add_argument("--state", metavar="S", help="only groups in state S (e.g. Stable, Empty)")
@@ -70,144 +65,59 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 def list_(args: argparse.Namespace) -> int:
     """Group ids (text: one a line; with --state a GROUP STATE table)."""
-    admin = admin_client(args)
-    kwargs: dict[str, Any] = {"request_timeout": 10.0}
-    if args.state:
-        kwargs["states"] = {parse_state(args.state)}
-    result = wait_for(
-        admin.list_consumer_groups(**kwargs), "cannot list groups", args.bootstrap_server
-    )
-    listings = sorted(result.valid, key=lambda g: g.group_id)
+    listings = groups.list_groups(checked_session(args), args.state)
     if args.format == "json":
-        print_json(
-            [
-                {
-                    "group": g.group_id,
-                    "state": state_name(g.state),
-                    "simple": bool(g.is_simple_consumer_group),
-                }
-                for g in listings
-            ]
-        )
+        print_json([asdict(g) for g in listings])
     elif args.state:
-        print_table(("GROUP", "STATE"), [(g.group_id, state_name(g.state)) for g in listings])
+        print_table(("GROUP", "STATE"), [(g.group, g.state) for g in listings])
     else:
         for g in listings:
-            print(g.group_id)
+            print(g.group)
     return 0
-
-
-def offset_rows(args: argparse.Namespace, admin: AdminClient, desc: Any) -> list[dict[str, Any]]:
-    """One row per partition of every topic the group reads (committed or assigned), those
-    without a commit too (CURRENT-OFFSET and LAG ``-``), then members without partitions."""
-    committed = committed_offsets(admin, args.group, args.bootstrap_server)
-    owner: dict[tuple[str, int], Any] = {}
-    idle_members = []
-    for member in desc.members:
-        parts = member.assignment.topic_partitions if member.assignment else []
-        for tp in parts:
-            owner[(tp.topic, tp.partition)] = member
-        if not parts:
-            idle_members.append(member)
-    known = set(committed) | set(owner)
-    topics = metadata(admin, args).topics
-    for name in {t for t, _p in known}:
-        if name in topics and topics[name].error is None:
-            known |= {(name, p) for p in topics[name].partitions}
-    keys = sorted(known)
-    leo = end_offsets(admin, keys, args.bootstrap_server)
-    rows = []
-    for key in keys:
-        current = committed.get(key)
-        end = leo.get(key)
-        member = owner.get(key)
-        rows.append(
-            {
-                "group": args.group,
-                "topic": key[0],
-                "partition": key[1],
-                "current_offset": current,
-                "log_end_offset": end,
-                "lag": end - current if current is not None and end is not None else None,
-                "consumer_id": member.member_id if member else None,
-                "host": member.host if member else None,
-                "client_id": member.client_id if member else None,
-            }
-        )
-    for member in idle_members:
-        rows.append(
-            {
-                "group": args.group,
-                "topic": None,
-                "partition": None,
-                "current_offset": None,
-                "log_end_offset": None,
-                "lag": None,
-                "consumer_id": member.member_id,
-                "host": member.host,
-                "client_id": member.client_id,
-            }
-        )
-    return rows
 
 
 def describe(args: argparse.Namespace) -> int:
     """Default: partitions with offsets and lag; --members; --state."""
-    admin = admin_client(args)
-    desc = describe_group(admin, args.group, args.bootstrap_server)
+    s = checked_session(args)
+    desc = groups.describe_group(s, args.group)
+    rows: list[dict[str, Any]]
     if args.members:
         rows = [
-            {
-                "group": args.group,
-                "consumer_id": m.member_id,
-                "host": m.host,
-                "client_id": m.client_id,
-                "partitions": len(m.assignment.topic_partitions) if m.assignment else 0,
-            }
+            {"group": args.group, "consumer_id": m.member_id, "host": m.host,
+             "client_id": m.client_id, "partitions": len(m.assignment)}
             for m in desc.members
-        ]
+        ]  # fmt: skip
         headers: tuple[str, ...] = MEMBERS_HEADERS
     elif args.state:
-        coord = desc.coordinator
-        rows = [
-            {
-                "group": args.group,
-                "coordinator": f"{coord.host}:{coord.port} ({coord.id})" if coord else None,
-                "assignment_strategy": desc.partition_assignor or None,
-                "state": state_name(desc.state),
-                "members": len(desc.members),
-                "total_lag": total_lag(offset_rows(args, admin, desc)),
-            }
-        ]
+        rows = [{
+            "group": args.group,
+            "coordinator": str(desc.coordinator) if desc.coordinator else None,
+            "assignment_strategy": desc.assignor,
+            "state": desc.state,
+            "members": len(desc.members),
+            "total_lag": groups.total_lag(groups.offset_rows(s, desc)),
+        }]  # fmt: skip
         headers = STATE_HEADERS
     else:
-        rows = offset_rows(args, admin, desc)
+        offsets = groups.offset_rows(s, desc)
+        rows = [asdict(r) for r in offsets]
         headers = OFFSETS_HEADERS
     if args.format == "json":
         print_json(rows)
         return 0
-    print_table(headers, [list(r.values()) for r in rows])
+    print_table(headers, [list(r.values()) for r in rows], flexible=FLEXIBLE)
     if not args.members and not args.state and is_terminal():
-        print(f"TOTAL-LAG {total_lag(rows)}")  # a terminal only: piped output stays one table
+        # a terminal only: piped output stays one table
+        print(f"TOTAL-LAG {groups.total_lag(offsets)}")
     return 0
-
-
-def total_lag(rows: list[dict[str, Any]]) -> int:
-    """The sum of the known lags (partitions without a commit count as none, as in rpk)."""
-    return sum(r["lag"] for r in rows if r.get("lag") is not None)
 
 
 def delete(args: argparse.Namespace) -> int:
     """Delete groups (the broker refuses groups that still have members)."""
-    admin = admin_client(args)
-    futures = admin.delete_consumer_groups(args.groups, request_timeout=timeout())
-    rows = []
-    for group in args.groups:
-        wait_for(futures[group], f"cannot delete group {group!r}", args.bootstrap_server)
-        rows.append({"group": group, "deleted": True})
+    groups.delete_groups(checked_session(args), args.groups)
     if args.format == "json":
-        print_json(rows)
+        print_json([{"group": g, "deleted": True} for g in args.groups])
     else:
-        for row in rows:
-            print(f"Deleted consumer group {row['group']}.")
+        for g in args.groups:
+            print(f"Deleted consumer group {g}.")
     return 0

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import argparse
-from datetime import UTC, datetime
 from typing import Any
 
-from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
-
-from strom.cli.clients import add_client_options, admin_client, metadata
-from strom.cli.errors import CliError, timeout, wait_for
-from strom.cli.group_admin import committed_offsets, describe_group, end_offsets, state_name
+from strom.admin import groups
+from strom.admin.groups import ResetTo, parse_topic_spec
+from strom.admin.timestamps import parse_datetime_ms
+from strom.cli.clients import checked_session
+from strom.cli.options import add_client_options
 from strom.cli.output import note, print_json, print_table
 
 PLAN_HEADERS = ("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")
-INACTIVE = (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD)
 
 
 def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -54,117 +51,29 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run)
 
 
-def parse_topic_spec(spec: str) -> tuple[str, list[int] | None]:
-    """``T`` or ``T:0,2`` to (topic, partitions or None for all)."""
-    topic, sep, parts = spec.partition(":")
-    if not topic:
-        raise CliError(f"invalid --topic {spec!r}: expected TOPIC or TOPIC:P,P")
-    if not sep:
-        return topic, None
-    try:
-        return topic, [int(p) for p in parts.split(",") if p.strip()]
-    except ValueError:
-        raise CliError(f"invalid --topic {spec!r}: partitions must be integers") from None
-
-
-def parse_datetime_ms(value: str, what: str = "--to-datetime") -> int:
-    """An ISO-8601 time (``Z`` accepted; no zone means UTC) to epoch milliseconds."""
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise CliError(f"invalid {what} {value!r}: expected ISO 8601") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
-
-
-def _partitions(
-    args: argparse.Namespace, admin: AdminClient, committed: dict[tuple[str, int], int]
-) -> list[tuple[str, int]]:
-    if args.all_topics:
-        if not committed:
-            raise CliError(f"group {args.group!r} has no committed offsets; name --topic")
-        return sorted(committed)
-    md = metadata(admin, args)
-    result: set[tuple[str, int]] = set()
-    for spec in args.topic:
-        topic, parts = parse_topic_spec(spec)
-        topic_md = md.topics.get(topic)
-        if topic_md is None or topic_md.error is not None:
-            raise CliError(f"topic {topic!r} does not exist")
-        for p in parts if parts is not None else topic_md.partitions:
-            if p not in topic_md.partitions:
-                raise CliError(f"topic {topic!r} has no partition {p}")
-            result.add((topic, p))
-    return sorted(result)
-
-
-def plan(
-    args: argparse.Namespace, admin: AdminClient, committed: dict[tuple[str, int], int]
-) -> dict[tuple[str, int], int]:
-    """(topic, partition) -> new offset, clamped to [earliest, latest] like Kafka's tool."""
-    keys = _partitions(args, admin, committed)
-    boot = args.bootstrap_server
-    earliest = end_offsets(admin, keys, boot, OffsetSpec.earliest())
-    latest = end_offsets(admin, keys, boot, OffsetSpec.latest())
-    if args.to_datetime is not None:
-        at = end_offsets(
-            admin, keys, boot, OffsetSpec.for_timestamp(parse_datetime_ms(args.to_datetime))
-        )
-    targets: dict[tuple[str, int], int] = {}
-    for key in keys:
-        if args.to_earliest:
-            target = earliest[key]
-        elif args.to_latest:
-            target = latest[key]
-        elif args.to_offset is not None:
-            target = args.to_offset
-        elif args.shift_by is not None:
-            if key not in committed:
-                raise CliError(
-                    f"--shift-by: group {args.group!r} has no committed offset for "
-                    f"{key[0]}-{key[1]}"
-                )
-            target = committed[key] + args.shift_by
-        else:
-            target = at[key] if at[key] >= 0 else latest[key]
-        targets[key] = max(earliest[key], min(target, latest[key]))
-    return targets
-
-
-def check_inactive(desc: Any, group: str) -> None:
-    """Refuse to move the offsets of a group that has members (they would overwrite them)."""
-    if desc.members or desc.state not in INACTIVE:
-        raise CliError(
-            f"cannot reset offsets of group {group!r}: it is active (state "
-            f"{state_name(desc.state)}, {len(desc.members)} member(s)); stop its consumers first"
-        )
-
-
-def apply_offsets(
-    admin: AdminClient, group: str, targets: dict[tuple[str, int], int], bootstrap: str
-) -> None:
-    """Commit ``targets`` as the group's offsets (AlterConsumerGroupOffsets)."""
-    request = ConsumerGroupTopicPartitions(
-        group, [TopicPartition(t, p, off) for (t, p), off in sorted(targets.items())]
-    )
-    futures = admin.alter_consumer_group_offsets([request], request_timeout=timeout())
-    result = wait_for(futures[group], f"cannot reset offsets of group {group!r}", bootstrap)
-    failed = [tp for tp in result.topic_partitions if tp.error is not None]
-    if failed:
-        tp = failed[0]
-        raise CliError(f"cannot reset offset of {tp.topic}-{tp.partition}: {tp.error}")
+def reset_to(args: argparse.Namespace) -> ResetTo:
+    """The target the ``--to-*`` / ``--shift-by`` option names."""
+    if args.to_earliest:
+        return ResetTo("earliest")
+    if args.to_latest:
+        return ResetTo("latest")
+    if args.to_offset is not None:
+        return ResetTo("offset", args.to_offset)
+    if args.shift_by is not None:
+        return ResetTo("shift", args.shift_by)
+    return ResetTo("datetime", parse_datetime_ms(args.to_datetime))
 
 
 def run(args: argparse.Namespace) -> int:
     """Print the plan; with --execute commit it first (refused while the group is active)."""
-    admin = admin_client(args)
-    desc = describe_group(admin, args.group, args.bootstrap_server, must_exist=False)
-    check_inactive(desc, args.group)
-    committed = committed_offsets(admin, args.group, args.bootstrap_server)
-    targets = plan(args, admin, committed)
+    s = checked_session(args)
+    groups.check_inactive(groups.describe_group(s, args.group, must_exist=False))
+    committed = groups.committed_offsets(s, args.group)
+    specs = None if args.all_topics else [parse_topic_spec(spec) for spec in args.topic]
+    keys = groups.reset_partitions(s, args.group, committed, specs)
+    targets = groups.reset_plan(s, args.group, committed, keys, reset_to(args))
     if args.execute:
-        apply_offsets(admin, args.group, targets, args.bootstrap_server)
+        groups.apply_offsets(s, args.group, targets)
     rows = [
         {"group": args.group, "topic": t, "partition": p, "new_offset": off}
         for (t, p), off in targets.items()

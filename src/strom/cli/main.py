@@ -18,15 +18,29 @@ from typing import Any, NoReturn
 from confluent_kafka import KafkaException
 
 from strom import __version__
-from strom.cli.clients import add_connection_options
-from strom.cli.connection import ENV_BROKERS, resolve_bootstrap
-from strom.cli.errors import DEFAULT_TIMEOUT_S, CliError, describe_kafka_error, set_timeout
+from strom.admin.errors import AdminError, describe_kafka_error
+from strom.admin.session import LIBRDKAFKA_LOG
+from strom.cli import (
+    cluster,
+    completion,
+    connect,
+    connector,
+    consume,
+    group,
+    produce,
+    profile,
+    topic,
+    txn,
+)
+from strom.cli.connection import ENV_BROKERS, resolve_bootstrap, resolve_timeout
+from strom.cli.errors import CliError, exit_code
+from strom.cli.options import add_connection_options
 
 PROG = "strom"
-_SUBCOMMAND_MODULES = (
-    "topic", "produce", "consume", "group", "cluster", "profile", "txn", "connect", "connector",
-    "console",
-)
+_SUBCOMMANDS = (topic, produce, consume, group, cluster, profile, txn, connect, connector)
+#: Commands other packages define (their own ``add_arguments(parser)`` and ``run(args)``),
+#: found by module name so the CLI imports none of them: the web console.
+PACKAGE_COMMANDS = {"console": "strom.console.command"}
 
 
 class Parser(argparse.ArgumentParser):
@@ -38,7 +52,7 @@ class Parser(argparse.ArgumentParser):
 
 def _verbosity_parent(
     help_text: str = "more output (-vv: client logs, -vvv: protocol debug)",
-) -> argparse.ArgumentParser:
+) -> Parser:
     """``-v`` accepted after any subcommand too (not only before it)."""
     parent = Parser(add_help=False)
     parent.add_argument(
@@ -47,7 +61,7 @@ def _verbosity_parent(
     return parent
 
 
-def _common_parent() -> argparse.ArgumentParser:
+def _common_parent() -> Parser:
     """``-v``, ``-b``, ``--timeout``, ``--profile``: valid before or after any subcommand."""
     parent = Parser(add_help=False, parents=[_verbosity_parent()])
     add_connection_options(parent)
@@ -108,9 +122,15 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         _add_serve(sub, [_verbosity_parent("DEBUG logs (as --log-level DEBUG)")])
     else:
         sub.add_parser("serve", help="run a strom broker", add_help=False)
-    for name in _SUBCOMMAND_MODULES:
-        importlib.import_module(f"strom.cli.{name}").add_parser(sub, parents)
-    importlib.import_module("strom.cli.completion").add_parser(sub, [_verbosity_parent()])
+    no_broker = [_verbosity_parent()]  # a Connect worker's commands take no broker options
+    for module in _SUBCOMMANDS:
+        module.add_parser(sub, no_broker if module in (connect, connector) else parents)
+    for name, path in PACKAGE_COMMANDS.items():
+        command = importlib.import_module(path)
+        p = sub.add_parser(name, help=command.HELP, parents=parents)
+        command.add_arguments(p)
+        p.set_defaults(func=command.run)
+    completion.add_parser(sub, [_verbosity_parent()], build_parser)
     return parser
 
 
@@ -123,7 +143,7 @@ def _wants_serve(argv: Sequence[str] | None = None) -> bool:
 def _setup_logging(verbose: int) -> None:
     level = logging.DEBUG if verbose >= 3 else logging.INFO if verbose >= 2 else logging.CRITICAL
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("strom.cli.librdkafka").setLevel(level)
+    LIBRDKAFKA_LOG.setLevel(level)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -138,13 +158,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command not in ("serve", "profile", "completion", "connect", "connector"):
             # every client command sees args.bootstrap_server (flag, env, profile, default)
             args.bootstrap_server = resolve_bootstrap(args)
-        _apply_timeout(args)
+        args.given_timeout = getattr(args, "timeout", None)
+        args.timeout = resolve_timeout(args)
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # here, so a reader gone (EPIPE) is handled below, not at exit
         return code
-    except CliError as exc:
+    except AdminError as exc:
         print(f"{PROG}: error: {exc.message}", file=sys.stderr)
-        return exc.exit_code
+        return exit_code(exc)
     except KafkaException as exc:
         print(f"{PROG}: error: {describe_kafka_error(exc)}", file=sys.stderr)
         return 1
@@ -158,18 +179,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(f"{PROG}: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
-
-
-def _apply_timeout(args: argparse.Namespace) -> None:
-    """``--timeout``, else the profile's timeout (when the profile gives the address), else 10."""
-    seconds = getattr(args, "timeout", None)
-    from_profile = str(getattr(args, "bootstrap_source", "")).startswith("profile")
-    if seconds is None and from_profile:
-        from strom.cli.profile import current_profile
-
-        profile = current_profile(getattr(args, "profile", None))
-        seconds = profile.timeout if profile is not None else None
-    set_timeout(DEFAULT_TIMEOUT_S if seconds is None else seconds)
 
 
 def _silence_stdout() -> None:

@@ -4,16 +4,25 @@ On a terminal tables are drawn by ``rich`` (bold headers, colour unless ``NO_COL
 piped or redirected they are plain text, columns left-aligned and one space apart, so scripts
 can split them on whitespace. JSON output is one document per command, and always a list
 (one object per row) so a script reads every command the same way.
+
+A terminal table never cuts a cell short. When it is wider than the terminal, only the
+columns a command names *flexible* (free text such as a consumer id, a client id, a host)
+narrow, down to :data:`MIN_FLEXIBLE_WIDTH`, and their cells wrap inside the column; the other
+columns (names, partitions, offsets, lag) keep their whole width, and if the table still does
+not fit it is drawn wider than the terminal (which wraps the lines) rather than truncated.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 FORMATS = ("text", "json")
+#: a flexible column is never narrower than this (nor than its header)
+MIN_FLEXIBLE_WIDTH = 12
 
 
 def cell(value: Any) -> str:
@@ -42,21 +51,65 @@ def is_terminal() -> bool:
         return False
 
 
-def print_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    """A table on stdout: rich on a terminal, :func:`table` text otherwise."""
+def print_table(headers: Sequence[str], rows: Iterable[Sequence[Any]],
+                flexible: Sequence[str] = ()) -> None:  # fmt: skip
+    """A table on stdout: rich on a terminal, :func:`table` text otherwise. ``flexible``
+    names the columns that may narrow (and wrap) to fit the terminal (module docstring)."""
     if not is_terminal():
         print(table(headers, rows))
         return
+    from rich.console import Console
+
+    terminal = Console()
+    width, grid = rich_table(headers, rows, terminal.width, flexible)
+    Console(width=width).print(grid)
+
+
+def column_widths(natural: list[int], headers: Sequence[str], overhead: int, width: int,
+                  flexible: Sequence[str]) -> list[int]:  # fmt: skip
+    """Each column's width for a terminal ``width`` wide: the natural widths, the widest
+    flexible columns narrowed first (never below :data:`MIN_FLEXIBLE_WIDTH` or their header)
+    until the table fits or none can narrow further."""
+    widths = list(natural)
+    floors = [max(MIN_FLEXIBLE_WIDTH, len(h)) if h in flexible else w
+              for h, w in zip(headers, natural, strict=True)]  # fmt: skip
+    excess = sum(widths) + overhead - width
+    while excess > 0:
+        shrinkable = [i for i, w in enumerate(widths) if w > floors[i]]
+        if not shrinkable:
+            break
+        widest = max(shrinkable, key=lambda i: widths[i])
+        widths[widest] -= 1
+        excess -= 1
+    return widths
+
+
+def rich_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], width: int,
+               flexible: Sequence[str] = ()) -> tuple[int, Any]:  # fmt: skip
+    """(the console width to draw at, the rich Table) for a terminal ``width`` wide."""
     from rich import box
     from rich.console import Console
+    from rich.measure import Measurement
     from rich.table import Table
 
-    grid = Table(box=box.SIMPLE_HEAD, header_style="bold cyan", pad_edge=False)
-    for header in headers:
-        grid.add_column(header, no_wrap=True)
-    for row in rows:
-        grid.add_row(*(cell(v) for v in row))
-    Console().print(grid)
+    cells = [[cell(v) for v in row] for row in rows]
+    natural = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
+
+    def build(widths: list[int]) -> Table:
+        grid = Table(box=box.SIMPLE_HEAD, header_style="bold cyan", pad_edge=False)
+        for header, w in zip(headers, widths, strict=True):
+            if header in flexible:
+                grid.add_column(header, width=w, overflow="fold")
+            else:
+                grid.add_column(header, width=w, no_wrap=True)
+        for row in cells:
+            grid.add_row(*row)
+        return grid
+
+    probe = Console(file=io.StringIO(), width=sum(natural) + 8 * len(headers) + 8)
+    overhead = Measurement.get(probe, probe.options, build(natural)).maximum - sum(natural)
+    widths = column_widths(natural, headers, overhead, width, flexible)
+    return max(width, sum(widths) + overhead), build(widths)
 
 
 def print_json(document: Any) -> None:

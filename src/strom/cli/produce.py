@@ -8,31 +8,38 @@ because a refused batch takes its innocent batch-mates with it (librdkafka does 
 batches as the Java producer does); only a record refused alone is reported. Such retried
 records are therefore delivered after the records that followed them.
 
+When no broker answers (it went away), reading pauses: nothing more is queued until a record
+is delivered again, and if the broker stays away for a whole ``--delivery-timeout-ms``, the
+records it did not acknowledge are reported (one line for the lot, with their line ranges:
+:mod:`strom.cli.produce_delivery`) and reading stops there. Nothing acknowledged is lost: an
+acknowledged record is in the topic.
+
 Exit status: 0 when everything was delivered (or with ``--skip-errors``), 1 otherwise, with a
-last line counting the records not delivered. ``--stop-on-error`` stops reading at the first
-refused record (what was already queued is still delivered).
+last line counting the records not delivered (and a ``Produced N of M`` summary when reading
+stopped, or with ``-v``). ``--stop-on-error`` stops reading at the first refused record (what
+was already queued is still delivered).
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
-from collections import Counter
 from typing import Any, BinaryIO
 
-from confluent_kafka import KafkaError, KafkaException, Message
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import ConfigResource
 
-from strom.cli.clients import add_client_options, admin_client, metadata, producer
-from strom.cli.errors import CliError, describe_kafka_error, timeout, wait_for
+from strom.admin.errors import AdminError, describe_kafka_error
+from strom.cli.clients import checked_session, producer, session
+from strom.cli.errors import CliError
+from strom.cli.options import add_client_options
+from strom.cli.produce_delivery import Delivery, line_ranges
 from strom.cli.produce_input import DEFAULT_TEMPLATE, Record, parse_template, read_records
 
 ACKS = ("0", "1", "all", "-1")
 COMPRESSION = ("none", "gzip", "snappy", "lz4", "zstd")
 #: Record batch v2 header size; a batch of one record is this plus the record.
 BATCH_OVERHEAD = 61
-_TOO_LARGE = {KafkaError.MSG_SIZE_TOO_LARGE}
 
 
 def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -131,55 +138,18 @@ def batch_size(key: bytes | None, value: bytes, headers: list[tuple[str, bytes]]
     return BATCH_OVERHEAD + _varint_len(body) + body
 
 
-class Delivery:
-    """Counts outcomes, reports refused records, keeps too-large ones for a retry alone."""
-
-    def __init__(self, topic: str, verbose: int) -> None:
-        self.topic = topic
-        self.verbose = verbose
-        self.delivered = 0
-        self.bytes = 0
-        self.partitions: Counter[int] = Counter()
-        self.refused: list[int] = []
-        self.retry: list[tuple[int, dict[str, Any]]] = []
-        self.retrying = False
-
-    def refuse(self, line: int, reason: str) -> None:
-        self.refused.append(line)
-        print(f"strom: line {line}: not produced: {reason}", file=sys.stderr)
-
-    def callback(self, line: int, kwargs: dict[str, Any]) -> Any:
-        """The delivery callback of the record read at ``line``."""
-        return functools.partial(self.on_delivery, line, kwargs)
-
-    def on_delivery(
-        self, line: int, kwargs: dict[str, Any], err: KafkaError | None, msg: Message
-    ) -> None:
-        if err is None:
-            self.delivered += 1
-            self.bytes += len(msg.value() or b"") + len(msg.key() or b"")
-            self.partitions[msg.partition() or 0] += 1
-            if self.verbose >= 2:
-                print(f"{msg.topic()} [{msg.partition()}] @ {msg.offset()}", file=sys.stderr)
-        elif err.code() in _TOO_LARGE and not self.retrying:
-            self.retry.append((line, kwargs))
-        else:
-            self.refuse(line, f"the broker refused it: {describe_kafka_error(err)}")
-
-
 def _topic_limit(args: argparse.Namespace) -> int | None:
     """The topic's ``max.message.bytes`` (None if the broker does not say)."""
-    admin = admin_client(args)  # fails clearly, at once, if the broker does not answer
+    s = checked_session(args)  # fails clearly, at once, if the broker does not answer
     resource = ConfigResource(ConfigResource.Type.TOPIC, args.topic)
     try:
-        entries = wait_for(
-            admin.describe_configs([resource], request_timeout=timeout())[resource],
+        entries = s.wait(
+            s.admin.describe_configs([resource], request_timeout=s.timeout)[resource],
             "describe configs",
-            args.bootstrap_server,
         )
         entry = entries.get("max.message.bytes")
         return int(entry.value) if entry is not None and entry.value else None
-    except (CliError, ValueError):
+    except (AdminError, ValueError):
         return None
 
 
@@ -227,16 +197,29 @@ def _message(
     return kwargs, None
 
 
-def _send(prod: Any, topic: str, kwargs: dict[str, Any], on_delivery: Any) -> str | None:
-    """Queue one message (waiting for room in the local queue); the client's refusal, if any."""
+def _send(prod: Any, topic: str, kwargs: dict[str, Any], on_delivery: Any,
+          track: Delivery) -> str | None:  # fmt: skip
+    """Queue one message (waiting for room in the local queue); the client's refusal, if any
+    (or, once the broker stayed away a whole delivery timeout, that)."""
     while True:
         try:
             prod.produce(topic, on_delivery=on_delivery, **kwargs)
             return None
         except BufferError:
             prod.poll(0.05)  # the local queue is full: serve delivery reports, then retry
+            if track.gave_up:
+                return (f"the broker at {track.bootstrap} is unreachable (no acknowledgement "
+                        f"within {track.delivery_timeout_s:g} s)")
         except KafkaException as exc:
             return f"the client refused it: {describe_kafka_error(exc)}"
+
+
+def _wait_for_broker(prod: Any, track: Delivery) -> None:
+    """While no broker answers, read no more input: serve the producer until a record is
+    delivered (it is back), the broker stayed away a whole delivery timeout (give up), or
+    nothing is in flight (the next record is the probe)."""
+    while track.unreachable is not None and not track.gave_up and len(prod) > 0:
+        prod.poll(0.1)
 
 
 def run(args: argparse.Namespace, stdin: BinaryIO | None = None) -> int:
@@ -256,18 +239,20 @@ def run(args: argparse.Namespace, stdin: BinaryIO | None = None) -> int:
     if limit is not None:  # batches never exceed the topic's limit
         conf["message.max.bytes"] = min(max(limit, 1000), 1_000_000_000)
         conf["batch.size"] = min(1_000_000, conf["message.max.bytes"])
-    prod = producer(args, conf)
-    topic_md = metadata(prod, args, args.topic).topics.get(args.topic)
+    track = Delivery(args.topic, session(args).bootstrap, args.delivery_timeout_ms / 1000,
+                     args.verbose)
+    prod = producer(args, conf, error_cb=track.on_error)
+    topic_md = session(args).metadata(args.topic, client=prod).topics.get(args.topic)
     if topic_md is not None and topic_md.error is not None:
         raise CliError(f"cannot produce to {args.topic!r}: {describe_kafka_error(topic_md.error)}")
     partitions = set(topic_md.partitions) if topic_md is not None else set()
     if args.partition is not None and args.partition not in partitions:
         raise CliError(f"topic {args.topic!r} has no partition {args.partition}")
-    track = Delivery(args.topic, args.verbose)
     args.key_bytes = args.key.encode() if args.key is not None else None
     check_size = args.compression == "none"
     fixed_headers = _size_bound({"key": None, "value": b"", "headers": headers})
     total = 0
+    stopped_at: int | None = None
     for record in read_records(source, tokens):
         total += 1
         reason = record.error
@@ -291,15 +276,21 @@ def run(args: argparse.Namespace, stdin: BinaryIO | None = None) -> int:
                 prod.produce(args.topic, on_delivery=track.callback(record.line, kwargs),
                              **kwargs)  # fmt: skip
             except (BufferError, KafkaException):
-                reason = _send(prod, args.topic, kwargs, track.callback(record.line, kwargs))
+                reason = _send(prod, args.topic, kwargs, track.callback(record.line, kwargs),
+                               track)  # fmt: skip
             if total % 64 == 0:
                 prod.poll(0)  # serve delivery reports as we go (refusals shown early)
         if reason is not None:
             track.refuse(record.line, reason)
         if track.refused and args.stop_on_error:
             break
+        if track.unreachable is not None:
+            _wait_for_broker(prod, track)
+            if track.gave_up:
+                stopped_at = record.line
+                break
     _finish(prod, args, track)
-    return _report(args, track, total)
+    return _report(args, track, total, stopped_at)
 
 
 def _open_input(args: argparse.Namespace, stdin: BinaryIO | None) -> BinaryIO:
@@ -313,20 +304,22 @@ def _open_input(args: argparse.Namespace, stdin: BinaryIO | None) -> BinaryIO:
 
 def _finish(prod: Any, args: argparse.Namespace, track: Delivery) -> None:
     """Flush; then resend records refused as too large one at a time (a batch of their own)."""
-    wait = args.delivery_timeout_ms / 1000 + timeout()
+    wait = args.delivery_timeout_ms / 1000 + session(args).timeout
     remaining = prod.flush(wait)
     track.retrying = True
     for line, kwargs in track.retry:
-        reason = _send(prod, args.topic, kwargs, track.callback(line, kwargs))
+        reason = _send(prod, args.topic, kwargs, track.callback(line, kwargs), track)
         if reason is not None:
             track.refuse(line, reason)
         remaining += prod.flush(wait)
+    track.close()
     if remaining:
         raise CliError(f"{remaining} message(s) not delivered to {args.topic!r} in time")
 
 
-def _report(args: argparse.Namespace, track: Delivery, total: int) -> int:
-    if args.verbose:
+def _report(args: argparse.Namespace, track: Delivery, total: int,
+            stopped_at: int | None) -> int:  # fmt: skip
+    if args.verbose or stopped_at is not None:
         parts = ", ".join(f"{p} ({n})" for p, n in sorted(track.partitions.items())) or "none"
         print(
             f"Produced {track.delivered} of {total} message(s) ({track.bytes} bytes of keys and "
@@ -336,9 +329,11 @@ def _report(args: argparse.Namespace, track: Delivery, total: int) -> int:
     if not track.refused or args.skip_errors:
         return 0
     lines = sorted(track.refused)
-    shown = ", ".join(map(str, lines[:10])) + (", ..." if len(lines) > 10 else "")
     stopped = " (stopped at the first, --stop-on-error)" if args.stop_on_error else ""
+    if stopped_at is not None:
+        stopped = (f" (stopped reading after line {stopped_at}: the broker at "
+                   f"{track.bootstrap} is unreachable)")
     raise CliError(
         f"{len(lines)} of {total} record(s) not produced to {args.topic!r}{stopped}: "
-        f"line(s) {shown}"
+        f"line(s) {line_ranges(lines)}"
     )

@@ -11,7 +11,7 @@ Invariants:
   client sends.
 - A POST whose ``Origin`` is not this console is refused (403): another web page open in the
   same browser cannot submit the console's forms (the console has no login).
-- A :class:`~strom.cli.errors.CliError` (an unreachable broker, a refused request, bad input)
+- An :class:`~strom.admin.errors.AdminError` (an unreachable broker, a refused request, bad input)
   becomes a page with its one-line message, status 400; never a traceback.
 """
 
@@ -29,7 +29,7 @@ from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from strom.cli.errors import CliError, describe_kafka_error
+from strom.admin.errors import AdminError, describe_kafka_error
 from strom.console import routes_groups, routes_topics
 from strom.console.cluster import Cluster
 from strom.console.connectors import ConnectClient
@@ -62,8 +62,8 @@ class WriteGuard:
         await self.app(scope, receive, send)
 
 
-async def _cli_error(request: Request, exc: Exception) -> Response:
-    if isinstance(exc, CliError):
+async def _error_page(request: Request, exc: Exception) -> Response:
+    if isinstance(exc, AdminError):
         message = exc.message
     elif isinstance(exc, KafkaException):
         message = describe_kafka_error(exc)
@@ -102,7 +102,7 @@ def build_app(cluster: Cluster, *, read_only: bool = False, connect_url: str | N
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
     app = Starlette(routes=routes, lifespan=lifespan,
-                    exception_handlers={CliError: _cli_error, KafkaException: _cli_error})
+                    exception_handlers={AdminError: _error_page, KafkaException: _error_page})
     app.state.console = state
     app.add_middleware(WriteGuard, read_only=read_only)
     return app

@@ -1,17 +1,15 @@
 """Connectors page data: Kafka Connect's REST API (any worker: strom's or Kafka's).
 
-Requests go through :func:`strom.cli.connector.request` (the ``strom connector`` command's),
+Requests go through :class:`strom.admin.connect.ConnectRest` (as ``strom connector``'s do),
 so an unreachable worker or a refused action is one readable line, shown on the page.
 """
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
-from urllib.parse import quote
 
-from strom.cli import connector
-from strom.cli.errors import CliError
+from strom.admin.connect import ConnectRest
+from strom.admin.errors import InvalidInputError
 
 #: Action name -> (HTTP method, path suffix) on ``/connectors/{name}``.
 ACTIONS = {
@@ -23,10 +21,11 @@ ACTIONS = {
 
 class ConnectClient:
     def __init__(self, url: str) -> None:
-        self.url = url.rstrip("/")
+        self.rest = ConnectRest(url)
+        self.url = self.rest.url
 
     def _request(self, method: str, path: str) -> Any:
-        return connector.request(argparse.Namespace(url=self.url), method, path)
+        return self.rest.request(method, path)
 
     def connectors(self) -> list[dict[str, Any]]:
         """Every connector with its state and its tasks' states."""
@@ -50,14 +49,14 @@ class ConnectClient:
 
     def action(self, name: str, action: str, task: int | None = None) -> None:
         """Pause, resume or restart a connector (with its tasks), or restart one task."""
-        path = f"/connectors/{quote(name, safe='')}"
+        path = ConnectRest.path(name)
         if task is not None:
             if action != "restart":
-                raise CliError(f"unknown task action {action!r}")
+                raise InvalidInputError(f"unknown task action {action!r}")
             self._request("POST", f"{path}/tasks/{task}/restart")
             return
         if action not in ACTIONS:
-            raise CliError(f"unknown connector action {action!r}: one of {', '.join(ACTIONS)}")
+            raise InvalidInputError(f"unknown connector action {action!r}: one of {', '.join(ACTIONS)}")
         method, suffix = ACTIONS[action]
         self._request(method, path + suffix)
 

@@ -19,19 +19,21 @@ import csv
 import io
 import json
 import time
-import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlencode
 
 from confluent_kafka import KafkaError, TopicPartition
-from confluent_kafka.admin import OffsetSpec
 
-from strom.cli import clients
-from strom.cli.consume_format import TIMESTAMP_TYPES, iso_ms
-from strom.cli.errors import CliError, describe_kafka_error, timeout
-from strom.cli.group_admin import end_offsets
-from strom.cli.group_reset import parse_datetime_ms
+from strom.admin import offsets
+from strom.admin.errors import (
+    InvalidInputError,
+    NotFoundError,
+    RefusedError,
+    TimedOutError,
+    describe_kafka_error,
+)
+from strom.admin.timestamps import TIMESTAMP_TYPES, iso_ms, parse_datetime_ms
 from strom.console.cluster import Cluster
 
 MODES = ("latest", "earliest", "offset", "timestamp")
@@ -48,7 +50,7 @@ def _int(value: str | None, default: int, what: str) -> int:
     try:
         return int(value)
     except ValueError:
-        raise CliError(f"invalid {what} {value!r}: expected an integer") from None
+        raise InvalidInputError(f"invalid {what} {value!r}: expected an integer") from None
 
 
 @dataclass(frozen=True)
@@ -71,9 +73,9 @@ class Query:
         mode = params.get("mode") or "latest"
         view = params.get("view") or "auto"
         if mode not in MODES:
-            raise CliError(f"unknown start {mode!r}: one of {', '.join(MODES)}")
+            raise InvalidInputError(f"unknown start {mode!r}: one of {', '.join(MODES)}")
         if view not in VIEWS:
-            raise CliError(f"unknown view {view!r}: one of {', '.join(VIEWS)}")
+            raise InvalidInputError(f"unknown view {view!r}: one of {', '.join(VIEWS)}")
         parts = tuple(sorted({_int(p, 0, "partition") for p in params.getlist("partition")
                               if p.strip()}))
         cursor = []
@@ -83,7 +85,7 @@ class Query:
                 cursor.append((_int(p, 0, "cursor"), _int(off, 0, "cursor")))
         limit = _int(params.get("limit"), 50, "limit")
         if not 1 <= limit <= MAX_LIMIT:
-            raise CliError(f"limit must be between 1 and {MAX_LIMIT}")
+            raise InvalidInputError(f"limit must be between 1 and {MAX_LIMIT}")
         return cls(topic=topic, partitions=parts, mode=mode,
                    offset=_int(params.get("offset"), 0, "offset"),
                    timestamp=params.get("timestamp") or "", limit=limit,
@@ -171,8 +173,8 @@ def _starts(cluster: Cluster, q: Query, parts: list[int], low: dict[int, int],
     if q.mode == "offset":
         return {p: max(low[p], min(q.offset, high[p])) for p in parts}
     if q.mode == "timestamp":
-        at = end_offsets(cluster.admin, [(q.topic, p) for p in parts], cluster.bootstrap,
-                         OffsetSpec.for_timestamp(parse_datetime_ms(q.timestamp, "timestamp")))
+        at = offsets.at_time(cluster.session, [(q.topic, p) for p in parts],
+                             parse_datetime_ms(q.timestamp, "timestamp"))
         return {p: at[(q.topic, p)] if at[(q.topic, p)] >= 0 else high[p] for p in parts}
     back = q.limit if not (q.key or q.value) else max(q.limit, LATEST_WINDOW)
     return {p: max(low[p], high[p] - back) for p in parts}
@@ -182,11 +184,11 @@ def browse(cluster: Cluster, q: Query) -> Page:
     """Read one page (see the module docstring for where it starts and stops)."""
     topic_md = cluster.metadata().topics.get(q.topic)
     if topic_md is None or topic_md.error is not None:
-        raise CliError(f"topic {q.topic!r} does not exist")
+        raise NotFoundError(f"topic {q.topic!r} does not exist")
     parts = list(q.partitions) or sorted(topic_md.partitions)
     missing = [p for p in parts if p not in topic_md.partitions]
     if missing:
-        raise CliError(f"topic {q.topic!r} has no partition {missing[0]}")
+        raise NotFoundError(f"topic {q.topic!r} has no partition {missing[0]}")
     keys = [(q.topic, p) for p in parts]
     low = {p: o for (_t, p), o in cluster.end_offsets(keys, earliest=True).items()}
     high = {p: o for (_t, p), o in cluster.end_offsets(keys).items()}
@@ -207,12 +209,11 @@ def browse(cluster: Cluster, q: Query) -> Page:
 def _read(cluster: Cluster, q: Query, pending: set[int], position: dict[int, int],
           high: dict[int, int], page: Page) -> None:
     latest = q.mode == "latest" and not q.cursor
-    consumer = clients.consumer(cluster.args(), {
-        "group.id": f"strom-console-{uuid.uuid4().hex[:12]}",
+    consumer = cluster.session.consumer({
         "enable.partition.eof": True,
         "isolation.level": "read_uncommitted",
         "auto.offset.reset": "earliest",
-    })
+    }, group_prefix="strom-console")
     try:
         consumer.assign([TopicPartition(q.topic, p, position[p]) for p in sorted(pending)])
         deadline = time.monotonic() + READ_DEADLINE_S
@@ -230,7 +231,7 @@ def _read(cluster: Cluster, q: Query, pending: set[int], position: dict[int, int
                         position[p] = max(position[p], high[p])
                         pending.discard(p)
                         continue
-                    raise CliError(f"cannot read {q.topic}-{p}: {describe_kafka_error(err)}")
+                    raise RefusedError(f"cannot read {q.topic}-{p}: {describe_kafka_error(err)}")
                 offset = msg.offset() or 0
                 if offset >= high[p]:
                     # written after the page was asked for: the next page's
@@ -284,7 +285,7 @@ def parse_headers(text: str) -> list[tuple[str, bytes]]:
             continue
         name, sep, value = line.partition("=")
         if not sep or not name.strip():
-            raise CliError(f"invalid header line {line!r}: expected NAME=VALUE")
+            raise InvalidInputError(f"invalid header line {line!r}: expected NAME=VALUE")
         headers.append((name.strip(), value.encode()))
     return headers
 
@@ -303,13 +304,13 @@ def produce(cluster: Cluster, topic: str, key: str | None, value: str | None,
     try:
         producer.produce(topic, **kwargs)
     except (BufferError, ValueError, TypeError) as exc:
-        raise CliError(f"cannot produce to {topic!r}: {exc}") from None
+        raise InvalidInputError(f"cannot produce to {topic!r}: {exc}") from None
     except Exception as exc:  # KafkaException: unknown topic/partition, too large
-        raise CliError(f"cannot produce to {topic!r}: {describe_kafka_error(exc)}") from None
-    producer.flush(timeout())
+        raise RefusedError(f"cannot produce to {topic!r}: {describe_kafka_error(exc)}") from None
+    producer.flush(cluster.timeout)
     if not result:
-        raise CliError(f"cannot produce to {topic!r}: no acknowledgement within {timeout():g} s")
+        raise TimedOutError(f"cannot produce to {topic!r}: no acknowledgement within {cluster.timeout:g} s")
     err, msg = result[0]
     if err is not None:
-        raise CliError(f"cannot produce to {topic!r}: {describe_kafka_error(err)}")
+        raise RefusedError(f"cannot produce to {topic!r}: {describe_kafka_error(err)}")
     return msg.partition(), msg.offset()

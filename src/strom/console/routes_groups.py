@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from strom.cli.errors import CliError
+from strom.admin.errors import InvalidInputError
 from strom.console.cluster import RESET_STRATEGIES
 from strom.console.web import console, form, redirect
 
@@ -23,7 +23,7 @@ from strom.console.web import console, form, redirect
 def _name(request: Request) -> str:
     name = request.query_params.get("name", "")
     if not name:
-        raise CliError("no group or connector named: add ?name=...")
+        raise InvalidInputError("no group or connector named: add ?name=...")
     return name
 
 
@@ -69,9 +69,9 @@ def parse_plan(text: str) -> dict[tuple[str, int], int]:
         try:
             targets[(topic, int(partition))] = int(rest)
         except ValueError:
-            raise CliError(f"invalid reset plan line {line!r}") from None
+            raise InvalidInputError(f"invalid reset plan line {line!r}") from None
         if not topic:
-            raise CliError(f"invalid reset plan line {line!r}")
+            raise InvalidInputError(f"invalid reset plan line {line!r}")
     return targets
 
 
@@ -99,7 +99,7 @@ def group_delete_confirm(request: Request) -> Response:
 async def group_delete(request: Request) -> Response:
     name = _name(request)
     if (await form(request)).get("confirm") != name:
-        raise CliError(f"not deleted: type the group name {name!r} to confirm")
+        raise InvalidInputError(f"not deleted: type the group name {name!r} to confirm")
 
     def work() -> Response:
         console(request).cluster.delete_group(name)
@@ -111,7 +111,7 @@ async def group_delete(request: Request) -> Response:
 def connectors(request: Request) -> Response:
     c = console(request)
     if c.connect is None:
-        raise CliError("no Connect worker configured: start the console with --connect-url")
+        raise InvalidInputError("no Connect worker configured: start the console with --connect-url")
     return c.page(request, "connectors.html", connectors=c.connect.connectors(),
                   url=c.connect.url)
 
@@ -125,7 +125,7 @@ async def connector_action(request: Request) -> Response:
     def work() -> Response:
         c = console(request)
         if c.connect is None:
-            raise CliError("no Connect worker configured: start the console with --connect-url")
+            raise InvalidInputError("no Connect worker configured: start the console with --connect-url")
         task = int(task_text) if task_text.isdigit() else None
         c.connect.action(name, action, task)
         what = f"task {task} of connector {name}" if task is not None else f"connector {name}"

@@ -14,8 +14,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from strom.cli.errors import CliError
-from strom.cli.topic import parse_settings
+from strom.admin.errors import InvalidInputError
+from strom.admin.topics import parse_settings
 from strom.console import messages
 from strom.console.throughput import HEIGHT, WIDTH, sparkline_points
 from strom.console.web import console, form, optional_int, redirect
@@ -102,7 +102,7 @@ async def topic_delete(request: Request) -> Response:
     name = request.path_params["name"]
     f = await form(request)
     if f.get("confirm") != name:
-        raise CliError(f"not deleted: type the topic name {name!r} to confirm")
+        raise InvalidInputError(f"not deleted: type the topic name {name!r} to confirm")
 
     def work() -> Response:
         console(request).cluster.delete_topic(name)
@@ -129,7 +129,7 @@ def export(request: Request) -> Response:
     name = request.path_params["name"]
     fmt = request.query_params.get("format", "json")
     if fmt not in ("json", "csv"):
-        raise CliError(f"unknown export format {fmt!r}: json or csv")
+        raise InvalidInputError(f"unknown export format {fmt!r}: json or csv")
     page = messages.browse(c.cluster, messages.Query.from_params(name, request.query_params))
     if fmt == "csv":
         body, media = messages.export_csv(page), "text/csv; charset=utf-8"

@@ -19,8 +19,7 @@ import webbrowser
 
 import uvicorn
 
-from strom.cli import clients
-from strom.cli.errors import CliError
+from strom.admin.errors import InvalidInputError
 from strom.console.app import build_app
 from strom.console.cluster import Cluster
 
@@ -36,9 +35,9 @@ def parse_listen(value: str) -> tuple[str, int]:
     try:
         number = int(port)
     except ValueError:
-        raise CliError(f"invalid --listen {value!r}: expected HOST:PORT") from None
+        raise InvalidInputError(f"invalid --listen {value!r}: expected HOST:PORT") from None
     if not 0 <= number <= 65535:
-        raise CliError(f"invalid --listen {value!r}: port out of range")
+        raise InvalidInputError(f"invalid --listen {value!r}: port out of range")
     return host, number
 
 
@@ -49,7 +48,7 @@ def _check_bindable(host: str, port: int) -> None:
         try:
             sock.bind((host, port))
         except OSError as exc:
-            raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+            raise InvalidInputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
 def _open_when_started(server: uvicorn.Server, url: str) -> None:
@@ -64,8 +63,9 @@ def _open_when_started(server: uvicorn.Server, url: str) -> None:
 def serve(args: argparse.Namespace) -> int:
     host, port = parse_listen(args.listen)
     _check_bindable(host, port)
-    clients.admin_client(args)  # fails with one line if the broker does not answer
-    cluster = Cluster(args.bootstrap_server, client_config=list(args.client_config or []))
+    cluster = Cluster(args.bootstrap_server, client_config=list(args.client_config or []),
+                      timeout=args.timeout, checked=False)
+    cluster.session.check()  # preflight and metadata: one line if the broker does not answer
     app = build_app(cluster, read_only=args.read_only, connect_url=args.connect_url,
                     sample_interval=args.sample_interval)
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",

@@ -15,7 +15,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from strom.cli.errors import CliError
+from strom.admin.errors import AdminError
 
 LOG = logging.getLogger("strom.console.throughput")
 SAMPLES = 60
@@ -39,7 +39,7 @@ class ThroughputSampler:
         """Take one sample now (the thread's body; tests call it directly)."""
         try:
             value = self._total()
-        except CliError as exc:
+        except AdminError as exc:
             LOG.warning("throughput sample failed: %s", exc.message)
             return
         except Exception as exc:  # noqa: BLE001 - the sampler must outlive a client error

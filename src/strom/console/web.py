@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
-from strom.cli.errors import CliError
+from strom.admin.errors import InvalidInputError
 from strom.console.cluster import Cluster
 from strom.console.connectors import ConnectClient
 from strom.console.throughput import ThroughputSampler
@@ -85,4 +85,4 @@ def optional_int(value: str | None, what: str) -> int | None:
     try:
         return int(value)
     except ValueError:
-        raise CliError(f"invalid {what} {value!r}: expected an integer") from None
+        raise InvalidInputError(f"invalid {what} {value!r}: expected an integer") from None

@@ -6,10 +6,12 @@ each is retried, with a backoff, until the broker answers or the controller remo
 (it left the cluster) or stops (resignation). The answer goes to the request's callback, on the
 event loop.
 
-Outgoing connections are bound to the controller broker's own listener address
-(``source_host``) so per-broker firewall rules in network-partition tests can tell brokers
-apart. The controller's own broker is not reached through a socket: its requests go to
-``local_call``, a direct call of the broker's handler, in the same queue order.
+The controller reaches the network only through :class:`ControllerNetwork`, which the broker
+provides (:class:`strom.broker.controller_channel.BrokerNetwork`: connections to the other
+brokers, bound to this broker's listener address so per-broker firewall rules in
+network-partition tests tell brokers apart; tests pass fakes). The controller's own broker is
+not reached through a socket: its requests go to ``local_call``, a direct call of the broker's
+handler, in the same queue order.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from strom.metadata.zk_model import BrokerRegistration
-from strom.replication.connection import BrokerConnection, BrokerConnectionError
 
 log = logging.getLogger(__name__)
 
@@ -30,14 +31,24 @@ LocalCall = Callable[[int, int, Any], Awaitable[Any]]
 
 
 class Connection(Protocol):
-    """What a channel needs of a connection (:class:`BrokerConnection`; tests pass fakes)."""
+    """One connection to a broker. ``send`` raises an ``OSError`` (``ConnectionError``) when
+    the broker cannot be reached or does not answer: the channel retries."""
 
     async def send(self, api_key: int, api_version: int, request: Any, timeout: float) -> Any: ...
 
     def close(self, error: Exception | None = None) -> None: ...
 
 
-ConnectionFactory = Callable[[int, BrokerRegistration], Connection]
+class ControllerNetwork(Protocol):
+    """How the controller reaches the brokers (module doc)."""
+
+    def connect(self, broker_id: int, registration: BrokerRegistration) -> Connection:
+        """A connection to another broker (opened by its first request)."""
+        ...
+
+    async def local_call(self, api_key: int, api_version: int, request: Any) -> Any:
+        """Deliver a request to this broker's own handler."""
+        ...
 Callback = Callable[[Any], None]
 _BACKOFF_MIN = 0.05
 _BACKOFF_MAX = 1.0
@@ -60,12 +71,13 @@ class _BrokerChannel:
         self.connection: Connection | None = None
         self.inflight = False
         if broker_id != owner.own_id:
-            self.connection = owner.connect(broker_id, reg)
+            self.connection = owner.network.connect(broker_id, reg)
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     async def _send(self, item: _Item) -> Any:
         if self.connection is None:
-            return await self.owner.local_call(item.api_key, item.api_version, item.request)
+            return await self.owner.network.local_call(item.api_key, item.api_version,
+                                                       item.request)  # fmt: skip
         return await self.connection.send(item.api_key, item.api_version, item.request,
                                           self.owner.request_timeout)  # fmt: skip
 
@@ -79,7 +91,7 @@ class _BrokerChannel:
             while not self.closed:
                 try:
                     response = await self._send(item)
-                except (BrokerConnectionError, OSError) as exc:
+                except OSError as exc:  # unreachable, no answer: retried
                     log.debug("controller request %d to broker %d failed (%s), retrying",
                               item.api_key, self.broker_id, exc)  # fmt: skip
                     await asyncio.sleep(backoff)
@@ -112,19 +124,12 @@ class _BrokerChannel:
 
 
 class ChannelManager:
-    def __init__(self, own_id: int, local_call: LocalCall, *, source_host: str | None = None,
-                 request_timeout: float = 30.0,
-                 connect: ConnectionFactory | None = None) -> None:  # fmt: skip
+    def __init__(self, own_id: int, network: ControllerNetwork, *,
+                 request_timeout: float = 30.0) -> None:  # fmt: skip
         self.own_id = own_id
-        self.connect: ConnectionFactory = connect or self._connect
-        self.local_call = local_call
-        self.source_host = source_host
+        self.network = network
         self.request_timeout = request_timeout
         self._channels: dict[int, _BrokerChannel] = {}
-
-    def _connect(self, broker_id: int, reg: BrokerRegistration) -> Connection:
-        return BrokerConnection(reg.host, reg.port, client_id=f"controller-{self.own_id}",
-                                source_host=self.source_host)  # fmt: skip
 
     def add_broker(self, broker_id: int, reg: BrokerRegistration) -> None:
         if broker_id not in self._channels:

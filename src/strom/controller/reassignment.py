@@ -21,14 +21,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
 
 from strom.controller.context import TP, ControllerContext, reassignment_election
+from strom.controller.term import Term
 from strom.metadata.zk_model import PartitionState
 from strom.protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from strom.controller.controller import Controller
 
 log = logging.getLogger(__name__)
 Outcome = tuple[ErrorCode, str | None]
@@ -51,9 +48,9 @@ def in_progress(ctx: ControllerContext, tp: TP) -> bool:
     return doc is not None and (tp[1] in doc.adding or tp[1] in doc.removing)
 
 
-async def alter(controller: Controller, wanted: dict[TP, list[int] | None]) -> dict[TP, Outcome]:
+async def alter(term: Term, wanted: dict[TP, list[int] | None]) -> dict[TP, Outcome]:
     """AlterPartitionReassignments: start, replace or (None) cancel each partition's move."""
-    ctx, _ = controller._context()
+    ctx = term.ctx
     results: dict[TP, Outcome] = {}
     started: list[TP] = []
     for tp, replicas in wanted.items():
@@ -83,15 +80,15 @@ async def alter(controller: Controller, wanted: dict[TP, list[int] | None]) -> d
         results[tp] = (ErrorCode.none, None)
         log.info("controller: reassigning %s-%d from %s to %s", *tp, ors, trs)
     for topic in sorted({tp[0] for tp in started}):
-        await controller.write_topic(topic)
-    states = controller.states()
-    batch = controller.batch()
+        await term.write_topic(topic)
+    states = term.states()
+    batch = term.batch()
     bump = states.elect(lambda tp, s: (s.leader, tuple(s.isr)) if ctx.live(s.leader) else None)
     await states.update([tp for tp in started if tp in ctx.states], bump, batch)
     for tp in started:  # new replicas hear even if the leader is down
         batch.add_leader_and_isr(ctx.topics[tp[0]].adding.get(tp[1], ()), tp, is_new=True)
-    controller.send(batch)
-    await check(controller, started)
+    term.send(batch)
+    await check(term, started)
     return results
 
 
@@ -113,15 +110,15 @@ def _invalid(ctx: ControllerContext, replicas: Sequence[int]) -> str | None:
     return None
 
 
-async def check(controller: Controller, tps: Iterable[TP]) -> None:
+async def check(term: Term, tps: Iterable[TP]) -> None:
     """Complete the moves among ``tps`` whose target replicas are all in the ISR."""
-    ctx, _ = controller._context()
+    ctx = term.ctx
     ready = [tp for tp in tps if in_progress(ctx, tp) and tp in ctx.states
              and set(target(ctx, tp)) <= set(ctx.states[tp].state.isr)]  # fmt: skip
     if not ready:
         return
-    states = controller.states()
-    batch = controller.batch()
+    states = term.states()
+    batch = term.batch()
     removed: dict[TP, list[int]] = {}
     for tp in ready:
         doc = ctx.topics[tp[0]]
@@ -143,32 +140,32 @@ async def check(controller: Controller, tps: Iterable[TP]) -> None:
         return PartitionState(picked[0], s.leader_epoch + 1, picked[1], ctx.epoch, 0)
 
     for topic in sorted({tp[0] for tp in ready}):
-        await controller.write_topic(topic)
+        await term.write_topic(topic)
     await states.update(ready, move, batch)
     for tp in ready:
         batch.add_stop_replica(removed[tp], tp, delete=True)
         batch.add_leader_and_isr(ctx.replicas(tp), tp)
         log.info("controller: reassignment of %s-%d done: replicas %s", *tp, ctx.replicas(tp))
-    controller.send(batch)
+    term.send(batch)
 
 
-async def check_all(controller: Controller) -> None:
-    ctx, _ = controller._context()
-    await check(controller, [tp for tp in ctx.partitions() if in_progress(ctx, tp)])
+async def check_all(term: Term) -> None:
+    ctx = term.ctx
+    await check(term, [tp for tp in ctx.partitions() if in_progress(ctx, tp)])
 
 
-async def resume(controller: Controller) -> None:
+async def resume(term: Term) -> None:
     """After a failover: tell the new replicas again, and finish what is ready."""
-    ctx, _ = controller._context()
+    ctx = term.ctx
     moving = [tp for tp in ctx.partitions() if in_progress(ctx, tp)]
     if not moving:
         return
-    batch = controller.batch()
+    batch = term.batch()
     for tp in moving:
         if tp in ctx.states:
             batch.add_leader_and_isr(ctx.replicas(tp), tp)
-    controller.send(batch)
-    await check(controller, moving)
+    term.send(batch)
+    await check(term, moving)
 
 
 def ongoing(ctx: ControllerContext, wanted: list[TP] | None) -> dict[TP, tuple[list[int], list[int],

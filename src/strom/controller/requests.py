@@ -1,8 +1,9 @@
 """What the controller does for brokers and admins: AlterPartition, ControlledShutdown,
 ElectLeaders, and the periodic preferred-leader rebalance.
 
-Each function runs as one controller event (callers go through :meth:`Controller.call`) and
-takes and returns plain values; the handler modules translate the wire entities.
+Each function runs as one controller event of a term (callers go through
+:meth:`Controller.call`) and takes and returns plain values; the handler modules translate the
+wire entities.
 
 AlterPartition (a leader proposes a new ISR; Kafka's ``processAlterPartition``): the sender
 must be a live broker at its current epoch (else STALE_BROKER_EPOCH for the whole request) and
@@ -25,19 +26,17 @@ import asyncio
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from strom.controller import reassignment
 from strom.controller.context import (
     TP,
     offline_election,
     preferred_election,
     shutdown_election,
 )
+from strom.controller.term import Term
 from strom.metadata.zk_model import PartitionState
 from strom.protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from strom.controller.controller import Controller
 
 log = logging.getLogger(__name__)
 
@@ -69,15 +68,15 @@ def _answer(state: PartitionState, version: int, error: ErrorCode = ErrorCode.no
                      state.leader_recovery_state, version)  # fmt: skip
 
 
-async def alter_partition(controller: Controller, broker_id: int, broker_epoch: int,
+async def alter_partition(term: Term, broker_id: int, broker_epoch: int,
                           proposals: list[IsrProposal]) -> tuple[ErrorCode, list[IsrResult]]:  # fmt: skip
-    ctx, _ = controller._context()
+    ctx = term.ctx
     live = ctx.brokers.get(broker_id)
     if live is None or (broker_epoch >= 0 and broker_epoch != live.epoch):
         return ErrorCode.stale_broker_epoch, []
     by_id = {doc.topic_id: name for name, doc in ctx.topics.items()}
-    states = controller.states()
-    batch = controller.batch()
+    states = term.states()
+    batch = term.batch()
     results: list[IsrResult] = []
     writes: list[tuple[int, TP, tuple[int, ...], PartitionState, int]] = []
     changed: list[TP] = []
@@ -135,17 +134,15 @@ async def alter_partition(controller: Controller, broker_id: int, broker_epoch: 
         batch.add_update_metadata(ctx.live_ids(), [tp])
         changed.append(tp)
         results[i] = _answer(written.state, written.version)
-    controller.send(batch)
+    term.send(batch)
     if changed:
-        from strom.controller import reassignment
-
-        await reassignment.check(controller, changed)
+        await reassignment.check(term, changed)
     return ErrorCode.none, results
 
 
-async def controlled_shutdown(controller: Controller, broker_id: int,
+async def controlled_shutdown(term: Term, broker_id: int,
                               broker_epoch: int) -> tuple[ErrorCode, list[TP]]:  # fmt: skip
-    ctx, _ = controller._context()
+    ctx = term.ctx
     live = ctx.brokers.get(broker_id)
     if live is None:
         return ErrorCode.broker_not_available, []
@@ -153,8 +150,8 @@ async def controlled_shutdown(controller: Controller, broker_id: int,
         return ErrorCode.stale_broker_epoch, []
     ctx.shutting_down.add(broker_id)
     log.info("controller: controlled shutdown of broker %d", broker_id)
-    states = controller.states()
-    batch = controller.batch()
+    states = term.states()
+    batch = term.batch()
     replicated = [tp for tp in ctx.hosted_by(broker_id) if len(ctx.replicas(tp)) > 1
                   and tp[0] not in ctx.deleting and tp in ctx.states]  # fmt: skip
     led = [tp for tp in replicated if ctx.states[tp].state.leader == broker_id]
@@ -164,7 +161,7 @@ async def controlled_shutdown(controller: Controller, broker_id: int,
     await states.update(followed, states.remove_from_isr(broker_id), batch)
     for tp in followed:
         batch.add_stop_replica([broker_id], tp, delete=False)
-    controller.send(batch)
+    term.send(batch)
     remaining = [tp for tp in replicated if ctx.states[tp].state.leader == broker_id]
     return ErrorCode.none, sorted(remaining)
 
@@ -173,11 +170,11 @@ ELECTION_PREFERRED = 0
 ELECTION_UNCLEAN = 1
 
 
-async def elect_leaders(controller: Controller, election_type: int,
+async def elect_leaders(term: Term, election_type: int,
                         wanted: list[TP] | None) -> dict[TP, tuple[ErrorCode, str | None]]:  # fmt: skip
     """ElectLeaders: ``wanted`` None means every partition (preferred: those not led by their
     preferred replica)."""
-    ctx, _ = controller._context()
+    ctx = term.ctx
     if wanted is None:
         wanted = [tp for tp in ctx.partitions() if tp in ctx.states and
                   (election_type != ELECTION_PREFERRED
@@ -207,14 +204,14 @@ async def elect_leaders(controller: Controller, election_type: int,
                            f"No live replica of {tp[0]}-{tp[1]} can become its leader.")  # fmt: skip
         else:
             todo.append(tp)
-    states = controller.states()
-    batch = controller.batch()
+    states = term.states()
+    batch = term.batch()
     if election_type == ELECTION_PREFERRED:
         elector = states.elect(lambda tp, s: preferred_election(ctx, ctx.replicas(tp), s.isr))
     else:
         elector = states.elect(lambda tp, s: offline_election(ctx, ctx.replicas(tp), s.isr, True))
     changed = await states.update(todo, elector, batch)
-    controller.send(batch)
+    term.send(batch)
     for tp in todo:
         results[tp] = ((ErrorCode.none, None) if tp in changed else
                        (ErrorCode.eligible_leaders_not_available, "The partition state changed "
@@ -222,11 +219,11 @@ async def elect_leaders(controller: Controller, election_type: int,
     return results
 
 
-async def rebalance(controller: Controller) -> set[TP]:
+async def rebalance(term: Term) -> set[TP]:
     """The preferred-leader check (``auto.leader.rebalance.enable``): for each live broker
     whose share of preferred partitions led by others exceeds
     ``leader.imbalance.per.broker.percentage``, move those back to it where it is in the ISR."""
-    ctx, _ = controller._context()
+    ctx = term.ctx
     todo: list[TP] = []
     reassigning = {(t, p) for t, doc in ctx.topics.items() for p in doc.adding}
     for broker in sorted(ctx.brokers):
@@ -238,11 +235,11 @@ async def rebalance(controller: Controller) -> set[TP]:
             continue
         imbalanced = [tp for tp in preferred if ctx.states[tp].state.leader != broker]
         ratio = len(imbalanced) * 100 / len(preferred)
-        if ratio > controller.settings.imbalance_percentage:
+        if ratio > term.settings.imbalance_percentage:
             todo += [tp for tp in imbalanced if tp not in reassigning
                      and broker in ctx.states[tp].state.isr]  # fmt: skip
     if not todo:
         return set()
     log.info("controller: preferred-leader rebalance of %d partitions", len(todo))
-    results = await elect_leaders(controller, ELECTION_PREFERRED, todo)
+    results = await elect_leaders(term, ELECTION_PREFERRED, todo)
     return {tp for tp, (code, _m) in results.items() if code == ErrorCode.none}

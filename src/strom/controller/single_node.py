@@ -4,8 +4,9 @@ ListPartitionReassignments.
 A single node (the embedded store, no ``zookeeper.connect``) runs no :class:`Controller`: it
 leads every partition it hosts itself (:mod:`strom.replication.local_leadership`) and names itself the
 controller in Metadata and DescribeCluster. So that these admin APIs answer as Kafka's do against
-one broker, :class:`SingleNodeController` stands in for the active controller: a
-:class:`Controller` whose context is built, for each request, from this broker alone (itself the
+one broker, :class:`SingleNodeController` stands in for the active controller: a term of
+office (:class:`~strom.controller.term.Term`) whose context is built, for each request, from
+this broker alone (itself the
 only live broker, at its broker epoch; the topic registry's assignment of every partition hosted
 here; each partition's leader, leader epoch, ISR and partition epoch from the replica manager),
 on which the handlers run the controller's own functions
@@ -35,18 +36,19 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from strom.controller.batch import RequestBatch
 from strom.controller.context import ControllerContext, LeaderIsr, LiveBroker, TopicDoc
-from strom.controller.controller import Controller, NotControllerError
+from strom.controller.controller import NotControllerError
 from strom.controller.partitions import PartitionStates
+from strom.controller.settings import ControllerSettings
+from strom.controller.term import Event, Term
 from strom.metadata.store import MetadataStore
 from strom.metadata.topics import TopicInfo, TopicRegistry, topic_document
 from strom.metadata.zk_model import BrokerRegistration, PartitionState, topic_path
 
 if TYPE_CHECKING:
-    from strom.controller.channel import ChannelManager
     from strom.controller.context import TP
 
 log = logging.getLogger(__name__)
@@ -72,10 +74,6 @@ class HostedPartition(Protocol):
     def partition_epoch(self) -> int: ...
 
 
-async def _no_local_call(api_key: int, api_version: int, request: Any) -> Any:
-    raise AssertionError("a single node's controller sends no requests")
-
-
 class _LocalStates(PartitionStates):
     """Partition-state writes of one request on a single node (see the module docstring)."""
 
@@ -92,13 +90,44 @@ class _LocalStates(PartitionStates):
         return written
 
 
-class SingleNodeController(Controller):
+class _SingleNodeTerm(Term):
+    """One request's term on a single node: nothing is sent, writes as the module doc says."""
+
+    def __init__(self, owner: SingleNodeController, ctx: ControllerContext) -> None:
+        super().__init__(0, owner.store, owner.registration.broker_id, ctx, None,
+                         ControllerSettings(), self._no_events, lambda: 0)  # fmt: skip
+        self.registry = owner.registry
+
+    @staticmethod
+    def _no_events(event: Event, term: int) -> None:
+        raise NotControllerError("a single node's controller works within a request only")
+
+    def send(self, batch: RequestBatch) -> None:
+        """The batch could only tell this broker what it already does: dropped."""
+
+    def states(self) -> PartitionStates:
+        return _LocalStates(self.store, self.ctx)
+
+    async def write_topic(self, topic: str) -> None:
+        doc = self.ctx.topics[topic]
+        info = self.registry.get(topic)
+        if info is None:
+            return
+        replicas = {**info.replicas, **{p: list(r) for p, r in doc.assignment.items()}}
+        if replicas == info.replicas:
+            return
+        log.info("topic %s: assignment %s -> %s", topic, info.replicas, replicas)
+        moved = TopicInfo(topic, info.topic_id, replicas, info.configs)
+        await self.store.set(topic_path(topic), topic_document(moved))
+
+
+class SingleNodeController:
     """The controller of a single node's admin requests (see the module docstring)."""
 
     def __init__(self, store: MetadataStore, registry: TopicRegistry,
                  hosted: Mapping[tuple[str, int], HostedPartition],
                  registration: BrokerRegistration, broker_epoch: Callable[[], int]) -> None:  # fmt: skip
-        super().__init__(store, registration.broker_id, _no_local_call)
+        self.store = store
         self.registry = registry
         self.hosted = hosted
         self.registration = registration
@@ -107,29 +136,15 @@ class SingleNodeController(Controller):
 
     @property
     def active(self) -> bool:
-        return True
+        return True  # a single node always holds the office
 
-    @property
-    def epoch(self) -> int:
-        return LOCAL_CONTROLLER_EPOCH
-
-    async def start(self) -> None:
-        """Nothing to stand for: a single node always holds the office."""
-
-    async def stop(self) -> None:
-        """Nothing runs between requests."""
-
-    def call(self, fn: Callable[[], Awaitable[T]]) -> asyncio.Future[T]:
-        """Run ``fn`` on a context of this broker, one request at a time."""
+    def call(self, fn: Callable[[Term], Awaitable[T]]) -> asyncio.Future[T]:
+        """Run ``fn`` on a term built from this broker, one request at a time."""
         return asyncio.ensure_future(self._serialized(fn))
 
-    async def _serialized(self, fn: Callable[[], Awaitable[T]]) -> T:
+    async def _serialized(self, fn: Callable[[Term], Awaitable[T]]) -> T:
         async with self._lock:
-            self.ctx = self._build()
-            try:
-                return await fn()
-            finally:
-                self.ctx = None
+            return await fn(_SingleNodeTerm(self, self._build()))
 
     def _build(self) -> ControllerContext:
         me = self.registration.broker_id
@@ -151,33 +166,3 @@ class SingleNodeController(Controller):
             for p in assignment:
                 ctx.states[(info.name, p)] = found[p]
         return ctx
-
-    def _context(self) -> tuple[ControllerContext, ChannelManager]:
-        if self.ctx is None:
-            raise NotControllerError("a single node's controller works within a request only")
-        return self.ctx, None  # type: ignore[return-value]  # nothing is ever sent
-
-    def batch(self) -> RequestBatch:
-        ctx, _ = self._context()
-        return RequestBatch(ctx, self.broker_id)
-
-    def send(self, batch: RequestBatch) -> None:
-        """The batch could only tell this broker what it already does: dropped."""
-
-    def states(self) -> PartitionStates:
-        ctx, _ = self._context()
-        return _LocalStates(self.store, ctx)
-
-    async def write_topic(self, topic: str) -> None:
-        ctx, _ = self._context()
-        doc = ctx.topics[topic]
-        info = self.registry.get(topic)
-        if info is None:
-            return
-        replicas = {**info.replicas, **{p: list(r) for p, r in doc.assignment.items()}}
-        if replicas == info.replicas:
-            return
-        log.info("topic %s: assignment %s -> %s", topic, info.replicas, replicas)
-        moved = TopicInfo(topic, info.topic_id, replicas, info.configs)
-        await self.store.set(topic_path(topic), topic_document(moved))
-

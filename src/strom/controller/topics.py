@@ -1,5 +1,4 @@
-"""Topic creation, growth and deletion in a cluster: the admin side any broker writes, and the
-controller's deletion.
+"""Topic creation, growth and deletion in a cluster: the documents any broker writes.
 
 Any broker (the CreateTopics / CreatePartitions / DeleteTopics handlers) writes the request into
 the store and the controller carries it out:
@@ -14,12 +13,7 @@ the store and the controller carries it out:
 :func:`wait_for_partitions` lets a handler answer once the controller has made the states (the
 ``timeout_ms`` of the request bounds it, as Kafka's delayed create).
 
-Deletion by the controller (Kafka's ``TopicDeletionManager``, simplified): every live broker
-gets UpdateMetadata announcing the partitions with leader -2 (deleted), every live replica
-StopReplica(delete); once each live replica answered (or left the cluster), the topic's nodes
-are removed, fenced by the controller epoch, and the request node last. A replica on a broker
-that is down when the topic is deleted is not waited for: that broker drops the log when it
-comes back and finds no such topic.
+The controller carries a deletion out in :mod:`strom.controller.deletion`.
 """
 
 from __future__ import annotations
@@ -31,30 +25,21 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
 
 from strom.controller.context import TopicDoc
 from strom.metadata.store import (
-    CheckOp,
-    DeleteOp,
     MetadataStore,
-    MultiError,
     NodeExistsError,
     NoNodeError,
     StoreError,
 )
 from strom.metadata.zk_model import (
-    CONTROLLER_EPOCH_PATH,
     DELETE_TOPICS_PATH,
     TOPIC_CONFIGS_PATH,
     partition_state_path,
-    partitions_path,
     topic_path,
 )
 from strom.protocol.errors import ErrorCode, KafkaError
-
-if TYPE_CHECKING:
-    from strom.controller.controller import Controller
 
 log = logging.getLogger(__name__)
 
@@ -137,92 +122,3 @@ async def wait_for_deletion(store: MetadataStore, name: str, timeout: float) -> 
         await asyncio.sleep(delay)
         delay = min(delay * 2, 0.2)
     return True
-
-
-# the controller's deletion ---------------------------------------------------------------------
-async def on_delete_requests(controller: Controller) -> None:
-    ctx, _ = controller._context()
-    watch = controller._watch(lambda: on_delete_requests(controller))
-    try:
-        names = await controller.store.children(DELETE_TOPICS_PATH, watch=watch)
-    except NoNodeError:
-        with contextlib.suppress(NodeExistsError):
-            await controller.store.create(DELETE_TOPICS_PATH, make_parents=True)
-        names = await controller.store.children(DELETE_TOPICS_PATH, watch=watch)
-    for name in names:
-        if name not in ctx.topics:
-            with contextlib.suppress(NoNodeError):
-                await controller.store.delete(f"{DELETE_TOPICS_PATH}/{name}")
-            continue
-        if name not in ctx.deleting:
-            _start(controller, name)
-
-
-def _start(controller: Controller, name: str) -> None:
-    ctx, _ = controller._context()
-    ctx.deleting.add(name)
-    tps = ctx.partitions([name])
-    waits = {b for tp in tps for b in ctx.replicas(tp) if ctx.live(b)}
-    ctx.deletion_waits[name] = set(waits)
-    log.info("controller: deleting topic %s (replicas on brokers %s)", name, sorted(waits))
-    batch = controller.batch()
-    batch.deleted = set(tps)
-    batch.add_update_metadata(ctx.live_ids(), tps)
-    for tp in tps:
-        batch.add_stop_replica(ctx.replicas(tp), tp, delete=True)
-    term = controller.term
-
-    def answered(broker: int, response: Any) -> None:
-        if controller.term != term or controller.ctx is None:
-            return
-        if getattr(response, "error_code", 0):
-            log.warning("StopReplica of topic %s on broker %d: error %s", name, broker,
-                        response.error_code)  # fmt: skip
-        replica_answered(controller, name, broker)
-
-    batch.stop_callback = answered
-    controller.send(batch)
-    if not waits:
-        controller._submit(lambda: _finish(controller, name))
-
-
-def replica_answered(controller: Controller, name: str, broker: int) -> None:
-    """A replica of a topic being deleted is gone (it answered, or its broker left)."""
-    ctx = controller.ctx
-    if ctx is None or name not in ctx.deletion_waits:
-        return
-    waits = ctx.deletion_waits[name]
-    waits.discard(broker)
-    if not waits:
-        del ctx.deletion_waits[name]
-        controller._submit(lambda: _finish(controller, name))
-
-
-async def _finish(controller: Controller, name: str) -> None:
-    ctx, _ = controller._context()
-    doc = ctx.topics.get(name)
-    if doc is not None:
-        ops: list[Any] = [CheckOp(CONTROLLER_EPOCH_PATH, ctx.epoch_version)]
-        for p in sorted(doc.assignment):
-            state = partition_state_path(name, p)
-            ops += [DeleteOp(state), DeleteOp(state.rsplit("/", 1)[0])]
-        ops += [DeleteOp(partitions_path(name)), DeleteOp(topic_path(name))]
-        try:
-            await controller.store.multi(ops)
-        except MultiError as exc:
-            if exc.index == 0:
-                from strom.controller.partitions import ControllerMovedError
-
-                raise ControllerMovedError(str(exc)) from None
-            # a partition without state (never online): remove what is there
-            with contextlib.suppress(NoNodeError):
-                await controller.store.delete(topic_path(name), recursive=True)
-    with contextlib.suppress(NoNodeError):
-        await controller.store.delete(f"{TOPIC_CONFIGS_PATH}/{name}")
-    with contextlib.suppress(NoNodeError):
-        await controller.store.delete(f"{DELETE_TOPICS_PATH}/{name}")
-    ctx.topics.pop(name, None)
-    for tp in [tp for tp in ctx.states if tp[0] == name]:
-        del ctx.states[tp]
-    ctx.deleting.discard(name)
-    log.info("controller: topic %s deleted", name)

@@ -162,8 +162,11 @@ class BrokerMembership:
                 await self._gone(deadline)
         self.broker_epoch = stat.created
         self.registered = True
-        log.info("registered broker %d at %s (broker epoch %d)", self.registration.broker_id,
-                 self.registration.endpoints[0].url(), self.broker_epoch)  # fmt: skip
+        # the broker epoch is the store's version (zxid) of the registration, not a count of
+        # starts: a brand-new data dir's first epoch is already > 1, so it is no INFO news
+        log.info("registered broker %d at %s", self.registration.broker_id,
+                 self.registration.endpoints[0].url())  # fmt: skip
+        log.debug("broker %d's epoch is %d", self.registration.broker_id, self.broker_epoch)
         for listener in list(self._listeners):
             listener(self.broker_epoch)
 

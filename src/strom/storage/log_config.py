@@ -118,8 +118,9 @@ def validate_topic_config(name: str, value: str) -> Any:
         try:
             parsed = int(text)
         except ValueError:
-            raise InvalidConfigError(
-                f"Invalid value {value!r} for configuration {name}: not a number"
+            raise InvalidConfigError(  # Kafka's ConfigDef words, as its tools print them
+                f"Invalid value {value} for configuration {name}: Not a number of type "
+                f"{spec.type.upper()}"
             ) from None
         limit = 2**31 - 1 if spec.type == "int" else LONG_MAX
         if not -limit - 1 <= parsed <= limit:
@@ -128,13 +129,15 @@ def validate_topic_config(name: str, value: str) -> Any:
         try:
             parsed = float(text)
         except ValueError:
-            raise InvalidConfigError(
-                f"Invalid value {value!r} for configuration {name}: not a number"
+            raise InvalidConfigError(  # Kafka's ConfigDef words, as its tools print them
+                f"Invalid value {value} for configuration {name}: Not a number of type "
+                f"{spec.type.upper()}"
             ) from None
     elif spec.type == "boolean":
         if text.lower() not in ("true", "false"):
             raise InvalidConfigError(
-                f"Invalid value {value!r} for configuration {name}: expected true or false"
+                f"Invalid value {value} for configuration {name}: Expected value to be either "
+                "true or false"
             )
         parsed = text.lower() == "true"
     elif spec.type == "list":

@@ -311,10 +311,11 @@ class LogManager:
                 recovered += 1
                 logger.info("recovered log %s (%d segments re-validated, end offset %d)",
                             path.name, log.recovered, log.log_end_offset)  # fmt: skip
+        shutdown = "clean" if all(clean_dirs.values()) else "not clean"
         logger.info(
-            "loaded %d logs in %.2fs (%d recovered, %d clean; last shutdown %s)",
+            "loaded %d logs in %.2fs (%d recovered, %d clean%s)",
             len(self._logs), time.monotonic() - started, recovered, len(self._logs) - recovered,
-            "clean" if all(clean_dirs.values()) else "not clean",
+            f"; last shutdown {shutdown}" if self._logs else "",  # no logs: no last shutdown
         )
         return doomed
 

@@ -6,11 +6,11 @@ response, so tests can send what real clients never would: garbage, bad CRCs, od
 
 from __future__ import annotations
 
-from strom.cli.wire import WireConnection
+from strom.admin.wire import WireConnection
 
 
 class RawConnection(WireConnection):
-    """:class:`strom.cli.wire.WireConnection` plus what only wire tests do: raw bytes out,
+    """:class:`strom.admin.wire.WireConnection` plus what only wire tests do: raw bytes out,
     and watching for the broker to hang up."""
 
     def send_bytes(self, data: bytes) -> None:

@@ -45,6 +45,20 @@ def test_topic_sources_and_synonyms() -> None:
     assert [(e.name, e.value) for e in only] == [("segment.ms", "604800000")]
 
 
+def test_topic_synonyms_start_at_the_primary_broker_name() -> None:
+    """Kafka lists a topic config's broker synonyms from its primary name's first entry on:
+    ``log.retention.ms`` set nowhere, ``retention.ms`` has none (not the hours' default), as
+    kafka-configs --describe against Kafka 4.4 shows (tests/jvm golden)."""
+    entries = {e.name: e for e in cr.describe_topic(fake_broker(), {"retention.ms": "7200000"})}
+    assert entries["retention.ms"].synonyms == [("retention.ms", "7200000", 1)]
+    assert entries["segment.ms"].synonyms == []  # log.roll.ms unset: log.roll.hours not listed
+    assert (entries["segment.ms"].value, entries["segment.ms"].source) == ("604800000", 5)
+    assert entries["segment.bytes"].synonyms == [("log.segment.bytes", "1073741824", 5)]
+    hours = {e.name: e for e in cr.describe_topic(fake_broker(**{"log.retention.hours": "24"}),
+                                                  {})}  # fmt: skip
+    assert hours["retention.ms"].synonyms == []  # also when only the hours are set
+
+
 def test_broker_entries_with_sources_types_and_read_only() -> None:
     broker = fake_broker(**{"num.partitions": "3"})
     entries = {e.name: e for e in cr.describe_broker(broker, "1")}

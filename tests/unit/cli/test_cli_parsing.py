@@ -7,10 +7,11 @@ import io
 
 import pytest
 
-from strom.cli.connection import Address, parse_addresses
+from strom.admin.addresses import Address, parse_addresses
+from strom.admin.errors import AdminError
+from strom.admin.timestamps import iso_ms
 from strom.cli.consume import parse_offset
-from strom.cli.consume_format import compile_template, encode, iso_ms
-from strom.cli.errors import CliError
+from strom.cli.consume_format import compile_template, encode
 from strom.cli.produce import batch_size
 from strom.cli.produce_input import parse_template, read_records
 
@@ -80,7 +81,7 @@ def test_reading_is_incremental(template: str) -> None:
      ("%v %v", "twice")],
 )  # fmt: skip
 def test_bad_input_templates(template: str, fragment: str) -> None:
-    with pytest.raises(CliError, match=fragment):
+    with pytest.raises(AdminError, match=fragment):
         parse_template(template)
 
 
@@ -91,7 +92,7 @@ def test_offsets() -> None:
     assert parse_offset("-3") == ("tail", 3)
     assert parse_offset("@1700000000000") == ("time", 1_700_000_000_000)
     assert parse_offset("@2023-11-14T22:13:20Z") == ("time", 1_700_000_000_000)
-    with pytest.raises(CliError, match="invalid --offset"):
+    with pytest.raises(AdminError, match="invalid --offset"):
         parse_offset("soon")
 
 
@@ -123,7 +124,7 @@ def test_output_templates_and_encodings() -> None:
     assert encode(b"\x00\xff", "base64") == "AP8="
     assert encode(b"\xff", "utf8") == "\ufffd"
     assert iso_ms(5) == "1970-01-01T00:00:00.005Z"
-    with pytest.raises(CliError, match="unknown field %x"):
+    with pytest.raises(AdminError, match="unknown field %x"):
         compile_template("%x", None)
 
 
@@ -132,7 +133,7 @@ def test_broker_addresses() -> None:
         Address("a", 1), Address("b", 2), Address("c", 3), Address("::1", 4)
     ]
     for bad in ("localhost", "h:0", "h:x", ":9092", "", "h:70000"):
-        with pytest.raises(CliError, match="malformed broker address"):
+        with pytest.raises(AdminError, match="malformed broker address"):
             parse_addresses(bad)
 
 

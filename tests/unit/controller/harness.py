@@ -77,6 +77,21 @@ class FakeConnection:
         pass
 
 
+@dataclass
+class FakeNetwork:
+    """The controller's network (strom.controller.channel.ControllerNetwork) in memory: every
+    broker, its own included, is a :class:`FakeBroker`."""
+
+    own: FakeBroker
+    brokers: dict[int, FakeBroker]
+
+    def connect(self, broker_id: int, registration: BrokerRegistration) -> FakeConnection:
+        return FakeConnection(self.brokers[broker_id])
+
+    async def local_call(self, api_key: int, api_version: int, request: Any) -> Any:
+        return await self.own.handle(api_key, api_version, request)
+
+
 class Cluster:
     def __init__(self, racks: dict[int, str | None] | None = None,
                  settings: ControllerSettings | None = None) -> None:  # fmt: skip
@@ -96,8 +111,8 @@ class Cluster:
                                  self.racks.get(broker_id))  # fmt: skip
         await session.create(broker_path(broker_id), reg.to_json(), ephemeral=True)
         if controller:
-            c = Controller(session, broker_id, fake.handle, settings=self.settings,
-                           connect=lambda b, _reg: FakeConnection(self.brokers[b]))  # fmt: skip
+            c = Controller(session, broker_id, FakeNetwork(fake, self.brokers),
+                           settings=self.settings)  # fmt: skip
             self.controllers[broker_id] = c
             await c.start()
 

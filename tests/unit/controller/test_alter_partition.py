@@ -25,7 +25,7 @@ def test_alter_partition_validation_and_success() -> None:
         broker_epoch = c.ctx.brokers[1].epoch  # type: ignore[union-attr]
 
         async def alter(sender: int, epoch: int, p: requests.IsrProposal) -> tuple[ErrorCode, list[requests.IsrResult]]:
-            return await c.call(lambda: requests.alter_partition(c, sender, epoch, [p]))
+            return await c.call(lambda term: requests.alter_partition(term, sender, epoch, [p]))
 
         code, _ = await alter(1, broker_epoch + 1000, _proposal("t", 0, 0, (1, 2), 0))
         assert code == ErrorCode.stale_broker_epoch
@@ -70,7 +70,7 @@ def test_reassignment_adds_waits_for_isr_moves_leader_removes_old() -> None:
         await cluster.start(1, 2, 3, 4)
         await cluster.create_topic("t", {0: [1, 2]})
         c = cluster.active()
-        results = await c.call(lambda: reassignment.alter(c, {("t", 0): [3, 4], ("t", 9): [1]}))
+        results = await c.call(lambda term: reassignment.alter(term, {("t", 0): [3, 4], ("t", 9): [1]}))
         assert results[("t", 0)] == (ErrorCode.none, None)
         assert results[("t", 9)][0] == ErrorCode.unknown_topic_or_partition
         await cluster.settle()
@@ -81,12 +81,12 @@ def test_reassignment_adds_waits_for_isr_moves_leader_removes_old() -> None:
         state, version = await cluster.state("t", 0)
         assert state.leader == 1 and state.leader_epoch == 1
         # 3 catches up: not yet done; then 4: done
-        _, [r] = await c.call(lambda: requests.alter_partition(
-            c, 1, -1, [_proposal("t", 0, 1, (1, 2, 3), version)]))  # fmt: skip
+        _, [r] = await c.call(lambda term: requests.alter_partition(
+            term, 1, -1, [_proposal("t", 0, 1, (1, 2, 3), version)]))  # fmt: skip
         assert r.error == ErrorCode.none
         assert reassignment.in_progress(c.ctx, ("t", 0))  # type: ignore[arg-type]
-        _, [r] = await c.call(lambda: requests.alter_partition(
-            c, 1, -1, [_proposal("t", 0, 1, (1, 2, 3, 4), r.partition_epoch)]))  # fmt: skip
+        _, [r] = await c.call(lambda term: requests.alter_partition(
+            term, 1, -1, [_proposal("t", 0, 1, (1, 2, 3, 4), r.partition_epoch)]))  # fmt: skip
         assert r.error == ErrorCode.none
         await cluster.settle()
         assert not reassignment.in_progress(c.ctx, ("t", 0))  # type: ignore[arg-type]
@@ -98,9 +98,9 @@ def test_reassignment_adds_waits_for_isr_moves_leader_removes_old() -> None:
         assert ("t", 0, True) in cluster.brokers[2].stopped()
         assert list(cluster.brokers[4].metadata()[("t", 0)].replicas) == [3, 4]
         # cancelling when nothing moves
-        results = await c.call(lambda: reassignment.alter(c, {("t", 0): None}))
+        results = await c.call(lambda term: reassignment.alter(term, {("t", 0): None}))
         assert results[("t", 0)][0] == ErrorCode.no_reassignment_in_progress
-        bad = await c.call(lambda: reassignment.alter(c, {("t", 0): [3, 3]}))
+        bad = await c.call(lambda term: reassignment.alter(term, {("t", 0): [3, 3]}))
         assert bad[("t", 0)][0] == ErrorCode.invalid_replica_assignment
 
     run(scenario)
@@ -112,8 +112,8 @@ def test_reassignment_cancelled_and_resumed_after_failover() -> None:
         await cluster.create_topic("t", {0: [2, 3], 1: [2, 3]})
         c = cluster.active()
         assert c.broker_id == 1
-        await c.call(lambda: reassignment.alter(c, {("t", 0): [3, 1], ("t", 1): [3, 1]}))
-        await c.call(lambda: reassignment.alter(c, {("t", 1): None}))  # cancel
+        await c.call(lambda term: reassignment.alter(term, {("t", 0): [3, 1], ("t", 1): [3, 1]}))
+        await c.call(lambda term: reassignment.alter(term, {("t", 1): None}))  # cancel
         await cluster.settle()
         state, _ = await cluster.state("t", 1)
         doc, _ = await cluster.admin.get("/brokers/topics/t")
@@ -126,8 +126,8 @@ def test_reassignment_cancelled_and_resumed_after_failover() -> None:
         assert reassignment.ongoing(c.ctx, None) == {  # type: ignore[arg-type]
             ("t", 0): ([3, 1, 2], [1], [2])}
         state, version = await cluster.state("t", 0)
-        _, [r] = await c.call(lambda: requests.alter_partition(
-            c, state.leader, -1, [_proposal("t", 0, state.leader_epoch, (2, 3, 1), version)]))  # fmt: skip
+        _, [r] = await c.call(lambda term: requests.alter_partition(
+            term, state.leader, -1, [_proposal("t", 0, state.leader_epoch, (2, 3, 1), version)]))  # fmt: skip
         assert r.error == ErrorCode.none
         await cluster.settle()
         state, _ = await cluster.state("t", 0)

@@ -7,7 +7,6 @@ from typing import Any
 
 from strom.controller.channel import ChannelManager
 from strom.metadata.zk_model import BrokerRegistration, Endpoint
-from strom.replication.connection import BrokerConnectionError
 
 
 class Flaky:
@@ -21,7 +20,7 @@ class Flaky:
         self.attempts.append(request)
         if self.failures > 0:
             self.failures -= 1
-            raise BrokerConnectionError("refused")
+            raise ConnectionRefusedError("refused")  # as BrokerConnection raises: an OSError
         return ("answer", request)
 
     def close(self, error: Exception | None = None) -> None:
@@ -41,7 +40,15 @@ def test_order_retries_local_calls_and_removal() -> None:
             return ("local", request)
 
         conns = {2: Flaky(3), 3: Flaky(10**9)}
-        channel = ChannelManager(1, local, connect=lambda b, _r: conns[b])
+
+        class Network:
+            def connect(self, broker_id: int, registration: BrokerRegistration) -> Flaky:
+                return conns[broker_id]
+
+            async def local_call(self, api_key: int, version: int, request: Any) -> Any:
+                return await local(api_key, version, request)
+
+        channel = ChannelManager(1, Network())
         for b in (1, 2, 3):
             channel.add_broker(b, _reg(b))
         answers: list[Any] = []

@@ -16,7 +16,7 @@ from strom.controller import topics as topic_admin
 from strom.metadata.zk_model import BrokerRegistration, Endpoint, PartitionState
 from strom.metadata.zookeeper import ZooKeeperStore
 from strom.testing.zookeeper import ZooKeeperProcess, zookeeper_available
-from tests.unit.controller.harness import FakeBroker, FakeConnection
+from tests.unit.controller.harness import FakeBroker, FakeNetwork
 
 pytestmark = pytest.mark.skipif(not zookeeper_available(), reason="apt-get install -y zookeeper")
 SESSION_MS = 4000
@@ -55,8 +55,8 @@ def test_failover_on_session_expiry(zookeeper: ZooKeeperProcess) -> None:
                 reg = BrokerRegistration(b, (Endpoint("PLAINTEXT", "127.0.0.1", 9000 + b),))
                 await store.create(f"/brokers/ids/{b}", reg.to_json(), ephemeral=True)
                 controllers[b] = Controller(
-                    store, b, fakes[b].handle, settings=ControllerSettings(auto_rebalance=False),
-                    connect=lambda x, _r: FakeConnection(fakes[x]))  # fmt: skip
+                    store, b, FakeNetwork(fakes[b], fakes),
+                    settings=ControllerSettings(auto_rebalance=False))  # fmt: skip
                 await controllers[b].start()
 
             def actives() -> list[Controller]:

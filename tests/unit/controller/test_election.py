@@ -68,7 +68,7 @@ def test_a_deposed_controller_changes_nothing_and_its_requests_carry_the_old_epo
         assert new.epoch == 2 and zombie.epoch == 1
         # The zombie tries to move a leadership: its fenced write is refused and it resigns.
         try:
-            await zombie.call(lambda: requests.controlled_shutdown(zombie, before.leader, -1))
+            await zombie.call(lambda term: requests.controlled_shutdown(term, before.leader, -1))
         except NotControllerError:
             pass
         else:
@@ -91,7 +91,7 @@ def test_session_suspended_resigns_at_once() -> None:
         sent_before = {b: len(f.received) for b, f in cluster.brokers.items()}
         active.store.notify(active.store.state.SUSPENDED)  # type: ignore[attr-defined]
         await cluster.settle(lambda: not active.active)
-        assert active.channel is None and active.ctx is None
+        assert active.office is None and active.ctx is None
         assert {b: len(f.received) for b, f in cluster.brokers.items()} == sent_before
 
     run(scenario)
@@ -105,7 +105,7 @@ def test_on_the_embedded_store_the_single_broker_wins_and_epochs_survive_restart
     from strom.controller import topics as topic_admin
     from strom.metadata.embedded import EmbeddedStore
     from strom.metadata.zk_model import BrokerRegistration, Endpoint, PartitionState
-    from tests.unit.controller.harness import FakeBroker
+    from tests.unit.controller.harness import FakeBroker, FakeNetwork
 
     async def one_life(expected_epoch: int) -> PartitionState:
         store = EmbeddedStore(tmp_path)
@@ -113,7 +113,8 @@ def test_on_the_embedded_store_the_single_broker_wins_and_epochs_survive_restart
         fake = FakeBroker(1)
         reg = BrokerRegistration(1, (Endpoint("PLAINTEXT", "127.0.0.1", 9001),))
         await store.create("/brokers/ids/1", reg.to_json(), ephemeral=True)
-        c = Controller(store, 1, fake.handle, settings=ControllerSettings(auto_rebalance=False))
+        c = Controller(store, 1, FakeNetwork(fake, {1: fake}),
+                       settings=ControllerSettings(auto_rebalance=False))  # fmt: skip
         await c.start()
         try:
             for _ in range(100):

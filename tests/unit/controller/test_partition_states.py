@@ -18,7 +18,7 @@ async def _shrink_isr(cluster: Cluster, tp: tuple[str, int], isr: tuple[int, ...
     state, version = await cluster.state(*tp)
     proposal = requests.IsrProposal(None, tp[0], tp[1], state.leader_epoch, isr,
                                     (-1,) * len(isr), 0, version)  # fmt: skip
-    code, results = await c.call(lambda: requests.alter_partition(c, state.leader, -1, [proposal]))
+    code, results = await c.call(lambda term: requests.alter_partition(term, state.leader, -1, [proposal]))
     assert code == ErrorCode.none and results[0].error == ErrorCode.none, results
 
 
@@ -73,7 +73,7 @@ def test_no_isr_member_left_goes_offline_unless_unclean_enabled() -> None:
         assert dirty.leader == 2 and dirty.isr == (2,) and dirty.leader_recovery_state == 1
         # ElectLeaders unclean on the clean topic is the admin's explicit choice
         c = cluster.active()
-        results = await c.call(lambda: requests.elect_leaders(c, 1, [("clean", 0), ("nope", 0)]))
+        results = await c.call(lambda term: requests.elect_leaders(term, 1, [("clean", 0), ("nope", 0)]))
         assert results[("clean", 0)][0] == ErrorCode.none
         assert results[("nope", 0)][0] == ErrorCode.unknown_topic_or_partition
         clean, _ = await cluster.state("clean", 0)
@@ -98,7 +98,7 @@ def test_controlled_shutdown_moves_leadership_and_shrinks_isr() -> None:
         await cluster.start(1, 2, 3)
         await cluster.create_topic("t", {0: [1, 2, 3], 1: [2, 1, 3], 2: [1]})
         c = cluster.active()
-        code, remaining = await c.call(lambda: requests.controlled_shutdown(c, 1, -1))
+        code, remaining = await c.call(lambda term: requests.controlled_shutdown(term, 1, -1))
         assert code == ErrorCode.none and remaining == []
         await cluster.settle()
         s0, _ = await cluster.state("t", 0)
@@ -110,9 +110,9 @@ def test_controlled_shutdown_moves_leadership_and_shrinks_isr() -> None:
         assert ("t", 1, False) in cluster.brokers[1].stopped()
         # a broker that is shutting down is not eligible for the ISR
         proposal = requests.IsrProposal(None, "t", 0, 1, (2, 3, 1), (-1, -1, -1), 0, 1)
-        _, results = await c.call(lambda: requests.alter_partition(c, 2, -1, [proposal]))
+        _, results = await c.call(lambda term: requests.alter_partition(term, 2, -1, [proposal]))
         assert results[0].error == ErrorCode.ineligible_replica
-        stale = await c.call(lambda: requests.controlled_shutdown(c, 2, 12345))
+        stale = await c.call(lambda term: requests.controlled_shutdown(term, 2, 12345))
         assert stale[0] == ErrorCode.stale_broker_epoch
 
     run(scenario)
@@ -128,21 +128,21 @@ def test_preferred_election_and_auto_rebalance() -> None:
         c = cluster.active()
         s0, _ = await cluster.state("t", 0)
         assert s0.leader == 2 and 1 not in s0.isr
-        r = await c.call(lambda: requests.elect_leaders(c, 0, [("t", 0), ("t", 2)]))
+        r = await c.call(lambda term: requests.elect_leaders(term, 0, [("t", 0), ("t", 2)]))
         assert r[("t", 0)][0] == ErrorCode.preferred_leader_not_available
         assert r[("t", 2)][0] == ErrorCode.election_not_needed
         for p, isr in ((0, (2, 1)), (1, (3, 1))):
             s, v = await cluster.state("t", p)
             proposal = requests.IsrProposal(None, "t", p, s.leader_epoch, isr, (-1, -1), 0, v)
-            _, res = await c.call(lambda pr=proposal, leader=s.leader: requests.alter_partition(
-                c, leader, -1, [pr]))  # fmt: skip
+            _, res = await c.call(lambda term, pr=proposal, leader=s.leader: requests.alter_partition(
+                term, leader, -1, [pr]))  # fmt: skip
             assert res[0].error == ErrorCode.none
-        moved = await c.call(lambda: requests.rebalance(c))
+        moved = await c.call(lambda term: requests.rebalance(term))
         assert moved == {("t", 0), ("t", 1)}
         for p in (0, 1):
             s, _ = await cluster.state("t", p)
             assert s.leader == 1 and s.leader_epoch == 2
-        assert await c.call(lambda: requests.rebalance(c)) == set()
+        assert await c.call(lambda term: requests.rebalance(term)) == set()
 
     run(scenario)
 

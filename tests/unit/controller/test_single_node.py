@@ -13,6 +13,7 @@ from typing import Any
 
 from strom.controller import reassignment, requests
 from strom.controller.single_node import SingleNodeController
+from strom.controller.term import Term
 from strom.metadata.embedded import EmbeddedStore
 from strom.metadata.topics import TopicRegistry
 from strom.metadata.zk_model import BrokerRegistration, Endpoint, PartitionState, topic_path
@@ -38,23 +39,22 @@ def test_one_broker_elects_nothing_and_moves_back_to_itself(tmp_path: Path) -> N
             me = BrokerRegistration(1, (Endpoint("PLAINTEXT", "127.0.0.1", 9092),))
             c = SingleNodeController(store, topics, hosted, me, lambda: 5)
             wanted = [("t", 0), ("t", 1), ("t", 2)]
-            preferred = await c.call(lambda: requests.elect_leaders(c, 0, wanted))
+            preferred = await c.call(lambda term: requests.elect_leaders(term, 0, wanted))
             assert {tp: code for tp, (code, _m) in preferred.items()} == {
                 ("t", 0): ErrorCode.election_not_needed,
                 ("t", 1): ErrorCode.preferred_leader_not_available,
                 ("t", 2): ErrorCode.unknown_topic_or_partition,
             }
-            unclean = await c.call(lambda: requests.elect_leaders(c, 1, wanted[:2]))
+            unclean = await c.call(lambda term: requests.elect_leaders(term, 1, wanted[:2]))
             assert {tp: code for tp, (code, _m) in unclean.items()} == {
                 ("t", 0): ErrorCode.election_not_needed, ("t", 1): ErrorCode.election_not_needed}
 
-            moved = await c.call(lambda: reassignment.alter(c, {("t", 0): [1], ("t", 1): [7]}))
+            moved = await c.call(lambda term: reassignment.alter(term, {("t", 0): [1], ("t", 1): [7]}))
             assert {tp: code for tp, (code, _m) in moved.items()} == {
                 ("t", 0): ErrorCode.none, ("t", 1): ErrorCode.invalid_replica_assignment}
 
-            async def listing() -> Any:
-                ctx, _ = c._context()
-                return reassignment.ongoing(ctx, None)
+            async def listing(term: Term) -> Any:
+                return reassignment.ongoing(term.ctx, None)
 
             assert await c.call(listing) == {}
             # the completed move is in the registry, in its own document format
@@ -68,8 +68,8 @@ def test_one_broker_elects_nothing_and_moves_back_to_itself(tmp_path: Path) -> N
             # the leader epoch a single node serves never moves
             assert hosted[("t", 0)].leader_epoch == 3
 
-            async def move_leader() -> Any:
-                return await c.states().write(("t", 1), PartitionState(7, 4, (7,), 0), 0)
+            async def move_leader(term: Term) -> Any:
+                return await term.states().write(("t", 1), PartitionState(7, 4, (7,), 0), 0)
 
             assert await c.call(move_leader) is None  # no other broker can lead
         finally:

@@ -192,6 +192,15 @@ def test_log_config() -> None:
                         ("segment.bytes", "1"), ("min.cleanable.dirty.ratio", "2")]:  # fmt: skip
         with pytest.raises(InvalidConfigError):
             validate_topic_config(name, value)
+    # Kafka's own words (ConfigDef), which kafka-configs prints (tests/jvm golden)
+    for name, value, words in [
+        ("retention.ms", "soon", "Invalid value soon for configuration retention.ms: "
+         "Not a number of type LONG"),
+        ("min.cleanable.dirty.ratio", "x", "Not a number of type DOUBLE"),
+        ("preallocate", "maybe", "Expected value to be either true or false"),
+    ]:  # fmt: skip
+        with pytest.raises(InvalidConfigError, match=words):
+            validate_topic_config(name, value)
 
 
 def test_log_manager(tmp_path: Path, clock: FakeClock) -> None:

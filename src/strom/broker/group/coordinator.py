@@ -14,16 +14,18 @@ delayed (until every member rejoined, or the leader sent its assignment), so the
 callback, as are OffsetCommit and TxnOffsetCommit (answered once their records are replicated);
 Heartbeat, LeaveGroup and the other offset APIs answer at once.
 
-The class is built in layers, each one a base class of the next, so every method it calls is
-really there (no stubs): :class:`~strom.broker.group.rebalance.Rebalancer` (groups, group
-records, rebalance transitions, timers) under :class:`~strom.broker.group.membership.Membership`
-(JoinGroup) and :class:`~strom.broker.group.offsets.OffsetOps` (offset commits, group deletion),
-under :class:`GroupCoordinator` here: loading from the log, SyncGroup, Heartbeat, LeaveGroup.
+Composed of parts with one job each, sharing one :class:`~strom.broker.group.rebalance.Rebalancer`
+(``core``: the groups, their records, the rebalance transitions and timers):
+:class:`~strom.broker.group.membership.Membership` (JoinGroup) and
+:class:`~strom.broker.group.offsets.Offsets` (offset commits, group deletion); this class adds
+loading from the log, SyncGroup, Heartbeat and LeaveGroup, and is the coordinator's whole
+public surface.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from strom.broker.group import records as rec
 from strom.broker.group.membership import Membership
@@ -36,28 +38,100 @@ from strom.broker.group.model import (
     SyncCallback,
     SyncResult,
 )
-from strom.broker.group.offsets import OffsetOps
+from strom.broker.group.offsets import Offsets, OffsetsCallback
 from strom.broker.group.rebalance import (
     AppendFn,
     Cancellable,
     CoordinatorConfig,
+    Rebalancer,
     Timers,
+    TxnAppendFn,
     cancel,
 )
 from strom.protocol.errors import ErrorCode
 
-__all__ = ["AppendFn", "Cancellable", "CoordinatorConfig", "GroupCoordinator", "Timers"]
+if TYPE_CHECKING:
+    from strom.clock import Clock
+
+__all__ = ["AppendFn", "Cancellable", "CoordinatorConfig", "GroupCoordinator", "OffsetsCallback",
+           "Timers"]
 log = logging.getLogger(__name__)
 E = ErrorCode
 
 
-class GroupCoordinator(Membership, OffsetOps):
+class GroupCoordinator:
+    def __init__(self, config: CoordinatorConfig, clock: Clock, timers: Timers,
+                 append: AppendFn) -> None:  # fmt: skip
+        self.core = Rebalancer(config, clock, timers, append)
+        self.membership = Membership(self.core)
+        self.offsets = Offsets(self.core)
+        # the parts' public operations are the coordinator's
+        self.join = self.membership.join
+        self.commit_offsets = self.offsets.commit_offsets
+        self.commit_txn_offsets = self.offsets.commit_txn_offsets
+        self.replay_txn_offset = self.offsets.replay_txn_offset
+        self.complete_txn = self.offsets.complete_txn
+        self.has_pending_txn_offset = self.offsets.has_pending_txn_offset
+        self.fetch_offsets = self.offsets.fetch_offsets
+        self.delete_groups = self.offsets.delete_groups
+        self.delete_offsets = self.offsets.delete_offsets
+        self.expire_offsets = self.offsets.expire_offsets
+        self.partition_for = self.core.partition_for
+        self.not_here = self.core.not_here
+        self.get_group = self.core.get_group
+
+    # the core's state, as the broker and the handlers read it ----------------------------------
+    @property
+    def config(self) -> CoordinatorConfig:
+        return self.core.config
+
+    @property
+    def groups(self) -> dict[str, Group]:
+        return self.core.groups
+
+    @property
+    def loading(self) -> bool:
+        return self.core.loading
+
+    @loading.setter
+    def loading(self, value: bool) -> None:
+        self.core.loading = value
+
+    @property
+    def owned(self) -> set[int] | None:
+        """The partitions of ``__consumer_offsets`` served here (None: all of them)."""
+        return self.core.owned
+
+    @owned.setter
+    def owned(self, value: set[int] | None) -> None:
+        self.core.owned = value
+
+    @property
+    def append_txn(self) -> TxnAppendFn | None:
+        return self.core.append_txn
+
+    @append_txn.setter
+    def append_txn(self, value: TxnAppendFn | None) -> None:
+        self.core.append_txn = value
+
+    @property
+    def pending_txn_offsets(self) -> dict[int, dict[tuple[str, str, int], OffsetEntry]]:
+        return self.core.pending_txn_offsets
+
+    @property
+    def rebalances(self) -> int:
+        return self.core.rebalances
+
+    @property
+    def completed_rebalances(self) -> int:
+        return self.core.completed_rebalances
+
     # loading ---------------------------------------------------------------------------------
     def replay(self, key: bytes, value: bytes | None) -> None:
         """Apply one record of ``__consumer_offsets`` (in log order) while loading."""
         k = rec.decode_key(key)
         if isinstance(k, rec.OffsetKey):
-            offsets = self._loaded_offsets.setdefault(k.group, {})
+            offsets = self.core.loaded_offsets.setdefault(k.group, {})
             if value is None:
                 offsets.pop((k.topic, k.partition), None)
             else:
@@ -66,20 +140,20 @@ class GroupCoordinator(Membership, OffsetOps):
                     v.offset, v.leader_epoch, v.metadata, v.commit_timestamp
                 )
         else:
-            self._loaded_meta[k.group] = None if value is None else rec.decode_group_value(value)
+            self.core.loaded_meta[k.group] = None if value is None else rec.decode_group_value(value)
 
     def finish_loading(self, partition: int | None = None) -> None:
         """Build the groups replayed since loading began; with ``partition`` only that
         partition's (a marker replayed there may name other partitions' groups, which their
         own partition's log has), which this coordinator then owns."""
-        for gid in set(self._loaded_meta) | set(self._loaded_offsets):
-            if partition is not None and self.partition_for(gid) != partition:
+        for gid in set(self.core.loaded_meta) | set(self.core.loaded_offsets):
+            if partition is not None and self.core.partition_for(gid) != partition:
                 continue
-            meta = self._loaded_meta.get(gid)
-            offsets = self._loaded_offsets.get(gid) or {}
+            meta = self.core.loaded_meta.get(gid)
+            offsets = self.core.loaded_offsets.get(gid) or {}
             if meta is None and not offsets:
                 continue
-            group = Group(gid, state_timestamp=self.clock.time_ms(), offsets=offsets)
+            group = Group(gid, state_timestamp=self.core.clock.time_ms(), offsets=offsets)
             if meta is not None:
                 group.generation = meta.generation
                 group.protocol_type = meta.protocol_type or None
@@ -95,26 +169,26 @@ class GroupCoordinator(Membership, OffsetOps):
                     )  # fmt: skip
                 group.leader_id = meta.leader if meta.leader in group.members else group.leader_id
                 group.state = GroupState.STABLE if group.members else GroupState.EMPTY
-            self.groups[gid] = group
+            self.core.groups[gid] = group
             for member in group.members.values():
-                self._schedule_heartbeat(group, member)
-        self._loaded_meta.clear()
-        self._loaded_offsets.clear()
-        self.loading = False
+                self.core.schedule_heartbeat(group, member)
+        self.core.loaded_meta.clear()
+        self.core.loaded_offsets.clear()
+        self.core.loading = False
         if partition is None:
-            log.info("group coordinator loaded %d groups", len(self.groups))
-        elif self.owned is not None:
-            self.owned.add(partition)
+            log.info("group coordinator loaded %d groups", len(self.core.groups))
+        elif self.core.owned is not None:
+            self.core.owned.add(partition)
 
     def unload_partition(self, partition: int) -> None:
         """This broker stopped leading ``partition``: forget its groups (timers cancelled,
         waiting JoinGroup/SyncGroup answered NOT_COORDINATOR, so their members find the new
         coordinator) and their pending transactional offsets (Kafka's onResignation)."""
-        if self.owned is not None:
-            self.owned.discard(partition)
+        if self.core.owned is not None:
+            self.core.owned.discard(partition)
         dropped = 0
-        for gid, group in list(self.groups.items()):
-            if self.partition_for(gid) != partition:
+        for gid, group in list(self.core.groups.items()):
+            if self.core.partition_for(gid) != partition:
                 continue
             for timer in (group.join_timer, group.sync_timer, *group.pending_members.values()):
                 cancel(timer)
@@ -126,13 +200,13 @@ class GroupCoordinator(Membership, OffsetOps):
                     join(JoinResult(E.not_coordinator, member.member_id))
                 if sync is not None:
                     sync(SyncResult(E.not_coordinator))
-            del self.groups[gid]
+            del self.core.groups[gid]
             dropped += 1
-        for pid, pending in list(self.pending_txn_offsets.items()):
-            for key in [k for k in pending if self.partition_for(k[0]) == partition]:
+        for pid, pending in list(self.core.pending_txn_offsets.items()):
+            for key in [k for k in pending if self.core.partition_for(k[0]) == partition]:
                 del pending[key]
             if not pending:
-                del self.pending_txn_offsets[pid]
+                del self.core.pending_txn_offsets[pid]
         if dropped:
             log.info("group coordinator unloaded %d groups of partition %d", dropped, partition)
 
@@ -145,9 +219,9 @@ class GroupCoordinator(Membership, OffsetOps):
         def fail(code: ErrorCode) -> None:
             callback(SyncResult(code))
 
-        if (code := self.not_here(group_id)) is not None:
+        if (code := self.core.not_here(group_id)) is not None:
             return fail(code)
-        group = self.groups.get(group_id)
+        group = self.core.groups.get(group_id)
         if group is None:
             return fail(E.unknown_member_id)
         if group.state is GroupState.DEAD:
@@ -171,7 +245,7 @@ class GroupCoordinator(Membership, OffsetOps):
         if not group.pending_sync:
             cancel(group.sync_timer)
         if group.state is GroupState.STABLE:
-            self._schedule_heartbeat(group, member)
+            self.core.schedule_heartbeat(group, member)
             return callback(
                 SyncResult(E.none, group.protocol_type, group.protocol_name, member.assignment)
             )
@@ -182,7 +256,7 @@ class GroupCoordinator(Membership, OffsetOps):
         if group.leader_id != member_id:
             return None
         full = {mid: assignments.get(mid, b"") for mid in group.members}
-        self._store_group(group, lambda code: self._assignment_stored(group, generation, full, code),
+        self.core.store_group(group, lambda code: self._assignment_stored(group, generation, full, code),
                           full)  # fmt: skip
         return None
 
@@ -194,7 +268,7 @@ class GroupCoordinator(Membership, OffsetOps):
         rebalances again (Kafka's resetAndPropagateAssignmentError). Ignored when the group
         moved on meanwhile (a member joined or left: a new rebalance answered them already)."""
         if (
-            not self._current(group)
+            not self.core.current(group)
             or group.state is not GroupState.COMPLETING_REBALANCE
             or group.generation != generation
         ):
@@ -202,24 +276,24 @@ class GroupCoordinator(Membership, OffsetOps):
         if code is not E.none:
             log.warning("group %s: storing the assignment of generation %d failed: %s",
                         group.group_id, generation, code.name)  # fmt: skip
-            self._propagate_assignment_error(group, code)
-            self._maybe_prepare_rebalance(group)
+            self.core.propagate_assignment_error(group, code)
+            self.core.maybe_prepare_rebalance(group)
             return
         for m in group.members.values():
             m.assignment = assignment.get(m.member_id, b"")
             cb, m.sync_callback = m.sync_callback, None
             if cb is not None:
                 cb(SyncResult(E.none, group.protocol_type, group.protocol_name, m.assignment))
-                self._schedule_heartbeat(group, m)
-        self._transition(group, GroupState.STABLE)
+                self.core.schedule_heartbeat(group, m)
+        self.core.transition(group, GroupState.STABLE)
 
     # Heartbeat / LeaveGroup ------------------------------------------------------------------
     def heartbeat(
         self, group_id: str, member_id: str, instance_id: str | None, generation: int
     ) -> ErrorCode:
-        if (code := self.not_here(group_id)) is not None:
+        if (code := self.core.not_here(group_id)) is not None:
             return code
-        group = self.groups.get(group_id)
+        group = self.core.groups.get(group_id)
         if group is None:
             return E.unknown_member_id
         if group.state is GroupState.DEAD:
@@ -233,7 +307,7 @@ class GroupCoordinator(Membership, OffsetOps):
             return E.illegal_generation
         if group.state is GroupState.EMPTY:
             return E.unknown_member_id
-        self._schedule_heartbeat(group, member)
+        self.core.schedule_heartbeat(group, member)
         if group.state is GroupState.PREPARING_REBALANCE:
             return E.rebalance_in_progress
         return E.none
@@ -241,9 +315,9 @@ class GroupCoordinator(Membership, OffsetOps):
     def leave(
         self, group_id: str, leaving: list[tuple[str, str | None]]
     ) -> tuple[ErrorCode, list[ErrorCode]]:
-        if (code := self.not_here(group_id)) is not None:
+        if (code := self.core.not_here(group_id)) is not None:
             return code, [code] * len(leaving)
-        group = self.groups.get(group_id)
+        group = self.core.groups.get(group_id)
         if group is None:
             return E.none, [E.unknown_member_id] * len(leaving)
         if group.state is GroupState.DEAD:
@@ -254,7 +328,7 @@ class GroupCoordinator(Membership, OffsetOps):
                 member_id = group.static_members[instance_id]
             if member_id in group.pending_members:
                 cancel(group.pending_members.pop(member_id))
-                self._maybe_complete_join(group)
+                self.core.maybe_complete_join(group)
                 errors.append(E.none)
             elif group.is_static_member_fenced(instance_id, member_id):
                 errors.append(E.fenced_instance_id)
@@ -262,6 +336,6 @@ class GroupCoordinator(Membership, OffsetOps):
                 errors.append(E.unknown_member_id)
             else:
                 log.info("group %s: member %s left", group_id, member_id)
-                self._remove_member_and_update_group(group, group.members[member_id])
+                self.core.remove_member_and_update_group(group, group.members[member_id])
                 errors.append(E.none)
         return E.none, errors

@@ -24,7 +24,13 @@ NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 E = ErrorCode
 
 
-class Membership(Rebalancer):
+class Membership:
+    """JoinGroup: members joining, rejoining, static members replaced, on the groups of
+    ``core``."""
+
+    def __init__(self, core: Rebalancer) -> None:
+        self.core = core
+
     # JoinGroup -------------------------------------------------------------------------------
     def join(
         self, group_id: str, member_id: str, instance_id: str | None, require_known_member_id: bool,
@@ -34,18 +40,18 @@ class Membership(Rebalancer):
         def fail(code: ErrorCode) -> None:
             callback(JoinResult(code, member_id))
 
-        cfg = self.config
+        cfg = self.core.config
         if not group_id:
             return fail(E.invalid_group_id)
-        if (code := self.not_here(group_id)) is not None:
+        if (code := self.core.not_here(group_id)) is not None:
             return fail(code)
         if not cfg.min_session_timeout_ms <= session_timeout_ms <= cfg.max_session_timeout_ms:
             return fail(E.invalid_session_timeout)
-        group = self.groups.get(group_id)
+        group = self.core.groups.get(group_id)
         if group is None:
             if member_id:
                 return fail(E.unknown_member_id)
-            group = self.groups[group_id] = Group(group_id, state_timestamp=self.clock.time_ms())
+            group = self.core.groups[group_id] = Group(group_id, state_timestamp=self.core.clock.time_ms())
         if member_id == "" and len(group.members) >= cfg.max_group_size:
             return fail(E.group_max_size_reached)
         if group.state is GroupState.DEAD:
@@ -69,7 +75,7 @@ class Membership(Rebalancer):
                 else:
                     self._replace_static_member(group, old_id, new_id, instance_id, *args, callback)
             elif require_known_member_id:
-                group.pending_members[new_id] = self.timers.call_later(
+                group.pending_members[new_id] = self.core.timers.call_later(
                     session_timeout_ms, lambda: self._expire_pending_member(group, new_id)
                 )
                 callback(JoinResult(E.member_id_required, new_id))
@@ -88,14 +94,14 @@ class Membership(Rebalancer):
             self._update_member_and_rebalance(group, member, *args[2:4], protocols, callback)
         elif state is GroupState.COMPLETING_REBALANCE:
             if member.matches(protocols):
-                callback(self._join_result(group, member_id))
+                callback(self.core.join_result(group, member_id))
             else:
                 self._update_member_and_rebalance(group, member, *args[2:4], protocols, callback)
         elif state is GroupState.STABLE:
             if group.leader_id == member_id or not member.matches(protocols):
                 self._update_member_and_rebalance(group, member, *args[2:4], protocols, callback)
             else:
-                result = self._join_result(group, member_id)
+                result = self.core.join_result(group, member_id)
                 result.members = []
                 callback(result)
         else:
@@ -114,10 +120,10 @@ class Membership(Rebalancer):
         if group.state is GroupState.PREPARING_REBALANCE and group.generation == 0:
             group.new_member_added = True
         group.add(member)
-        self._schedule_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
+        self.core.schedule_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
         cancel(group.pending_members.pop(member_id, None))
-        self._maybe_prepare_rebalance(group)
-        self._maybe_complete_join(group)
+        self.core.maybe_prepare_rebalance(group)
+        self.core.maybe_complete_join(group)
 
     def _update_member_and_rebalance(
         self, group: Group, member: Member, rebalance_timeout_ms: int, session_timeout_ms: int,
@@ -129,8 +135,8 @@ class Membership(Rebalancer):
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
         member.join_callback = callback
-        self._maybe_prepare_rebalance(group)
-        self._maybe_complete_join(group)
+        self.core.maybe_prepare_rebalance(group)
+        self.core.maybe_complete_join(group)
 
     def _replace_static_member(
         self, group: Group, old_id: str, new_id: str, instance_id: str, client_id: str,
@@ -158,7 +164,7 @@ class Membership(Rebalancer):
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
         member.client_host = client_host
-        self._schedule_heartbeat(group, member)
+        self.core.schedule_heartbeat(group, member)
         log.info(
             "group %s: static member %s replaced %s by %s",
             group.group_id,
@@ -171,11 +177,11 @@ class Membership(Rebalancer):
 
                 def stored(code: ErrorCode) -> None:
                     if code is E.none:
-                        callback(self._join_result(group, new_id, skip=group.leader_id == new_id))
+                        callback(self.core.join_result(group, new_id, skip=group.leader_id == new_id))
                         return
                     log.warning("group %s: storing static member failed: %s",
                                 group.group_id, code.name)  # fmt: skip
-                    if self._current(group) and group.members.get(new_id) is member:
+                    if self.core.current(group) and group.members.get(new_id) is member:
                         # revert: the old member id stays valid (Kafka's replaceStaticMember)
                         member.protocols = old_protocols
                         del group.members[new_id]
@@ -186,17 +192,17 @@ class Membership(Rebalancer):
                             group.leader_id = old_id
                     callback(JoinResult(code, ""))
 
-                self._store_group(group, stored)
+                self.core.store_group(group, stored)
             else:
                 member.join_callback = callback
-                self._prepare_rebalance(group)
+                self.core.prepare_rebalance(group)
         elif group.state is GroupState.COMPLETING_REBALANCE:
             member.join_callback = callback
-            self._prepare_rebalance(group)
+            self.core.prepare_rebalance(group)
         else:  # PreparingRebalance: answered when the join completes
             member.join_callback = callback
-            self._maybe_complete_join(group)
+            self.core.maybe_complete_join(group)
 
     def _expire_pending_member(self, group: Group, member_id: str) -> None:
-        if self._current(group) and group.pending_members.pop(member_id, None) is not None:
-            self._maybe_complete_join(group)
+        if self.core.current(group) and group.pending_members.pop(member_id, None) is not None:
+            self.core.maybe_complete_join(group)

@@ -1,8 +1,8 @@
 """Committed offsets and group deletion: the offset half of the group coordinator.
 
-A layer of :class:`~strom.broker.group.coordinator.GroupCoordinator` on top of
-:class:`~strom.broker.group.rebalance.Rebalancer` (it uses its groups, clock, heartbeat timers
-and ``append``). Kafka's rules: a member commits with its member id and current
+A part of :class:`~strom.broker.group.coordinator.GroupCoordinator` that works on its
+:class:`~strom.broker.group.rebalance.Rebalancer` (the groups, clock, heartbeat timers and
+``append``, through that class's public methods). Kafka's rules: a member commits with its member id and current
 generation (a stale generation is ILLEGAL_GENERATION, a commit while the group awaits SyncGroup
 is REBALANCE_IN_PROGRESS); a commit with generation -1 and no member id is a "simple" commit,
 allowed only while the group has no members. Offsets of an Empty group expire
@@ -47,8 +47,13 @@ def _offset_record(
 OffsetsCallback = Callable[[dict[TopicPartition, ErrorCode]], None]
 
 
-class OffsetOps(Rebalancer):
-    _append_seq = 0
+class Offsets:
+    """Offset commits (plain and transactional), fetches, deletions and expiry, and group
+    deletion, on the groups of ``core``."""
+
+    def __init__(self, core: Rebalancer) -> None:
+        self.core = core
+        self._append_seq = 0
 
     def _next_seq(self) -> int:
         self._append_seq += 1
@@ -64,14 +69,14 @@ class OffsetOps(Rebalancer):
         def every(code: ErrorCode) -> None:
             callback({tp: code for tp in offsets})
 
-        if (code := self.not_here(group_id)) is not None:
+        if (code := self.core.not_here(group_id)) is not None:
             return every(code)
-        group = self.groups.get(group_id)
+        group = self.core.groups.get(group_id)
         if group is None:
             if generation >= 0:
                 return every(E.illegal_generation)
-            group = Group(group_id, state_timestamp=self.clock.time_ms())
-            self.groups[group_id] = group
+            group = Group(group_id, state_timestamp=self.core.clock.time_ms())
+            self.core.groups[group_id] = group
         if group.state is GroupState.DEAD:
             return every(E.coordinator_not_available)
         if generation >= 0 or member_id or instance_id is not None:
@@ -87,7 +92,7 @@ class OffsetOps(Rebalancer):
             return every(E.rebalance_in_progress)
         member = group.members.get(member_id)
         if member is not None:
-            self._schedule_heartbeat(group, member)
+            self.core.schedule_heartbeat(group, member)
         return self._store_offsets(group, offsets, callback)
 
     def _store_offsets(
@@ -97,11 +102,11 @@ class OffsetOps(Rebalancer):
         replicated (unless a later commit of the partition was applied first, or the offset was
         deleted meanwhile); on failure nothing changes and every partition gets the error."""
         result: dict[TopicPartition, ErrorCode] = {}
-        now = self.clock.time_ms()
+        now = self.core.clock.time_ms()
         seq = self._next_seq()
         accepted: dict[TopicPartition, OffsetEntry] = {}
         for tp, entry in offsets.items():
-            if len(entry.metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
+            if len(entry.metadata.encode("utf-8")) > self.core.config.offset_metadata_max_bytes:
                 result[tp] = E.offset_metadata_too_large
             else:
                 accepted[tp] = replace(entry, commit_timestamp=now, append_seq=seq)
@@ -122,7 +127,7 @@ class OffsetOps(Rebalancer):
             result.update(dict.fromkeys(accepted, offset_write_error(code)))
             callback(result)
 
-        self.append_acked(
+        self.core.append_acked(
             group.group_id,
             [_offset_record(group.group_id, tp, e) for tp, e in accepted.items()],
             done,
@@ -143,9 +148,9 @@ class OffsetOps(Rebalancer):
         def every(code: ErrorCode) -> None:
             callback({tp: code for tp in offsets})
 
-        if (code := self.not_here(group_id)) is not None:
+        if (code := self.core.not_here(group_id)) is not None:
             return every(code)
-        group = self.groups.get(group_id)
+        group = self.core.groups.get(group_id)
         if group is not None and group.state is GroupState.DEAD:
             return every(E.coordinator_not_available)
         if group is not None and (generation >= 0 or member_id):  # KIP-447 fencing
@@ -155,16 +160,16 @@ class OffsetOps(Rebalancer):
                 return every(E.unknown_member_id)
             if generation >= 0 and generation != group.generation:
                 return every(E.illegal_generation)
-        if self.append_txn is None:
+        if self.core.append_txn is None:
             return every(E.coordinator_not_available)
-        now = self.clock.time_ms()
+        now = self.core.clock.time_ms()
         seq = self._next_seq()
         accepted = {tp: replace(e, commit_timestamp=now, append_seq=seq) for tp, e in offsets.items()
-                    if len(e.metadata.encode("utf-8")) <= self.config.offset_metadata_max_bytes}  # fmt: skip
+                    if len(e.metadata.encode("utf-8")) <= self.core.config.offset_metadata_max_bytes}  # fmt: skip
         result = {tp: E.offset_metadata_too_large for tp in offsets if tp not in accepted}
         if not accepted:
             return callback(result)
-        pending = self.pending_txn_offsets.setdefault(producer_id, {})
+        pending = self.core.pending_txn_offsets.setdefault(producer_id, {})
         for tp, entry in accepted.items():
             pending[(group_id, tp[0], tp[1])] = entry
 
@@ -172,19 +177,19 @@ class OffsetOps(Rebalancer):
             if code is not E.none:
                 log.warning("group %s: storing transactional offsets failed: %s",
                             group_id, code.name)  # fmt: skip
-                staged = self.pending_txn_offsets.get(producer_id, {})
+                staged = self.core.pending_txn_offsets.get(producer_id, {})
                 for tp, entry in accepted.items():
                     if staged.get((group_id, tp[0], tp[1])) is entry:
                         del staged[(group_id, tp[0], tp[1])]
                 if not staged:
-                    self.pending_txn_offsets.pop(producer_id, None)
+                    self.core.pending_txn_offsets.pop(producer_id, None)
             result.update(dict.fromkeys(accepted, offset_write_error(code)))
             callback(result)
 
         records = [_offset_record(group_id, tp, e) for tp, e in accepted.items()]
         finish = once(done)
         try:
-            self.append_txn(self.partition_for(group_id), records, producer_id, producer_epoch,
+            self.core.append_txn(self.core.partition_for(group_id), records, producer_id, producer_epoch,
                             finish)  # fmt: skip
         except Exception as exc:
             log.warning("group %s: appending transactional offsets failed: %s", group_id, exc)
@@ -195,39 +200,39 @@ class OffsetOps(Rebalancer):
         k = rec.decode_key(key)
         if isinstance(k, rec.OffsetKey) and value is not None:
             v = rec.decode_offset_value(value)
-            self.pending_txn_offsets.setdefault(producer_id, {})[(k.group, k.topic, k.partition)] = (
+            self.core.pending_txn_offsets.setdefault(producer_id, {})[(k.group, k.topic, k.partition)] = (
                 OffsetEntry(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp))  # fmt: skip
 
     def complete_txn(self, producer_id: int, commit: bool) -> None:
         """A transaction marker reached ``__consumer_offsets``: publish or drop the
         producer's pending offsets."""
-        pending = self.pending_txn_offsets.pop(producer_id, {})
+        pending = self.core.pending_txn_offsets.pop(producer_id, {})
         if not commit:
             return
         for (group_id, topic, partition), entry in pending.items():
-            if self.loading:
-                self._loaded_offsets.setdefault(group_id, {})[(topic, partition)] = entry
+            if self.core.loading:
+                self.core.loaded_offsets.setdefault(group_id, {})[(topic, partition)] = entry
                 continue
-            group = self.groups.get(group_id)
+            group = self.core.groups.get(group_id)
             if group is None or group.state is GroupState.DEAD:
-                group = Group(group_id, state_timestamp=self.clock.time_ms())
-                self.groups[group_id] = group
+                group = Group(group_id, state_timestamp=self.core.clock.time_ms())
+                self.core.groups[group_id] = group
             current = group.offsets.get((topic, partition))
             # Kafka's olderThan: a plain commit appended after this one's record stays
             if current is None or current.append_seq <= entry.append_seq:
                 group.offsets[(topic, partition)] = entry
 
     def has_pending_txn_offset(self, group_id: str, tp: TopicPartition) -> bool:
-        return any((group_id, *tp) in p for p in self.pending_txn_offsets.values())
+        return any((group_id, *tp) in p for p in self.core.pending_txn_offsets.values())
 
     def fetch_offsets(
         self, group_id: str, partitions: list[TopicPartition] | None
     ) -> dict[TopicPartition, OffsetEntry | None]:
         """Committed offsets (None = nothing committed); all of the group's if ``partitions``
         is None."""
-        if (code := self.not_here(group_id)) is not None:
+        if (code := self.core.not_here(group_id)) is not None:
             raise KafkaError(code)
-        group = self.groups.get(group_id)
+        group = self.core.groups.get(group_id)
         stored = group.offsets if group is not None and group.state is not GroupState.DEAD else {}
         if partitions is None:
             return dict(stored)
@@ -236,10 +241,10 @@ class OffsetOps(Rebalancer):
     def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
         result: dict[str, ErrorCode] = {}
         for gid in group_ids:
-            if (code := self.not_here(gid)) is not None:
+            if (code := self.core.not_here(gid)) is not None:
                 result[gid] = code
                 continue
-            group = self.groups.get(gid)
+            group = self.core.groups.get(gid)
             if group is None or group.state is GroupState.DEAD:
                 result[gid] = E.group_id_not_found
             elif group.state is not GroupState.EMPTY:
@@ -248,13 +253,13 @@ class OffsetOps(Rebalancer):
                 records = [_offset_record(gid, tp, None) for tp in group.offsets]
                 records.append((rec.encode_group_key(rec.GroupKey(gid)), None))
                 try:
-                    self.append(gid, records)
+                    self.core.append(gid, records)
                 except Exception as exc:
                     log.warning("group %s: deleting failed: %s", gid, exc)
                     result[gid] = E.coordinator_not_available
                     continue
-                self._transition(group, GroupState.DEAD)
-                del self.groups[gid]
+                self.core.transition(group, GroupState.DEAD)
+                del self.core.groups[gid]
                 log.info("group %s deleted", gid)
                 result[gid] = E.none
         return result
@@ -262,9 +267,9 @@ class OffsetOps(Rebalancer):
     def delete_offsets(
         self, group_id: str, partitions: list[TopicPartition]
     ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
-        if (code := self.not_here(group_id)) is not None:
+        if (code := self.core.not_here(group_id)) is not None:
             return code, {}
-        group = self.groups.get(group_id)
+        group = self.core.groups.get(group_id)
         if group is None or group.state is GroupState.DEAD:
             return E.group_id_not_found, {}
         result: dict[TopicPartition, ErrorCode] = {}
@@ -282,7 +287,7 @@ class OffsetOps(Rebalancer):
             return E.non_empty_group, {}
         present = [tp for tp in deletable if tp in group.offsets]
         try:
-            self.append(group_id, [_offset_record(group_id, tp, None) for tp in present])
+            self.core.append(group_id, [_offset_record(group_id, tp, None) for tp in present])
         except Exception as exc:
             log.warning("group %s: deleting offsets failed: %s", group_id, exc)
             return E.coordinator_not_available, {}
@@ -294,12 +299,12 @@ class OffsetOps(Rebalancer):
 
     def expire_offsets(self) -> int:
         """Drop expired offsets (tombstones), and Empty groups left with none; returns the count."""
-        if self.loading:
+        if self.core.loading:
             return 0
-        now = self.clock.time_ms()
-        retention = self.config.offsets_retention_ms
+        now = self.core.clock.time_ms()
+        retention = self.core.config.offsets_retention_ms
         removed = 0
-        for group in list(self.groups.values()):
+        for group in list(self.core.groups.values()):
             expired: list[TopicPartition] = []
             if group.state is GroupState.EMPTY:
                 for tp, entry in group.offsets.items():
@@ -331,7 +336,7 @@ class OffsetOps(Rebalancer):
             if not records:
                 continue
             try:
-                self.append(group.group_id, records)
+                self.core.append(group.group_id, records)
             except Exception as exc:
                 log.warning("group %s: expiring offsets failed: %s", group.group_id, exc)
                 continue
@@ -342,7 +347,7 @@ class OffsetOps(Rebalancer):
                 for timer in group.pending_members.values():
                     timer.cancel()
                 group.pending_members.clear()
-                self._transition(group, GroupState.DEAD)
-                del self.groups[group.group_id]
+                self.core.transition(group, GroupState.DEAD)
+                del self.core.groups[group.group_id]
                 log.info("group %s expired (empty, no offsets)", group.group_id)
         return removed

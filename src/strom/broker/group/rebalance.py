@@ -10,7 +10,7 @@ that is at once, inside the call; on failure nothing changes and the error is ma
 GroupMetadataManager does (:func:`offset_write_error`, :func:`group_write_error`). Deletions and
 expiry are leader-local (:meth:`~Rebalancer.append` raises if it cannot write; Kafka's
 cleanupGroupMetadata, acks=0). A group's ``state_timestamp`` changes only with its state
-(:meth:`~Rebalancer._transition`); a timer or append callback acts only if its group is still
+(:meth:`~Rebalancer.transition`); a timer or append callback acts only if its group is still
 the current one (a deleted group may be recreated under the same id) and, where it matters, in
 the state and generation it was armed for.
 
@@ -23,8 +23,9 @@ arriving). Members that did not rejoin are removed, except static members. Then 
 must SyncGroup within the rebalance timeout or be removed. Timers: a heartbeat (session) timer
 per member, the group's join and sync timers, and the initial delay.
 
-The layers on top: :mod:`~strom.broker.group.membership` (JoinGroup),
-:mod:`~strom.broker.group.offsets` and :class:`~strom.broker.group.coordinator.GroupCoordinator`.
+The parts that work on it, each holding the same :class:`Rebalancer` (composition, no base
+classes): :mod:`~strom.broker.group.membership` (JoinGroup), :mod:`~strom.broker.group.offsets`
+and :class:`~strom.broker.group.coordinator.GroupCoordinator`.
 """
 
 from __future__ import annotations
@@ -145,8 +146,8 @@ class Rebalancer:
         # them and loaded them); None: every partition (a single coordinator, unit tests)
         self.owned: set[int] | None = None
         # filled by GroupCoordinator.replay while loading, emptied by finish_loading
-        self._loaded_meta: dict[str, rec.GroupValue | None] = {}
-        self._loaded_offsets: dict[str, dict[tuple[str, int], OffsetEntry]] = {}
+        self.loaded_meta: dict[str, rec.GroupValue | None] = {}
+        self.loaded_offsets: dict[str, dict[tuple[str, int], OffsetEntry]] = {}
         # TxnOffsetCommit: offsets written in a transaction, by producer id, until its marker
         self.pending_txn_offsets: dict[int, dict[tuple[str, str, int], OffsetEntry]] = {}
         self.append_txn: TxnAppendFn | None = None
@@ -206,7 +207,7 @@ class Rebalancer:
         )  # fmt: skip
         return rec.encode_group_key(rec.GroupKey(group.group_id)), rec.encode_group_value(value)
 
-    def _store_group(
+    def store_group(
         self, group: Group, done: AppendDone, assignment: dict[str, bytes] | None = None
     ) -> None:
         """Write the group record acks=-1 (Kafka's storeGroup); ``done`` gets the mapped code."""
@@ -214,10 +215,10 @@ class Rebalancer:
         self.append_acked(group.group_id, [record], lambda code: done(group_write_error(code)))
 
     # helpers ---------------------------------------------------------------------------------
-    def _current(self, group: Group) -> bool:
+    def current(self, group: Group) -> bool:
         return self.groups.get(group.group_id) is group
 
-    def _transition(self, group: Group, state: GroupState) -> None:
+    def transition(self, group: Group, state: GroupState) -> None:
         if state is GroupState.PREPARING_REBALANCE:
             self.rebalances += 1
         elif state is GroupState.COMPLETING_REBALANCE:
@@ -225,17 +226,17 @@ class Rebalancer:
         group.state = state
         group.state_timestamp = self.clock.time_ms()
 
-    def _member_list(self, group: Group) -> list[tuple[str, str | None, bytes]]:
+    def member_list(self, group: Group) -> list[tuple[str, str | None, bytes]]:
         return [
             (m.member_id, m.instance_id, m.metadata(group.protocol_name))
             for m in group.members.values()
         ]
 
-    def _join_result(self, group: Group, member_id: str, *, skip: bool = False) -> JoinResult:
+    def join_result(self, group: Group, member_id: str, *, skip: bool = False) -> JoinResult:
         leader = group.leader_id == member_id
         return JoinResult(
             E.none, member_id, group.generation, group.protocol_type, group.protocol_name,
-            group.leader_id or "", skip, self._member_list(group) if leader else [],
+            group.leader_id or "", skip, self.member_list(group) if leader else [],
         )  # fmt: skip
 
     def get_group(self, group_id: str) -> Group | None:
@@ -244,67 +245,67 @@ class Rebalancer:
         return self.groups.get(group_id)
 
     # heartbeats ------------------------------------------------------------------------------
-    def _schedule_heartbeat(
+    def schedule_heartbeat(
         self, group: Group, member: Member, timeout_ms: int | None = None
     ) -> None:
         cancel(member.heartbeat_timer)
         delay = member.session_timeout_ms if timeout_ms is None else timeout_ms
         member.heartbeat_timer = self.timers.call_later(
-            delay, lambda: self._on_heartbeat_expired(group, member)
+            delay, lambda: self.on_heartbeat_expired(group, member)
         )
 
-    def _on_heartbeat_expired(self, group: Group, member: Member) -> None:
-        if not self._current(group) or group.members.get(member.member_id) is not member:
+    def on_heartbeat_expired(self, group: Group, member: Member) -> None:
+        if not self.current(group) or group.members.get(member.member_id) is not member:
             return
         if member.is_new or not (member.awaiting_join or member.awaiting_sync):
             log.info("group %s: member %s session expired", group.group_id, member.member_id)
-            self._remove_member_and_update_group(group, member)
+            self.remove_member_and_update_group(group, member)
 
     # rebalance -------------------------------------------------------------------------------
-    def _maybe_prepare_rebalance(self, group: Group) -> None:
+    def maybe_prepare_rebalance(self, group: Group) -> None:
         if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY):
-            self._prepare_rebalance(group)
+            self.prepare_rebalance(group)
 
-    def _prepare_rebalance(self, group: Group) -> None:
+    def prepare_rebalance(self, group: Group) -> None:
         if group.state is GroupState.COMPLETING_REBALANCE:
-            self._propagate_assignment_error(group, E.rebalance_in_progress)
+            self.propagate_assignment_error(group, E.rebalance_in_progress)
         cancel(group.sync_timer)
         cancel(group.join_timer)
         if group.state is GroupState.EMPTY:
             delay = self.config.initial_rebalance_delay_ms
             group.initial_delay_active = True
             group.initial_delay_remaining_ms = max(group.rebalance_timeout_ms - delay, 0)
-            group.join_timer = self.timers.call_later(delay, lambda: self._on_initial_delay(group))
+            group.join_timer = self.timers.call_later(delay, lambda: self.on_initial_delay(group))
         else:
             group.initial_delay_active = False
             group.join_timer = self.timers.call_later(
-                group.rebalance_timeout_ms, lambda: self._complete_join(group)
+                group.rebalance_timeout_ms, lambda: self.complete_join(group)
             )
-        self._transition(group, GroupState.PREPARING_REBALANCE)
+        self.transition(group, GroupState.PREPARING_REBALANCE)
         log.info("group %s: preparing rebalance (generation %d)", group.group_id, group.generation)
-        self._maybe_complete_join(group)
+        self.maybe_complete_join(group)
 
-    def _on_initial_delay(self, group: Group) -> None:
-        if not self._current(group) or not group.initial_delay_active:
+    def on_initial_delay(self, group: Group) -> None:
+        if not self.current(group) or not group.initial_delay_active:
             return
         if group.new_member_added and group.initial_delay_remaining_ms > 0:
             group.new_member_added = False
             delay = min(self.config.initial_rebalance_delay_ms, group.initial_delay_remaining_ms)
             group.initial_delay_remaining_ms = max(group.initial_delay_remaining_ms - delay, 0)
-            group.join_timer = self.timers.call_later(delay, lambda: self._on_initial_delay(group))
+            group.join_timer = self.timers.call_later(delay, lambda: self.on_initial_delay(group))
         else:
-            self._complete_join(group)
+            self.complete_join(group)
 
-    def _maybe_complete_join(self, group: Group) -> None:
+    def maybe_complete_join(self, group: Group) -> None:
         if (
             group.state is GroupState.PREPARING_REBALANCE
             and not group.initial_delay_active
             and group.has_all_members_joined()
         ):
-            self._complete_join(group)
+            self.complete_join(group)
 
-    def _complete_join(self, group: Group) -> None:
-        if not self._current(group) or group.state is not GroupState.PREPARING_REBALANCE:
+    def complete_join(self, group: Group) -> None:
+        if not self.current(group) or group.state is not GroupState.PREPARING_REBALANCE:
             return
         cancel(group.join_timer)
         group.join_timer = None
@@ -314,27 +315,27 @@ class Rebalancer:
                 log.info("group %s: member %s did not rejoin", group.group_id, member.member_id)
                 cancel(member.heartbeat_timer)
                 group.remove(member.member_id)
-        if not self._elect_joined_leader(group) and group.members:
+        if not self.elect_joined_leader(group) and group.members:
             group.join_timer = self.timers.call_later(
-                group.rebalance_timeout_ms, lambda: self._complete_join(group)
+                group.rebalance_timeout_ms, lambda: self.complete_join(group)
             )
             return
         group.generation += 1
         group.pending_sync.clear()
         if not group.members:
             group.protocol_name = None
-            self._transition(group, GroupState.EMPTY)
+            self.transition(group, GroupState.EMPTY)
 
             def stored(code: ErrorCode) -> None:
                 if code is not E.none:  # as Kafka: only logged (the group is Empty either way)
                     log.warning("group %s: storing empty generation failed: %s",
                                 group.group_id, code.name)  # fmt: skip
 
-            self._store_group(group, stored)
+            self.store_group(group, stored)
             log.info("group %s: generation %d is empty", group.group_id, group.generation)
             return
         group.protocol_name = group.select_protocol()
-        self._transition(group, GroupState.COMPLETING_REBALANCE)
+        self.transition(group, GroupState.COMPLETING_REBALANCE)
         log.info(
             "group %s: generation %d with %d members, protocol %s, leader %s",
             group.group_id, group.generation, len(group.members), group.protocol_name, group.leader_id,
@@ -342,16 +343,16 @@ class Rebalancer:
         for member in list(group.members.values()):
             callback, member.join_callback = member.join_callback, None
             if callback is not None:
-                callback(self._join_result(group, member.member_id))
-            self._schedule_heartbeat(group, member)
+                callback(self.join_result(group, member.member_id))
+            self.schedule_heartbeat(group, member)
             member.is_new = False
             group.pending_sync.add(member.member_id)
         generation = group.generation
         group.sync_timer = self.timers.call_later(
-            group.rebalance_timeout_ms, lambda: self._expire_pending_sync(group, generation)
+            group.rebalance_timeout_ms, lambda: self.expire_pending_sync(group, generation)
         )
 
-    def _elect_joined_leader(self, group: Group) -> bool:
+    def elect_joined_leader(self, group: Group) -> bool:
         leader = group.members.get(group.leader_id or "")
         if leader is not None and leader.awaiting_join:
             return True
@@ -361,8 +362,8 @@ class Rebalancer:
                 return True
         return False
 
-    def _expire_pending_sync(self, group: Group, generation: int) -> None:
-        if not self._current(group) or generation != group.generation or not group.pending_sync:
+    def expire_pending_sync(self, group: Group, generation: int) -> None:
+        if not self.current(group) or generation != group.generation or not group.pending_sync:
             return
         if group.state in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
             for member_id in list(group.pending_sync):
@@ -373,16 +374,16 @@ class Rebalancer:
                         member.sync_callback(SyncResult(E.unknown_member_id))
                         member.sync_callback = None
             log.info("group %s: members did not sync in time", group.group_id)
-            self._prepare_rebalance(group)
+            self.prepare_rebalance(group)
 
-    def _propagate_assignment_error(self, group: Group, code: ErrorCode) -> None:
+    def propagate_assignment_error(self, group: Group, code: ErrorCode) -> None:
         for member in group.members.values():
             member.assignment = b""
             callback, member.sync_callback = member.sync_callback, None
             if callback is not None:
                 callback(SyncResult(code))
 
-    def _remove_member_and_update_group(self, group: Group, member: Member) -> None:
+    def remove_member_and_update_group(self, group: Group, member: Member) -> None:
         join_cb, sync_cb = member.join_callback, member.sync_callback
         member.join_callback = member.sync_callback = None
         if join_cb is not None:
@@ -392,6 +393,6 @@ class Rebalancer:
         cancel(member.heartbeat_timer)
         group.remove(member.member_id)
         if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            self._prepare_rebalance(group)
+            self.prepare_rebalance(group)
         elif group.state is GroupState.PREPARING_REBALANCE:
-            self._maybe_complete_join(group)
+            self.maybe_complete_join(group)

@@ -38,8 +38,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     try:
         if controller is None:
             raise NotControllerError("not the controller")
-        code, results = await controller.call(lambda: requests.alter_partition(
-            controller, int(request.broker_id), int(request.broker_epoch), proposals))  # fmt: skip
+        code, results = await controller.call(lambda term: requests.alter_partition(
+            term, int(request.broker_id), int(request.broker_epoch), proposals))  # fmt: skip
     except NotControllerError:
         return ctx.respond(throttle_time=0, error_code=ErrorCode.not_controller, topics=())
     if code != ErrorCode.none:

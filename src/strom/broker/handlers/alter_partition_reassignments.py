@@ -17,16 +17,17 @@ from strom.broker import dispatch
 from strom.broker.context import RequestContext
 from strom.controller import reassignment
 from strom.controller.context import TP
-from strom.controller.controller import Controller, NotControllerError
+from strom.controller.controller import NotControllerError
+from strom.controller.term import Term
 from strom.protocol.errors import ErrorCode
 
 API_KEY = 45
 Outcome = tuple[ErrorCode, str | None]
 
 
-async def _alter(controller: Controller, wanted: dict[TP, list[int] | None],
+async def _alter(term: Term, wanted: dict[TP, list[int] | None],
                  allow_rf_change: bool) -> dict[TP, Outcome]:  # fmt: skip
-    ctx, _ = controller._context()
+    ctx = term.ctx
     refused: dict[TP, Outcome] = {}
     if not allow_rf_change:
         for tp, replicas in list(wanted.items()):
@@ -39,7 +40,7 @@ async def _alter(controller: Controller, wanted: dict[TP, list[int] | None],
                                f"The replication factor is changed from {current} to "
                                f"{len(replicas)}, which is not allowed.")  # fmt: skip
                 del wanted[tp]
-    results = await reassignment.alter(controller, wanted) if wanted else {}
+    results = await reassignment.alter(term, wanted) if wanted else {}
     return {**results, **refused}
 
 
@@ -55,7 +56,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     try:
         if controller is None:
             raise NotControllerError("not the controller")
-        results = await controller.call(lambda: _alter(controller, wanted, allow))
+        results = await controller.call(lambda term: _alter(term, wanted, allow))
     except NotControllerError:
         return ctx.respond(throttle_time=0, error_code=ErrorCode.not_controller,
                            error_message="This broker is not the controller.",

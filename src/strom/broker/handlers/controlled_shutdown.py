@@ -26,8 +26,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     try:
         if controller is None:
             raise NotControllerError("not the controller")
-        code, remaining = await controller.call(lambda: requests.controlled_shutdown(
-            controller, int(request.broker_id), int(request.broker_epoch)))  # fmt: skip
+        code, remaining = await controller.call(lambda term: requests.controlled_shutdown(
+            term, int(request.broker_id), int(request.broker_epoch)))  # fmt: skip
     except NotControllerError:
         code, remaining = ErrorCode.not_controller, []
     return ctx.respond(

@@ -52,7 +52,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                        for tp in wanted or []}  # fmt: skip
             return _respond(ctx, ErrorCode.invalid_request, invalid)
         results = await controller.call(
-            lambda: requests.elect_leaders(controller, election_type, wanted))
+            lambda term: requests.elect_leaders(term, election_type, wanted))
     except NotControllerError:
         message = "This broker is not the controller."
         failed = {tp: (ErrorCode.not_controller, message) for tp in wanted or []}

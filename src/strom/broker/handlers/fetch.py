@@ -44,6 +44,7 @@ from strom.broker.context import RequestContext
 from strom.protocol.errors import ErrorCode, error_code_of
 from strom.protocol.hot_path import FetchPartition, FetchResponse, FetchTopic
 from strom.replication.replica_selector import preferred_read_replica
+from strom.storage.log import Log
 
 API_KEY = 1
 log = logging.getLogger(__name__)
@@ -53,7 +54,8 @@ _NULL_TOPIC_ID = uuid.UUID(int=0)
 
 
 def _partition(ctx: RequestContext, index: int, code: ErrorCode, *, hw: int = -1,
-               log_start: int = -1, records: Any = b"", lso: int | None = None,
+               log_start: int = -1, records: bytes | zero_copy.FileRegion = b"",
+               lso: int | None = None,
                aborted: tuple[tuple[int, int], ...] | None = None,
                read_replica: int = -1) -> FetchPartition:  # fmt: skip
     # A plain tuple, encoded by strom.protocol.hot_path (kio's generic build and encode cost
@@ -79,10 +81,10 @@ class _CaughtUp:
 
     __slots__ = ("log", "hw", "start", "part")
 
-    def __init__(self, log_: Any, hw: int, start: int, part: Any) -> None:
+    def __init__(self, log_: Log, hw: int, start: int, part: FetchPartition) -> None:
         self.log, self.hw, self.start, self.part = log_, hw, start, part
 
-    def still_valid(self, log_: Any) -> bool:
+    def still_valid(self, log_: Log | None) -> bool:
         return log_ is self.log and log_.high_watermark == self.hw and (
             log_.log_start_offset == self.start
         )
@@ -225,14 +227,14 @@ class _FetchPlan:
         return _partition(ctx, p.partition, ErrorCode.none, hw=hw, log_start=start,
                           records=records, lso=lso, aborted=aborted), len(records)  # fmt: skip
 
-    def _aborted(self, log_: Any, offset: int, bound: int) -> tuple[tuple[int, int], ...] | None:
+    def _aborted(self, log_: Log, offset: int, bound: int) -> tuple[tuple[int, int], ...] | None:
         """read_committed: the aborted transactions overlapping ``[offset, bound)``, as
         (producer id, first offset)."""
         if not self.read_committed:
             return None
         return tuple((t.producer_id, t.first_offset) for t in log_.collect_aborted(offset, bound))
 
-    def _read_region(self, log_: Any, index: int, offset: int, budget: int, total: int,
+    def _read_region(self, log_: Log, index: int, offset: int, budget: int, total: int,
                      hw: int, start: int, lso: int, bound: int,
                      aborted: tuple[Any, ...] | None) -> tuple[Any, int]:  # fmt: skip
         region = zero_copy.read_region(log_, offset, max(budget, 0), max_offset=bound,

@@ -14,15 +14,15 @@ from strom.broker import dispatch
 from strom.broker.context import RequestContext
 from strom.controller import reassignment
 from strom.controller.context import TP
-from strom.controller.controller import Controller, NotControllerError
+from strom.controller.controller import NotControllerError
+from strom.controller.term import Term
 from strom.protocol.errors import ErrorCode
 
 API_KEY = 46
 
 
-async def _list(controller: Controller, wanted: list[TP] | None) -> dict[TP, Any]:
-    ctx, _ = controller._context()
-    return reassignment.ongoing(ctx, wanted)
+async def _list(term: Term, wanted: list[TP] | None) -> dict[TP, Any]:
+    return reassignment.ongoing(term.ctx, wanted)
 
 
 @dispatch.handler(API_KEY, 0, 0)
@@ -34,7 +34,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     try:
         if controller is None:
             raise NotControllerError("not the controller")
-        found = await controller.call(lambda: _list(controller, wanted))
+        found = await controller.call(lambda term: _list(term, wanted))
     except NotControllerError:
         return ctx.respond(throttle_time=0, error_code=ErrorCode.not_controller,
                            error_message="This broker is not the controller.", topics=())  # fmt: skip

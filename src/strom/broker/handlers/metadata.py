@@ -112,7 +112,8 @@ def _build_topic(ctx: RequestContext, info: TopicInfo) -> Any:
     )
 
 
-def _error_topic(ctx: RequestContext, name: str | None, topic_id: Any, code: ErrorCode) -> Any:
+def _error_topic(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None,
+                 code: ErrorCode) -> Any:  # fmt: skip
     return ctx.make(
         "MetadataResponseTopic",
         error_code=code,
@@ -144,7 +145,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for wanted in request.topics:
             name = wanted.name
             topic_id = getattr(wanted, "topic_id", None)
-            if name is None and topic_id is not None and topic_id.int != 0:
+            # by id whenever the id is set (Kafka's rule): Java's admin client sends the
+            # name as "" rather than null with it
+            if topic_id is not None and topic_id.int != 0:
                 info = known.by_id(topic_id)
                 topics.append(
                     topic_metadata(ctx, info)

@@ -45,6 +45,7 @@ from strom.protocol.hot_path import ProducePartition, ProduceResponse, produce_f
 from strom.protocol.produce_fast import ResponseTemplate, SingleProduce
 from strom.replication.replica_manager import ReplicaManager
 from strom.storage.errors import RecordValidationError
+from strom.storage.log import Log
 
 API_KEY = 0
 _ATTRS_LOW_BYTE = 22  # the low byte of the batch's int16 attributes (bytes 21-22)
@@ -66,7 +67,7 @@ def _partition(services: BrokerServices, index: int, code: ErrorCode, **values: 
     )
 
 
-def _opens_transaction(log_: Any, records: bytes) -> tuple[int, int] | None:
+def _opens_transaction(log_: Log, records: bytes) -> tuple[int, int] | None:
     """(producer id, epoch) of a transactional batch that would open a transaction in this
     partition, else None (nearly every batch: no header parse for it)."""
     if len(records) < rb.HEADER_SIZE or not records[_ATTRS_LOW_BYTE] & rb.TRANSACTIONAL_BIT:
@@ -80,7 +81,7 @@ def _opens_transaction(log_: Any, records: bytes) -> tuple[int, int] | None:
     return header.producer_id, header.producer_epoch
 
 
-def _verify_transaction(services: BrokerServices, log_: Any, topic: str, index: int, records: bytes,
+def _verify_transaction(services: BrokerServices, log_: Log, topic: str, index: int, records: bytes,
                         txn_id: str | None, remote: dict[tuple[str, int], ErrorCode]) -> None:  # fmt: skip
     """A transactional batch that would open a transaction in this partition must belong to
     its producer's ongoing transaction, with this partition added (KIP-890's verification):

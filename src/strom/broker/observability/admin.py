@@ -7,9 +7,12 @@ the broker's own event loop: ``Server.serve()`` runs as a task, so a scrape read
 state between two requests without locks. Endpoints are ``async`` on purpose: Starlette would
 run plain functions in a thread, beside the loop that mutates what they read.
 
-The socket is bound by the broker, before the logs load, so a port in use is one readable
-start-up error (uvicorn would call ``sys.exit``), and ``/health/live`` answers (and
-``/health/ready`` says 503) as soon as the loop is free during start-up. uvicorn's own signal
+The socket is bound by the broker, before the logs load, and ``/health/live`` answers (and
+``/health/ready`` says 503) as soon as the loop is free during start-up. A port in use is one
+readable line (uvicorn would call ``sys.exit``): a start-up error when the listener was asked
+for (``--admin-listener``, ``--set`` or ``--config``), and with the default address only a
+WARNING naming ``--admin-listener``: the broker starts without it (``pip install . && strom
+serve`` must not fail because something else holds 127.0.0.1:9644). uvicorn's own signal
 handlers are not installed: the broker's SIGTERM/SIGINT handling stays in charge.
 """
 
@@ -30,6 +33,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 CONFIG_KEY = "strom.admin.listener"
 DEFAULT = "127.0.0.1:9644"
+#: what to do about a busy admin listener port
+HINT = "choose another with --admin-listener HOST:PORT, or turn it off with --admin-listener="
 
 
 def missing_packages() -> list[str]:
@@ -111,11 +116,19 @@ def build_app(broker: ObservedBroker) -> Any:
     ])  # fmt: skip
 
 
-class AdminListener:
-    """The uvicorn server of one broker, as a task of its event loop."""
+def warn_off(exc: ConfigError) -> None:
+    """The one WARNING of a broker that starts without its (default) admin listener."""
+    log.warning("admin listener off (no /metrics, /health): %s; %s", exc, HINT)
 
-    def __init__(self, broker: ObservedBroker, host: str, port: int) -> None:
+
+class AdminListener:
+    """The uvicorn server of one broker, as a task of its event loop. ``required``: the
+    address was asked for, so a busy port is an error (otherwise a warning, and no listener)."""
+
+    def __init__(self, broker: ObservedBroker, host: str, port: int, required: bool = True
+                 ) -> None:  # fmt: skip
         self.broker = broker
+        self.required = required
         self.host, self.port = host, port
         self._sock: socket.socket | None = None
         self._server: Any = None
@@ -129,7 +142,13 @@ class AdminListener:
             def capture_signals(self) -> Iterator[None]:  # the broker handles signals
                 yield
 
-        self._sock = bind(self.host, self.port)
+        try:
+            self._sock = bind(self.host, self.port)
+        except ConfigError as exc:
+            if self.required:
+                raise ConfigError(f"{exc} ({HINT})") from None
+            warn_off(exc)  # the default address, taken: the broker goes on without it
+            return
         config = uvicorn.Config(build_app(self.broker), log_config=None, log_level="warning",
                                 access_log=False, lifespan="off", timeout_graceful_shutdown=2)
         self._server = _Server(config)

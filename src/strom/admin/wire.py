@@ -1,11 +1,11 @@
 """Admin requests confluent-kafka does not offer, sent over strom's own codec.
 
 Used for the transaction tools (KIP-664: ListTransactions, DescribeTransactions,
-DescribeProducers; WriteTxnMarkers for an operator's abort) and for the cluster-wide default
-broker config (librdkafka cannot name the "" resource). One request per connection to the first
-address given. Not a Kafka client: no metadata, no retries; which broker a request must go to
-in a cluster (a leader, a coordinator, every broker) is :mod:`strom.cli.routing`'s job, and
-data always goes through confluent-kafka.
+DescribeProducers; WriteTxnMarkers for an operator's abort), the reassignment APIs, the log
+dir APIs and the cluster-wide default broker config (librdkafka cannot name the ``""``
+resource). One request per connection to the address given. Not a Kafka client: no metadata,
+no retries; which broker a request must go to in a cluster (a leader, a coordinator, every
+broker) is :mod:`strom.admin.routing`'s job, and data always goes through confluent-kafka.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from typing import Any, Self
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
-from strom.cli.errors import CliError, timeout
+from strom.admin.addresses import connect_timeout_reason
+from strom.admin.errors import RefusedError, TimedOutError, UnreachableError
 from strom.protocol.errors import ErrorCode
 from strom.protocol.messages import (
     RequestHeader,
@@ -31,9 +32,11 @@ from strom.protocol.messages import (
 class WireConnection:
     """A blocking connection that sends one built request at a time and decodes its answer."""
 
-    def __init__(self, bootstrap: str, timeout: float = 10.0) -> None:
+    def __init__(self, bootstrap: str, timeout: float = 10.0, client_id: str = "strom-cli"
+                 ) -> None:  # fmt: skip
         host, _, port = bootstrap.rpartition(":")
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
+        self.client_id = client_id
         self._correlation = 0
 
     def close(self) -> None:
@@ -62,7 +65,7 @@ class WireConnection:
     def request(self, api_key: int, version: int, **fields: Any) -> Any:
         self._correlation += 1
         req = build(request_class(api_key, version), **fields)
-        header = RequestHeader(api_key, version, self._correlation, "strom-cli")
+        header = RequestHeader(api_key, version, self._correlation, self.client_id)
         self.sock.sendall(encode_request(header, req))
         correlation, response = decode_response(api_key, version, self.recv_frame())
         if correlation != self._correlation:
@@ -70,14 +73,31 @@ class WireConnection:
         return response
 
 
-def request(bootstrap: str, api_key: int, version: int, **fields: Any) -> Any:
-    """Send one request and return the decoded response; an unreachable broker is a CliError."""
+def request(bootstrap: str, api_key: int, version: int, *, wait_s: float = 10.0,
+            **fields: Any) -> Any:  # fmt: skip
+    """Send one request to the first address of ``bootstrap`` and return the decoded response;
+    an unreachable broker is an :class:`UnreachableError` (:class:`TimedOutError` when the
+    connection or the answer did not come within ``wait_s`` seconds). ``fields`` are the
+    request's (``wait_s`` is no Kafka field name, so it cannot shadow one)."""
+    timeout = wait_s
     server = bootstrap.split(",")[0].strip()
     try:
-        with WireConnection(server, timeout=timeout()) as conn:
+        conn = WireConnection(server, timeout=timeout)
+    except TimeoutError:
+        raise TimedOutError(
+            f"cannot reach the broker at {server}: {connect_timeout_reason(timeout)}"
+        ) from None
+    except OSError as exc:
+        raise UnreachableError(f"cannot reach the broker at {server}: {exc}") from None
+    try:
+        with conn:
             return conn.request(api_key, version, **fields)
+    except TimeoutError:
+        raise TimedOutError(
+            f"cannot reach the broker at {server}: no answer within {timeout:g} s"
+        ) from None
     except (OSError, ConnectionError) as exc:
-        raise CliError(f"cannot reach the broker at {server}: {exc}") from None
+        raise UnreachableError(f"cannot reach the broker at {server}: {exc}") from None
 
 
 def part(api_key: int, version: int, class_name: str, **fields: Any) -> Any:
@@ -86,6 +106,12 @@ def part(api_key: int, version: int, class_name: str, **fields: Any) -> Any:
                  **fields)  # fmt: skip
 
 
+def error_name(code: Any) -> str:
+    """Kafka's name of a wire error code (``NOT_LEADER_OR_FOLLOWER``)."""
+    return ErrorCode(int(code)).name.upper()
+
+
 def check(code: Any, what: str) -> None:
+    """A :class:`RefusedError` ``what: NAME`` unless ``code`` is 0."""
     if int(code) != 0:
-        raise CliError(f"{what}: {ErrorCode(int(code)).name.upper()}")
+        raise RefusedError(f"{what}: {error_name(code)}")

@@ -1,11 +1,11 @@
-"""Where an admin request over :mod:`strom.cli.wire` goes in a cluster, as Kafka's Admin client.
+"""Where an admin request over :mod:`strom.admin.wire` goes in a cluster, as Kafka's Admin client.
 
 Three destinations, each Kafka's ``AdminApiLookupStrategy``: a partition's **leader** (from a
 fresh Metadata each round), a key's **coordinator** (FindCoordinator v4, batched, asked of any
 live broker), or **every broker** (from Metadata). :func:`route` sends each destination its
 keys, one request per connection, and asks again (a new lookup, then the request) for the keys
 answered with a retriable error, whose destination could not be found, or whose broker could
-not be reached, every 100 ms until each key has an answer or ``--timeout`` has passed; it never
+not be reached, every 100 ms until each key has an answer or ``timeout`` seconds have passed; it never
 raises for one key's failure, so a caller can report it and go on with the others.
 On a single node every destination is that node, and one round suffices.
 """
@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, TypeVar
 
-from strom.cli import wire
-from strom.cli.errors import CliError, timeout
+from strom.admin import wire
+from strom.admin.errors import AdminError, RefusedError, TimedOutError
 from strom.protocol.errors import ErrorCode
 
 K = TypeVar("K", bound=Hashable)
@@ -66,17 +66,19 @@ def leaders(md: Any, keys: Iterable[TopicPartition]) -> Lookup[TopicPartition]:
     return by_leader, missing
 
 
-def coordinators(candidates: list[str], key_type: int, keys: Iterable[str]) -> Lookup[str]:
+def coordinators(candidates: list[str], key_type: int, keys: Iterable[str], timeout: float
+                 ) -> Lookup[str]:  # fmt: skip
     """``keys`` grouped by the address of their coordinator (one batched FindCoordinator, to the
     first of ``candidates`` that answers); those it has none for now with the reason. A key
-    FindCoordinator refuses for good (an empty id: INVALID_REQUEST) is a :class:`CliError`."""
+    FindCoordinator refuses for good (an empty id: INVALID_REQUEST) is a :class:`RefusedError`."""
     wanted = sorted(set(keys))
     unreachable = ""
     for candidate in candidates:
         try:
             resp = wire.request(candidate, FIND_COORDINATOR, FIND_COORDINATOR_VERSION,
-                                key_type=key_type, coordinator_keys=tuple(wanted))  # fmt: skip
-        except CliError as exc:
+                                wait_s=timeout, key_type=key_type,
+                                coordinator_keys=tuple(wanted))  # fmt: skip
+        except AdminError as exc:
             unreachable = exc.message
             continue
         by_address: dict[str, list[str]] = {}
@@ -88,7 +90,7 @@ def coordinators(candidates: list[str], key_type: int, keys: Iterable[str]) -> L
             elif code in COORDINATOR_RETRIABLE:
                 missing[str(c.key)] = code.name.upper()
             else:
-                raise CliError(f"cannot find the coordinator of {str(c.key)!r}: "
+                raise RefusedError(f"cannot find the coordinator of {str(c.key)!r}: "
                                f"{code.name.upper()}")  # fmt: skip
         return by_address, missing
     return {}, {k: f"no broker answers FindCoordinator ({unreachable})" for k in wanted}
@@ -99,20 +101,21 @@ def route(
     lookup: Callable[[list[K]], Lookup[K]],
     send: Callable[[str, list[K]], Answers[K]],
     retriable: set[ErrorCode],
+    timeout: float,
 ) -> tuple[dict[K, tuple[int, Any]], dict[K, str]]:
     """Each key's (error code, answer) from the destination ``lookup`` names, asking again for
-    the keys answered with a ``retriable`` code until ``--timeout``; and the keys that got no
+    the keys answered with a ``retriable`` code until ``timeout`` seconds have passed; and the keys that got no
     final answer by then, each with the last reason (a code name, or why it was not sent).
     Other error codes are final answers: the caller reports them."""
     pending = list(dict.fromkeys(keys))
     done: dict[K, tuple[int, Any]] = {}
-    deadline = time.monotonic() + timeout()
+    deadline = time.monotonic() + timeout
     while True:
         by_address, why = lookup(pending)
         for where, batch in sorted(by_address.items()):
             try:
                 answers = send(where, batch)
-            except CliError as exc:  # the broker went away: ask for the destination again
+            except AdminError as exc:  # the broker went away: ask for the destination again
                 why.update((k, exc.message) for k in batch)
                 continue
             for k in batch:
@@ -127,8 +130,9 @@ def route(
         time.sleep(min(RETRY_BACKOFF_S, max(deadline - time.monotonic(), 0.0)))
 
 
-def first_failure(failed: dict[Any, str], what: Callable[[Any], str]) -> None:
-    """Raise a :class:`CliError` for the first key of ``failed`` (if any), saying why."""
+def first_failure(failed: dict[Any, str], what: Callable[[Any], str], timeout: float) -> None:
+    """Raise a :class:`TimedOutError` for the first key of ``failed`` (if any), saying why
+    (``timeout``: how long :func:`route` tried)."""
     for k, why in failed.items():
         more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
-        raise CliError(f"{what(k)}: {why}, still after {timeout():g} s{more}")
+        raise TimedOutError(f"{what(k)}: {why}, still after {timeout:g} s{more}")

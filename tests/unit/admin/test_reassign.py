@@ -1,27 +1,25 @@
-"""Pure parts of the cluster tools: Kafka's replica assignment, the reassignment JSON formats,
-partition problems, the PID identity check of ``cluster down``."""
+"""Pure parts of the admin layer's cluster tools: Kafka's replica assignment, the reassignment
+JSON formats and their log dirs, partition problems, the retries of log dir moves."""
 
 from __future__ import annotations
 
 import json
-import os
 import random
 from collections import Counter
 from typing import Any
 
 import pytest
 
-from strom.cli.cluster_local import start_time
-from strom.cli.errors import CliError
-from strom.cli.reassign_log_dirs import replica_name, same_dir
-from strom.cli.topic_describe import partition_problems
-from strom.cli.topic_reassign import (
+from strom.admin.errors import AdminError
+from strom.admin.log_dir_moves import replica_name, same_dir
+from strom.admin.reassign import (
     assign_replicas,
     parse_plan,
     parse_reassignment,
     parse_topics_to_move,
     reassignment_json,
 )
+from strom.admin.topics import PartitionState, partition_problems
 
 
 class Zero(random.Random):
@@ -48,7 +46,7 @@ def test_assignment_spreads_leaders_and_never_repeats_a_broker(seed: int) -> Non
 
 
 def test_assignment_refuses_more_replicas_than_brokers() -> None:
-    with pytest.raises(CliError, match="larger than the 2 broker"):
+    with pytest.raises(AdminError, match="larger than the 2 broker"):
         assign_replicas(1, 3, [1, 2])
 
 
@@ -79,7 +77,7 @@ def test_reassignment_json_round_trip() -> None:
     ],
 )
 def test_bad_reassignments(doc: object, message: str) -> None:
-    with pytest.raises(CliError, match=message):
+    with pytest.raises(AdminError, match=message):
         parse_reassignment(doc)
 
 
@@ -100,7 +98,7 @@ def test_topics_to_move() -> None:
     assert parse_topics_to_move({"version": 1, "topics": [{"topic": "a"}, {"topic": "b"}]}) == [
         "a", "b",
     ]
-    with pytest.raises(CliError):
+    with pytest.raises(AdminError):
         parse_topics_to_move({"topics": [{"name": "a"}]})
 
 
@@ -118,49 +116,39 @@ def test_topics_to_move() -> None:
 def test_partition_problems(
     leader: int, replicas: list[int], isr: list[int], minimum: int, expected: list[str]
 ) -> None:
-    p = {"partition": 0, "leader": leader, "replicas": replicas, "isr": isr}
+    p = PartitionState(partition=0, leader=leader, replicas=replicas, isr=isr)
     assert partition_problems(p, minimum) == expected
-
-
-def test_start_time_identifies_a_process() -> None:
-    mine = start_time(os.getpid())
-    assert isinstance(mine, int) and mine > 0
-    assert start_time(os.getpid()) == mine
-    assert start_time(2**22 + 12345) is None  # above pid_max: no such process
 
 
 def test_log_dir_moves_are_retried_until_the_replica_exists(monkeypatch: pytest.MonkeyPatch) -> None:
     """Kafka's executeMoves: REPLICA_NOT_AVAILABLE (the replica is not on the broker yet) is
     asked again until the move starts; another error stops at once; --timeout bounds it."""
-    from strom.cli import reassign_log_dirs as rld
-    from strom.cli.errors import set_timeout
+    from strom.admin import log_dir_moves as rld
     from strom.protocol.errors import ErrorCode
 
     answers = [ErrorCode.replica_not_available, ErrorCode.kafka_storage_error, ErrorCode.none]
     sent: list[tuple[str, dict[tuple[str, int, int], str]]] = []
 
-    def alter(address: str, moves: dict[tuple[str, int, int], str]) -> dict[Any, ErrorCode]:
+    def alter(address: str, moves: dict[tuple[str, int, int], str], _timeout: float
+              ) -> dict[Any, ErrorCode]:  # fmt: skip
         sent.append((address, dict(moves)))
         return dict.fromkeys(moves, answers.pop(0) if answers else ErrorCode.none)
 
     monkeypatch.setattr(rld, "_alter", alter)
     monkeypatch.setattr(rld, "RETRY_BACKOFF_S", 0.001)
     wanted = {("t", 0, 2): "/d2"}
-    lines = rld.execute_moves(wanted, {2: "h:2"})
+    lines = rld.execute_moves(wanted, {2: "h:2"}, 10.0)
     assert lines == ["Successfully started moving log directory to /d2 for replica t-0 with broker 2"]
     assert sent == [("h:2", wanted)] * 3
 
-    monkeypatch.setattr(rld, "_alter", lambda _a, m: dict.fromkeys(m, ErrorCode.log_dir_not_found))
-    with pytest.raises(CliError, match="Failed to alter dir for t-0-2: LOG_DIR_NOT_FOUND"):
-        rld.execute_moves(wanted, {2: "h:2"})
+    monkeypatch.setattr(rld, "_alter",
+                        lambda _a, m, _t: dict.fromkeys(m, ErrorCode.log_dir_not_found))
+    with pytest.raises(AdminError, match="Failed to alter dir for t-0-2: LOG_DIR_NOT_FOUND"):
+        rld.execute_moves(wanted, {2: "h:2"}, 10.0)
 
     monkeypatch.setattr(rld, "_alter",
-                        lambda _a, m: dict.fromkeys(m, ErrorCode.replica_not_available))
-    set_timeout(0.05)
-    try:
-        with pytest.raises(CliError, match=r"Timed out .* t-0-2 \(REPLICA_NOT_AVAILABLE\)"):
-            rld.execute_moves(wanted, {2: "h:2"})
-    finally:
-        set_timeout(10.0)
-    with pytest.raises(CliError, match="broker 3 is not live"):
-        rld.execute_moves({("t", 0, 3): "/d"}, {2: "h:2"})
+                        lambda _a, m, _t: dict.fromkeys(m, ErrorCode.replica_not_available))
+    with pytest.raises(AdminError, match=r"Timed out .* t-0-2 \(REPLICA_NOT_AVAILABLE\)"):
+        rld.execute_moves(wanted, {2: "h:2"}, 0.05)
+    with pytest.raises(AdminError, match="broker 3 is not live"):
+        rld.execute_moves({("t", 0, 3): "/d"}, {2: "h:2"}, 10.0)

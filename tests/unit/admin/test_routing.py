@@ -1,4 +1,4 @@
-"""The routing of the CLI's own admin requests (``strom.cli.routing``): leaders from metadata,
+"""The routing of the admin layer's own requests (``strom.admin.routing``): leaders from metadata,
 and :func:`route`'s rounds: a retriable answer or an unreachable broker is asked again after a
 fresh lookup, other answers are final, and what is still pending at ``--timeout`` is returned
 with the last reason, never raised."""
@@ -10,19 +10,12 @@ from typing import Any
 
 import pytest
 
-from strom.cli import routing
-from strom.cli.errors import CliError, set_timeout, timeout
+from strom.admin import routing
+from strom.admin.errors import TimedOutError, UnreachableError
 from strom.protocol.errors import ErrorCode
 
 NOT_LEADER = int(ErrorCode.not_leader_or_follower)
-
-
-@pytest.fixture(autouse=True)
-def short_timeout() -> Any:
-    before = timeout()
-    set_timeout(0.5)
-    yield
-    set_timeout(before)
+TIMEOUT = 0.5
 
 
 def md(leaders: dict[int, int]) -> Any:
@@ -55,7 +48,8 @@ def test_route_asks_the_new_leader_after_not_leader() -> None:
             return {k: (NOT_LEADER, None) for k in keys}
         return {k: (0, f"{k[1]}@{where}") for k in keys}
 
-    done, failed = routing.route([("t", 0), ("t", 1)], lookup, send, routing.LEADER_RETRIABLE)
+    done, failed = routing.route([("t", 0), ("t", 1)], lookup, send, routing.LEADER_RETRIABLE,
+                                 TIMEOUT)
     assert failed == {}
     assert done == {("t", 0): (0, "0@h2:9092"), ("t", 1): (0, "1@h2:9092")}
     assert lookups == [[("t", 0), ("t", 1)], [("t", 0)]]  # only the pending key again
@@ -68,16 +62,16 @@ def test_route_gives_up_at_the_timeout_with_the_last_reason() -> None:
     def send(where: str, keys: list[Any]) -> Any:
         calls.append(where)
         if len(calls) % 2:
-            raise CliError(f"cannot reach the broker at {where}: refused")
+            raise UnreachableError(f"cannot reach the broker at {where}: refused")
         return {k: (int(ErrorCode.coordinator_load_in_progress), None) for k in keys}
 
     done, failed = routing.route(["a"], lambda ks: ({"h:1": ks}, {}), send,
-                                 routing.COORDINATOR_RETRIABLE)  # fmt: skip
+                                 routing.COORDINATOR_RETRIABLE, TIMEOUT)  # fmt: skip
     assert done == {} and len(calls) >= 2
     assert failed["a"] in ("COORDINATOR_LOAD_IN_PROGRESS from h:1",
                            "cannot reach the broker at h:1: refused")  # fmt: skip
-    with pytest.raises(CliError, match="^cannot describe 'a': .* still after 0.5 s$"):
-        routing.first_failure(failed, lambda k: f"cannot describe {k!r}")
+    with pytest.raises(TimedOutError, match="^cannot describe 'a': .* still after 0.5 s$"):
+        routing.first_failure(failed, lambda k: f"cannot describe {k!r}", TIMEOUT)
 
 
 def test_a_final_error_is_an_answer_not_a_retry() -> None:
@@ -88,6 +82,6 @@ def test_a_final_error_is_an_answer_not_a_retry() -> None:
         return {k: (int(ErrorCode.transactional_id_not_found), None) for k in keys}
 
     done, failed = routing.route(["x"], lambda ks: ({"h:1": ks}, {}), send,
-                                 routing.COORDINATOR_RETRIABLE)  # fmt: skip
+                                 routing.COORDINATOR_RETRIABLE, TIMEOUT)  # fmt: skip
     assert done == {"x": (int(ErrorCode.transactional_id_not_found), None)} and failed == {}
     assert calls == [["x"]]
