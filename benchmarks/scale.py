@@ -407,14 +407,36 @@ def restart_seconds(broker: Broker, topic: str, partitions: int, how: str,
     return time.perf_counter() - t0
 
 
+def create_many(bootstrap: str, topic: str, n: int, chunk: int, timeout: float) -> None:
+    """A topic of ``n`` partitions: one CreateTopics, or with ``chunk`` one of ``chunk``
+    partitions and CreatePartitions requests adding ``chunk`` at a time. Kafka's KRaft
+    controller refuses an operation of more than 10,000 metadata records (a topic record and
+    one per partition: a 10,000-partition CreateTopics is POLICY_VIOLATION there)."""
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    if not chunk or chunk >= n:
+        create_topic(bootstrap, topic, n, timeout=timeout)
+        return
+    create_topic(bootstrap, topic, chunk, timeout=timeout)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    total = chunk
+    while total < n:
+        total = min(n, total + chunk)
+        admin.create_partitions([NewPartitions(topic, total)], operation_timeout=timeout,
+                                request_timeout=timeout)[topic].result(timeout)  # fmt: skip
+    wait_ready(bootstrap, topic, n, timeout)
+
+
 def phase_partitions(broker: Broker, args: argparse.Namespace, out: dict[str, Any]) -> None:
     """Fills ``out`` step by step, so a step that fails leaves the others' figures."""
     base_rss = rss_mb(broker.pid)
     topic = "scale-many"
     n = args.partitions
     t0 = time.perf_counter()
-    create_topic(broker.bootstrap, topic, n, timeout=args.timeout)
+    create_many(broker.bootstrap, topic, n, args.create_chunk, args.timeout)
     out["create_topic_s"] = round(time.perf_counter() - t0, 2)
+    if args.create_chunk:
+        out["created_in_requests_of"] = args.create_chunk
     out[f"ack_{n}"] = ack_latency(broker, topic, n, args.ack_rate, args.ack_seconds,
                                   args.timeout, args.ack_linger_ms)  # fmt: skip
     log(f"{broker.name}: ack {n}: {out[f'ack_{n}']}")
@@ -579,6 +601,9 @@ def main() -> int:
     parser.add_argument("--fetch-passes", type=int, default=4, help="reads of the fetch data")
     parser.add_argument("--partitions", type=int, default=10_000,
                         help="partitions of the many-partitions phase")
+    parser.add_argument("--create-chunk", type=int, default=0,
+                        help="create the many-partitions topic in requests of this many "
+                             "partitions (0: one CreateTopics; Kafka needs < 10,000)")
     parser.add_argument("--timeout", type=float, default=180.0, help="per step, seconds")
     parser.add_argument("--warmup", type=float, default=10.0,
                         help="seconds of untimed work on each broker before measuring")
