@@ -24,12 +24,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import gc
 import json
 import logging
 import shutil
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -41,11 +44,30 @@ class CountingTransport(asyncio.Transport):
         super().__init__()
         self.written = 0
         self.writes = 0
+        self.answered = 0  # whole response frames written
+        self._head = b""  # a size prefix split across writes
+        self._left = 0  # bytes of the current frame not yet written
         self.closing = False
 
     def write(self, data: Any) -> None:
         self.written += len(data)
         self.writes += 1
+        view = memoryview(data)
+        pos = 0
+        while pos < len(view):
+            if self._left:
+                take = min(self._left, len(view) - pos)
+                self._left -= take
+                pos += take
+                if not self._left:
+                    self.answered += 1
+                continue
+            need = 4 - len(self._head)
+            self._head += bytes(view[pos : pos + need])
+            pos += need
+            if len(self._head) == 4:
+                self._left = int.from_bytes(self._head, "big")
+                self._head = b""
 
     def is_closing(self) -> bool:
         return self.closing
@@ -66,8 +88,11 @@ class CountingTransport(asyncio.Transport):
         return 0
 
 
-def produce_frames(topic: str, count: int, first_correlation: int) -> list[bytes]:
-    """``count`` Produce v9 frames (size prefix included), one 100-byte record each."""
+def produce_frames(topic: str, count: int, first_correlation: int,
+                   partitions: int = 1) -> list[bytes]:  # fmt: skip
+    """``count`` Produce v9 frames (size prefix included), one 100-byte record each; frame
+    *i* to partition ``(first_correlation + i) % partitions`` (librdkafka sends one request
+    per partition when each message goes to the next)."""
     import kio.schema.produce.v9.request as req
 
     from strom.protocol.messages import RequestHeader, build, encode_request
@@ -80,39 +105,78 @@ def produce_frames(topic: str, count: int, first_correlation: int) -> list[bytes
         request = build(
             req.ProduceRequest, transactional_id=None, acks=1, timeout=30000,
             topic_data=(build(req.TopicProduceData, name=topic, partition_data=(
-                build(req.PartitionProduceData, index=0, records=batch),)),),
+                build(req.PartitionProduceData, index=(first_correlation + i) % partitions,
+                      records=batch),)),),
         )  # fmt: skip
         header = RequestHeader(0, 9, first_correlation + i, "rdkafka")
         frames.append(encode_request(header, request))
     return frames
 
 
-async def run(args: argparse.Namespace) -> dict[str, Any]:
-    from strom.broker.assembly import Broker
+@asynccontextmanager
+async def broker_connection(
+    transport: asyncio.Transport, settings: Mapping[str, str] | None = None, partitions: int = 1
+) -> AsyncIterator[tuple[Any, Any]]:
+    """``(broker, connection)``: a broker started in this process (temporary data directory, a
+    free 127.0.0.1 port nobody connects to, ``settings`` over its defaults, the log cleaner
+    and the admin listener off: its default port may be another broker's on a shared machine)
+    with topic ``bench`` of ``partitions`` partitions, and one client connection object whose
+    ``data_received`` takes request frames and whose responses go to ``transport``. Stopped
+    and removed on exit. (``instruction_guard.py`` measures through this too: a change of the
+    broker's construction is made here, once.) Trees from before the assembly (issue 19) are
+    served too, so one script measures before and after."""
     from strom.broker.server import KafkaConnection
     from strom.config import BrokerConfig
     from strom.testing import free_port
 
-    tmp = Path(tempfile.mkdtemp(prefix="strom-producecpu-"))
-    broker = Broker(BrokerConfig({"log.cleaner.enable": "false"}), tmp / "data",
-                    ("127.0.0.1", free_port()))  # fmt: skip
+    try:
+        from strom.broker.assembly import Broker
+    except ImportError:  # a tree from before the assembly: the broker is everything
+        from strom.broker.broker import Broker  # type: ignore[import-not-found,no-redef]
+
+    tmp = Path(tempfile.mkdtemp(prefix="strom-inprocess-"))
+    config = BrokerConfig({"log.cleaner.enable": "false", "strom.admin.listener": "",
+                           **(settings or {})})  # fmt: skip
+    broker = Broker(config, tmp / "data", ("127.0.0.1", free_port()))
     await broker.start()
     try:
-        services = broker.services
-        assert services is not None
-        await services.topics.create("bench", 1, 1, {})
-        conn = KafkaConnection(services, broker.connections)
-        transport = CountingTransport()
+        if hasattr(broker, "create_topic"):
+            await broker.create_topic("bench", partitions, 1, {})
+            conn = KafkaConnection(broker)
+        else:
+            await broker.services.topics.create("bench", partitions, 1, {})
+            conn = KafkaConnection(broker.services, broker.connections)
         conn.connection_made(transport)
-        warm = produce_frames("bench", 2000, 0)
+        try:
+            yield broker, conn
+        finally:
+            transport.close()
+            conn.connection_lost(None)
+    finally:
+        await broker.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def bench_log(broker: Any, partition: int = 0) -> Any:
+    """The log of partition ``bench-<partition>`` (see :func:`broker_connection`)."""
+    replicas = broker.replicas if hasattr(broker, "create_topic") else broker.services.replicas
+    return replicas.get_log("bench", partition)
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    n = args.partitions
+    transport = CountingTransport()
+    async with broker_connection(transport, partitions=n) as (broker, conn):
+        warm = produce_frames("bench", max(2000, n), 0, n)  # at least one per partition
         await _feed(conn, warm, args.burst, transport, 0)
         sent = len(warm)
         profiler = cProfile.Profile() if args.profile else None
+        gcs0 = [s["collections"] for s in gc.get_stats()]
         rounds: list[float] = []
         walls: list[float] = []
         writes0 = transport.writes
         for _ in range(args.rounds):
-            frames = produce_frames("bench", args.requests, sent + 10_000)
+            frames = produce_frames("bench", args.requests, sent, n)
             if profiler is not None:
                 profiler.enable()
             t0, c0 = time.perf_counter(), time.process_time()
@@ -125,24 +189,23 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             walls.append(wall * 1e6 / len(frames))
         if profiler is not None:
             profiler.dump_stats(args.profile)
-        log_ = services.replicas.get_log("bench", 0)
-        if log_.log_end_offset != sent:
-            raise RuntimeError(f"log end offset {log_.log_end_offset}, expected {sent}")
-        transport.close()
-        conn.connection_lost(None)
+        stored = sum(bench_log(broker, p).log_end_offset for p in range(n))
+        if stored != sent:
+            raise RuntimeError(f"log end offsets sum to {stored}, expected {sent}")
+        gcs = [s["collections"] for s in gc.get_stats()]
         rounds.sort()
         return {
             "requests": args.requests * args.rounds,
+            "partitions": n,
             "burst": args.burst,
+            # collections of each generation during the run (warm-up included)
+            "gc_collections": [b - a for a, b in zip(gcs0, gcs, strict=True)],
             # the least loaded round: other jobs on a shared machine only ever add to it
             "cpu_us_per_request": round(rounds[0], 2),
             "cpu_us_per_request_median": round(rounds[len(rounds) // 2], 2),
             "wall_us_per_request": round(min(walls), 2),
             "writes_per_request": round((transport.writes - writes0) / (sent - len(warm)), 3),
         }
-    finally:
-        await broker.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 async def _feed(conn: Any, frames: list[bytes], burst: int, transport: CountingTransport,
@@ -155,14 +218,10 @@ async def _feed(conn: Any, frames: list[bytes], burst: int, transport: CountingT
         while conn.queue or conn.out:
             await asyncio.sleep(0)
     for _ in range(1000):
-        if _answered(conn) >= expected:
+        if transport.answered >= expected:
             return
         await asyncio.sleep(0)
     raise RuntimeError("responses missing")
-
-
-def _answered(conn: Any) -> int:
-    return conn.services.replicas.get_log("bench", 0).log_end_offset
 
 
 def main() -> int:
@@ -170,6 +229,8 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=1000, help="requests per round")
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--burst", type=int, default=4, help="frames per data_received")
+    parser.add_argument("--partitions", type=int, default=1,
+                        help="partitions of the topic; request i goes to partition i mod N")
     parser.add_argument("--repeat", type=int, default=1, help="runs; the best is reported")
     parser.add_argument("--profile", help="write cProfile stats of the (last) run here")
     args = parser.parse_args()

@@ -56,7 +56,7 @@ def measure(number: int) -> dict[str, Any]:
     )
     reader = produce_fast.SingleProduceReader()
     reader.read(frame)  # the layout remembered, as on a producer's connection
-    template = produce_fast.ResponseTemplate(9, "bench", 0)
+    template = produce_fast.ResponseTemplate(9, "bench")
     tmp = Path(tempfile.mkdtemp(prefix="strom-producefloor-"))
     log = Log.open(tmp / "bench-0", config, SystemClock())
     fd = os.open(tmp / "raw", os.O_RDWR | os.O_CREAT, 0o644)
@@ -81,9 +81,9 @@ def measure(number: int) -> dict[str, Any]:
             "pwritev": per_call(pwritev),
             "log_append": per_call(lambda: log.append(records)),
             "encode_response": per_call(lambda: hot_path.produce_frame(9, 7, response)),
-            # what the broker runs for a one-partition request (broker/single_produce.py)
+            # what the broker runs for a one-partition request (broker/connection.py decode/encode)
             "read_single": per_call(lambda: reader.read(frame)),
-            "template_response": per_call(lambda: template.frame(7, 5, -1, 0)),
+            "template_response": per_call(lambda: template.frame(7, 0, 5, -1, 0)),
         }
     finally:
         os.close(fd)

@@ -26,7 +26,24 @@ from typing import Any
 import pytest
 
 from strom.testing import BrokerProcess
+from tests.parallel import ParallelRun, add_options, is_controller
 from tests.topology import CLUSTER3, SINGLE, default_topology, module_broker
+
+#: First on the PYTHONPATH of every process the tests start: see its ``hypothesis`` package.
+CHILD_SITE = Path(__file__).parent / "child_site"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ports, units of work, order and the ``serial`` lock of a run (``tests/parallel.py``);
+    the processes the tests start import no hypothesis (``tests/child_site``)."""
+    config.pluginmanager.register(ParallelRun(config), "strom-parallel-run")
+    if not is_controller(config):  # its environment is the workers', who need hypothesis
+        inherited = os.environ.get("PYTHONPATH")
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CHILD_SITE), inherited]))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -38,6 +38,16 @@ BROKER_DEFAULTS: dict[str, str] = {
     "group.min.session.timeout.ms": "6000",
     "group.max.session.timeout.ms": "1800000",
     "group.max.size": "2147483647",
+    # KIP-848 consumer groups (strom.broker.group.consumer), Kafka's defaults
+    "group.consumer.heartbeat.interval.ms": "5000",
+    "group.consumer.min.heartbeat.interval.ms": "5000",
+    "group.consumer.max.heartbeat.interval.ms": "15000",
+    "group.consumer.session.timeout.ms": "45000",
+    "group.consumer.min.session.timeout.ms": "45000",
+    "group.consumer.max.session.timeout.ms": "60000",
+    "group.consumer.assignors": "uniform,range",
+    "group.consumer.max.size": "2147483647",
+    "group.consumer.migration.policy": "bidirectional",
     "log.cleaner.enable": "true",
     "log.cleaner.backoff.ms": "15000",
     "transactional.id.expiration.ms": "604800000",
@@ -49,6 +59,32 @@ BROKER_DEFAULTS: dict[str, str] = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
     "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
     "producer.id.expiration.ms": "86400000",
+    # share groups (KIP-932; strom.broker.share) and the share coordinator, Kafka's defaults
+    "group.share.record.lock.duration.ms": "30000",
+    "group.share.min.record.lock.duration.ms": "15000",
+    "group.share.max.record.lock.duration.ms": "60000",
+    "group.share.delivery.count.limit": "5",
+    "group.share.min.delivery.count.limit": "2",
+    "group.share.max.delivery.count.limit": "10",
+    "group.share.partition.max.record.locks": "2000",
+    "group.share.min.partition.max.record.locks": "100",
+    "group.share.max.partition.max.record.locks": "4000",
+    "group.share.session.timeout.ms": "45000",
+    "group.share.min.session.timeout.ms": "45000",
+    "group.share.max.session.timeout.ms": "60000",
+    "group.share.heartbeat.interval.ms": "5000",
+    "group.share.min.heartbeat.interval.ms": "5000",
+    "group.share.max.heartbeat.interval.ms": "15000",
+    "group.share.max.size": "200",
+    "group.share.max.share.sessions": "2000",
+    "share.coordinator.state.topic.num.partitions": "50",
+    "share.coordinator.state.topic.replication.factor": "3",  # capped to the live brokers
+    "share.coordinator.state.topic.segment.bytes": "104857600",
+    "share.coordinator.state.topic.min.isr": "2",
+    "share.coordinator.snapshot.update.records.per.snapshot": "500",
+    "share.coordinator.write.timeout.ms": "5000",
+    "share.coordinator.cold.partition.snapshot.interval.ms": "300000",
+    "share.coordinator.state.topic.prune.interval.ms": "300000",
     "producer.id.expiration.check.interval.ms": "600000",
     # HOST:PORT of /metrics and /health/* (strom.broker.observability.admin); empty: off
     "strom.admin.listener": "127.0.0.1:9644",
@@ -90,7 +126,7 @@ EXTRA_KNOWN_KEYS: set[str] = {
 
 def known_keys() -> set[str]:
     """Every broker property strom understands (for the unknown-key warning)."""
-    from strom.storage import log_config
+    from strom.storage import log_config  # storage only here: every strom command imports this
 
     keys = set(BROKER_DEFAULTS) | EXTRA_KNOWN_KEYS
     keys |= {d.broker_property for d in log_config.TOPIC_CONFIGS.values() if d.broker_property}

@@ -88,6 +88,7 @@ def _isr_seen_by(cluster: ClusterProcess, broker_id: int, topic: str) -> set[int
     return {int(b) for b in part.isr_nodes}
 
 
+@pytest.mark.serial  # the ISR must shrink within the paused follower's session
 def test_paused_follower_leaves_the_isr_by_lag_time_and_rejoins(tmp_path: Path) -> None:
     """SIGSTOP of a follower with a ZooKeeper session much longer than the lag time: only the
     leader's lag check (AlterPartition to the controller) can take it out of the ISR in time."""

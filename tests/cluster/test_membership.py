@@ -160,7 +160,9 @@ def test_brokers_register_see_each_other_and_a_killed_one_goes(
 
 
 def serve(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "strom", "serve", *args],
+    """``strom serve`` in the foreground, without the admin listener (its default port, 9644,
+    may be taken by any other broker on the machine)."""
+    return subprocess.run([sys.executable, "-m", "strom", "serve", "--admin-listener=", *args],
                           capture_output=True, text=True, timeout=90)  # fmt: skip
 
 

@@ -41,6 +41,7 @@ from strom.testing.zookeeper import zookeeper_available
 NO_NFT = netfault.available()
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.serial,  # elections timed against session timeouts while the network is cut
     pytest.mark.skipif(not zookeeper_available(), reason="apt-get install -y zookeeper"),
     pytest.mark.skipif(NO_NFT is not None, reason=NO_NFT or ""),
 ]

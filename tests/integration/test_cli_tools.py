@@ -74,7 +74,9 @@ def test_connection_errors_are_fast_and_specific() -> None:
                                         f"127.0.0.1:{silent.getsockname()[1]}", "--timeout", "1.5"))
         waited = time.monotonic() - started
         assert "no Kafka answer within 1.5 s" in line, line
-        assert 1.3 < waited < 8, waited  # --timeout, not the 10 s default
+        # --timeout, not the 10 s default: that alone would take 10 s, whatever the time the
+        # CLI takes to start (seconds on a loaded machine, so no tighter bound)
+        assert 1.3 < waited < 10, waited
     finally:
         silent.close()
 

@@ -163,6 +163,7 @@ def assert_clean_log(broker: BrokerProcess) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(max(240, FRAMES // 20))
+@pytest.mark.serial  # the broker must answer within 2 s while fuzzed
 def test_fuzzed_frames_do_not_hurt_the_broker_or_its_data(tmp_path, topic_name) -> None:
     broker = BrokerProcess(tmp_path / "data", settings={"group.initial.rebalance.delay.ms": "0"})
     broker.start()

@@ -127,6 +127,7 @@ def describe(bootstrap: str, group: str) -> Any:
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # convergence is timed
 def test_four_kafka_python_consumers_reach_one_stable_generation_quickly(
     cbroker, topic_name
 ) -> None:

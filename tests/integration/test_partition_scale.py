@@ -130,6 +130,7 @@ BYSTANDER_BOUND_S = 3.0
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # a bystander's latency is measured while 10,000 partitions come and go
 @pytest.mark.timeout(600)  # about 90 s on an idle 2-core machine; several times that under load
 def test_ten_thousand_partitions_create_write_restart_read(fresh_broker: BrokerProcess) -> None:
     n = 10_000

@@ -29,6 +29,7 @@ BOUND_S = 0.15
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # request latencies measured while 400 MiB are written and fsynced
 def test_roll_of_a_large_segment_does_not_delay_another_client(tmp_path: Path, topic_name: str) -> None:
     proc = BrokerProcess(tmp_path / "data")
     proc.start()

@@ -1,4 +1,5 @@
-"""Fixtures for the Spark tests: one SparkSession and one broker for the whole test session.
+"""Fixtures for the Spark tests: one SparkSession and one broker for the whole test session
+(for each pytest-xdist worker that runs Spark tests).
 
 A SparkSession costs tens of seconds to start on a busy 2-core machine, so every Spark test
 shares one (``local[2]``); each test uses its own topics and checkpoint directories. Tests that

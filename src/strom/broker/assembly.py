@@ -26,7 +26,8 @@ Start-up order (each line uses only what is above it):
    and the services that run beside the handlers, started in order: controller (the
    coordinators' topics are created through it), group coordinator, transaction coordinator
    (after the group coordinator: markers reaching ``__consumer_offsets`` complete offsets),
-   log cleaner;
+   share groups (their records are loaded with the group coordinator's; then the share
+   coordinator over ``__share_group_state``), log cleaner;
 9. the Kafka listener, then periodic log maintenance and the recovery-point checkpoint.
 
 Shutdown: controlled shutdown first (in a cluster: leaderships move away while this broker
@@ -46,8 +47,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from strom import long_lived
 from strom.broker import dispatch, log_maintenance, meta_properties, topic_config_sync
-from strom.broker.context import RequestContext
+from strom.broker.context import Client, RequestContext
 from strom.broker.controller_channel import ControllerChannel, ControllerService
 from strom.broker.dynamic_config import DynamicConfig
 from strom.broker.fetch_session import FetchSessionCache
@@ -63,6 +65,7 @@ from strom.broker.observability import admin as admin_listener
 from strom.broker.producer_ids import ProducerIdManager
 from strom.broker.server import KafkaConnection
 from strom.broker.services import BrokerServices
+from strom.broker.share.service import ShareService
 from strom.broker.topic_lifecycle import TopicLifecycle
 from strom.broker.topics import Topics
 from strom.broker.txn.service import TxnService
@@ -178,7 +181,8 @@ class Broker:
             return info is not None and node_id in info.replicas.get(partition, ())
 
         logs = LogManager(log_dirs, clock, config.values, Flusher())
-        doomed = logs.load(overrides, hosted)
+        with long_lived.paused():  # however many logs there are: see strom.long_lived
+            doomed = logs.load(overrides, hosted)
         self._stops.append(("logs", logs.close_all))
         self.logs_loaded = True
         configs.on_change(logs.update_broker_configs)
@@ -218,6 +222,7 @@ class Broker:
         self._stops.append(("producer ids", producer_ids.close))
         dispatch.load_handlers()
         replication.start()  # leaders and followers before any service appends
+        long_lived.added(logs.count())  # the partitions' objects: out of the collector's way
         self._stops.append(("replication", replication.stop))
         # Registered before the services start, as Kafka does: the controller (a service)
         # needs this broker among the live. Peers that connect before the listener is up retry.
@@ -229,6 +234,9 @@ class Broker:
         internal_topics = InternalTopics(topics, config)
         self._stops.append(("internal topic creation", internal_topics.close))
         groups = GroupService(config, clock, replicas, registry, self.periodic)
+        # share groups' records live in __consumer_offsets: registered before the groups load
+        shares = ShareService(config, clock, replicas, registry, topics, internal_topics, groups,
+                              configs, self.periodic, node_id, node.source_host)  # fmt: skip
         transactions = TxnService(config, clock, replicas, registry, groups, producer_ids,
                                   self.periodic, node.source_host)  # fmt: skip
         controller = ControllerService(cluster_store, node_id, config, self._deliver_locally,
@@ -245,6 +253,7 @@ class Broker:
             fetch_sessions=FetchSessionCache(
                 config.get_int("max.incremental.fetch.session.cache.slots")),
             metadata_answers=MetadataAnswers(), replica_selector=self.replica_selector,
+            shares=shares,
         )  # fmt: skip
         self._prepare_stop = controller.prepare_stop
         await controller.start()  # first: the coordinators' topics are created through it
@@ -253,6 +262,8 @@ class Broker:
         self._stops.append(("group coordinator", groups.stop))
         await transactions.start()
         self._stops.append(("transaction coordinator", transactions.stop))
+        await shares.start()
+        self._stops.append(("share groups", shares.stop))
         await cleaner.start()
         self._stops.append(("log cleaner", cleaner.stop))
 
@@ -277,7 +288,7 @@ class Broker:
             log.warning("controller request %d to the local broker: no handler", api_key)
             return None
         header = RequestHeader(api_key, api_version, 0, f"controller-{self.node_id}")
-        return await spec.fn(RequestContext(header, services, "local", 0, -1), request)
+        return await spec.fn(RequestContext(header, services, Client("local", 0, -1)), request)
 
     async def _start_admin_listener(self) -> None:
         if self._admin is not None:  # already serving (tests start it ahead of start())
@@ -335,7 +346,7 @@ class Broker:
         connect = self.config.get("zookeeper.connect")
         if not connect:
             return EmbeddedStore(self.data_dir)
-        from strom.metadata.zookeeper import ZooKeeperStore  # kazoo (~40 ms) only in a cluster
+        from strom.metadata.zookeeper import ZooKeeperStore  # kazoo: ~40 ms, only in a cluster
 
         timeout = self.config.get("zookeeper.connection.timeout.ms")
         host = self.listen[0]  # the session leaves from our address (network-fault tests)

@@ -3,8 +3,10 @@
 Kafka 4 lets a group override the broker's group settings (``consumer.session.timeout.ms``,
 ``share.*``, ``streams.*``: :data:`strom.kafka_configs.GROUP`) with IncrementalAlterConfigs /
 AlterConfigs on a GROUP resource, and DescribeConfigs / ListConfigResources show them. strom
-keeps and describes them with Kafka's rules, but runs only the classic group protocol, which
-none of them affects: they are accepted without effect (docs/configs.md).
+keeps and describes them all with Kafka's rules; the ones in :data:`APPLIED` act: share groups'
+(:mod:`strom.broker.share.settings`) and a KIP-848 consumer group's session timeout and
+heartbeat interval (:mod:`strom.broker.group.consumer`); the others are accepted without effect
+(docs/configs.md).
 
 Stored in the metadata store, one node per group: ``/config/groups/<group id>`` holding
 ``{"version": 1, "config": {name: value}}``, removed when its set becomes empty (so the node
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Iterable, Mapping
 
 from strom import kafka_configs as kc
@@ -28,6 +31,14 @@ from strom.metadata.store import MetadataStore, NodeExistsError, NoNodeError
 from strom.storage.errors import InvalidConfigError
 
 PATH = "/config/groups"
+#: the group configs strom acts on (share groups, :mod:`strom.broker.share.settings`; KIP-848
+#: consumer groups, :mod:`strom.broker.group.consumer`); the others are kept and described only
+APPLIED = frozenset({
+    "consumer.heartbeat.interval.ms", "consumer.session.timeout.ms",
+    "share.auto.offset.reset", "share.delivery.count.limit", "share.heartbeat.interval.ms",
+    "share.isolation.level", "share.partition.max.record.locks", "share.record.lock.duration.ms",
+    "share.renew.acknowledge.enable", "share.session.timeout.ms",
+})  # fmt: skip
 GROUP_CONFIG_SOURCE = 8  # DescribeConfigsResponse.ConfigSource.GROUP_CONFIG
 DEFAULT_CONFIG_SOURCE = 5
 
@@ -70,6 +81,39 @@ def _broker_bound(name: str, which: str) -> str:
     return f"group.{kind}.{which}.{rest}"
 
 
+# share.auto.offset.reset (Kafka's ShareGroupAutoOffsetResetStrategy); strom.broker.share uses
+# these too
+_DURATION = re.compile(r"^P(?:(?P<d>\d+)D)?(?:T(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?"
+                       r"(?:(?P<s>\d+(?:\.\d+)?)S)?)?$", re.IGNORECASE)  # fmt: skip
+
+
+def duration_ms(text: str) -> int:
+    """An ISO-8601 duration as Java's ``Duration.parse`` takes it (``PnDTnHnMn.nS``), in ms."""
+    m = _DURATION.match(text.strip())
+    if m is None or not any(m.groupdict().values()):
+        raise ValueError(f"not an ISO-8601 duration: {text!r}")
+    days, hours, minutes = (int(m.group(g) or 0) for g in ("d", "h", "m"))
+    seconds = float(m.group("s") or 0)
+    return int(((days * 24 + hours) * 60 + minutes) * 60_000 + seconds * 1000)
+
+
+def check_auto_offset_reset(value: str) -> None:
+    """ValueError (Kafka's message) unless ``value`` is ``latest``, ``earliest`` or
+    ``by_duration:<ISO-8601 duration>``."""
+    text = value.strip().lower()
+    if text in ("latest", "earliest"):
+        return
+    if text.startswith("by_duration:"):
+        try:
+            if duration_ms(value.strip()[len("by_duration:"):]) >= 0:
+                return
+        except ValueError:
+            pass
+    raise ValueError(f"Invalid value `{value}` for configuration share.auto.offset.reset. The "
+                     "value must be either 'earliest', 'latest' or of the format "
+                     "'by_duration:<PnDTnHnMn.nS.>'.")
+
+
 def validate(configs: Mapping[str, str | None], broker_values: Mapping[str, str]) -> None:
     """Raise InvalidConfigError unless ``configs`` may be a group's set (Kafka's rules)."""
     for name, value in configs.items():
@@ -82,6 +126,11 @@ def validate(configs: Mapping[str, str | None], broker_values: Mapping[str, str]
             parsed = kc.check_value(defn, value)
         except kc.ConfigValueError as exc:
             raise InvalidConfigError(str(exc)) from None
+        if name == "share.auto.offset.reset":  # Kafka's ShareGroupAutoOffsetResetStrategy
+            try:
+                check_auto_offset_reset(value)
+            except ValueError as exc:
+                raise InvalidConfigError(str(exc)) from None
         if not isinstance(parsed, int) or isinstance(parsed, bool):
             continue
         low_name, high_name = _broker_bound(name, "min"), _broker_bound(name, "max")

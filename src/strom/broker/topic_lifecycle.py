@@ -12,6 +12,9 @@ create / grow
        see :mod:`strom.metadata.embedded`), then the logs are registered, in one step of the
        loop, so no request sees the topic without its logs.
 
+    Thousands of partitions at once pause the cyclic garbage collector meanwhile and freeze
+    the new partitions' objects after (:mod:`strom.long_lived`).
+
     A failure in step 2 registers nothing and answers KAFKA_STORAGE_ERROR with the reason (e.g.
     ``[Errno 24] Too many open files``). A crash between 2 and 3 leaves directories of no
     registered partition: the next start removes them (:meth:`LogManager.load`).
@@ -31,6 +34,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypeVar
 
+from strom import long_lived
 from strom.metadata.topics import TopicInfo
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.storage.log_manager import doomed_name, remove_dirs, remove_log
@@ -101,15 +105,17 @@ class TopicLifecycle:
             raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
         self._claim(name)
         try:
-            made = await self._make_logs(name, list(range(partitions)), configs)
-            try:
-                replicas = {p: [self.node_id] for p in range(partitions)}
-                info = await self.registry.create(name, replicas, configs)
-            except BaseException:
-                await self._discard(made)
-                raise
-            self.logs.add(name, made, info.configs)
-            self.replication.partitions_created(info, range(partitions))
+            with long_lived.bulk(partitions):
+                made = await self._make_logs(name, list(range(partitions)), configs)
+                try:
+                    replicas = {p: [self.node_id] for p in range(partitions)}
+                    info = await self.registry.create(name, replicas, configs)
+                except BaseException:
+                    await self._discard(made)
+                    raise
+                self.logs.add(name, made, info.configs)
+                self.replication.partitions_created(info, range(partitions))
+                long_lived.added(partitions)
         finally:
             self._busy.discard(name)
         log.info("created topic %s with %d partitions", name, partitions)
@@ -124,14 +130,16 @@ class TopicLifecycle:
                 raise KafkaError(ErrorCode.unknown_topic_or_partition,
                                  f"Topic '{name}' does not exist.")  # fmt: skip
             local = [p for p, replicas in new.items() if self.node_id in replicas]
-            made = await self._make_logs(name, local, info.configs)
-            try:
-                info = await self.registry.add_partitions(name, new)
-            except BaseException:
-                await self._discard(made)
-                raise
-            self.logs.add(name, made, info.configs)
-            self.replication.partitions_created(info, local)
+            with long_lived.bulk(len(local)):
+                made = await self._make_logs(name, local, info.configs)
+                try:
+                    info = await self.registry.add_partitions(name, new)
+                except BaseException:
+                    await self._discard(made)
+                    raise
+                self.logs.add(name, made, info.configs)
+                self.replication.partitions_created(info, local)
+                long_lived.added(len(local))
         finally:
             self._busy.discard(name)
         return info

@@ -47,6 +47,8 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 from uuid import UUID
 
+from strom.protocol.varint import encode_uvarint
+
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _I64 = struct.Struct(">q")
@@ -65,18 +67,11 @@ PRODUCE_VERSIONS = range(3, 14)
 FETCH_VERSIONS = range(4, 19)
 _PRODUCE_FIRST_FLEXIBLE = 9
 _FETCH_FIRST_FLEXIBLE = 12
-
-
-def uvarint(value: int) -> bytes:
-    """Unsigned varint (7 bits a byte, least significant first)."""
-    if value < 0x80:
-        return bytes((value,))
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+#: Fetch records read as bytes (no sendfile) this long are a part of their own: copying them
+#: into the body, the body into the frame and the frame into one write buffer cost three
+#: allocations of their size per response (a MiB-sized buffer each, page-faulted afresh
+#: whenever the allocator returned the previous one to the system).
+OWN_PART_BYTES = 64 * 1024
 
 
 def response_header(correlation_id: int, flexible: bool) -> bytes:
@@ -85,12 +80,12 @@ def response_header(correlation_id: int, flexible: bool) -> bytes:
 
 
 def _array_len(out: bytearray, n: int, flexible: bool) -> None:
-    out += uvarint(n + 1) if flexible else _I32.pack(n)
+    out += encode_uvarint(n + 1) if flexible else _I32.pack(n)
 
 
 def _string(out: bytearray, value: str, flexible: bool) -> None:
     data = value.encode()
-    out += uvarint(len(data) + 1) if flexible else _I16.pack(len(data))
+    out += encode_uvarint(len(data) + 1) if flexible else _I16.pack(len(data))
     out += data
 
 
@@ -135,7 +130,7 @@ def _node_endpoints(endpoints: Sequence[tuple[int, str, int, str | None]]) -> by
         data += _I32.pack(port)
         _nullable_string(data, rack, True)
         data += b"\0"
-    return b"\x01\x00" + uvarint(len(data)) + bytes(data)
+    return b"\x01\x00" + encode_uvarint(len(data)) + bytes(data)
 
 
 def encode_produce(version: int, response: ProduceResponse) -> bytearray:
@@ -232,7 +227,9 @@ def _fetch_partition_head(version: int) -> tuple[struct.Struct, int, bytes]:
 
 def encode_fetch(version: int, response: FetchResponse) -> list[Any]:
     """The Fetch response body (no header) for ``version`` (4–16) as parts: one bytes object,
-    or bytes and regions alternating when some partition's records are a region."""
+    or bytes and regions alternating when some partition's records are a region, or bytes of
+    at least :data:`OWN_PART_BYTES` (a part of their own, not copied: a connection writes the
+    parts as they are)."""
     flexible = version >= _FETCH_FIRST_FLEXIBLE
     head, null_aborted, empty_tail = _fetch_partition_head(version)
     parts: list[Any] = []
@@ -280,11 +277,16 @@ def encode_fetch(version: int, response: FetchResponse) -> list[Any]:
                 out += b"\0" if flexible else b"\xff\xff\xff\xff"
             elif isinstance(records, bytes | bytearray | memoryview):
                 n = len(records)
-                out += uvarint(n + 1) if flexible else _I32.pack(n)
-                out += records
+                out += encode_uvarint(n + 1) if flexible else _I32.pack(n)
+                if n >= OWN_PART_BYTES and type(records) is bytes:
+                    parts.append(bytes(out))
+                    parts.append(records)
+                    out = bytearray()
+                else:
+                    out += records
             else:  # a region: its length prefix here, its bytes sent by the caller
                 n = records.length
-                out += uvarint(n + 1) if flexible else _I32.pack(n)
+                out += encode_uvarint(n + 1) if flexible else _I32.pack(n)
                 parts.append(bytes(out))
                 parts.append(records)
                 out = bytearray()

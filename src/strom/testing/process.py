@@ -2,23 +2,83 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+#: ``LOW-HIGH`` (inclusive): :func:`free_port` hands out ports of this range only. strom's test
+#: suite gives each pytest-xdist worker a range of its own (``tests/conftest.py``).
+PORT_RANGE_ENV = "STROM_TEST_PORTS"
+
+
+def port_range() -> tuple[int, int] | None:
+    """The ``(low, high)`` range named by ``$STROM_TEST_PORTS``, or None when it is unset."""
+    value = os.environ.get(PORT_RANGE_ENV, "").strip()
+    if not value:
+        return None
+    low, sep, high = value.partition("-")
+    try:
+        lo, hi = int(low), int(high)
+    except ValueError:
+        lo = hi = 0
+    if not sep or not 1024 <= lo <= hi <= 65535:
+        raise ValueError(f"{PORT_RANGE_ENV}={value!r}: want LOW-HIGH within 1024-65535")
+    return lo, hi
+
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port on ``host`` that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+    """A TCP port on ``host`` that was free a moment ago.
+
+    Without ``$STROM_TEST_PORTS`` the kernel picks one (bind to port 0). The kernel picks from
+    the ephemeral range, where every outgoing connection also takes its source port, so a port
+    given out here may be taken by a client's connection before the server binds it; and two
+    processes asking at once may be given the same one. With ``STROM_TEST_PORTS=LOW-HIGH``
+    (keep it below ``/proc/sys/net/ipv4/ip_local_port_range``, where no outgoing connection
+    goes) ports are handed out in turn from that range, the next one to try kept in a file
+    locked while it is read and written, so every process that shares the range (a test and
+    the ``strom cluster up`` it runs) gets a port nobody else was given recently; a port that
+    does not bind (still in use) is skipped.
+    """
+    span = port_range()
+    if span is None:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+            return int(sock.getsockname()[1])
+    return _next_port_in(span, host)
+
+
+def _next_port_in(span: tuple[int, int], host: str) -> int:
+    lo, hi = span
+    size = hi - lo + 1
+    state = Path(tempfile.gettempdir()) / f"strom-test-ports-{lo}-{hi}"
+    with open(state, "a+b") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)  # released when the file closes
+        f.seek(0)
+        try:
+            offset = int(f.read() or b"0") % size
+        except ValueError:
+            offset = 0
+        for step in range(size):
+            port = lo + (offset + step) % size
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                try:
+                    sock.bind((host, port))
+                except OSError:
+                    continue
+            f.seek(0)
+            f.truncate()
+            f.write(str((offset + step + 1) % size).encode())
+            return port
+    raise OSError(f"no free port on {host} in {PORT_RANGE_ENV}={lo}-{hi}")
 
 
 def wait_for_port(host: str, port: int, timeout: float) -> bool:

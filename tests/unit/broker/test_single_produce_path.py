@@ -1,4 +1,4 @@
-"""One-partition Produce requests answered by the fast path (broker/single_produce.py), inline
+"""One-partition Produce requests (read without kio by the connection core) answered inline
 in ``data_received`` or by the connection's task, interleaved with requests of the generic
 path: every response in request order with the right offsets and error codes, every record
 stored once in order, a corrupt batch refused with CORRUPT_MESSAGE."""
@@ -99,8 +99,9 @@ def tmp() -> Any:
 
 
 async def _with_broker(tmp: Path, body: Any) -> Any:
-    broker = Broker(BrokerConfig({"log.cleaner.enable": "false"}), tmp / "data",
-                    ("127.0.0.1", free_port()))  # fmt: skip
+    # no admin listener: its default port may be taken by another broker on the machine
+    broker = Broker(BrokerConfig({"log.cleaner.enable": "false", "strom.admin.listener": ""}),
+                    tmp / "data", ("127.0.0.1", free_port()))  # fmt: skip
     await broker.start()
     try:
         assert broker.services is not None
@@ -142,8 +143,8 @@ def test_pipelined_mixture_answered_in_order(tmp: Path, version: int) -> None:
     async def body(broker: Broker, conn: KafkaConnection, transport: RecordingTransport) -> None:
         requests = [
             produce(version, 1, [("plain", 0, batch(b"a"))]),  # inline
-            produce(version, 2, [("synced", 0, batch(b"b"))]),  # inline, then waits: Later
-            produce(version, 3, [("plain", 0, batch(b"c"))]),  # behind the Later: the task
+            produce(version, 2, [("synced", 0, batch(b"b"))]),  # inline, then waits: Pending
+            produce(version, 3, [("plain", 0, batch(b"c"))]),  # behind the Pending: the task
             api_versions(4),  # the generic path
             produce(version, 5, [("plain", 0, batch(b"d")), ("plain", 1, batch(b"e"))]),  # generic
             produce(version, 6, [("nope", 0, batch(b"x"))]),  # unknown topic: an error
@@ -152,7 +153,7 @@ def test_pipelined_mixture_answered_in_order(tmp: Path, version: int) -> None:
         conn.data_received(b"".join(requests[:3]))
         # answered before anything awaited: inline; the fsync-bound one waits in the queue
         assert [struct.unpack_from(">i", f)[0] for f in transport.frames()] == [1]
-        assert [type(q).__name__ for q in conn.queue] == ["Later", "bytes"]
+        assert [type(q).__name__ for q in conn.queue] == ["Pending", "bytes"]
         conn.data_received(b"".join(requests[3:5]))
         await _settle(conn, transport, 5)
         conn.data_received(requests[5])  # the task is idle again: inline
@@ -203,5 +204,37 @@ def test_corrupt_batch_is_answered_as_the_generic_path_answers_it(tmp: Path) -> 
         assert transport.closing
         assert [struct.unpack_from(">i", f)[0] for f in transport.frames()] == [1]
         assert _values(broker, "plain", 0) == [b"ok"]
+
+    asyncio.run(_with_broker(tmp, body))
+
+
+@pytest.mark.parametrize("version", [3, 8, 9, 12])
+def test_round_robin_over_partitions_costs_one_layout_and_one_template(tmp: Path,
+                                                                       version: int) -> None:
+    """A producer writing one message to each partition in turn (librdkafka sends one request
+    per partition): every request is answered by the fast path with its own partition's index
+    and offset, and the connection reads the request layout once and keeps one response
+    template for the topic, however many partitions it meets (issue 29: at 10,000 partitions
+    both were rebuilt per request)."""
+
+    async def body(broker: Broker, conn: KafkaConnection, transport: RecordingTransport) -> None:
+        assert broker.services is not None
+        await broker.services.topics.create("wide", 300, 1, {})
+        requests = [produce(version, i, [("wide", i % 300, batch(b"v%d" % i))])
+                    for i in range(900)]  # fmt: skip
+        for i in range(0, 900, 3):  # a few frames per read, as they arrive
+            conn.data_received(b"".join(requests[i : i + 3]))
+        await _settle(conn, transport, 900)
+        frames = transport.frames()
+        got = []
+        for f in frames:
+            corr, response = decode_response(0, version, f)
+            ((name, p),) = [(t.name, p) for t in response.responses
+                            for p in t.partition_responses]  # fmt: skip
+            got.append((corr, name, p.index, int(p.error_code), p.base_offset))
+        assert got == [(i, "wide", i % 300, 0, i // 300) for i in range(900)]
+        assert _values(broker, "wide", 7) == [b"v7", b"v307", b"v607"]
+        assert conn.core.produce.parses == 1  # the layout read once
+        assert len(conn.core.templates) == 1  # one template for the topic
 
     asyncio.run(_with_broker(tmp, body))

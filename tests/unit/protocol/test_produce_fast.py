@@ -1,7 +1,8 @@
-"""The single-partition Produce fast path reads what kio reads, for every version it claims
-(3-12), refuses (None) every other shape without raising, and its response templates write
-the bytes of the general encoder (byte-compared with kio in test_hot_path), which kio decodes
-back to the same response."""
+"""The single-partition Produce reader reads what kio reads (the same header, the same
+ProduceRequest as kio's decode converted by from_kio), for every version it claims (3-12),
+refuses (None) every other shape without raising, and its response templates write the bytes
+of the general encoder (byte-compared with kio in test_hot_path), which kio decodes back to the
+same response."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from strom.protocol.messages import (
     response_class,
     response_module,
 )
+from strom.protocol.produce_request import ProduceRequest, from_kio
 
 PRODUCE = 0
 CLIENT_IDS = [None, "", "rdkafka", "clïent-" + "x" * 300]
@@ -46,14 +48,12 @@ def _frame(version: int, *, client_id: str | None = "rdkafka", txn: str | None =
     return encode_request(RequestHeader(PRODUCE, version, correlation, client_id), request)[4:]
 
 
-def _expected(frame: bytes) -> pf.SingleProduce:
+def _expected(frame: bytes) -> tuple[RequestHeader, ProduceRequest]:
     header, request = decode_request(frame)
-    (topic,) = request.topic_data
-    (part,) = topic.partition_data
-    return pf.SingleProduce(
-        int(header.correlation_id), header.client_id, request.transactional_id, int(request.acks),
-        int(request.timeout.total_seconds() * 1000), topic.name, int(part.index), part.records,
-    )  # fmt: skip
+    converted = from_kio(request)
+    (topic,) = converted.topics
+    assert len(topic[2]) == 1 and topic[1] is None and len(converted.records) == 1
+    return header, converted
 
 
 def _cases(version: int) -> list[bytes]:
@@ -85,6 +85,30 @@ def test_reader_reuses_the_layout_only_for_the_same_bytes(version: int) -> None:
     for i, frame in enumerate(sequence):
         frame = frame[:4] + (i * 7919).to_bytes(4, "big", signed=False) + frame[8:]
         assert reader.read(frame) == _expected(frame)
+
+
+@pytest.mark.parametrize("version", pf.VERSIONS)
+def test_reader_keeps_the_layout_across_partitions(version: int) -> None:
+    """A producer writing round-robin over many partitions of one topic: each request is read
+    as kio reads it, and only the first is parsed the long way (the partition index is read,
+    not part of the remembered layout)."""
+    reader = pf.SingleProduceReader()
+    partitions = [0, 1, 9_999, 2**31 - 1, 255, 256, 7, 0]
+    for i, partition in enumerate(partitions * 3):
+        records = b"r" * (170 + i)  # lengths crossing a varint byte boundary too
+        frame = _frame(version, topics=[("t", [(partition, records)])], correlation=i)
+        assert reader.read(frame) == _expected(frame)
+    assert reader.parses == 1
+    other = _frame(version, topics=[("u", [(3, b"r" * 170)])])  # another topic: a new layout
+    assert reader.read(other) == _expected(other)
+    assert reader.parses == 2
+    short = _frame(version, topics=[("u", [(3, b"r" * 170)])])
+    # the records' length (uvarint 171 or int32), the records, the tags (flexible): cut two
+    # bytes into the partition index before them
+    cut = len(short) - 170 - (2 + 3 + 2 if version >= 9 else 4 + 2)
+    assert short[cut - 2 : cut + 2] == (3).to_bytes(4, "big")
+    assert reader.read(short[:cut]) is None
+    assert reader.read(short) == _expected(short)
 
 
 @pytest.mark.parametrize("version", pf.VERSIONS)
@@ -141,14 +165,14 @@ def test_truncated_and_foreign_frames_are_refused_without_raising(version: int) 
 @pytest.mark.parametrize("version", pf.VERSIONS)
 def test_response_template_writes_what_the_encoder_and_kio_write(version: int) -> None:
     rnd = random.Random(version)
-    for topic, partition in itertools.product(TOPICS, [0, 5, 2**31 - 1]):
-        template = pf.ResponseTemplate(version, topic, partition)
-        for _ in range(5):
+    for topic in TOPICS:
+        template = pf.ResponseTemplate(version, topic)  # one for every partition of the topic
+        for partition, _ in itertools.product([0, 5, 2**31 - 1, 255, 256, -1], range(5)):
             corr = rnd.randrange(-(2**31), 2**31)
             base = rnd.choice([0, 41, 2**62])
             append_time = rnd.choice([-1, 1_700_000_000_123])
             start = rnd.choice([-1, 0, 5]) if version >= 5 else -1
-            ours = template.frame(corr, base, append_time, start)
+            ours = template.frame(corr, partition, base, append_time, start)
             general = hp.produce_frame(version, corr, hp.ProduceResponse(
                 [(topic, [hp.ProducePartition(partition, 0, base, append_time, start)])]))  # fmt: skip
             assert ours == general
@@ -160,3 +184,16 @@ def test_response_template_writes_what_the_encoder_and_kio_write(version: int) -
                           record_errors=(), error_message=None),)),))  # fmt: skip
             assert ours == encode_response(PRODUCE, version, corr, entity)
             assert decode_response(PRODUCE, version, ours[4:]) == (corr, entity)
+
+
+@pytest.mark.parametrize("version", pf.VERSIONS)
+def test_templates_answer_only_the_shape_they_fit(version: int) -> None:
+    """A connection's templates write the one-partition success answer; every other answer (an
+    error, two partitions, a leader hint) is the general encoder's, byte for byte."""
+    templates = pf.ResponseTemplates()
+    ok = hp.ProduceResponse([("t", [hp.ProducePartition(3, 0, 41, -1, 0)])])
+    refused = hp.ProduceResponse([("t", [hp.ProducePartition(3, 6, error_message="moved")])])
+    two = hp.ProduceResponse([("t", [hp.ProducePartition(0, 0, 1), hp.ProducePartition(1, 0, 2)])])
+    for response in (ok, refused, two, ok):
+        assert templates.frame(version, 9, response) == hp.produce_frame(version, 9, response)
+    assert len(templates._templates) == 1  # only the success answer made a template
