@@ -84,8 +84,10 @@ def jvm_tools_missing() -> str | None:
     return None
 
 
-def maven_classpath(profile: str = "kafka", properties: Mapping[str, str] | None = None) -> list[str]:
-    """The jars of ``profile`` in :data:`POM`, resolved by Maven (cached, see the module doc)."""
+def maven_classpath(profile: str = "kafka", properties: Mapping[str, str] | None = None, *,
+                    timeout: float = 1200.0) -> list[str]:  # fmt: skip
+    """The jars of ``profile`` in :data:`POM`, resolved by Maven (cached, see the module doc);
+    :class:`MavenUnavailable` when Maven has not finished within ``timeout`` seconds."""
     reason = jvm_tools_missing()
     if reason:
         raise MavenUnavailable(reason)
@@ -102,11 +104,16 @@ def maven_classpath(profile: str = "kafka", properties: Mapping[str, str] | None
         if not listing.exists() or listing.stat().st_mtime < POM.stat().st_mtime:
             others = {"kafka": "spark-kafka", "spark-kafka": "kafka"}
             active = f"{profile},!{others[profile]}" if profile in others else profile
-            done = subprocess.run(
-                ["mvn", "-B", "-q", "-f", str(POM), "-P", active, "dependency:build-classpath",
-                 f"-Dmdep.outputFile={listing}", *(f"-D{k}={v}" for k, v in props.items())],
-                capture_output=True, text=True, timeout=1200, stdin=subprocess.DEVNULL,
-            )  # fmt: skip
+            try:
+                done = subprocess.run(
+                    ["mvn", "-B", "-q", "-f", str(POM), "-P", active, "dependency:build-classpath",
+                     f"-Dmdep.outputFile={listing}", *(f"-D{k}={v}" for k, v in props.items())],
+                    capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+                )  # fmt: skip
+            except subprocess.TimeoutExpired as exc:  # a slow mirror: tried again next time
+                listing.unlink(missing_ok=True)
+                raise MavenUnavailable(f"mvn did not resolve profile {profile} {props or ''} of "
+                                       f"{POM} within {timeout:g} s") from exc  # fmt: skip
             if done.returncode != 0 or not listing.exists():
                 listing.unlink(missing_ok=True)
                 why = (f"mvn could not resolve profile {profile} {props or ''} of {POM}:\n"
@@ -118,7 +125,7 @@ def maven_classpath(profile: str = "kafka", properties: Mapping[str, str] | None
     absent = [j for j in jars if not Path(j).is_file()]
     if absent:  # the Maven cache was cleaned since: resolve again
         listing.unlink()
-        return maven_classpath(profile, properties)
+        return maven_classpath(profile, properties, timeout=timeout)
     return jars
 
 
@@ -142,19 +149,24 @@ def kafka_version() -> str | None:
 SPARK_KAFKA_FALLBACK = "4.2.0"
 
 
-def spark_kafka_jars(spark_version: str | None = None) -> list[str]:
+def spark_kafka_jars(spark_version: str | None = None, *, timeout: float = 240.0) -> list[str]:
     """Jars for ``spark.jars`` so that Spark's own ``format("kafka")`` loads: the connector,
     its token provider, kafka-clients and commons-pool2, without the jars PySpark already
-    ships (Scala, Hadoop, slf4j ..., of the versions Spark was built with)."""
+    ships (Scala, Hadoop, slf4j ..., of the versions Spark was built with).
+
+    On a clean machine Maven downloads about 30 MB (the dependency plugin and these four jars:
+    about 15 s); each resolution is bounded by ``timeout`` seconds (the tests' fixture must not
+    hang on a slow mirror: :class:`MavenUnavailable` then)."""
     import pyspark  # noqa: PLC0415
 
     version = spark_version or pyspark.__version__
     try:
-        jars = maven_classpath("spark-kafka", {"spark.version": version})
+        jars = maven_classpath("spark-kafka", {"spark.version": version}, timeout=timeout)
     except MavenUnavailable:
         if spark_version is not None or version == SPARK_KAFKA_FALLBACK:
             raise
-        jars = maven_classpath("spark-kafka", {"spark.version": SPARK_KAFKA_FALLBACK})
+        jars = maven_classpath("spark-kafka", {"spark.version": SPARK_KAFKA_FALLBACK},
+                               timeout=timeout)  # fmt: skip
     shipped = {_artifact(p.name) for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
     return [j for j in jars if _artifact(Path(j).name) not in shipped]
 
@@ -291,7 +303,7 @@ def wait_metadata(bootstrap: str, timeout: float, brokers: set[int] | None = Non
     """Until a Metadata answer from ``bootstrap`` lists ``brokers`` (or any broker)."""
     from confluent_kafka.admin import AdminClient  # noqa: PLC0415
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": _QUIET})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": _QUIET})  # type: ignore[dict-item]
     deadline = time.monotonic() + timeout
     last: Exception | None = None
     while time.monotonic() < deadline:
@@ -449,7 +461,7 @@ class MirrorMakerProcess(JvmProcess):
         self.config_file = self.work_dir / "mm2.properties"
         self.log_file = self.work_dir / "mm2.log"
         self.port = 0
-        self._proc = None
+        self._proc: subprocess.Popen[bytes] | None = None
 
     def prepare(self) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)

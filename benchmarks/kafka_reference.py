@@ -276,7 +276,9 @@ def main() -> int:
     if args.save is not None:
         args.save.mkdir(parents=True, exist_ok=True)
 
-    runs = {m.name: {b: [] for b in BROKERS} for m in METRICS if m.suite in suites}
+    runs: dict[str, dict[str, list[float | None]]] = {
+        m.name: {b: [] for b in BROKERS} for m in METRICS if m.suite in suites
+    }
     loads: list[dict[str, Any]] = []
     errors: list[dict[str, Any]] = []
     started = time.monotonic()
