@@ -227,7 +227,7 @@ def wait_metadata(bootstrap: str, timeout: float) -> None:
     """Until a Metadata answer from ``bootstrap`` names at least one broker."""
     from confluent_kafka.admin import AdminClient  # noqa: PLC0415
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": _QUIET})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": _QUIET})  # type: ignore[dict-item]
     deadline = time.monotonic() + timeout
     while True:
         try:

@@ -10,7 +10,8 @@ Each phase runs ``--rounds`` times, the two formats back to back, which one firs
   ``df.write.format(F)`` into a fresh topic (the end offsets are checked).
 
 Figures: rows/s (rows / wall time of the job, the session warm), the median of the rounds with
-each round's figure, and ``strom_vs_kafka`` (> 1: strom's source is faster). Prints ONE JSON line.
+each round's figure, ``strom_vs_kafka`` (the medians' ratio, > 1: strom's source is faster),
+``strom_vs_kafka_per_round`` and its median. Prints ONE JSON line.
 
     python benchmarks/spark_kafka_format.py [--rows 300000] [--rounds 3] [--partitions 2]
 """
@@ -161,9 +162,15 @@ def main() -> int:
                            "master": args.master, "rounds": args.rounds}  # fmt: skip
     for phase, per_format in figures.items():
         medians = {f: round(statistics.median(v)) for f, v in per_format.items() if v}
+        # each round's strom / kafka (the two ran back to back: the load they shared)
+        per_round = [round(s / k, 3) for s, k in zip(per_format["strom"], per_format["kafka"],
+                                                     strict=False) if k]  # fmt: skip
         out[phase] = {"rows_per_s": medians,
                       "rounds": {f: [round(x) for x in v] for f, v in per_format.items()},
-                      "strom_vs_kafka": ratio(medians.get("strom"), medians.get("kafka"))}  # fmt: skip
+                      "strom_vs_kafka": ratio(medians.get("strom"), medians.get("kafka")),
+                      "strom_vs_kafka_per_round": per_round,
+                      "strom_vs_kafka_round_median":
+                          round(statistics.median(per_round), 3) if per_round else None}  # fmt: skip
     env = env_info()
     import pyspark  # noqa: PLC0415
 
