@@ -3,7 +3,8 @@ thread: the "why" behind kafka_reference.py's CPU-per-million figures.
 
 For each broker (strom, Apache Kafka; ``--only`` one): a fresh broker, the same untimed warm-up
 as broker_throughput.py, then ``--messages`` 100-byte messages produced (linger.ms=5, acks=1,
-one partition) and read back by a consumer; around each phase every thread's CPU
+one partition) and read back by a consumer, and with ``--transactions N`` N transactions of 100
+records over 3 partitions (txn_throughput.py's ``txn_100``); around each phase every thread's CPU
 (utime + stime of ``/proc/<pid>/task/<tid>/stat``) is read, and the threads are grouped by
 name with their digits replaced by ``N`` (``data-plane-kafka-request-handler-3`` ->
 ``data-plane-kafka-request-handler-N``, ``GC Thread#1`` -> ``GC Thread#N``). A thread that
@@ -16,6 +17,7 @@ Prints ONE JSON line: per broker and phase ``cpu_s``, ``cpu_s_per_M``, ``threads
 (name -> CPU seconds, largest first) and for strom ``pyspy``.
 
     python benchmarks/broker_threads.py [--messages 1000000] [--pyspy] [--only kafka]
+    python benchmarks/broker_threads.py --messages 200000 --transactions 1000
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from _common import (  # noqa: E402
     workdir,
 )
 from broker_throughput import consume, produce  # noqa: E402
+from txn_throughput import run as produce_in_transactions  # noqa: E402
 
 TICK = 100.0  # USER_HZ: /proc's clock ticks per second on Linux
 DIGITS = re.compile(r"\d+")
@@ -118,6 +121,10 @@ def _frame(frame: str) -> str:
     return re.sub(r"\(.*?/site-packages/|\(.*?/src/", "(", frame)
 
 
+def transactions(bootstrap: str, topic: str, messages: int, size: int) -> dict[str, Any]:
+    return {"msgs_per_s": round(produce_in_transactions(bootstrap, topic, messages, size, 100))}
+
+
 def measure(broker: Broker, phase: str, fn: Any, messages: int,
             spy_dir: Path | None) -> dict[str, Any]:  # fmt: skip
     pid = broker.pid
@@ -153,6 +160,9 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=10.0)
     parser.add_argument("--only", choices=("strom", "kafka"))
     parser.add_argument("--pyspy", action="store_true", help="sample strom's phases with py-spy")
+    parser.add_argument("--transactions", type=int, default=0,
+                        help="also this many transactions of 100 records over 3 partitions "
+                             "(txn_throughput.py's txn_100)")  # fmt: skip
     args = parser.parse_args()
     if args.pyspy and shutil.which("py-spy") is None:
         parser.error("py-spy is not on PATH (pip install '.[bench]')")
@@ -178,6 +188,15 @@ def main() -> int:
                 log(f"{broker.name}: consume")
                 res["consume"] = measure(broker, "consume", functools.partial(
                     consume, broker.bootstrap, topic, n, size, 1, 600), n, spy_dir)  # fmt: skip
+                if args.transactions:
+                    txn_topic = "bench-threads-txn"
+                    create_topic(broker.bootstrap, txn_topic, 3)
+                    log(f"{broker.name}: {args.transactions} transactions of 100 records")
+                    txn = measure(broker, "txn_100", functools.partial(
+                        transactions, broker.bootstrap, txn_topic, 100 * args.transactions, size),
+                        100 * args.transactions, spy_dir)  # fmt: skip
+                    txn["cpu_ms_per_transaction"] = round(txn["cpu_s"] * 1000 / args.transactions, 2)
+                    res["txn_100"] = txn
                 out[broker.name] = res
             except Exception as exc:  # noqa: BLE001 - reported, never a number
                 out[broker.name] = {"error": repr(exc), "log_tail": broker.log_tail()}
