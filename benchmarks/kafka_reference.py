@@ -8,8 +8,8 @@ apart: the load of a shared machine moves both. The 1-minute load average is rec
 every run.
 
 Prints JSON lines on stdout: one per figure (``metric``, ``unit``, ``better``: which direction
-is good, each broker's ``median`` / ``min`` / ``max`` / ``runs``, ``ratio``: the median of the
-rounds' strom / Kafka ratios, its ``ratio_min`` / ``ratio_max``, and ``winner``), then one
+is good, each broker's ``median`` / ``min`` / ``max`` / ``runs``, ``ratio_rounds``: each round's
+strom / Kafka, ``ratio``: their median, ``ratio_min`` / ``ratio_max``, and ``winner``), then one
 ``summary`` line (environment, load averages, the suites' errors). ``--markdown FILE`` also
 writes the table that benchmarks/README.md shows; ``--save DIR`` keeps every run's own JSON.
 
@@ -216,8 +216,11 @@ def summarize(metric: Metric, runs: dict[str, list[float | None]]) -> dict[str, 
             "max": _round(max(values)) if values else None,
             "runs": [_round(v) for v in runs[broker]],
         }
-    pairs = [s / k for s, k in zip(runs["strom"], runs["kafka"], strict=True)
-             if s is not None and k is not None and k != 0]  # fmt: skip
+    # each round's strom / Kafka (None where a run failed): the two ran minutes apart
+    rounds = [None if s is None or k is None or k == 0 else s / k
+              for s, k in zip(runs["strom"], runs["kafka"], strict=True)]  # fmt: skip
+    pairs = [r for r in rounds if r is not None]
+    line["ratio_rounds"] = [None if r is None else round(r, 3) for r in rounds]
     line["ratio"] = round(statistics.median(pairs), 3) if pairs else None
     line["ratio_min"] = round(min(pairs), 3) if pairs else None
     line["ratio_max"] = round(max(pairs), 3) if pairs else None
@@ -239,13 +242,13 @@ def _round(value: float | None) -> float | None:
 
 def markdown(lines: list[dict[str, Any]]) -> str:
     rows = ["| figure | unit | strom (median, min-max) | Kafka (median, min-max) "
-            "| strom / Kafka | better |", "|---|---|---|---|---|---|"]
+            "| strom / Kafka per round | median | better |", "|---|---|---|---|---|---|---|"]
     for ln in lines:
         s, k = ln["strom"], ln["kafka"]
-        ratio = "–" if ln["ratio"] is None else \
-            f"{ln['ratio']:g} ({ln['ratio_min']:g}-{ln['ratio_max']:g})"  # fmt: skip
-        rows.append(f"| {ln['metric']} | {ln['unit']} | {_cell(s)} | {_cell(k)} | {ratio} | "
-                    f"{ln['winner'] or '–'} |")  # fmt: skip
+        per_round = ", ".join("–" if r is None else f"{r:g}" for r in ln.get("ratio_rounds", []))
+        ratio = "–" if ln["ratio"] is None else f"**{ln['ratio']:g}**"
+        rows.append(f"| {ln['metric']} | {ln['unit']} | {_cell(s)} | {_cell(k)} | "
+                    f"{per_round or '–'} | {ratio} | {ln['winner'] or '–'} |")  # fmt: skip
     return "\n".join(rows) + "\n"
 
 
