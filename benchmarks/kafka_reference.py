@@ -255,7 +255,12 @@ def markdown(lines: list[dict[str, Any]]) -> str:
 def _cell(stats: dict[str, Any]) -> str:
     if stats["median"] is None:
         return "–"
-    return f"{stats['median']:g} ({stats['min']:g}-{stats['max']:g})"
+    return f"{_num(stats['median'])} ({_num(stats['min'])}-{_num(stats['max'])})"
+
+
+def _num(value: float) -> str:
+    """3 significant digits below 1,000; whole numbers above (no 3e+06 in a table)."""
+    return f"{value:.0f}" if abs(value) >= 1000 else f"{value:g}"
 
 
 def main() -> int:
