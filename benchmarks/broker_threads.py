@@ -18,6 +18,7 @@ Prints ONE JSON line: per broker and phase ``cpu_s``, ``cpu_s_per_M``, ``threads
 
     python benchmarks/broker_threads.py [--messages 1000000] [--pyspy] [--only kafka]
     python benchmarks/broker_threads.py --messages 200000 --transactions 1000
+    python benchmarks/broker_threads.py --messages 333333 --size 1000 --compression lz4 --pyspy
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from _common import (  # noqa: E402
     warm_up,
     workdir,
 )
-from broker_throughput import consume, produce  # noqa: E402
+from broker_throughput import PRODUCE_CONFIG, consume, produce  # noqa: E402
 from txn_throughput import run as produce_in_transactions  # noqa: E402
 
 TICK = 100.0  # USER_HZ: /proc's clock ticks per second on Linux
@@ -159,6 +160,8 @@ def main() -> int:
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--warmup", type=float, default=10.0)
     parser.add_argument("--only", choices=("strom", "kafka"))
+    parser.add_argument("--compression", default="none",
+                        help="compression.type of the produce phase (lz4, zstd ...)")
     parser.add_argument("--pyspy", action="store_true", help="sample strom's phases with py-spy")
     parser.add_argument("--transactions", type=int, default=0,
                         help="also this many transactions of 100 records over 3 partitions "
@@ -167,8 +170,10 @@ def main() -> int:
     if args.pyspy and shutil.which("py-spy") is None:
         parser.error("py-spy is not on PATH (pip install '.[bench]')")
 
+    if args.compression != "none":
+        PRODUCE_CONFIG["compression.type"] = args.compression  # broker_throughput's producer
     out: dict[str, Any] = {"benchmark": "broker_threads", "messages": args.messages,
-                           "size": args.size}  # fmt: skip
+                           "size": args.size, "compression": args.compression}  # fmt: skip
     tmp = workdir()
     try:
         brokers, skipped = make_brokers(args.only, tmp, names=("strom", "kafka"))
