@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from strom import kafka_configs as kc
+from strom.broker import authz
 from strom.broker import broker_config_defs as defs
 from strom.broker import dynamic_config as dc
 from strom.broker import group_configs as gc
@@ -144,11 +145,14 @@ def _computed_broker_values(configs: DynamicConfig) -> dict[str, str]:
     node = configs.node
     host, port = node.listen
     adv_host, adv_port = node.advertised
+    listeners = node.listeners
     return {
         "broker.id": str(node.node_id),
         "node.id": str(node.node_id),
-        "listeners": f"PLAINTEXT://{host}:{port}",
-        "advertised.listeners": f"PLAINTEXT://{adv_host}:{adv_port}",
+        "listeners": ",".join(s.url() for s in listeners.bound) if listeners
+        else f"PLAINTEXT://{host}:{port}",
+        "advertised.listeners": ",".join(s.url() for s in listeners.advertised) if listeners
+        else f"PLAINTEXT://{adv_host}:{adv_port}",
         "log.dirs": ",".join(str(d) for d in node.log_dirs),
     }
 
@@ -193,7 +197,7 @@ def describe_broker(
                 name=name,
                 value=None if sensitive else value,
                 source=synonyms[0][2] if synonyms else SOURCE_CODES[DEFAULT_CONFIG],
-                read_only=name not in defs.DYNAMIC_CONFIGS,
+                read_only=defs.base_name(name) not in defs.DYNAMIC_CONFIGS,
                 sensitive=sensitive,
                 config_type=defs.type_id(name),
                 documentation=spec.doc if spec is not None and spec.doc else None,
@@ -266,11 +270,12 @@ async def incremental_broker(
     """A broker entity's dynamic config set after IncrementalAlterConfigs' ops."""
 
     def spec_type(name: str) -> str | None:
-        spec = defs.BROKER_CONFIGS.get(name)
+        spec = defs.BROKER_CONFIGS.get(defs.base_name(name))  # listener.name.<l>.<config>
         return spec.type if spec is not None else None
 
     def base(name: str) -> str:
-        return configs.config.values.get(name) or defs.BROKER_CONFIGS[name].default or ""
+        return (configs.config.values.get(name)
+                or defs.BROKER_CONFIGS[defs.base_name(name)].default or "")  # fmt: skip
 
     return apply_ops(await configs.current(entity), ops, spec_type, base, "broker")
 
@@ -326,10 +331,13 @@ async def alter_each_resource(
     ctx: RequestContext, request: Any, alter: Callable[[RequestContext, Any, bool], Awaitable[None]]
 ) -> Any:
     """The AlterConfigs / IncrementalAlterConfigs response: ``alter`` runs per resource, and
-    whatever it raises becomes that resource's error code and message."""
+    whatever it raises becomes that resource's error code and message. ALTER_CONFIGS on the
+    resource is checked first (:func:`strom.broker.authz.require_config`)."""
     responses = []
     for resource in request.resources:
         try:
+            authz.require_config(ctx, authz.ALTER_CONFIGS, int(resource.resource_type),
+                                 str(resource.resource_name))  # fmt: skip
             await alter(ctx, resource, bool(request.validate_only))
             code, message = ErrorCode.none, None
         except Exception as exc:

@@ -88,6 +88,7 @@ class ClusterProcess:
         racks: Mapping[int, str] | None = None,
         session_timeout_ms: int = TEST_SESSION_TIMEOUT_MS,
         chroot: str = "",
+        listener_settings: Callable[[int, str, int], Mapping[str, str]] | None = None,
     ) -> None:
         self.work_dir = Path(work_dir)
         self.external_zookeeper = zookeeper
@@ -101,6 +102,10 @@ class ClusterProcess:
         self.settings.update(settings or {})
         self.broker_settings = {i: dict(s) for i, s in (broker_settings or {}).items()}
         self.racks = dict(racks or {})
+        #: (broker id, host, client port) -> more settings for that broker: named listeners
+        #: (e.g. a TLS inter-broker listener beside the PLAINTEXT one clients and these
+        #: helpers use, on ``port``)
+        self.listener_settings = listener_settings
         self.brokers: dict[int, BrokerProcess] = {}
         self._initial = brokers
         self._faults: list[NetworkFault] = []
@@ -150,6 +155,8 @@ class ClusterProcess:
             settings=settings,
             log_file=data_dir.parent / "broker.log",
         )
+        if self.listener_settings is not None:
+            broker.settings.update(self.listener_settings(broker_id, broker.host, broker.port))
         self.brokers[broker_id] = broker
         return broker
 

@@ -6,13 +6,15 @@ fenced like LeaderAndIsr (STALE_CONTROLLER_EPOCH, STALE_BROKER_EPOCH), then appl
 metadata cache (live brokers, controller id, partition states); replica fetchers are woken,
 since a leader's address may be new. Refused while this broker leads itself (single node,
 :mod:`strom.replication.local_leadership`).
+
+Authorization: CLUSTER_ACTION on the CLUSTER, else the whole request is CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.protocol.errors import ErrorCode
 from strom.replication.commands import PartitionMetadata, UpdateMetadata
@@ -23,12 +25,16 @@ API_KEY = 6
 
 def command(request: Any) -> UpdateMetadata:
     """The request as the replica manager's command (a broker's first endpoint is its
-    address)."""
+    address for peers: brokers register the inter-broker listener first; every endpoint is
+    kept by listener name for clients)."""
     brokers = []
     for b in request.live_brokers:
         endpoint = b.endpoints[0] if b.endpoints else None
+        listeners = tuple((str(e.listener).upper(), str(e.host), int(e.port))
+                          for e in b.endpoints)  # fmt: skip
         brokers.append(BrokerInfo(int(b.id_), endpoint.host if endpoint else "",
-                                  int(endpoint.port) if endpoint else -1, b.rack))  # fmt: skip
+                                  int(endpoint.port) if endpoint else -1, b.rack,
+                                  listeners))  # fmt: skip
     return UpdateMetadata(int(request.controller_id), int(request.controller_epoch),
                           int(request.broker_epoch), tuple(brokers), tuple(
         PartitionMetadata(str(topic.topic_name), int(p.partition_index), PartitionInfo(
@@ -39,6 +45,7 @@ def command(request: Any) -> UpdateMetadata:
 
 @dispatch.handler(API_KEY, 8, 8)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    authz.require_cluster(ctx, authz.CLUSTER_ACTION)
     replicas = ctx.replicas
     if replicas.led_locally:
         return ctx.respond(error_code=ErrorCode.stale_controller_epoch)
