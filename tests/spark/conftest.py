@@ -8,6 +8,7 @@ need a broker of their own (retention, restarts) start one with ``fresh_broker``
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Iterator
@@ -44,6 +45,23 @@ def spark_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPro
         proc.stop()
 
 
+@functools.cache
+def kafka_format_jars() -> tuple[list[str], str | None]:
+    """Spark's own Kafka source (``format("kafka")``, tests/spark/test_kafka_format.py): its
+    jars resolved by Maven (benchmarks/kafka/pom.xml, cached after the first run), or why they
+    are not there."""
+    from benchmarks.kafka_jvm import MavenUnavailable, jvm_tools_missing, spark_kafka_jars
+
+    reason = jvm_tools_missing()
+    if reason is not None:
+        return [], reason
+    try:
+        return spark_kafka_jars(), None
+    except MavenUnavailable as exc:
+        return [], str(exc).splitlines()[0]
+
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     import strom.spark  # noqa: PLC0415
@@ -57,6 +75,8 @@ def spark() -> Iterator[Any]:
             "spark.default.parallelism": "2",
             "spark.sql.streaming.pollingDelay": "50ms",
             "spark.python.worker.reuse": "true",
+            # Spark's own format("kafka") beside strom's (empty: not on this machine)
+            "spark.jars": ",".join(kafka_format_jars()[0]),
         },
         log_level="ERROR",
     )
@@ -64,3 +84,13 @@ def spark() -> Iterator[Any]:
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture
+def kafka_format(spark: Any) -> Any:
+    """The shared session, for a test of Spark's own ``format("kafka")`` (skipped when its jars
+    could not be resolved: no java/mvn, or Maven Central out of reach)."""
+    jars, missing = kafka_format_jars()
+    if missing is not None:
+        pytest.skip(f"Spark's Kafka source jars unavailable: {missing}")
+    return spark
