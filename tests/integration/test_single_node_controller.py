@@ -98,7 +98,7 @@ def test_elect_leaders_is_not_needed_on_one_broker(single: BrokerProcess, topic_
     # every partition: those not led by their preferred replica, here none
     assert admin.elect_leaders(ElectionType.PREFERRED, None).result(timeout=30) == {}
     # v0 (always preferred, errors per partition)
-    resp = wire.request(boot, 43, 0, timeout_ms=10_000, topic_partitions=(
+    resp = wire.request(boot, 43, 0, timeout=10_000, topic_partitions=(
         wire.part(43, 0, "TopicPartitions", topic=topic_name, partitions=(0, 7)),))  # fmt: skip
     [res] = resp.replica_election_results
     assert [(int(p.partition_id), int(p.error_code)) for p in res.partition_result] == [
@@ -131,7 +131,7 @@ def test_reassignment_to_this_broker_completes_at_once(single: BrokerProcess,
     finally:
         admin.close()
     # v1 refusing a change of the replication factor (KIP-860) before looking at the brokers
-    resp = wire.request(boot, 45, 1, timeout_ms=10_000, allow_replication_factor_change=False,
+    resp = wire.request(boot, 45, 1, timeout=10_000, allow_replication_factor_change=False,
                         topics=(wire.part(45, 1, "ReassignableTopic", name=topic_name, partitions=(
                             wire.part(45, 1, "ReassignablePartition", partition_index=0,
                                       replicas=(1, 2)),)),))  # fmt: skip

@@ -24,13 +24,8 @@ from dataclasses import MISSING, fields
 from typing import Any
 
 from kio.schema.errors import ErrorCode
-from kio.serial._introspect import (
-    EntityField,
-    EntityTupleField,
-    PrimitiveTupleField,
-    classify_field,
-    is_optional,
-)
+
+from strom.protocol.kio_fields import field_shape
 
 __all__ = ["error_response"]
 
@@ -63,26 +58,26 @@ def _build(cls: Any, source: Any, error: ErrorCode, message: str | None) -> Any:
     values: dict[str, Any] = {}
     resp_fields = fields(cls)
     source_arrays = _arrays_of(source)
-    entity_arrays = [f for f in resp_fields if isinstance(classify_field(f), EntityTupleField)]
-    for f in resp_fields:
-        kind = classify_field(f)
+    shapes = [(f, field_shape(f)) for f in resp_fields]
+    entity_arrays = [f for f, shape in shapes if shape.array and shape.entity is not None]
+    for f, (array, entity, nullable) in shapes:
         kafka_type = f.metadata.get("kafka_type", "")
-        if kafka_type == "error_code" and not kind.is_array:
+        if kafka_type == "error_code" and not array:
             values[f.name] = error
             continue
-        if f.name == "error_message" and is_optional(f):
+        if f.name == "error_message" and nullable:
             values[f.name] = message
             continue
-        if isinstance(kind, EntityTupleField):
+        if array and entity is not None:
             items = _counterpart(f.name, source, source_arrays, len(entity_arrays) == 1)
-            values[f.name] = tuple(_build(kind.type_, item, error, message) for item in items)
+            values[f.name] = tuple(_build(entity, item, error, message) for item in items)
             continue
         if f.default is not MISSING or f.default_factory is not MISSING:
             continue  # tagged and defaulted fields keep kio's default
-        if isinstance(kind, PrimitiveTupleField):
+        if array:
             values[f.name] = ()
-        elif isinstance(kind, EntityField):
-            values[f.name] = None if is_optional(f) else _build(kind.type_, None, error, message)
+        elif entity is not None:
+            values[f.name] = None if nullable else _build(entity, None, error, message)
         else:
             values[f.name] = _key_value(f, source)
     return cls(**values)
@@ -94,7 +89,7 @@ def _arrays_of(source: Any) -> dict[str, tuple[Any, ...]]:
         return {}
     arrays: dict[str, tuple[Any, ...]] = {}
     for f in fields(source):
-        if classify_field(f).is_array:
+        if field_shape(f).array:
             value = getattr(source, f.name)
             arrays[f.name] = tuple(value) if value is not None else ()
     return arrays
@@ -145,7 +140,7 @@ def _same_kind(f: Any, value: Any) -> bool:
 def _unknown(f: Any) -> Any:
     """Kafka's "no value" for a field the error response does not otherwise set."""
     kafka_type = f.metadata.get("kafka_type", "")
-    nullable = is_optional(f)
+    nullable = field_shape(f).nullable
     if kafka_type in ("string", "bytes", "records"):
         if nullable:
             return None

@@ -4,7 +4,9 @@ Sans-IO: bytes in, entities out, and back. Every API key and version has its own
 ``kio`` classes (a Fetch v12 response is a different class from a Fetch v11 response, nested
 classes included), so handlers build responses with :func:`build`, which keeps only the fields
 the chosen version has and coerces plain ints into the wrapper types ``kio`` writes
-(``ErrorCode``, millisecond ``timedelta``). A handler is then written once for all versions.
+(``ErrorCode``, millisecond ``timedelta``). A handler is then written once for all versions;
+a field name that no version of the message has is a bug in the caller and refused
+(:class:`UnknownFieldError`), so a typo cannot silently drop a field.
 
 Frame layout: ``int32 size | request header | body``. The request header is v1 (legacy
 strings) for non-flexible versions and v2 (tagged fields) for flexible ones; the response
@@ -15,6 +17,7 @@ response header is always v0 so a client can read it before versions are negotia
 from __future__ import annotations
 
 import datetime
+import importlib
 import io
 import struct
 from collections.abc import Callable
@@ -25,6 +28,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from kio.index import load_payload_module, load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
+from kio.schema.index import schema_name_map
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
@@ -68,6 +72,11 @@ class UnsupportedVersionError(ProtocolError):
         self.api_key = api_key
         self.api_version = api_version
         self.correlation_id = correlation_id
+
+
+class UnknownFieldError(TypeError):
+    """:func:`build` was given a field name that no version of the message has: a bug in the
+    caller (a typo), never something a peer sent."""
 
 
 class RequestHeader(NamedTuple):
@@ -278,19 +287,85 @@ def _required_fields(cls: Any) -> frozenset[str]:
     )
 
 
+@cache
+def _versioned_modules() -> dict[str, tuple[str, Any]]:
+    """Every kio schema module by name: ``kio.schema.fetch.v12.response`` -> ("fetch",
+    response), from kio's public schema index."""
+    return {
+        path.split(":", 1)[0]: (name, entity_type)
+        for name, versions in schema_name_map.items()
+        for entities in versions.values()
+        for entity_type, path in entities.items()
+    }
+
+
+@_per_class
+def _names_of_any_version(cls: Any) -> frozenset[str]:
+    """The field names of ``cls`` in every version of its message: kio generates one module
+    per version, each with a class of the same name for the same struct (request or response
+    body, or a nested struct), so a name is legitimate if any of them has it. Classes outside
+    kio's versioned schemas (strom's vendored inter-broker ones: one version) give their own.
+    Imports the message's other version modules the first time a field is dropped."""
+    names = {f.name for f in fields(cls)}
+    found = _versioned_modules().get(cls.__module__)
+    if found is None:
+        return frozenset(names)
+    schema, entity_type = found
+    for entities in schema_name_map[schema].values():
+        path = entities.get(entity_type)
+        if path is None:
+            continue
+        other = getattr(importlib.import_module(path.split(":", 1)[0]), cls.__qualname__, None)
+        if other is not None:
+            names.update(f.name for f in fields(other))
+    return frozenset(names)
+
+
+_DROP = object()  # in a build plan: a field only other versions of the message have
+
+
+@_per_class
+def _build_plan(cls: Any) -> dict[str, Any]:
+    """:func:`_field_plan`, plus (once a name was missing from it) ``_DROP`` for the names only
+    other versions have: :func:`build` then answers every name with one lookup."""
+    return dict(_field_plan(cls))
+
+
+def _drops_of(cls: Any, name: str) -> dict[str, Any]:
+    """``name`` is not a field of ``cls``: add the other versions' names to its build plan,
+    or raise :class:`UnknownFieldError` when no version has ``name``."""
+    names = _names_of_any_version(cls)
+    if name not in names:
+        raise UnknownFieldError(
+            f"{cls.__module__}.{cls.__qualname__}: no version of it has a field {name!r}"
+        )
+    plan = _build_plan(cls)
+    for other in names:
+        plan.setdefault(other, _DROP)
+    return plan
+
+
 def build(cls: type[E], **values: Any) -> E:
-    """Construct ``cls`` from the values it has fields for; the rest are ignored.
+    """Construct ``cls`` from the values it has fields for; the rest are dropped.
 
     Lets one handler serve every version: pass every field any version has, and each version's
     class takes its own. Plain ints become ``ErrorCode`` / ``timedelta`` where ``kio`` needs
-    them. A field the version requires but the caller did not pass is a bug: TypeError.
+    them. Bugs in the caller: a field the version requires but the caller did not pass
+    (TypeError), a field name that no version of the message has (:class:`UnknownFieldError`).
+    One dict lookup per name (the plan is cached per class): on hot paths.
     """
-    plan = _field_plan(cls)
+    plan = _build_plan(cls)
     kwargs: dict[str, Any] = {}
     for name, value in values.items():
-        if name in plan:
+        try:
             coerce = plan[name]
-            kwargs[name] = coerce(value) if coerce is not None else value
+        except KeyError:
+            plan = _drops_of(cls, name)
+            coerce = plan[name]
+        if coerce is None:
+            kwargs[name] = value
+        elif coerce is not _DROP:
+            kwargs[name] = coerce(value)
     missing = _required_fields(cls) - kwargs.keys()
     if missing:
         raise TypeError(f"{cls.__module__}.{cls.__qualname__} needs {sorted(missing)}")

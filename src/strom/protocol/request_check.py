@@ -11,8 +11,8 @@ the remaining bytes is malformed whatever the element type.
 The walk also records every null the schema does not allow (a null ``topics`` array in
 Produce, a null group name …): ``kio`` decodes those as ``None`` and the handler would trip
 over them. Kafka's schemas say which fields are nullable and ``kio``'s classes carry that in
-their type hints (``X | None``); the walker uses ``kio``'s own introspection for it, so both
-agree on what a field is.
+their type hints (``X | None``); :func:`strom.protocol.kio_fields.field_shape` reads those hints
+the way ``kio``'s serializer does, so both agree on what a field is.
 
 Encoding (Kafka's): non-flexible versions use int16-length strings, int32-length bytes and
 arrays (-1 = null); flexible versions use unsigned-varint lengths plus one (0 = null) and end
@@ -31,13 +31,7 @@ from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
-from kio.serial._introspect import (
-    EntityField,
-    EntityTupleField,
-    PrimitiveTupleField,
-    classify_field,
-    is_optional,
-)
+from strom.protocol.kio_fields import field_shape
 
 __all__ = ["MalformedRequestError", "check_body", "check_header"]
 
@@ -171,8 +165,8 @@ class _Compiler:
 
     @staticmethod
     def _fixed_size(f: Any) -> int | None:
-        kind = classify_field(f)
-        if kind.is_array or isinstance(kind, EntityField):
+        shape = field_shape(f)
+        if shape.array or shape.entity is not None:
             return None
         return _FIXED.get(f.metadata.get("kafka_type", ""))
 
@@ -186,22 +180,20 @@ class _Compiler:
         return name
 
     def _field_lines(self, cls: Any, f: Any, flexible: bool, ind: str) -> list[str]:
-        kind = classify_field(f)
-        nullable = is_optional(f)
+        array, entity, nullable = field_shape(f)
         where = f"{cls.__name__}.{f.name}"
         null = [] if nullable else [f"{ind}    nulls.append('{where}')"]
-        if kind.is_array:
+        if array:
             lines = self._count_lines(flexible, ind)
             lines.append(f"{ind}if n < 0:")
             lines.extend(null or [f"{ind}    pass"])
             lines.append(f"{ind}else:")
-            if isinstance(kind, EntityTupleField):
+            if entity is not None:
                 lines.append(f"{ind}    if n > end - pos:")
                 lines.append(f"{ind}        raise Malformed('{where}: ' + str(n) + ' items')")
                 lines.append(f"{ind}    for _ in range(n):")
-                lines.extend(self._struct_lines(kind.type_, ind + "        "))
+                lines.extend(self._struct_lines(entity, ind + "        "))
                 return lines
-            assert isinstance(kind, PrimitiveTupleField)
             kafka_type = f.metadata.get("kafka_type", "")
             size = _FIXED.get(kafka_type)
             if size is not None:
@@ -215,15 +207,15 @@ class _Compiler:
             item_null = [f"{ind}            nulls.append('{where}[]')"]  # items are never null
             lines.extend(self._blob_lines(kafka_type, flexible, item_null, where, ind + "        "))
             return lines
-        if isinstance(kind, EntityField):
+        if entity is not None:
             if not nullable:
-                return self._struct_lines(kind.type_, ind)
+                return self._struct_lines(entity, ind)
             # A nullable struct is preceded by an int8: -1 null, 1 present.
             return [
                 f"{ind}(m,) = _I8(buf, pos)",
                 f"{ind}pos += 1",
                 f"{ind}if m >= 0:",
-                *self._struct_lines(kind.type_, ind + "    "),
+                *self._struct_lines(entity, ind + "    "),
             ]
         kafka_type = f.metadata.get("kafka_type", "")
         size = _FIXED.get(kafka_type)

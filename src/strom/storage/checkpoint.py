@@ -14,8 +14,9 @@ Writes are atomic: temp file, fsync, rename.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from strom.storage import atomic_file
 
 LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
@@ -24,13 +25,7 @@ CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
 
 def write_offset(path: Path, value: int, *, fsync: bool = True) -> None:
     """Atomic replace; ``fsync=False`` when the caller syncs the whole file system after."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(f"0\n{value}\n")
-        f.flush()
-        if fsync:
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
+    atomic_file.replace(path, b"0\n%d\n" % value, fsync=fsync)
 
 
 def read_offset(path: Path, default: int) -> int:

@@ -12,17 +12,18 @@ One cleaning, as in Kafka's ``LogCleaner``, in three steps:
    log changed meanwhile (segments deleted/truncated), in which case that output is dropped.
    Then the caller stores the new first-dirty offset in the checkpoint.
 
-Checkpoint ``cleaner-offset-checkpoint`` in the data directory (Kafka's format): ``0``, the
-number of entries, then ``topic partition offset`` lines; offset = first dirty offset.
+Checkpoint ``cleaner-offset-checkpoint`` in the data directory, Kafka's multi-partition
+format (:mod:`strom.storage.log_dir`): ``0``, the number of entries, then ``topic partition
+offset`` lines; offset = first dirty offset.
 
 This module is the public face of compaction: the names of the two others are re-exported.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from strom.storage import log_dir
 from strom.storage.cleaner_plan import CleanPlan, open_plan, plan
 from strom.storage.cleaner_rewrite import (
     DEFAULT_MAX_MAP_ENTRIES,
@@ -32,6 +33,7 @@ from strom.storage.cleaner_rewrite import (
     clean,
 )
 from strom.storage.log import Log
+from strom.storage.log_dir import TopicPartition
 from strom.storage.segment import LogSegment
 
 __all__ = [
@@ -42,37 +44,18 @@ __all__ = [
 
 CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 
-TopicPartition = tuple[str, int]
-
 
 # --- checkpoint ----------------------------------------------------------------------------
 
 
 def read_checkpoint(data_dir: Path) -> dict[TopicPartition, int]:
     """The stored first-dirty offsets; empty when the file is missing or unreadable."""
-    try:
-        lines = (data_dir / CHECKPOINT_FILE).read_text().splitlines()
-        if not lines or lines[0].strip() != "0":
-            return {}
-        out: dict[TopicPartition, int] = {}
-        for line in lines[2 : 2 + int(lines[1])]:
-            topic, part, offset = line.rsplit(" ", 2)
-            out[(topic, int(part))] = int(offset)
-        return out
-    except (OSError, ValueError, IndexError):
-        return {}
+    return log_dir.read_offsets(data_dir / CHECKPOINT_FILE)
 
 
 def write_checkpoint(data_dir: Path, offsets: dict[TopicPartition, int]) -> None:
     """Atomic write: temp file, fsync, rename."""
-    path = data_dir / CHECKPOINT_FILE
-    tmp = path.with_name(path.name + ".tmp")
-    body = "".join(f"{t} {p} {o}\n" for (t, p), o in sorted(offsets.items()))
-    with open(tmp, "w") as f:
-        f.write(f"0\n{len(offsets)}\n{body}")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    log_dir.write_offsets(data_dir / CHECKPOINT_FILE, offsets)
 
 
 # --- swapping in ---------------------------------------------------------------------------

@@ -28,10 +28,11 @@ seek or reset to detect log truncation.
 from __future__ import annotations
 
 import bisect
-import os
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
+
+from strom.storage import atomic_file
 
 FILE_NAME = "leader-epoch-checkpoint"
 Submit = Callable[[Callable[[], None]], object]
@@ -191,10 +192,4 @@ class LeaderEpochCache:
 
 def _write_file(path: Path, text: str, sync: bool = True) -> None:
     """Temp file, fsync (unless ``sync=False``), rename."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        if sync:
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
+    atomic_file.replace(path, text.encode(), fsync=sync)

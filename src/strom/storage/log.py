@@ -33,12 +33,7 @@ from strom.protocol import record_batch as rb
 from strom.protocol.control import Marker, parse_marker
 from strom.storage import checkpoint as ckpt
 from strom.storage import log_timestamps, read_path, segment_swap
-from strom.storage.batch_validation import (
-    AppendOrigin,
-    patch_max_timestamp,
-    validate_records,
-    validate_shape,
-)
+from strom.storage.batch_validation import AppendOrigin, validate_records, validate_shape
 from strom.storage.deferred_delete import DeferredDeleter
 from strom.storage.errors import CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError
 from strom.storage.flusher import INLINE, Flusher
@@ -69,6 +64,12 @@ def _marker(batch: bytes | bytearray | memoryview) -> Marker | None:
 
 
 _INT32_MAX = 2**31 - 1
+# record_batch names read on every append, bound once (a module attribute lookup less each)
+_LOG_OVERHEAD, _CONTROL_BIT = rb.LOG_OVERHEAD, rb.CONTROL_BIT
+_HEADER_SIZE, _MAGIC, _MIN_BATCH_LENGTH = rb.HEADER_SIZE, rb.MAGIC, rb.MIN_BATCH_LENGTH
+_LOG_APPEND_TIME, _TIMESTAMP_TYPE_BIT = rb.LOG_APPEND_TIME, rb.TIMESTAMP_TYPE_BIT
+_parse_header, _pack_header = rb.parse_header, rb.HEADER_STRUCT.pack
+_Buffer = bytes | bytearray | memoryview
 _new_header = tuple.__new__  # a NamedTuple from a plain tuple, without keyword handling
 _new_result = tuple.__new__
 
@@ -322,78 +323,68 @@ class Log:
     # --- append ----------------------------------------------------------------------------
 
     def append(
-        self, records: bytes | bytearray | memoryview, *,
-        origin: AppendOrigin = AppendOrigin.CLIENT, leader_epoch: int = 0,
+        self, records: _Buffer, *, origin: AppendOrigin = AppendOrigin.CLIENT,
+        leader_epoch: int = 0,
     ) -> AppendResult:  # fmt: skip
         """Validate, assign offsets to and store the batches in ``records`` (all or nothing).
 
-        What is validated depends on ``origin`` (:mod:`strom.storage.batch_validation`).
-        CLIENT and COORDINATOR appends hold one batch, get offsets from the log end offset,
-        the partition leader epoch ``leader_epoch`` and, on LogAppendTime topics, the broker's
-        time; CLIENT batches of idempotent producers are checked against producer state
-        (duplicates answered with their original offsets). REPLICATION keeps the batches'
-        offsets and epochs (above the log end offset, ascending) and skips the client rules.
+        The one append path of every writer: a leader's Produce (CLIENT), the coordinators'
+        records and transaction markers (COORDINATOR), a follower copying its leader
+        (REPLICATION). What is validated depends on ``origin``
+        (:mod:`strom.storage.batch_validation`). CLIENT and COORDINATOR appends hold one batch,
+        get offsets from the log end offset, the partition leader epoch ``leader_epoch`` and,
+        on LogAppendTime topics, the broker's time; CLIENT batches of idempotent producers are
+        checked against producer state (duplicates answered with their original offsets).
+        REPLICATION keeps the batches' offsets and epochs (above the log end offset,
+        ascending) and skips the client rules. Every batch is checked before the first is
+        written; then each goes through :meth:`_store`.
         """
-        if origin is not AppendOrigin.REPLICATION and len(records) >= rb.HEADER_SIZE:
-            header = rb.parse_header(records)
-            if (header.magic == rb.MAGIC and header.batch_length >= rb.MIN_BATCH_LENGTH
-                    and header.size == len(records)):  # fmt: skip
-                return self._append_batch(records, header, origin, leader_epoch)
-        return self._append_batches(records, origin, leader_epoch)
-
-    def _append_batch(self, records: bytes | bytearray | memoryview, header: rb.BatchHeader,
-                      origin: AppendOrigin, leader_epoch: int) -> AppendResult:  # fmt: skip
-        """A CLIENT or COORDINATOR append of exactly one well-framed batch (every Produce):
-        the header is parsed once by the caller, the records are validated in place and
-        written as they came (:meth:`LogSegment.append_patched` writes the patched header
-        beside them), never copied."""
         config = self.config
-        validate_shape(header, records, config)
         now = self.clock.time_ms()
-        max_ts, value_bytes = validate_records(header, records, config, now, origin)
-        (_, length, _, magic, crc, attributes, delta, base_ts, client_max_ts, pid, epoch, seq,
-         count) = header  # fmt: skip
-        if pid >= 0:
-            pending: dict[int, ProducerEntry] = {}
-            dup = self.producer_state.check(header, pending)
-            if dup is not None:
-                return AppendResult(dup.first_offset, dup.last_offset, -1, self.log_start_offset,
-                                    count, True)  # fmt: skip
+        pending: dict[int, ProducerEntry] = {}
+        was_clean = self._unflushed_messages == 0
+        if origin is AppendOrigin.REPLICATION:
+            batches = self._replicated_batches(records)
+            first, last = batches[0][0].base_offset, batches[-1][0].last_offset
+            count = sum(stored.record_count for stored, _ in batches)
+            was_empty = self._segments[-1].size == 0
+            append_time = -1
+            value_bytes = 0
+            for stored, batch in batches:  # stored as the leader wrote them
+                self._store(self._segments[-1], stored, None, batch, now, pending)
         else:
-            pending = {}
-        append_time = now if config.timestamp_type == rb.LOG_APPEND_TIME else -1
-        if append_time >= 0:
-            attributes |= rb.TIMESTAMP_TYPE_BIT
-            max_ts = append_time
-        seg = self._segments[-1]
-        size = length + rb.LOG_OVERHEAD
-        seg_size = seg.size
-        was_empty, was_clean = seg_size == 0, self._unflushed_messages == 0
-        offset = seg.next_offset
-        # the header as stored: offsets, epoch, and (when they changed) attributes, maxTimestamp
-        # and the CRC over attributes..end, computed without joining header and records
-        stored = _new_header(rb.BatchHeader, (offset, length, leader_epoch, magic, crc, attributes,
-                                              delta, base_ts, max_ts, pid, epoch, seq, count))
-        if max_ts != client_max_ts or attributes != header.attributes:
-            stored = stored._replace(crc=rb.crc_of(stored, records))
-        # _maybe_roll's common case inline: the batch fits the active segment
-        if not (0 <= offset + delta - seg.base_offset <= _INT32_MAX and (seg_size == 0 or (
-                seg_size + size <= config.segment_bytes
-                and now - seg.created_ms <= config.segment_ms - config.segment_jitter_ms
-                and not seg.index.is_full))):  # fmt: skip
-            self._maybe_roll(stored, now)
+            # Every Produce: the header is parsed once, the records validated in place and
+            # written as they came beside the patched header (LogSegment.append), never copied.
+            header = _parse_header(records) if len(records) >= _HEADER_SIZE else None
+            if header is None or not (header.magic == _MAGIC and header.size == len(records)
+                                      and header.batch_length >= _MIN_BATCH_LENGTH):  # fmt: skip
+                header = self._one_batch(records)  # or the codec's error
+            validate_shape(header, records, config)
+            max_ts, value_bytes = validate_records(header, records, config, now, origin)
+            (_, length, _, magic, crc, attributes, delta, base_ts, client_max_ts, pid, epoch,
+             seq, count) = header  # fmt: skip
+            if pid >= 0:
+                dup = self.producer_state.check(header, pending)
+                if dup is not None:
+                    return AppendResult(dup.first_offset, dup.last_offset, -1,
+                                        self.log_start_offset, count, True)  # fmt: skip
+            append_time = now if config.timestamp_type == _LOG_APPEND_TIME else -1
+            if append_time >= 0:
+                attributes |= _TIMESTAMP_TYPE_BIT
+                max_ts = append_time
             seg = self._segments[-1]
-        control = attributes & rb.CONTROL_BIT
-        marker = _marker(records) if control else None
-        aborted = self._aborted_by(stored, marker) if control else None
-        seg.append_patched(rb.HEADER_STRUCT.pack(*stored), records, stored)
-        if aborted is not None:
-            seg.txn_index.append(aborted)
-        if pid >= 0:
-            self.producer_state.update(stored, pending,
-                                       marker.coordinator_epoch if marker else None)  # fmt: skip
-        if leader_epoch > self.leader_epochs.latest_epoch:
-            self.leader_epochs.assign(leader_epoch, offset)
+            first = seg.next_offset
+            last = first + delta
+            was_empty = seg.size == 0
+            # the header as stored: offsets, epoch, and (when they changed) attributes,
+            # maxTimestamp and the CRC over attributes..end, computed without joining header
+            # and records
+            stored = _new_header(rb.BatchHeader, (first, length, leader_epoch, magic, crc,
+                                                  attributes, delta, base_ts, max_ts, pid, epoch,
+                                                  seq, count))  # fmt: skip
+            if max_ts != client_max_ts or attributes != header.attributes:
+                stored = stored._replace(crc=rb.crc_of(stored, records))
+            self._store(seg, stored, _pack_header(*stored), records, now, pending)
         self._unflushed_messages += count
         flushed = None
         if self._unflushed_messages >= config.flush_messages:
@@ -405,103 +396,83 @@ class Log:
         if was_empty or (was_clean and config.flush_ms < 2**62) or (
                 config.retention_bytes >= 0 and config.delete):  # fmt: skip
             self._changed()
-        return _new_result(AppendResult, (offset, offset + delta, append_time,
-                                          self.log_start_offset, count, False, value_bytes,
-                                          flushed))  # fmt: skip
+        return _new_result(AppendResult, (first, last, append_time, self.log_start_offset,
+                                          count, False, value_bytes, flushed))  # fmt: skip
 
-    def _append_batches(self, records: bytes | bytearray | memoryview,
-                        origin: AppendOrigin, leader_epoch: int) -> AppendResult:  # fmt: skip
-        """Every other append: REPLICATION (several batches, offsets kept) and malformed
-        client input (refused here with the codec's error)."""
-        buf = bytearray(records)
+    def _store(self, seg: LogSegment, stored: rb.BatchHeader, head: bytes | None, batch: _Buffer,
+               now: int, pending: dict[int, ProducerEntry]) -> None:  # fmt: skip
+        """Write one checked batch whose offsets are final into the active segment ``seg``
+        (``stored`` is its header as stored; ``head`` that header packed, when it differs from
+        the batch's first bytes): roll first when it does not fit, then keep the transaction
+        index, producer state (``pending``: what :meth:`ProducerStateManager.check` staged)
+        and the leader epochs in step."""
+        # BatchHeader's fields by position: cheaper than attributes or a 13-name unpack on
+        # the Produce path (base offset, batch length, ..., last offset delta)
+        offset, length, delta = stored[0], stored[1], stored[6]
+        config = self.config
+        seg_size = seg.size
+        # The roll test. A batch fits when its offsets are expressible relative to the
+        # segment's base and, unless the segment is empty, it stays within segment.bytes,
+        # segment.ms (less the jitter) and the offset index's size.
+        if not (0 <= offset + delta - seg.base_offset <= _INT32_MAX and (seg_size == 0 or (
+                seg_size + length + _LOG_OVERHEAD <= config.segment_bytes
+                and now - seg.created_ms <= config.segment_ms - config.segment_jitter_ms
+                and not seg.index.is_full))):  # fmt: skip
+            if seg_size == 0:  # an empty segment's base is the log end: the offsets are wrong
+                raise InvalidRecordError(f"batch offsets {offset} do not fit {seg}")
+            seg = self.roll(offset)
+        coordinator_epoch = None
+        if stored[5] & _CONTROL_BIT:  # attributes: a control batch (a transaction marker)
+            marker = _marker(batch)
+            aborted = self._aborted_by(stored, marker)  # before producer state applies it
+            seg.append(batch, stored, head)
+            if aborted is not None:
+                seg.txn_index.append(aborted)
+            if marker is not None:
+                coordinator_epoch = marker.coordinator_epoch
+        else:
+            seg.append(batch, stored, head)
+        if stored[9] >= 0:  # a producer id
+            self.producer_state.update(stored, pending, coordinator_epoch)
+        epoch = stored[2]  # the partition leader epoch
+        if epoch > self.leader_epochs.latest_epoch:
+            self.leader_epochs.assign(epoch, offset)
+
+    @staticmethod
+    def _split(records: _Buffer) -> list[tuple[rb.BatchHeader, memoryview]]:
+        """The whole batches in ``records`` (at least one), or the codec's error."""
         try:
-            headers = [h for h, _view in rb.iter_batches(buf)]
+            batches = list(rb.iter_batches(records))
         except rb.CorruptRecordError as exc:
             raise CorruptRecordError(str(exc)) from exc
-        if not headers:
+        if not batches:
             raise InvalidRecordError("record batch has no batches at all")
-        assign_offsets = origin is not AppendOrigin.REPLICATION
-        if assign_offsets and len(headers) > 1:
+        return batches
+
+    def _one_batch(self, records: _Buffer) -> rb.BatchHeader:
+        """The header of a leader append that did not frame as one batch at first sight:
+        refused with the codec's error, or for holding several batches."""
+        batches = self._split(records)
+        if len(batches) > 1:
             raise InvalidRecordError(
-                f"{len(headers)} record batches in one append: a produce request carries one "
+                f"{len(batches)} record batches in one append: a produce request carries one "
                 "batch per partition"
             )
-        positions = [0]
-        for h in headers[:-1]:
-            positions.append(positions[-1] + h.size)
-        now = self.clock.time_ms()
-        pending: dict[int, ProducerEntry] = {}
+        return batches[0][0]
+
+    def _replicated_batches(self, records: _Buffer) -> list[tuple[rb.BatchHeader, memoryview]]:
+        """A follower's batches, stored as its leader wrote them: shape and CRC checked, base
+        offsets ascending from the log end offset, all before the first is written."""
+        batches = self._split(records)
         next_offset = self.log_end_offset
-        value_bytes = 0
-        for i, (header, pos) in enumerate(zip(headers, positions, strict=True)):
-            batch = memoryview(buf)[pos : pos + header.size]
+        for header, batch in batches:
             validate_shape(header, batch, self.config)
-            if assign_offsets:
-                max_ts, values = validate_records(header, batch, self.config, now, origin)
-                value_bytes += values
-                if max_ts != header.max_timestamp:
-                    patch_max_timestamp(buf, pos, max_ts)
-                    headers[i] = header = rb.parse_header(buf, pos)
-                if header.has_producer_id:
-                    dup = self.producer_state.check(header, pending)
-                    if dup is not None:
-                        return AppendResult(dup.first_offset, dup.last_offset, -1,
-                                            self.log_start_offset, header.record_count,
-                                            True)  # fmt: skip
-            elif header.base_offset < next_offset:
+            if header.base_offset < next_offset:
                 raise InvalidRecordError(
                     f"batch offset {header.base_offset} is below the log end offset {next_offset}"
                 )
-            else:
-                next_offset = header.base_offset
-            next_offset = next_offset + header.last_offset_delta + 1
-        append_time = -1
-        if assign_offsets:
-            if self.config.timestamp_type == rb.LOG_APPEND_TIME:
-                append_time = now
-            offset = self.log_end_offset
-            for i, pos in enumerate(positions):
-                rb.patch_base_offset(buf, pos, offset)
-                rb.patch_partition_leader_epoch(buf, pos, leader_epoch)
-                if append_time >= 0:
-                    rb.set_log_append_time(buf, pos, append_time)
-                headers[i] = rb.parse_header(buf, pos)
-                offset = headers[i].next_offset
-        count = 0
-        for header, pos in zip(headers, positions, strict=True):
-            self._maybe_roll(header, now)
-            batch = memoryview(buf)[pos : pos + header.size]
-            marker = _marker(batch) if header.is_control else None
-            aborted = self._aborted_by(header, marker) if header.is_control else None
-            self.active.append(batch, header)
-            if aborted is not None:
-                self.active.txn_index.append(aborted)
-            self.producer_state.update(header, pending,
-                                       marker.coordinator_epoch if marker else None)  # fmt: skip
-            if header.partition_leader_epoch > self.leader_epochs.latest_epoch:
-                self.leader_epochs.assign(header.partition_leader_epoch, header.base_offset)
-            count += header.record_count
-        self._unflushed_messages += count
-        flushed = None
-        if self._unflushed_messages >= self.config.flush_messages:
-            flushed = self.flush_async()
-        self._changed()
-        return AppendResult(headers[0].base_offset, headers[-1].last_offset, append_time,
-                            self.log_start_offset, count, flushed=flushed,
-                            value_bytes=value_bytes)  # fmt: skip
-
-    def _maybe_roll(self, header: rb.BatchHeader, now: int) -> None:
-        seg = self.active
-        cfg = self.config
-        if seg.size > 0 and (
-            seg.size + header.size > cfg.segment_bytes
-            or now - seg.created_ms > cfg.segment_ms - cfg.segment_jitter_ms
-            or seg.index.is_full
-            or not seg.fits(header)
-        ):
-            self.roll(header.base_offset)
-        elif not seg.fits(header):
-            raise InvalidRecordError(f"batch offsets {header.base_offset} do not fit {seg}")
+            next_offset = header.next_offset
+        return batches
 
     def roll(self, base_offset: int | None = None) -> LogSegment:
         """Close the active segment for writes and start a new one; no-op if empty.
@@ -659,9 +630,7 @@ class Log:
         or checkpoint written for the old contents lands after the truncation."""
         if offset >= self.log_end_offset:
             return
-        with self._ckpt_lock:
-            self._truncations += 1
-        self._flusher.drain()
+        self._begin_truncation()
         keep = [s for s in self._segments if s.base_offset < offset]
         for seg in self._segments[len(keep) :]:
             self._delete_segment(seg)
@@ -677,17 +646,12 @@ class Log:
             self.recovery_point = min(self.recovery_point, self.log_end_offset)
             ckpt.write_offset(self.dir / ckpt.RECOVERY_POINT_FILE, self.recovery_point)
         self.leader_epochs.truncate_from_end(self.log_end_offset)
-        self._rebuild_producer_state()
-        self._changed()
-        if self.on_hw_change is not None:
-            self.on_hw_change()
+        self._end_truncation()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Replace the whole log by an empty one starting at ``offset`` (Kafka's
         ``truncateFullyAndStartAt``: a follower whose end is below its leader's log start)."""
-        with self._ckpt_lock:
-            self._truncations += 1
-        self._flusher.drain()
+        self._begin_truncation()
         for seg in self._segments:
             self._delete_segment(seg)
         with self._ckpt_lock:
@@ -699,6 +663,19 @@ class Log:
             self.recovery_point = offset
             ckpt.write_offset(self.dir / ckpt.RECOVERY_POINT_FILE, offset)
         self.leader_epochs.truncate_from_end(-1)
+        self._end_truncation()
+
+    def _begin_truncation(self) -> None:
+        """Count the truncation (a flush job submitted before it must not move the recovery
+        point afterwards) and wait for the queued flusher work, so that no snapshot or
+        checkpoint written for the old contents lands after it."""
+        with self._ckpt_lock:
+            self._truncations += 1
+        self._flusher.drain()
+
+    def _end_truncation(self) -> None:
+        """Rebuild what depends on the removed batches (producer state, the ``.txnindex``
+        entries) and tell the maintenance schedule and the HW checkpoint."""
         self._rebuild_producer_state()
         self._changed()
         if self.on_hw_change is not None:

@@ -27,18 +27,12 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from strom.storage.atomic_file import fsync_path, replace
+
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 TopicPartition = tuple[str, int]
 logger = logging.getLogger(__name__)
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def sync_filesystem(path: Path) -> None:
@@ -59,13 +53,7 @@ def sync_filesystem(path: Path) -> None:
 def write_offsets(path: Path, offsets: Mapping[TopicPartition, int]) -> None:
     """Atomically write a multi-partition checkpoint (format in the module doc)."""
     lines = [f"{t} {p} {o}\n" for (t, p), o in sorted(offsets.items())]
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as fh:
-        fh.write(f"0\n{len(lines)}\n")
-        fh.writelines(lines)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    replace(path, f"0\n{len(lines)}\n{''.join(lines)}".encode())
 
 
 def read_offsets(path: Path) -> dict[TopicPartition, int]:
@@ -93,10 +81,10 @@ def take_clean_marker(data_dir: Path) -> bool:
     if not marker.exists():
         return False
     marker.unlink()
-    fsync_dir(data_dir)
+    fsync_path(data_dir)
     return True
 
 
 def write_clean_marker(data_dir: Path) -> None:
     (data_dir / CLEAN_SHUTDOWN_FILE).touch()
-    fsync_dir(data_dir)
+    fsync_path(data_dir)

@@ -35,7 +35,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from strom.clock import Clock
-from strom.storage import log_dir
+from strom.storage import atomic_file, log_dir
 from strom.storage.errors import DuplicateLogDirError, LogDirLockedError
 from strom.storage.flusher import INLINE, Flusher
 from strom.storage.log import Log
@@ -287,7 +287,7 @@ class LogManager:
                              " removed from log.dirs?)", *tp, path)  # fmt: skip
             logger.warning("completing the move of %s-%d into %s", *tp, path.parent)
             os.rename(path, live)
-            log_dir.fsync_dir(path.parent)
+            atomic_file.fsync_path(path.parent)
             where[tp] = path.parent
             if tp[0] not in configs:
                 self._overrides[tp[0]] = dict(topic_overrides(tp[0]))
@@ -387,7 +387,7 @@ class LogManager:
                                        flusher=self.flusher,
                                        producer_id_expiration_ms=self.producer_id_expiration_ms))  # fmt: skip
             for parent in {log.dir.parent for log in made}:
-                log_dir.fsync_dir(parent)
+                atomic_file.fsync_path(parent)
         except BaseException:
             for log in made:
                 remove_log(log)

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from strom.storage import log_dir
+from strom.storage import atomic_file
 from strom.storage.log_manager import doomed_name
 
 #: files never copied: unfinished swaps and deletions (a log removes them when it opens)
@@ -104,11 +104,11 @@ def copy_pass(src: Path, dst: Path, copied: FileState, *, sync: bool = True,
         if before == state:
             continue
         try:
+            start = 0
             if (before is not None and name.endswith(".log") and before[0] == st.st_ino
                     and st.st_size >= before[1]):  # fmt: skip
-                written += _append_tail(src / name, dst / name, before[1], sync, throttle)
-            else:
-                written += _copy_whole(src / name, dst / name, sync, throttle)
+                start = before[1]  # a .log that only grew: its new tail
+            written += _copy_from(src / name, dst / name, start, sync, throttle)
         except FileNotFoundError:
             present.discard(name)
             copied.pop(name, None)
@@ -119,7 +119,7 @@ def copy_pass(src: Path, dst: Path, copied: FileState, *, sync: bool = True,
             (dst / name).unlink(missing_ok=True)
             del copied[name]
     if sync:
-        log_dir.fsync_dir(dst)
+        atomic_file.fsync_path(dst)
     return written
 
 
@@ -132,17 +132,11 @@ def _copy(fin: BinaryIO, fout: BinaryIO, throttle: Throttle | None) -> None:
         throttle.wrote(len(chunk))
 
 
-def _copy_whole(src: Path, dst: Path, sync: bool, throttle: Throttle | None) -> int:
-    with open(src, "rb") as fin, open(dst, "wb") as fout:
-        _copy(fin, fout, throttle)
-        fout.flush()
-        if sync:
-            os.fsync(fout.fileno())
-        return fout.tell()
-
-
-def _append_tail(src: Path, dst: Path, start: int, sync: bool, throttle: Throttle | None) -> int:
-    with open(src, "rb") as fin, open(dst, "r+b") as fout:
+def _copy_from(src: Path, dst: Path, start: int, sync: bool, throttle: Throttle | None) -> int:
+    """Copy ``src`` from byte ``start`` on into ``dst`` at the same place, ``dst`` cut there
+    first (a ``.log`` that only grew gets its new tail; ``start`` 0 copies the whole file,
+    creating ``dst``); returns the bytes copied. A tail needs ``dst``: FileNotFoundError."""
+    with open(src, "rb") as fin, open(dst, "r+b" if start else "wb") as fout:
         fin.seek(start)
         fout.truncate(start)
         fout.seek(start)
@@ -204,8 +198,8 @@ def commit(src: Path, future: Path) -> tuple[Path, Path]:
     """The two renames (module doc); returns (the new live directory, the doomed old one)."""
     doomed = doomed_name(src)
     os.rename(src, doomed)
-    log_dir.fsync_dir(src.parent)
+    atomic_file.fsync_path(src.parent)
     live = future.parent / src.name
     os.rename(future, live)
-    log_dir.fsync_dir(future.parent)
+    atomic_file.fsync_path(future.parent)
     return live, doomed

@@ -28,12 +28,13 @@ reported unreadable and the caller rebuilds from the log.
 
 from __future__ import annotations
 
-import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 
 import crc32c
+
+from strom.storage import atomic_file
 
 VERSION = 1
 _HEAD = struct.Struct(">hIi")  # version, crc, entry count
@@ -88,28 +89,10 @@ def decode(data: bytes) -> list[SnapshotEntry]:
 def write(path: Path, entries: list[SnapshotEntry], *, sync: bool = True) -> None:
     """Write ``path`` crash-safely (temp file, fsync, rename, fsync the directory); with
     ``sync=False`` the caller syncs the whole file system afterwards (a shutdown)."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, encode(entries))
-        if sync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    if sync:
-        fsync_dir(path.parent)
+    atomic_file.replace(path, encode(entries), fsync=sync, fsync_parent=sync)
 
 
 def read(path: Path) -> list[SnapshotEntry]:
     """Read and check ``path``; :class:`CorruptSnapshotError` or ``OSError`` on failure."""
     return decode(path.read_bytes())
 
-
-def fsync_dir(path: Path) -> None:
-    """Make a rename or unlink in ``path`` durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -17,7 +17,7 @@ Descriptors: a segment holds at most one, its ``.log``'s, and only while it is i
 process-wide cache :data:`strom.storage.file_handles.HANDLES` (opened on demand, closed when
 least recently used). Every use of it goes through :meth:`LogSegment.open_fd` (or
 :meth:`LogSegment.dup_fd` for a descriptor that outlives the call), which pins it so that no
-other thread's eviction closes it meanwhile. The indexes hold none (:mod:`strom.storage.index`).
+other thread's eviction closes it meanwhile. The indexes hold none (:mod:`strom.storage.abstract_index`).
 """
 
 from __future__ import annotations
@@ -34,9 +34,10 @@ from strom.protocol.record_batch import (
     BatchHeader,
     verify_crc,
 )
+from strom.storage.abstract_index import CorruptIndexError
 from strom.storage.file_handles import HANDLES
 from strom.storage.flush_stats import FLUSH_STATS
-from strom.storage.index import CorruptIndexError, OffsetIndex
+from strom.storage.index import OffsetIndex
 from strom.storage.log_config import LogConfig
 from strom.storage.read_path import SEEK_CHUNK, find_batch, read_batches, scan_headers
 from strom.storage.time_index import TimeIndex
@@ -184,6 +185,7 @@ class LogSegment:
             self.offset_of_max_timestamp = header.last_offset
 
     def _index_batch(self, header: BatchHeader, position: int) -> None:
+        """Account for a recovered batch (:meth:`append` does the same inline)."""
         self._track_timestamp(header)
         if self._bytes_since_index > self.index_interval_bytes:
             self._add_index_entries(header.last_offset, position)
@@ -198,32 +200,27 @@ class LogSegment:
             self._max_ts_indexed = self.max_timestamp
         self._bytes_since_index = 0
 
-    def append(self, batch: bytes | bytearray | memoryview, header: BatchHeader) -> None:
-        """Write one whole batch (already offset-assigned) at the end of the log file."""
-        with self.open_fd() as fd:
-            written = os.pwrite(fd, batch, self.size)
-        if written != len(batch):
-            raise OSError(f"short write to {self.path}: {written} of {len(batch)} bytes")
-        self._index_batch(header, self.size)
-        self.size += len(batch)
-        self.next_offset = header.next_offset
-        self._writes += 1
-
-    def append_patched(self, head: bytes, batch: bytes | bytearray | memoryview,
-                       header: BatchHeader) -> None:  # fmt: skip
-        """Write one batch whose first ``len(head)`` bytes are replaced by ``head`` (the header
-        with its offsets assigned), in one ``pwritev``: the records are not copied."""
+    def append(self, batch: bytes | bytearray | memoryview, header: BatchHeader,
+               head: bytes | None = None) -> None:  # fmt: skip
+        """Write one whole batch at the end of the ``.log`` and index it (every writer: the
+        log's appends, the compactor's ``.cleaned`` segments). ``header`` is the batch's header
+        as stored, its offsets final. With ``head`` (that header packed), the batch's first
+        ``len(head)`` bytes are replaced by it in the same ``pwritev``: a leader's assigned
+        offsets reach the file without the records being copied."""
         f = self._file
         position = self.size
+        size = len(batch)
         fd = HANDLES.acquire(f)
         try:
-            size = len(batch)
-            written = os.pwritev(fd, (head, memoryview(batch)[len(head) :]), position)
+            if head is None:
+                written = os.pwrite(fd, batch, position)
+            else:
+                written = os.pwritev(fd, (head, memoryview(batch)[len(head) :]), position)
         finally:
             HANDLES.release(f)
         if written != size:
             raise OSError(f"short write to {self.path}: {written} of {size} bytes")
-        # _index_batch inline (the Produce hot path): the header's fields read once
+        # _index_batch inline (every Produce gets here): the header's fields read once
         last_offset = header.base_offset + header.last_offset_delta
         max_ts = header.max_timestamp
         if max_ts > self.max_timestamp:

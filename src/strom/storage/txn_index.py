@@ -20,10 +20,11 @@ kept in memory; a torn trailing entry is ignored on load.
 
 from __future__ import annotations
 
-import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+
+from strom.storage import atomic_file
 
 _ENTRY = struct.Struct(">hqqqq")
 ENTRY_SIZE = _ENTRY.size  # 34
@@ -86,15 +87,10 @@ class TransactionIndex:
         if not self.entries:
             self.path.unlink(missing_ok=True)
             return
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_bytes(b"".join(t.encode() for t in self.entries))
-        os.replace(tmp, self.path)
+        # fsynced by the next flush (like every entry the index gains)
+        atomic_file.replace(self.path, b"".join(t.encode() for t in self.entries), fsync=False)
 
     def flush(self) -> None:
         if self._dirty and self.path.exists():
-            fd = os.open(self.path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            atomic_file.fsync_path(self.path)
         self._dirty = False

@@ -15,13 +15,7 @@ import uuid
 from dataclasses import MISSING, fields
 from typing import Any
 
-from kio.serial._introspect import (
-    EntityField,
-    EntityTupleField,
-    PrimitiveTupleField,
-    classify_field,
-    is_optional,
-)
+from strom.protocol.kio_fields import field_shape
 
 _INT_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
 _UINT_BITS = {"uint8": 8, "uint16": 16, "uint32": 32, "uint64": 64}
@@ -47,13 +41,13 @@ def minimal(cls: Any, **overrides: Any) -> Any:
             continue
         if f.default is not MISSING or f.default_factory is not MISSING:
             continue  # the schema's default
-        kind = classify_field(f)
-        if isinstance(kind, EntityTupleField | PrimitiveTupleField):
+        array, entity, nullable = field_shape(f)
+        if array:
             values[f.name] = ()
-        elif is_optional(f):
+        elif nullable:
             values[f.name] = None
-        elif isinstance(kind, EntityField):
-            values[f.name] = minimal(kind.type_)
+        elif entity is not None:
+            values[f.name] = minimal(entity)
         else:
             values[f.name] = _zero(f.metadata["kafka_type"])
     return cls(**values)
@@ -84,16 +78,16 @@ def _zero(kafka_type: str) -> Any:
 
 
 def _field_value(f: Any, rng: random.Random, max_wait_ms: int) -> Any:
-    kind = classify_field(f)
-    if is_optional(f) and rng.random() < 0.2:
+    array, entity, nullable = field_shape(f)
+    if nullable and rng.random() < 0.2:
         return None
-    if isinstance(kind, EntityTupleField):
-        return tuple(sample(kind.type_, rng, max_wait_ms) for _ in range(rng.randint(0, 2)))
-    if isinstance(kind, PrimitiveTupleField):
+    if array and entity is not None:
+        return tuple(sample(entity, rng, max_wait_ms) for _ in range(rng.randint(0, 2)))
+    if array:
         kafka_type = f.metadata["kafka_type"]
         return tuple(_primitive(kafka_type, rng, max_wait_ms) for _ in range(rng.randint(0, 2)))
-    if isinstance(kind, EntityField):
-        return sample(kind.type_, rng, max_wait_ms)
+    if entity is not None:
+        return sample(entity, rng, max_wait_ms)
     return _primitive(f.metadata["kafka_type"], rng, max_wait_ms)
 
 

@@ -8,6 +8,7 @@ from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopi
 from strom.protocol.messages import (
     ProtocolError,
     RequestHeader,
+    UnknownFieldError,
     UnsupportedVersionError,
     build,
     decode_request,
@@ -67,6 +68,31 @@ def test_build_drops_fields_a_version_lacks_and_coerces_wire_types() -> None:
     resp = build(cls, throttle_time=0, topics=(build(mod.ListOffsetsTopicResponse, name="t", partitions=(part,)),))
     _, decoded = decode_response(2, 1, encode_response(2, 1, 9, resp)[4:])
     assert decoded.topics[0].partitions[0].offset == 5
+
+
+def test_build_refuses_a_field_no_version_has() -> None:
+    mod = response_module(2, 1)
+    for _ in range(2):  # before and after a legitimate drop taught the plan other versions
+        with pytest.raises(UnknownFieldError, match="'ofset'"):  # a typo of "offset"
+            build(mod.ListOffsetsPartitionResponse, partition_index=0, error_code=0,
+                  timestamp=-1, ofset=5)
+        part = build(mod.ListOffsetsPartitionResponse, partition_index=0, error_code=0,
+                     timestamp=-1, offset=5, leader_epoch=7)  # leader_epoch: v4+
+        assert part.offset == 5
+    with pytest.raises(UnknownFieldError, match="'throttle_time_ms'"):  # kio's name: throttle_time
+        build(response_class(2, 1), throttle_time_ms=0, topics=())
+
+
+def test_build_drops_a_field_only_other_versions_have_at_every_version() -> None:
+    # leader_epoch: ListOffsets v4+; throttle_time: v2+ (nested and top-level classes)
+    for version in (1, 4, 7):
+        mod = response_module(2, version)
+        part = build(mod.ListOffsetsPartitionResponse, partition_index=0, error_code=0,
+                     timestamp=-1, offset=5, leader_epoch=7)
+        assert part.offset == 5
+        assert getattr(part, "leader_epoch", 7) == 7
+        resp = build(response_class(2, version), throttle_time=0, topics=())
+        assert resp.topics == ()
 
 
 def test_build_reports_missing_required_fields() -> None:

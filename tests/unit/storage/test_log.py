@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from kio.schema.errors import ErrorCode
 
 from strom.clock import FakeClock
+from strom.protocol.control import build_marker
 from strom.protocol.record_batch import iter_batches, parse_header
 from strom.storage.batch_validation import AppendOrigin
 from strom.storage.errors import (
@@ -19,6 +21,7 @@ from strom.storage.errors import (
     StorageError,
 )
 from strom.storage.log import Log
+from strom.storage.log_config import LogConfig
 
 from .conftest import batch, values
 
@@ -246,3 +249,65 @@ def test_flush_messages(open_log: OpenLog, clock: FakeClock) -> None:
     assert log.recovery_point == 0
     log.append(batch(clock, b"c"))
     assert log.recovery_point == 3
+
+
+def test_a_follower_copy_is_the_leaders_log_byte_for_byte(tmp_path: Path,
+                                                          clock: FakeClock) -> None:  # fmt: skip
+    """Leader and follower appends take one path: the same roll decisions (segment.bytes,
+    index entries, time index) give the follower the leader's files, whatever the chunks the
+    leader's bytes arrive in; aborted transactions and producer state follow too."""
+    cfg = LogConfig(segment_bytes=700, index_interval_bytes=150)
+    leader = Log.open(tmp_path / "leader-0", cfg, clock)
+    seq = 0
+    for i in range(30):
+        txn = i % 7 == 3
+        leader.append(batch(clock, b"v%d" % i, b"w" * i, producer_id=9 if txn else -1,
+                            producer_epoch=0 if txn else -1, base_sequence=seq if txn else -1,
+                            is_transactional=txn), leader_epoch=1 + i // 10)  # fmt: skip
+        if txn:
+            seq += 2
+            leader.append(build_marker(9, 0, commit=i % 2 == 0, coordinator_epoch=4,
+                                       timestamp_ms=clock.time_ms()),
+                          origin=AppendOrigin.COORDINATOR, leader_epoch=1 + i // 10)  # fmt: skip
+        clock.advance(3)
+    follower = Log.open(tmp_path / "follower-0", cfg, clock)
+    chunks: list[bytes] = []
+    while (offset := len(chunks) and parse_header(chunks[-1]).next_offset) < leader.log_end_offset:
+        chunks += [bytes(b) for _h, b in iter_batches(leader.read(offset, 1 << 20).records)]
+    for i in range(0, len(chunks), 4):  # fetches of up to four batches
+        follower.append(b"".join(chunks[i : i + 4]), origin=AppendOrigin.REPLICATION)
+    assert [s.base_offset for s in follower.segments] == [s.base_offset for s in leader.segments]
+    assert len(leader.segments) > 3
+    assert follower.leader_epochs.entries() == leader.leader_epochs.entries()
+    assert follower.collect_aborted(0, 1 << 30) == leader.collect_aborted(0, 1 << 30)
+    assert follower.producer_state.producers == leader.producer_state.producers
+    leader.close()
+    follower.close()
+    for seg in leader.segments:
+        for path in seg.file_paths():
+            copy = tmp_path / "follower-0" / path.name
+            assert copy.exists() == path.exists(), path.name
+            if path.exists():
+                assert copy.read_bytes() == path.read_bytes(), path.name
+
+
+def test_a_refused_append_writes_nothing(open_log: OpenLog, clock: FakeClock) -> None:
+    log = open_log()
+    log.append(batch(clock, b"a"))
+    good = batch(clock, b"b", base_offset=1)
+    bad = bytearray(batch(clock, b"c", base_offset=2))
+    bad[-1] ^= 0xFF  # CRC mismatch
+    refusals: list[tuple[bytes, AppendOrigin, type[Exception]]] = [
+        (b"", AppendOrigin.CLIENT, InvalidRecordError),  # no batch at all
+        (good[:30], AppendOrigin.CLIENT, CorruptRecordError),  # a truncated header
+        (good[:-1], AppendOrigin.CLIENT, CorruptRecordError),  # a truncated batch
+        (good + good, AppendOrigin.CLIENT, InvalidRecordError),  # two batches
+        (bytes(bad), AppendOrigin.CLIENT, CorruptRecordError),
+        (good + bytes(bad), AppendOrigin.REPLICATION, CorruptRecordError),  # checked first
+        (b"", AppendOrigin.REPLICATION, InvalidRecordError),
+    ]
+    for records, origin, error in refusals:
+        with pytest.raises(error):
+            log.append(records, origin=origin)
+        assert (log.log_end_offset, log.active.size) == (1, len(batch(clock, b"a")))
+    assert values(log.read(0, 10_000).records) == [(0, b"a")]

@@ -64,7 +64,6 @@ async def _result(ctx: RequestContext, resource: Any, synonyms: bool, docs: bool
             value=e.value,
             read_only=e.read_only,
             config_source=e.source,
-            is_default=e.source == cr.SOURCE_CODES[cr.DEFAULT_CONFIG],
             is_sensitive=e.sensitive,
             synonyms=tuple(
                 ctx.make("DescribeConfigsSynonym", name=n, value=v, source=s)

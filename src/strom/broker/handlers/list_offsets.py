@@ -90,7 +90,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     timestamp=timestamp,
                     offset=offset,
                     leader_epoch=epoch,
-                    old_style_offsets=(offset,) if offset >= 0 else (),
                 )
             )
         topics.append(ctx.make("ListOffsetsTopicResponse", name=topic.name, partitions=tuple(parts)))

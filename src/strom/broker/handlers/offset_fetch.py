@@ -74,7 +74,7 @@ def _group_topics(
             ctx.make(
                 topic_cls,
                 name=name,
-                topic_id=info.topic_id if info is not None else None,
+                **({"topic_id": info.topic_id} if info is not None else {}),  # v10's struct only
                 partitions=tuple(parts),
             )
         )
