@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from strom.controller import changes, deletion, reassignment
+from strom.controller import changes, deletion, log_dirs, reassignment
 from strom.controller.term import Term
 from strom.metadata.store import NodeExistsError, NoNodeError
 from strom.metadata.zk_model import (
@@ -56,3 +56,4 @@ async def take_office(term: Term) -> None:
     term.send(batch)
     await reassignment.resume(term)
     await deletion.on_delete_requests(term)
+    await log_dirs.watch_events(term)

@@ -76,9 +76,17 @@ class Term:
         return RequestBatch(self.ctx, self.broker_id)
 
     def send(self, batch: RequestBatch) -> None:
-        """Queue the batch's requests on the channels to the brokers."""
+        """Queue the batch's requests on the channels to the brokers. Every LeaderAndIsr
+        answer is read for replicas in offline log directories (:mod:`strom.controller.log_dirs`)."""
         if self.channel is not None:
+            if batch.leader_and_isr_callback is None:
+                batch.leader_and_isr_callback = self._leader_and_isr_answered
             batch.send(self.channel)
+
+    def _leader_and_isr_answered(self, broker: int, response: Any) -> None:
+        from strom.controller import log_dirs  # it acts through this class
+
+        log_dirs.leader_and_isr_answered(self, broker, response)
 
     def states(self) -> PartitionStates:
         return PartitionStates(self.store, self.ctx)
@@ -110,7 +118,7 @@ class Term:
         unclean = {t: await self.unclean_allowed(t) for t in {tp[0] for tp in tps}}
         states = self.states()
         elector = states.elect(
-            lambda tp, s: offline_election(ctx, ctx.replicas(tp), s.isr, unclean[tp[0]])
+            lambda tp, s: offline_election(ctx, ctx.replicas(tp), s.isr, unclean[tp[0]], tp)
         )
         changed = await states.update(tps, elector, batch)
         for tp in set(tps) - changed:

@@ -150,7 +150,7 @@ def test_cleaner_commit_does_not_fsync(tmp_path: Path, clock: FakeClock,
     result = cleaner.clean(p, clock.time_ms())
     fsyncs: list[int] = []
     real = os.fsync
-    monkeypatch.setattr(segment_mod.os, "fsync", lambda fd: (fsyncs.append(fd), real(fd))[1])
+    monkeypatch.setattr(segment_mod.fileio, "fsync", lambda fd: (fsyncs.append(fd), real(fd))[1])
     assert cleaner.commit(log, result)
     assert fsyncs == []
     log.close()
