@@ -87,6 +87,7 @@ class ClusterProcess:
         racks: Mapping[int, str] | None = None,
         session_timeout_ms: int = TEST_SESSION_TIMEOUT_MS,
         chroot: str = "",
+        broker_env: Mapping[int, Mapping[str, str]] | None = None,
     ) -> None:
         self.work_dir = Path(work_dir)
         self.external_zookeeper = zookeeper
@@ -100,6 +101,8 @@ class ClusterProcess:
         self.settings.update(settings or {})
         self.broker_settings = {i: dict(s) for i, s in (broker_settings or {}).items()}
         self.racks = dict(racks or {})
+        #: environment variables per broker id (on top of this process's)
+        self.broker_env = {i: dict(e) for i, e in (broker_env or {}).items()}
         self.brokers: dict[int, BrokerProcess] = {}
         self._initial = brokers
         self._faults: list[NetworkFault] = []
@@ -150,6 +153,7 @@ class ClusterProcess:
             zookeeper=self.zk_connect,
             settings=settings,
             log_file=data_dir.parent / "broker.log",
+            env=self.broker_env.get(broker_id),
         )
         self.brokers[broker_id] = broker
         return broker

@@ -109,6 +109,8 @@ class ChildProcess:
     detach = False
     port: int
     log_file: Path
+    #: environment variables set for the child on top of this process's own
+    env: Mapping[str, str] = {}
     _proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -132,7 +134,7 @@ class ChildProcess:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=dict(os.environ),
+                env={**os.environ, **self.env},
                 start_new_session=self.detach,
             )
         finally:
@@ -222,6 +224,8 @@ class BrokerProcess(ChildProcess):
 
     The admin listener (``/metrics``, ``/health/*``) is off unless ``admin_port`` is given
     (``admin=True`` picks a free port): two test brokers on the default 9644 would clash.
+    ``env``: environment variables of the broker on top of this process's (e.g. a disk-fault
+    injector's, :mod:`strom.testing.diskfault`).
     """
 
     def __init__(
@@ -237,8 +241,10 @@ class BrokerProcess(ChildProcess):
         host: str = "127.0.0.1",
         broker_id: int | None = None,
         zookeeper: str | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
+        self.env = dict(env or {})
         self.host = host
         self.port = port or free_port(host)
         self.admin_port = admin_port or (free_port() if admin else None)

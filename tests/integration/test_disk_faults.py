@@ -1,0 +1,253 @@
+"""A full disk and a failing disk under a real broker (issue 28).
+
+* **Full disk** (a real one: a small tmpfs the test mounts and fills, ENOSPC from the kernel):
+  with one log directory, appends answer KAFKA_STORAGE_ERROR, nothing refused is ever served,
+  acknowledged records stay readable, checkpoints stay whole, and once space is freed writes
+  resume without a restart; a kill -9 and restart then recovers every acknowledged record and
+  none of the refused. With two ``log.dirs`` (Kafka's JBOD rule) the full one goes offline
+  (DescribeLogDirs answers KAFKA_STORAGE_ERROR for it), partitions in the other keep working,
+  new partitions go there, and a restart brings the directory back with its data.
+* **Failing disk** (EIO from the storage I/O seam, :mod:`strom.testing.diskfault`: device
+  mapper is not available in the sandbox): the directory goes offline, its partitions answer
+  KAFKA_STORAGE_ERROR, the other directory keeps working, a restart recovers.
+
+Every test checks that its fault struck (the disk really filled, the I/O really failed).
+"""
+
+from __future__ import annotations
+
+import errno
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from strom.testing import BrokerProcess
+from strom.testing.diskfault import DiskFaults, fill, tmpfs, tmpfs_available
+from strom.testing.raw import RawConnection
+from strom.testing.workload import QUIET
+
+needs_tmpfs = pytest.mark.skipif(not tmpfs_available(), reason="needs root and tmpfs mounts")
+STORAGE_ERROR = KafkaError.KAFKA_STORAGE_ERROR
+
+
+def producer(bootstrap: str) -> Producer:
+    """One attempt per message, so each delivery report is the broker's answer to it."""
+    return Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": False,
+                     "retries": 0, "linger.ms": 0, "message.timeout.ms": 10_000,
+                     "logger": QUIET})  # fmt: skip
+
+
+def send(p: Producer, topic: str, value: bytes, partition: int = 0) -> Any:
+    """Produce one message and wait for its report: None when acknowledged, else the error."""
+    out: list[Any] = []
+    p.produce(topic, value, partition=partition, on_delivery=lambda err, _msg: out.append(err))
+    p.flush(15)
+    assert out, f"no delivery report for {value!r}"
+    return out[0]
+
+
+def read_all(bootstrap: str, topic: str, partition: int = 0, timeout: float = 20) -> list[bytes]:
+    """Every value of ``topic``-``partition`` from the start to its high watermark."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "logger": QUIET,
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})  # fmt: skip
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                _low, high = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=5)
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        c.assign([TopicPartition(topic, partition, 0)])
+        values: list[bytes] = []
+        offset = -1
+        while offset + 1 < high:
+            assert time.monotonic() < deadline, f"read {len(values)} of {topic}, to {high}"
+            msg = c.poll(1.0)
+            if msg is None:
+                continue
+            assert msg.error() is None, msg.error()
+            values.append(msg.value())
+            offset = msg.offset()
+        return values
+    finally:
+        c.close()
+
+
+def create(bootstrap: str, *names: str, partitions: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": QUIET})
+    for f in admin.create_topics([NewTopic(n, partitions, 1) for n in names]).values():
+        f.result(15)
+
+
+def describe_log_dirs(bootstrap: str) -> dict[str, tuple[int, set[tuple[str, int]]]]:
+    """DescribeLogDirs (v4): log dir -> (error code, partitions in it)."""
+    with RawConnection(bootstrap) as conn:
+        resp = conn.request(35, 4, topics=None)
+    return {r.log_dir: (int(r.error_code),
+                        {(t.name, int(p.partition_index)) for t in r.topics for p in t.partitions})
+            for r in resp.results}  # fmt: skip
+
+
+def checkpoints_whole(root: Path) -> list[Path]:
+    """Every checkpoint file under ``root`` (all must parse as Kafka's format)."""
+    found = []
+    for path in root.rglob("*checkpoint"):
+        lines = path.read_text().splitlines()
+        assert lines and lines[0] == "0", f"{path} is not a whole checkpoint: {lines!r}"
+        if path.name in ("recovery-point-offset-checkpoint", "replication-offset-checkpoint") \
+                and path.parent == root:  # the multi-partition ones  # fmt: skip
+            assert len(lines) == 2 + int(lines[1]), f"{path}: {lines!r}"
+        found.append(path)
+    return found
+
+
+@needs_tmpfs
+def test_full_disk_refuses_writes_serves_reads_and_resumes(tmp_path: Path) -> None:
+    with tmpfs(tmp_path / "disk", "24m") as disk:
+        broker = BrokerProcess(disk / "data", log_file=tmp_path / "broker.log",
+                               settings={"replica.high.watermark.checkpoint.interval.ms": "200",
+                                         "log.flush.offset.checkpoint.interval.ms": "200"})  # fmt: skip
+        with broker:
+            create(broker.bootstrap, "full", "other")
+            p = producer(broker.bootstrap)
+            acked = [b"a%d" % i for i in range(50)]
+            for value in acked:
+                assert send(p, "full", value) is None
+            time.sleep(0.5)  # checkpoints written once with room to spare
+            fill(disk)
+            refused: list[bytes] = []
+            for i in range(60):  # the first few may still fit the last page of the segment
+                value = b"b%d-" % i + b"x" * 1000
+                err = send(p, "full", value)
+                if err is None:
+                    acked.append(value)
+                else:
+                    assert err.code() == STORAGE_ERROR, err
+                    refused.append(value)
+            assert len(refused) >= 50, f"the disk never refused a write ({len(refused)} refused)"
+            # reads go on, and serve exactly what was acknowledged
+            assert read_all(broker.bootstrap, "full") == acked
+            time.sleep(0.6)  # checkpoint writes failed meanwhile: the old files are intact
+            assert checkpoints_whole(disk / "data")
+            assert "is full" in broker.log_tail(200)
+            # space back: writes resume without a restart
+            (disk / "filler").unlink()
+            deadline = time.monotonic() + 10
+            while (err := send(p, "full", b"after-0")) is not None:
+                assert err.code() == STORAGE_ERROR and time.monotonic() < deadline, err
+                refused.append(b"after-0")  # not written: the value is reused below
+            acked.append(b"after-0")
+            for i in range(1, 20):
+                assert send(p, "full", b"after-%d" % i) is None
+                acked.append(b"after-%d" % i)
+            assert send(p, "other", b"o") is None
+            broker.kill()  # kill -9: recovery must find exactly the acknowledged batches
+            broker.start()
+            got = read_all(broker.bootstrap, "full")
+            assert got == acked
+            assert not set(refused) - {b"after-0"} & set(got)
+            assert checkpoints_whole(disk / "data")
+
+
+@needs_tmpfs
+def test_full_log_dir_goes_offline_and_the_other_keeps_working(tmp_path: Path) -> None:
+    """Kafka's JBOD rule: a full directory among several goes offline; a restart with space
+    brings it back with everything acknowledged."""
+    with tmpfs(tmp_path / "a", "24m") as a, tmpfs(tmp_path / "b", "24m") as b:
+        broker = BrokerProcess(tmp_path / "data", log_file=tmp_path / "broker.log",
+                               settings={"log.dirs": f"{a},{b}"})  # fmt: skip
+        with broker:
+            create(broker.bootstrap, "jbod", partitions=2)  # one partition in each directory
+            where = describe_log_dirs(broker.bootstrap)
+            in_a = next(tp for tp in where[str(a)][1] if tp[0] == "jbod")[1]
+            in_b = 1 - in_a
+            p = producer(broker.bootstrap)
+            acked: dict[int, list[bytes]] = {0: [], 1: []}
+            for i in range(30):
+                for part in (0, 1):
+                    assert send(p, "jbod", b"%d-%d" % (part, i), part) is None
+                    acked[part].append(b"%d-%d" % (part, i))
+            fill(a)
+            refused = 0
+            for i in range(20):
+                err = send(p, "jbod", b"late-%d-" % i + b"x" * 1000, in_a)
+                if err is None:
+                    acked[in_a].append(b"late-%d-" % i + b"x" * 1000)
+                else:
+                    assert err.code() == STORAGE_ERROR, err
+                    refused += 1
+            assert refused, "the full directory never refused a write"
+            dirs = describe_log_dirs(broker.bootstrap)
+            assert dirs[str(a)][0] == KafkaError.KAFKA_STORAGE_ERROR and not dirs[str(a)][1]
+            assert dirs[str(b)][0] == 0 and ("jbod", in_b) in dirs[str(b)][1]
+            # the other directory keeps working: writes, reads, new partitions
+            for i in range(10):
+                assert send(p, "jbod", b"more-%d" % i, in_b) is None
+                acked[in_b].append(b"more-%d" % i)
+            assert read_all(broker.bootstrap, "jbod", in_b) == acked[in_b]
+            create(broker.bootstrap, "fresh")
+            assert ("fresh", 0) in describe_log_dirs(broker.bootstrap)[str(b)][1]
+            assert send(p, "fresh", b"f") is None
+            (a / "filler").unlink()
+        # a restart (space freed) recovers the offline directory
+        with broker:
+            dirs = describe_log_dirs(broker.bootstrap)
+            assert dirs[str(a)][0] == 0 and ("jbod", in_a) in dirs[str(a)][1]
+            for part in (0, 1):
+                assert read_all(broker.bootstrap, "jbod", part) == acked[part]
+            assert send(producer(broker.bootstrap), "jbod", b"back", in_a) is None
+
+
+def test_failing_disk_takes_its_log_dir_offline(tmp_path: Path) -> None:
+    """EIO on one log directory's files: that directory goes offline (appends and reads of
+    its partitions answer KAFKA_STORAGE_ERROR, DescribeLogDirs reports it), the other keeps
+    working, and a restart without the fault recovers every acknowledged record."""
+    a, b = tmp_path / "dir-a", tmp_path / "dir-b"
+    faults = DiskFaults(tmp_path / "faults")
+    broker = BrokerProcess(tmp_path / "data", log_file=tmp_path / "broker.log",
+                           settings={"log.dirs": f"{a},{b}"}, env=faults.environment())  # fmt: skip
+    with broker:
+        create(broker.bootstrap, "eio", partitions=2)
+        where = describe_log_dirs(broker.bootstrap)
+        in_a = next(tp for tp in where[str(a)][1] if tp[0] == "eio")[1]
+        in_b = 1 - in_a
+        p = producer(broker.bootstrap)
+        acked: dict[int, list[bytes]] = {0: [], 1: []}
+        for i in range(20):
+            for part in (0, 1):
+                assert send(p, "eio", b"%d-%d" % (part, i), part) is None
+                acked[part].append(b"%d-%d" % (part, i))
+        rule = faults.fail(errno.EIO, ops=("write",), path=str(a))
+        err = send(p, "eio", b"doomed", in_a)
+        assert err is not None and err.code() == STORAGE_ERROR, err
+        assert faults.struck(rule) >= 1
+        faults.clear()  # the disk "works" again: the directory stays offline all the same
+        err = send(p, "eio", b"doomed-too", in_a)
+        assert err is not None and err.code() == STORAGE_ERROR, err
+        dirs = describe_log_dirs(broker.bootstrap)
+        assert dirs[str(a)][0] == KafkaError.KAFKA_STORAGE_ERROR
+        assert dirs[str(b)][0] == 0
+        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g", "logger": QUIET})
+        try:  # reads of the offline partition are refused too (Kafka's rule)
+            with pytest.raises(Exception, match="STORAGE|storage"):
+                c.get_watermark_offsets(TopicPartition("eio", in_a), timeout=5)
+        finally:
+            c.close()
+        for i in range(10):
+            assert send(p, "eio", b"b-%d" % i, in_b) is None
+            acked[in_b].append(b"b-%d" % i)
+        assert read_all(broker.bootstrap, "eio", in_b) == acked[in_b]
+        assert "offline" in broker.log_tail(200)
+    with broker:  # restarted without the fault: recovered, nothing acknowledged lost
+        assert describe_log_dirs(broker.bootstrap)[str(a)][0] == 0
+        for part in (0, 1):
+            got = read_all(broker.bootstrap, "eio", part)
+            assert got == acked[part]
+        assert send(producer(broker.bootstrap), "eio", b"back", in_a) is None
