@@ -22,7 +22,8 @@ returns once the fault is live) and ``struck.json`` (``{rule id: times it struck
 
 A rule matches a call whose operation is in ``ops`` (``open``, ``write``, ``read``,
 ``fsync``, ``truncate``, ``rename``) on a file whose path contains ``path`` (any file when
-empty): it sleeps ``delay`` seconds, then raises ``OSError(errno)`` unless ``errno`` is 0
+empty; a ``re:``-prefixed ``path`` is a regular expression searched in it instead, e.g.
+``"re:/orders-0/\\d+\\.log$"`` for the partition's segment files only): it sleeps ``delay`` seconds, then raises ``OSError(errno)`` unless ``errno`` is 0
 (then the call goes on: a stall). ``count`` bounds how many times it strikes (None: always).
 """
 
@@ -33,6 +34,7 @@ import errno as errno_mod
 import itertools
 import json
 import os
+import re
 import subprocess
 import threading
 import time
@@ -206,7 +208,7 @@ class _Injector:
         hit = None
         with self.lock:
             for rule in self.rules:
-                if op not in rule["ops"] or (rule["path"] and rule["path"] not in path):
+                if op not in rule["ops"] or not _matches(rule["path"], path):
                     continue
                 rid = int(rule["id"])
                 left = self.left.get(rid)
@@ -231,6 +233,14 @@ class _Injector:
         while True:
             self.load()
             time.sleep(0.01)
+
+
+def _matches(pattern: str, path: str) -> bool:
+    if not pattern:
+        return True
+    if pattern.startswith("re:"):
+        return re.search(pattern[3:], path) is not None
+    return pattern in path
 
 
 def _write(path: Path, text: str) -> None:
