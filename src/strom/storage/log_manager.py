@@ -54,6 +54,8 @@ from strom.storage.producer_state import DEFAULT_EXPIRATION_MS
 logger = logging.getLogger(__name__)
 
 LOCK_FILE = ".lock"
+#: a change of the wall clock against the monotonic one larger than this is a step
+WALL_STEP_MS = 1000
 LOAD_THREADS = 4
 DELETE_SUFFIX = "-delete"
 FUTURE_SUFFIX = "-future"
@@ -167,6 +169,7 @@ class LogManager:
         )
         self._last_producer_check = clock.monotonic()
         self._expiry_sweep: list[TopicPartition] = []  # logs still to check for expired ids
+        self._wall_offset: float | None = None  # wall minus monotonic ms at the last tick
         #: disk errors and offline directories (:mod:`strom.storage.log_dir_failures`)
         self.failures = LogDirFailures(dirs)
         self.failures.listeners.append(self._stop_dir_logs)
@@ -496,6 +499,7 @@ class LogManager:
         says whether the caller should make it soon. The broker calls it in slices, yielding
         to the event loop in between, so no tick stalls requests for all partitions at once."""
         now = self.clock.monotonic()
+        self._notice_wall_step(now)
         if (not self._expiry_sweep
                 and (now - self._last_producer_check) * 1000 >= self.producer_id_check_interval_ms):  # fmt: skip
             self._last_producer_check = now
@@ -526,6 +530,21 @@ class LogManager:
                     log.disk_error(exc, undone=False)  # a half-done roll or deletion
             self._schedule.schedule(tp, log.next_maintenance())
         return visited
+
+    def _notice_wall_step(self, mono: float) -> None:
+        """Re-plan every log's time-based maintenance when the wall clock was stepped (NTP,
+        an operator) since the last tick. Deadlines are kept in monotonic time, converted from
+        the wall-clock ones (``segment.ms``, ``retention.ms``) when planned, so a step would
+        otherwise shift them by its size: a clock set back a day and corrected again kept
+        expired segments a day longer than ``retention.ms``, where Kafka checks every log
+        against the wall clock at each ``log.retention.check.interval.ms``."""
+        offset = self.clock.time_ms() - mono * 1000
+        last, self._wall_offset = self._wall_offset, offset
+        if last is not None and abs(offset - last) > WALL_STEP_MS:
+            logger.warning("the wall clock stepped by %+d ms: re-planning the maintenance of "
+                           "%d logs", offset - last, len(self._logs))  # fmt: skip
+            for tp in self._logs:
+                self._schedule.touch(tp)
 
     def maintenance_backlog(self) -> bool:
         """Whether work is left that a ``limit``-ed :meth:`maintenance` call did not do."""

@@ -5,8 +5,8 @@ targets, which need a kernel module and privileges a test machine may not have (
 needs neither: a small ``tmpfs`` is one, see :func:`tmpfs`). So a test injects the fault one
 level up, in the one place all of strom's storage I/O goes through
 (:mod:`strom.storage.fileio`): a broker started with :meth:`DiskFaults.environment` runs
-:func:`install` at start-up (through a ``sitecustomize`` module on its ``PYTHONPATH``; strom
-itself never imports this module), which wraps those functions. The test then arms faults
+:func:`install` at start-up (:mod:`strom.testing.site_hooks`: a ``sitecustomize`` module on
+its ``PYTHONPATH``; strom itself never imports this module), which wraps those functions. The test then arms faults
 while the broker runs::
 
     faults = DiskFaults(tmp_path / "faults")
@@ -43,16 +43,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-ENV = "STROM_DISK_FAULTS"
+from strom.testing import site_hooks
+
+ENV = site_hooks.DISK_ENV
 OPS = ("open", "write", "read", "fsync", "truncate", "rename")
-_SITE = """\
-import os
-
-if os.environ.get("STROM_DISK_FAULTS"):
-    from strom.testing import diskfault
-
-    diskfault.install(os.environ["STROM_DISK_FAULTS"])
-"""
 
 
 @dataclass(frozen=True)
@@ -73,8 +67,6 @@ class DiskFaults:
     def __init__(self, control_dir: Path) -> None:
         self.dir = Path(control_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
-        (self.dir / "site").mkdir(exist_ok=True)
-        (self.dir / "site" / "sitecustomize.py").write_text(_SITE)
         self._ids = itertools.count(1)
         self._generation = 0
         self.rules: list[Rule] = []
@@ -82,10 +74,7 @@ class DiskFaults:
 
     def environment(self) -> dict[str, str]:
         """The variables a broker needs to take faults from this directory."""
-        path = [str(self.dir / "site")]
-        if os.environ.get("PYTHONPATH"):
-            path.append(os.environ["PYTHONPATH"])
-        return {ENV: str(self.dir), "PYTHONPATH": os.pathsep.join(path)}
+        return site_hooks.environment(self.dir, ENV, self.dir)
 
     def fail(self, code: int = errno_mod.EIO, *, ops: Sequence[str] = ("write", "fsync"),
              path: str = "", count: int | None = None, delay: float = 0.0,
