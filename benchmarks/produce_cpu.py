@@ -31,6 +31,8 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -111,33 +113,60 @@ def produce_frames(topic: str, count: int, first_correlation: int,
     return frames
 
 
-async def run(args: argparse.Namespace) -> dict[str, Any]:
+@asynccontextmanager
+async def broker_connection(
+    transport: asyncio.Transport, settings: Mapping[str, str] | None = None, partitions: int = 1
+) -> AsyncIterator[tuple[Any, Any]]:
+    """``(broker, connection)``: a broker started in this process (temporary data directory, a
+    free 127.0.0.1 port nobody connects to, ``settings`` over its defaults, the log cleaner
+    and the admin listener off: its default port may be another broker's on a shared machine)
+    with topic ``bench`` of ``partitions`` partitions, and one client connection object whose
+    ``data_received`` takes request frames and whose responses go to ``transport``. Stopped
+    and removed on exit. (``instruction_guard.py`` measures through this too: a change of the
+    broker's construction is made here, once.) Trees from before the assembly (issue 19) are
+    served too, so one script measures before and after."""
     from strom.broker.server import KafkaConnection
     from strom.config import BrokerConfig
     from strom.testing import free_port
 
     try:
         from strom.broker.assembly import Broker
-    except ImportError:  # a tree from before the assembly (issue 19): --partitions before/after
+    except ImportError:  # a tree from before the assembly: the broker is everything
         from strom.broker.broker import Broker  # type: ignore[import-not-found,no-redef]
 
-    tmp = Path(tempfile.mkdtemp(prefix="strom-producecpu-"))
-    n = args.partitions
-    # no admin listener: its default port may be another broker's on a shared machine
-    broker = Broker(BrokerConfig({"log.cleaner.enable": "false", "strom.admin.listener": ""}),
-                    tmp / "data", ("127.0.0.1", free_port()))  # fmt: skip
+    tmp = Path(tempfile.mkdtemp(prefix="strom-inprocess-"))
+    config = BrokerConfig({"log.cleaner.enable": "false", "strom.admin.listener": "",
+                           **(settings or {})})  # fmt: skip
+    broker = Broker(config, tmp / "data", ("127.0.0.1", free_port()))
     await broker.start()
     try:
-        if hasattr(broker, "create_topic"):  # before the assembly: the broker is everything
-            services: Any = broker
-            await broker.create_topic("bench", n, 1, {})
+        if hasattr(broker, "create_topic"):
+            await broker.create_topic("bench", partitions, 1, {})
             conn = KafkaConnection(broker)
         else:
-            services = broker.services
-            await services.topics.create("bench", n, 1, {})
-            conn = KafkaConnection(services, broker.connections)
-        transport = CountingTransport()
+            await broker.services.topics.create("bench", partitions, 1, {})
+            conn = KafkaConnection(broker.services, broker.connections)
         conn.connection_made(transport)
+        try:
+            yield broker, conn
+        finally:
+            transport.close()
+            conn.connection_lost(None)
+    finally:
+        await broker.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def bench_log(broker: Any, partition: int = 0) -> Any:
+    """The log of partition ``bench-<partition>`` (see :func:`broker_connection`)."""
+    replicas = broker.replicas if hasattr(broker, "create_topic") else broker.services.replicas
+    return replicas.get_log("bench", partition)
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    n = args.partitions
+    transport = CountingTransport()
+    async with broker_connection(transport, partitions=n) as (broker, conn):
         warm = produce_frames("bench", max(2000, n), 0, n)  # at least one per partition
         await _feed(conn, warm, args.burst, transport, 0)
         sent = len(warm)
@@ -160,12 +189,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             walls.append(wall * 1e6 / len(frames))
         if profiler is not None:
             profiler.dump_stats(args.profile)
-        stored = _stored(services, n)
+        stored = sum(bench_log(broker, p).log_end_offset for p in range(n))
         if stored != sent:
             raise RuntimeError(f"log end offsets sum to {stored}, expected {sent}")
         gcs = [s["collections"] for s in gc.get_stats()]
-        transport.close()
-        conn.connection_lost(None)
         rounds.sort()
         return {
             "requests": args.requests * args.rounds,
@@ -179,9 +206,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "wall_us_per_request": round(min(walls), 2),
             "writes_per_request": round((transport.writes - writes0) / (sent - len(warm)), 3),
         }
-    finally:
-        await broker.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 async def _feed(conn: Any, frames: list[bytes], burst: int, transport: CountingTransport,
@@ -198,11 +222,6 @@ async def _feed(conn: Any, frames: list[bytes], burst: int, transport: CountingT
             return
         await asyncio.sleep(0)
     raise RuntimeError("responses missing")
-
-
-def _stored(services: Any, partitions: int) -> int:
-    """Records stored in the topic's partitions (their log end offsets)."""
-    return sum(services.replicas.get_log("bench", p).log_end_offset for p in range(partitions))
 
 
 def main() -> int:

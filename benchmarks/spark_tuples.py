@@ -7,15 +7,21 @@ own so that executors import it by name.
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
-from strom.spark.fetcher import consumer_config
-from strom.spark.options import parse_read_options
+from strom.spark.options import ReadOptions, parse_read_options
 from strom.spark.reader import StromBatchReader
 from strom.spark.source import StromDataSource
+
+
+def consumer_config(options: ReadOptions) -> dict[str, Any]:
+    """The consumer of one range: assigned, no group membership, no commits."""
+    return {**options.client, "group.id": f"spark-strom-tuples-{uuid.uuid4().hex[:12]}",
+            "enable.auto.commit": False, "enable.auto.offset.store": False}  # fmt: skip
 
 
 class TupleReader(StromBatchReader):

@@ -27,8 +27,9 @@ from strom.testing.workload import QUIET
 
 class GroupReader:
     def __init__(self, bootstrap: str, topic: str, group: str, history: History, *,
-                 name: str = "c", commit_every: int = 20) -> None:  # fmt: skip
+                 name: str = "c", commit_every: int = 20, protocol: str = "classic") -> None:  # fmt: skip
         self.bootstrap = bootstrap
+        self.protocol = protocol  # "consumer": KIP-848 (the broker sets session and heartbeats)
         self.topic = topic
         self.group = group
         self.history = history
@@ -53,11 +54,12 @@ class GroupReader:
         from confluent_kafka import Consumer
 
         try:
+            timing = ({"group.protocol": "consumer"} if self.protocol == "consumer" else
+                      {"session.timeout.ms": 10_000, "heartbeat.interval.ms": 1000})  # fmt: skip
             consumer = Consumer({
                 "bootstrap.servers": self.bootstrap, "group.id": self.group,
                 "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                "session.timeout.ms": 10_000, "heartbeat.interval.ms": 1000,
-                "fetch.wait.max.ms": 100, "logger": QUIET,
+                "fetch.wait.max.ms": 100, "logger": QUIET, **timing,
             })  # fmt: skip
             consumer.subscribe([self.topic])
             uncommitted = 0

@@ -285,7 +285,7 @@ def test_group_lag_reset_and_delete(client: TestClient, broker: Any, topic_name:
     produce(broker.bootstrap, topic_name, [(None, b"y")] * 4, partition=1)
     commit(broker.bootstrap, group, {(topic_name, 0): 3, (topic_name, 1): 4})
     listing = rows(client.get("/groups").text, "groups")
-    assert [r for r in listing if r[0] == group] == [[group, "Empty", "0", topic_name, "7"]]
+    assert [r for r in listing if r[0] == group] == [[group, "classic", "Empty", "0", topic_name, "7"]]
     page = client.get("/group", params={"name": group})
     assert [r[:5] for r in rows(page.text, "lag")] == [
         [topic_name, "0", "3", "10", "7"], [topic_name, "1", "4", "4", "0"]]
@@ -392,3 +392,54 @@ def test_connectors_page_needs_a_connect_url(client: TestClient) -> None:
     resp = client.get("/connectors")
     assert resp.status_code == 400 and "--connect-url" in error(resp.text)
     assert ">Connectors</a>" not in client.get("/").text
+
+
+def test_share_groups_pages_and_delete(client: TestClient, broker: Any, topic_name: str) -> None:
+    from tests.integration.share_helpers import Worker, set_group_configs, wait_for
+
+    group = f"{topic_name}/queue"
+    create_topic(broker.bootstrap, topic_name)
+    set_group_configs(broker.bootstrap, group, share_auto_offset_reset="earliest")
+    produce(broker.bootstrap, topic_name, [(None, b"job")] * 6, partition=0)
+    worker = Worker(broker.bootstrap, group, topic_name, "w").start()
+    try:
+        wait_for(lambda: len(worker.deliveries) >= 6, 30, "the 6 jobs")
+        live = client.get("/share-group", params={"name": group})
+        assert [r[4] for r in rows(live.text, "members")] == [f"{topic_name}-0"]
+        assert 'id="group-state">Stable<' in live.text
+    finally:
+        worker.stop()
+    produce(broker.bootstrap, topic_name, [(None, b"more")] * 4, partition=0)
+    listing = eventually(lambda: [r for r in rows(client.get("/share-groups").text, "share-groups")
+                                  if r[0] == group and r[4] == "4"], "the share group listed")  # fmt: skip
+    assert listing == [[group, "Empty", "0", topic_name, "4"]]
+    page = client.get("/share-group", params={"name": group})
+    assert rows(page.text, "offsets") == [[topic_name, "0", "6", "4"]]
+    assert 'id="total-lag">4<' in page.text
+    refused = client.post("/share-group/delete", params={"name": group}, data={"confirm": "x"})
+    assert refused.status_code == 400 and "type the group name" in error(refused.text)
+    gone = client.post("/share-group/delete", params={"name": group}, data={"confirm": group})
+    assert notice(gone.text) == f"Deleted share group {group}."
+    assert [r for r in rows(client.get("/share-groups").text, "share-groups") if r[0] == group] == []
+
+
+def test_a_kip848_group_shows_its_type_and_state(client: TestClient, broker: Any,
+                                                 topic_name: str) -> None:  # fmt: skip
+    from confluent_kafka import Consumer
+
+    create_topic(broker.bootstrap, topic_name, 1)
+    group = f"{topic_name}-848"
+    member = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                       "group.protocol": "consumer"})  # fmt: skip
+    try:
+        member.subscribe([topic_name])
+        deadline = time.monotonic() + 30
+        while not member.assignment():
+            assert time.monotonic() < deadline, "no assignment"
+            member.poll(0.1)
+        listing = rows(client.get("/groups").text, "groups")
+        assert [r[:4] for r in listing if r[0] == group] == [[group, "consumer", "Stable", "1"]]
+        page = client.get("/group", params={"name": group})
+        assert 'id="group-type">consumer<' in page.text and 'id="group-state">Stable<' in page.text
+    finally:
+        member.close()

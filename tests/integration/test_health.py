@@ -179,8 +179,9 @@ def test_admin_port_in_use_is_one_line(tmp_path: Path) -> None:
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [
         f"strom serve: cannot listen on strom.admin.listener 127.0.0.1:{port}: "
-        "Address already in use"
-    ]
+        "Address already in use (choose another with --admin-listener HOST:PORT, or turn it "
+        "off with --admin-listener=)"
+    ]  # set explicitly: refused, with the hint (issue 21); the default port busy only warns
     assert not (tmp_path / "d").exists()  # refused before anything was created
 
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import datetime
 import time
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from confluent_kafka import KafkaError, Producer
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
@@ -21,8 +23,21 @@ from strom.protocol.messages import build
 from strom.testing.raw import RawConnection
 from tests.integration.clients import consume_all, create_topic, produce
 from tests.integration.routing import leader_of
+from tests.topology import module_broker
 
 HOUR = 3_600_000
+
+
+@pytest.fixture(scope="module", params=["native", "python"])
+def broker(request: pytest.FixtureRequest, topology: str,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:  # fmt: skip
+    """The module's broker, once on each record codec (``STROM_NATIVE=0``: the pure-Python
+    walk), so every validation rule is checked on both."""
+    with pytest.MonkeyPatch.context() as env:
+        if request.param == "python":
+            env.setenv("STROM_NATIVE", "0")
+        with module_broker(topology, tmp_path_factory.mktemp("broker")) as b:
+            yield b
 
 
 def _produce_one_batch(bootstrap: str, topic: str, messages: list[dict[str, Any]]) -> list[Any]:

@@ -13,10 +13,14 @@ method (all of its parameterized cases). What each checks is in its Java source:
   assignors, static membership, seek and offsetsForTimes;
 * ``AdminTest``: topics, partitions, configs (incremental too), consumer groups and offsets,
   DeleteRecords, ListOffsets specs, DescribeCluster, DescribeLogDirs, ElectLeaders and partition
-  reassignments.
+  reassignments;
+* ``ShareConsumerTest``: share groups (KIP-932) with ``KafkaShareConsumer`` — three consumers on
+  one partition, each record to one; RELEASE redelivers with a higher delivery count, REJECT
+  never — and the Admin client's share-group calls (list, describe, offsets with lag, alter,
+  delete offsets, delete).
 
-Not here yet (docs/jvm.md): ``group.protocol=consumer`` (KIP-848) and ``KafkaShareConsumer``
-wait for the queue issue; ACLs and SCRAM for the security issue.
+Not here yet (docs/jvm.md): ``group.protocol=consumer`` (KIP-848) waits for its issue; ACLs
+and SCRAM for the security issue.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from tests.jvm.jvm import Outcome, check_outcomes, junit_tests, run_junit
 from tests.topology import CLUSTER3, module_broker
 
 pytestmark = [pytest.mark.both_topologies, pytest.mark.jvm, pytest.mark.timeout(600)]
-CLASSES = ("ProducerTest", "TransactionsTest", "ConsumerTest", "AdminTest")
+CLASSES = ("ProducerTest", "TransactionsTest", "ConsumerTest", "AdminTest", "ShareConsumerTest")
 CASES = [(c, m) for c in CLASSES for m in junit_tests(c)]
 
 

@@ -90,7 +90,10 @@ def test_docs_list_what_is_accepted_without_effect() -> None:
     assert _listed("## Accepted, stored and described, without effect in strom") == (
         defs.NO_EFFECT - at_start)
     assert _listed("## Topic configs accepted without effect") == set(cr.KAFKA_ONLY_TOPIC_CONFIGS)
-    assert _listed("## Group configs accepted without effect") == set(kc.GROUP)
+    from strom.broker import group_configs as gc
+
+    assert _listed("## Group configs in effect") == gc.APPLIED
+    assert _listed("## Group configs accepted without effect") == set(kc.GROUP) - gc.APPLIED
 
 
 def test_group_configs_are_checked_as_kafka_checks_them() -> None:

@@ -3,6 +3,10 @@
 Results are frozen dataclasses whose fields are the names (and the order) of the CLI's JSON
 output. A group's offsets are moved only while it has no members (they would overwrite them):
 :func:`check_inactive` refuses otherwise, as Kafka's tool does.
+
+Every listing and description carries the group's type, ``classic`` or ``consumer`` (KIP-848).
+A consumer group's states (Assigning, Reconciling) are not in confluent-kafka's enum, so its
+state is read from its coordinator with ConsumerGroupDescribe (:func:`consumer_group_states`).
 """
 
 from __future__ import annotations
@@ -10,11 +14,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import (
+    ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
+    ConsumerGroupType,
+    TopicPartition,
+)
 
-from strom.admin.errors import InvalidInputError, NotFoundError, RefusedError
+from strom.admin import routing
+from strom.admin.errors import AdminError, InvalidInputError, NotFoundError, RefusedError
 from strom.admin.offsets import Key, at_time, end_offsets, log_starts
 from strom.admin.session import Session
+from strom.admin.wire import request
 
 STATE_NAMES = {
     ConsumerGroupState.STABLE: "Stable",
@@ -24,7 +35,17 @@ STATE_NAMES = {
     ConsumerGroupState.COMPLETING_REBALANCING: "CompletingRebalance",
     ConsumerGroupState.UNKNOWN: "Unknown",
 }
+#: KIP-848 groups' states (ListGroups v4+ and ConsumerGroupDescribe name them)
+CONSUMER_STATES = ("Empty", "Assigning", "Reconciling", "Stable", "Dead")
 INACTIVE = ("Empty", "Dead")
+GROUP_KEY = 0  # FindCoordinator key_type of a group
+CONSUMER_GROUP_DESCRIBE = 69
+
+
+def type_name(group_type: object) -> str:
+    """``classic`` or ``consumer`` (``unknown`` when the broker does not say)."""
+    name = getattr(group_type, "name", None)
+    return str(name).lower() if name else "unknown"
 
 
 def state_name(state: object) -> str:
@@ -38,7 +59,8 @@ def parse_state(value: str) -> ConsumerGroupState:
         if name.lower() == value.lower():
             return state
     raise InvalidInputError(
-        f"unknown group state {value!r}: one of {', '.join(STATE_NAMES.values())}"
+        f"unknown group state {value!r}: one of "
+        f"{', '.join(dict.fromkeys([*STATE_NAMES.values(), *CONSUMER_STATES]))}"
     )
 
 
@@ -47,6 +69,7 @@ class GroupListing:
     group: str
     state: str
     simple: bool
+    type: str = "classic"
 
 
 @dataclass(frozen=True)
@@ -76,6 +99,7 @@ class GroupDescription:
     members: list[Member]
     coordinator: Node | None
     assignor: str | None
+    type: str = "classic"
 
     @property
     def inactive(self) -> bool:
@@ -99,14 +123,57 @@ class OffsetRow:
     client_id: str | None
 
 
-def list_groups(session: Session, state: str | None = None) -> list[GroupListing]:
-    """Every group (only those in ``state``, Kafka's spelling, if given), by id."""
-    kwargs: dict[str, object] = {"request_timeout": session.timeout}
-    if state:
+def list_groups(session: Session, state: str | None = None,
+                group_type: str | None = None) -> list[GroupListing]:  # fmt: skip
+    """Every classic and consumer group (only those in ``state``, Kafka's spelling, and of
+    ``group_type``, if given), by id, as kafka-consumer-groups.sh lists them (share groups are
+    :mod:`strom.admin.share_groups`')."""
+    kwargs: dict[str, object] = {"request_timeout": session.timeout,
+                                 "types": {ConsumerGroupType.CLASSIC, ConsumerGroupType.CONSUMER}}
+    if group_type and group_type.lower() not in ("classic", "consumer"):
+        raise InvalidInputError(f"unknown group type {group_type!r}: classic or consumer")
+    wanted_state = state.lower() if state else None
+    if state and state.lower() in (s.lower() for s in STATE_NAMES.values()):
         kwargs["states"] = {parse_state(state)}
+    elif state and state.lower() not in (s.lower() for s in CONSUMER_STATES):
+        parse_state(state)  # the error naming every state
+    listings = _listings(session, kwargs)
+    return [g for g in listings
+            if (wanted_state is None or g.state.lower() == wanted_state)
+            and (group_type is None or g.type == group_type.lower())]  # fmt: skip
+
+
+def _listings(session: Session, kwargs: dict[str, object]) -> list[GroupListing]:
     result = session.wait(session.admin.list_consumer_groups(**kwargs), "cannot list groups")
-    return [GroupListing(g.group_id, state_name(g.state), bool(g.is_simple_consumer_group))
-            for g in sorted(result.valid, key=lambda g: g.group_id)]  # fmt: skip
+    listed = sorted(result.valid, key=lambda g: g.group_id)
+    kinds = {g.group_id: type_name(getattr(g, "type", None)) for g in listed}
+    exact = consumer_group_states(session, [g for g, t in kinds.items() if t == "consumer"])
+    return [GroupListing(g.group_id, exact.get(g.group_id) or state_name(g.state),
+                         bool(g.is_simple_consumer_group), kinds[g.group_id])
+            for g in listed]  # fmt: skip
+
+
+def consumer_group_states(session: Session, group_ids: list[str]) -> dict[str, str]:
+    """The state of each KIP-848 group, from its coordinator's ConsumerGroupDescribe (a group
+    whose coordinator does not answer in time is left out)."""
+    if not group_ids:
+        return {}
+    candidates = [b.strip() for b in session.bootstrap.split(",") if b.strip()]
+
+    def lookup(ids: list[str]) -> routing.Lookup[str]:
+        return routing.coordinators(candidates, GROUP_KEY, ids, session.timeout)
+
+    def send(where: str, ids: list[str]) -> routing.Answers[str]:
+        resp = request(where, CONSUMER_GROUP_DESCRIBE, 0, wait_s=session.timeout,
+                       group_ids=tuple(ids), include_authorized_operations=False)  # fmt: skip
+        return {str(g.group_id): (int(g.error_code), str(g.group_state)) for g in resp.groups}
+
+    try:
+        done, _failed = routing.route(group_ids, lookup, send, routing.COORDINATOR_RETRIABLE,
+                                      session.timeout)  # fmt: skip
+    except AdminError:
+        return {}
+    return {g: state for g, (code, state) in done.items() if code == 0}
 
 
 def describe_groups(session: Session, groups: list[str]) -> dict[str, GroupDescription]:
@@ -114,13 +181,16 @@ def describe_groups(session: Session, groups: list[str]) -> dict[str, GroupDescr
     if not groups:
         return {}
     futures = session.admin.describe_consumer_groups(groups, request_timeout=session.timeout)
+    descs = {g: session.wait(futures[g], f"cannot describe group {g!r}") for g in groups}
+    kinds = {g: type_name(getattr(d, "type", None)) for g, d in descs.items()}
+    exact = consumer_group_states(session, [g for g, t in kinds.items() if t == "consumer"])
     result = {}
     for group in groups:
-        desc = session.wait(futures[group], f"cannot describe group {group!r}")
+        desc = descs[group]
         coord = desc.coordinator
         result[group] = GroupDescription(
             group=group,
-            state=state_name(desc.state),
+            state=exact.get(group) or state_name(desc.state),
             members=[
                 Member(m.member_id, m.client_id, m.host, getattr(m, "group_instance_id", None),
                        sorted((tp.topic, tp.partition) for tp in
@@ -129,6 +199,7 @@ def describe_groups(session: Session, groups: list[str]) -> dict[str, GroupDescr
             ],
             coordinator=Node(coord.id, coord.host, coord.port) if coord is not None else None,
             assignor=desc.partition_assignor or None,
+            type=kinds[group] if kinds[group] != "unknown" else "classic",
         )  # fmt: skip
     return result
 
@@ -207,6 +278,7 @@ class GroupSummary:
     members: int
     topics: list[str]
     lag: int
+    type: str = "classic"
 
 
 def summaries(session: Session) -> list[GroupSummary]:
@@ -222,6 +294,7 @@ def summaries(session: Session) -> list[GroupSummary]:
             group=listing.group, state=desc.state, members=len(desc.members),
             topics=sorted({t for t, _p in committed}),
             lag=sum(max(end[k] - off, 0) for k, off in committed.items() if k in end),
+            type=desc.type,
         ))  # fmt: skip
     return rows
 

@@ -5,7 +5,8 @@ DescribeProducers; WriteTxnMarkers for an operator's abort), the reassignment AP
 dir APIs and the cluster-wide default broker config (librdkafka cannot name the ``""``
 resource). One request per connection to the address given. Not a Kafka client: no metadata,
 no retries; which broker a request must go to in a cluster (a leader, a coordinator, every
-broker) is :mod:`strom.admin.routing`'s job, and data always goes through confluent-kafka.
+broker) is :mod:`strom.admin.routing`'s job, and data goes through confluent-kafka, except the
+Spark source's reads of raw record batches (:mod:`strom.spark.wire` uses this connection).
 """
 
 from __future__ import annotations

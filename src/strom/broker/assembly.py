@@ -26,7 +26,8 @@ Start-up order (each line uses only what is above it):
    and the services that run beside the handlers, started in order: controller (the
    coordinators' topics are created through it), group coordinator, transaction coordinator
    (after the group coordinator: markers reaching ``__consumer_offsets`` complete offsets),
-   log cleaner;
+   share groups (their records are loaded with the group coordinator's; then the share
+   coordinator over ``__share_group_state``), log cleaner;
 9. the Kafka listener, then periodic log maintenance and the recovery-point checkpoint.
 
 Shutdown: controlled shutdown first (in a cluster: leaderships move away while this broker
@@ -65,6 +66,7 @@ from strom.broker.observability import admin as admin_listener
 from strom.broker.producer_ids import ProducerIdManager
 from strom.broker.server import KafkaConnection
 from strom.broker.services import BrokerServices
+from strom.broker.share.service import ShareService
 from strom.broker.topic_lifecycle import TopicLifecycle
 from strom.broker.topics import Topics
 from strom.broker.txn.service import TxnService
@@ -236,6 +238,9 @@ class Broker:
         internal_topics = InternalTopics(topics, config)
         self._stops.append(("internal topic creation", internal_topics.close))
         groups = GroupService(config, clock, replicas, registry, self.periodic)
+        # share groups' records live in __consumer_offsets: registered before the groups load
+        shares = ShareService(config, clock, replicas, registry, topics, internal_topics, groups,
+                              configs, self.periodic, node_id, node.source_host)  # fmt: skip
         transactions = TxnService(config, clock, replicas, registry, groups, producer_ids,
                                   self.periodic, node.source_host)  # fmt: skip
         controller = ControllerService(cluster_store, node_id, config, self._deliver_locally,
@@ -252,6 +257,7 @@ class Broker:
             fetch_sessions=FetchSessionCache(
                 config.get_int("max.incremental.fetch.session.cache.slots")),
             metadata_answers=MetadataAnswers(), replica_selector=self.replica_selector,
+            shares=shares,
         )  # fmt: skip
         self._prepare_stop = controller.prepare_stop
         await controller.start()  # first: the coordinators' topics are created through it
@@ -260,6 +266,8 @@ class Broker:
         self._stops.append(("group coordinator", groups.stop))
         await transactions.start()
         self._stops.append(("transaction coordinator", transactions.stop))
+        await shares.start()
+        self._stops.append(("share groups", shares.stop))
         await cleaner.start()
         self._stops.append(("log cleaner", cleaner.stop))
 

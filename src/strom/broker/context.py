@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from strom.broker.node import NodeIdentity
     from strom.broker.observability.metrics import BrokerMetrics
     from strom.broker.services import BrokerServices
+    from strom.broker.share.service import ShareService
     from strom.broker.topics import Topics
     from strom.broker.txn.service import TxnService
     from strom.clock import Clock
@@ -94,6 +95,10 @@ class RequestContext:
     @property
     def controller(self) -> ControllerChannel:
         return self.services.controller
+
+    @property
+    def shares(self) -> ShareService:
+        return self.services.shares
 
     # building the response ---------------------------------------------------------------------
     @property

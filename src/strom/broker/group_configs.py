@@ -3,8 +3,10 @@
 Kafka 4 lets a group override the broker's group settings (``consumer.session.timeout.ms``,
 ``share.*``, ``streams.*``: :data:`strom.kafka_configs.GROUP`) with IncrementalAlterConfigs /
 AlterConfigs on a GROUP resource, and DescribeConfigs / ListConfigResources show them. strom
-keeps and describes them with Kafka's rules, but runs only the classic group protocol, which
-none of them affects: they are accepted without effect (docs/configs.md).
+keeps and describes them all with Kafka's rules; the ones in :data:`APPLIED` act: share groups'
+(:mod:`strom.broker.share.settings`) and a KIP-848 consumer group's session timeout and
+heartbeat interval (:mod:`strom.broker.group.consumer`); the others are accepted without effect
+(docs/configs.md).
 
 Stored in the metadata store, one node per group: ``/config/groups/<group id>`` holding
 ``{"version": 1, "config": {name: value}}``, removed when its set becomes empty (so the node
@@ -28,6 +30,14 @@ from strom.metadata.store import MetadataStore, NodeExistsError, NoNodeError
 from strom.storage.errors import InvalidConfigError
 
 PATH = "/config/groups"
+#: the group configs strom acts on (share groups, :mod:`strom.broker.share.settings`; KIP-848
+#: consumer groups, :mod:`strom.broker.group.consumer`); the others are kept and described only
+APPLIED = frozenset({
+    "consumer.heartbeat.interval.ms", "consumer.session.timeout.ms",
+    "share.auto.offset.reset", "share.delivery.count.limit", "share.heartbeat.interval.ms",
+    "share.isolation.level", "share.partition.max.record.locks", "share.record.lock.duration.ms",
+    "share.renew.acknowledge.enable", "share.session.timeout.ms",
+})  # fmt: skip
 GROUP_CONFIG_SOURCE = 8  # DescribeConfigsResponse.ConfigSource.GROUP_CONFIG
 DEFAULT_CONFIG_SOURCE = 5
 
@@ -82,6 +92,13 @@ def validate(configs: Mapping[str, str | None], broker_values: Mapping[str, str]
             parsed = kc.check_value(defn, value)
         except kc.ConfigValueError as exc:
             raise InvalidConfigError(str(exc)) from None
+        if name == "share.auto.offset.reset":  # Kafka's ShareGroupAutoOffsetResetStrategy
+            from strom.broker.share.settings import check_auto_offset_reset
+
+            try:
+                check_auto_offset_reset(value)
+            except ValueError as exc:
+                raise InvalidConfigError(str(exc)) from None
         if not isinstance(parsed, int) or isinstance(parsed, bool):
             continue
         low_name, high_name = _broker_bound(name, "min"), _broker_bound(name, "max")

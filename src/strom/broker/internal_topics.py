@@ -1,14 +1,20 @@
-"""The internal topics ``__consumer_offsets`` and ``__transaction_state``, created on first use.
+"""The internal topics ``__consumer_offsets``, ``__transaction_state`` and
+``__share_group_state``, created on first use.
 
-As in Kafka, neither exists until a client needs it: the first FindCoordinator of a group
+As in Kafka, none exists until a client needs it: the first FindCoordinator of a group
 (``__consumer_offsets``) or of a transactional id (``__transaction_state``) creates it, and is
 answered COORDINATOR_NOT_AVAILABLE until it exists and its partition has a leader (clients
-retry). Creating it at broker start-up, as strom once did, let the first broker of a cluster
+retry); ``__share_group_state`` is created by the first share-group state request
+(:mod:`strom.broker.share.persister`). Creating it at broker start-up, as strom once did, let the first broker of a cluster
 create it alone, with its replication factor capped to the one live broker.
 
-Each topic is compacted, with ``<prefix>.num.partitions`` partitions, ``<prefix>.segment.bytes``
-and ``<prefix>.replication.factor`` replicas (3 by default); in a cluster
-``__transaction_state`` has ``min.insync.replicas`` = ``transaction.state.log.min.isr``. In a cluster the replication
+The first two are compacted, with ``<prefix>.num.partitions`` partitions,
+``<prefix>.segment.bytes`` and ``<prefix>.replication.factor`` replicas (3 by default); in a
+cluster ``__transaction_state`` has ``min.insync.replicas`` = ``transaction.state.log.min.isr``
+and ``__share_group_state`` ``share.coordinator.state.topic.min.isr``. ``__share_group_state``
+holds deltas (ShareUpdate records), which compaction would drop, so it is
+``cleanup.policy=delete`` as in Kafka (KIP-932), with ``retention.ms=-1``: the share coordinator
+itself deletes the records no key needs any more (:mod:`strom.broker.share.state_service`). In a cluster the replication
 factor is capped to the live brokers with a WARNING (a development cluster;
 :func:`strom.controller.admin.create_registered`); a single node's topics have its one replica.
 One creation at a time per topic and broker (single flight); a failed creation is tried again
@@ -33,8 +39,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 OFFSETS_TOPIC = "__consumer_offsets"
 TXN_TOPIC = "__transaction_state"
+SHARE_STATE_TOPIC = "__share_group_state"
 #: topic -> the prefix of its broker configs (``<prefix>.num.partitions`` …)
-CONFIG_PREFIX = {OFFSETS_TOPIC: "offsets.topic", TXN_TOPIC: "transaction.state.log"}
+CONFIG_PREFIX = {OFFSETS_TOPIC: "offsets.topic", TXN_TOPIC: "transaction.state.log",
+                 SHARE_STATE_TOPIC: "share.coordinator.state.topic"}  # fmt: skip
 #: how long FindCoordinator waits for a creation it started before answering
 #: COORDINATOR_NOT_AVAILABLE (a single node's creation is local and done well within it)
 FIND_COORDINATOR_WAIT_S = 1.0
@@ -76,9 +84,11 @@ class InternalTopics:
         rf = max(config.get_int(f"{prefix}.replication.factor"), 1)
         configs = {"cleanup.policy": "compact",
                    "segment.bytes": str(config.get_int(f"{prefix}.segment.bytes"))}  # fmt: skip
-        if name == TXN_TOPIC and self.topics.cluster:
-            # Kafka's transaction.state.log.min.isr (lowered with the RF when that is capped)
-            min_isr = min(config.get_int("transaction.state.log.min.isr"), rf)
+        if name == SHARE_STATE_TOPIC:
+            configs.update({"cleanup.policy": "delete", "retention.ms": "-1"})
+        if name in (TXN_TOPIC, SHARE_STATE_TOPIC) and self.topics.cluster:
+            # Kafka's <prefix>.min.isr (lowered with the RF when that is capped)
+            min_isr = min(config.get_int(f"{prefix}.min.isr"), rf)
             configs["min.insync.replicas"] = str(max(1, min_isr))
         try:
             await self.topics.create(name, partitions, rf, configs)

@@ -142,6 +142,7 @@ class KafkaConnection(asyncio.Protocol):
         log.debug("connection %s from %s:%s closed", self.id, *self.peer)
         self.connections.discard(self)
         self.metrics.connections_closed += 1
+        self.services.shares.connection_closed(self.id)  # its share sessions end with it
         self.can_write.set()
         if self.task is not None:
             self.task.cancel()

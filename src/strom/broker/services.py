@@ -20,6 +20,8 @@ The services, by what a handler does with them:
   the controller (:class:`~strom.broker.topics.Topics`), ``internal_topics`` the single-flight
   creation of ``__consumer_offsets`` / ``__transaction_state``;
 - ``groups`` / ``transactions``: the group and transaction coordinators' services;
+- ``shares``: share groups (KIP-932, :class:`~strom.broker.share.service.ShareService`): their
+  membership, the share-partitions led here, the share coordinator;
 - ``producer_ids``: blocks of producer ids from the metadata store;
 - ``controller``: the way to the controller's work (:class:`~strom.broker.controller_channel.ControllerChannel`);
 - ``log_mover``: replica moves between log directories (AlterReplicaLogDirs);
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
     from strom.broker.node import NodeIdentity
     from strom.broker.observability.metrics import BrokerMetrics
     from strom.broker.producer_ids import ProducerIdManager
+    from strom.broker.share.service import ShareService
     from strom.broker.topics import Topics
     from strom.broker.txn.service import TxnService
     from strom.clock import Clock
@@ -75,3 +78,4 @@ class BrokerServices:
     fetch_sessions: FetchSessionCache
     metadata_answers: MetadataAnswers
     replica_selector: str | None  # a selector of strom.replication.replica_selector
+    shares: ShareService

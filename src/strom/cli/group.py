@@ -25,7 +25,7 @@ OFFSETS_HEADERS = (
 )
 MEMBERS_HEADERS = ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS")
 STATE_HEADERS = (
-    "GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS", "TOTAL-LAG"
+    "GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS", "TOTAL-LAG", "TYPE"
 )
 #: free text that may narrow and wrap on a narrow terminal; the rest keeps its width
 FLEXIBLE = ("CONSUMER-ID", "HOST", "CLIENT-ID", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY")
@@ -40,6 +40,8 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
 
     p = sub.add_parser("list", help="list consumer groups", parents=parents)
     p.add_argument("--state", metavar="S", help="only groups in state S (e.g. Stable, Empty)")
+    p.add_argument("--type", nargs="?", const="", metavar="T", dest="group_type",
+                   help="show each group's type; with T (classic, consumer) only those")
     add_client_options(p, listing=True)
     p.set_defaults(func=list_)
 
@@ -64,12 +66,17 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 def list_(args: argparse.Namespace) -> int:
-    """Group ids (text: one a line; with --state a GROUP STATE table)."""
-    listings = groups.list_groups(checked_session(args), args.state)
+    """Group ids (text: one a line; with --state and/or --type a GROUP [TYPE] [STATE] table, as
+    kafka-consumer-groups.sh --list prints it)."""
+    kind = getattr(args, "group_type", None)
+    listings = groups.list_groups(checked_session(args), args.state, kind or None)
     if args.format == "json":
         print_json([asdict(g) for g in listings])
-    elif args.state:
-        print_table(("GROUP", "STATE"), [(g.group, g.state) for g in listings])
+    elif args.state or kind is not None:
+        headers = ("GROUP", *(("TYPE",) if kind is not None else ()),
+                   *(("STATE",) if args.state else ()))  # fmt: skip
+        print_table(headers, [(g.group, *((g.type,) if kind is not None else ()),
+                               *((g.state,) if args.state else ())) for g in listings])  # fmt: skip
     else:
         for g in listings:
             print(g.group)
@@ -96,6 +103,7 @@ def describe(args: argparse.Namespace) -> int:
             "state": desc.state,
             "members": len(desc.members),
             "total_lag": groups.total_lag(groups.offset_rows(s, desc)),
+            "type": desc.type,
         }]  # fmt: skip
         headers = STATE_HEADERS
     else:

@@ -35,6 +35,7 @@ from strom.cli.errors import CliError
 from strom.cli.options import add_client_options
 from strom.cli.produce_delivery import Delivery, line_ranges
 from strom.cli.produce_input import DEFAULT_TEMPLATE, Record, parse_template, read_records
+from strom.protocol.varint import varint_size
 
 ACKS = ("0", "1", "all", "-1")
 COMPRESSION = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -108,15 +109,6 @@ def parse_headers(items: list[str], what: str = "header") -> list[tuple[str, byt
     return headers
 
 
-def _varint_len(n: int) -> int:
-    z = (n << 1) ^ (n >> 63)
-    size = 1
-    while z >= 0x80:
-        z >>= 7
-        size += 1
-    return size
-
-
 def _size_bound(kwargs: dict[str, Any]) -> int:
     """An upper bound of :func:`batch_size` (each varint at most 5 bytes), cheap to compute."""
     headers = kwargs.get("headers", ())
@@ -129,13 +121,13 @@ def batch_size(key: bytes | None, value: bytes, headers: list[tuple[str, bytes]]
     """Bytes of an uncompressed record batch holding only this record (what the broker checks
     against ``max.message.bytes``)."""
     body = 1 + 1 + 1  # attributes, timestamp delta 0, offset delta 0
-    body += _varint_len(-1 if key is None else len(key)) + len(key or b"")
-    body += _varint_len(len(value)) + len(value)
-    body += _varint_len(len(headers))
+    body += varint_size(-1 if key is None else len(key)) + len(key or b"")
+    body += varint_size(len(value)) + len(value)
+    body += varint_size(len(headers))
     for hk, hv in headers:
         raw = hk.encode()
-        body += _varint_len(len(raw)) + len(raw) + _varint_len(len(hv)) + len(hv)
-    return BATCH_OVERHEAD + _varint_len(body) + body
+        body += varint_size(len(raw)) + len(raw) + varint_size(len(hv)) + len(hv)
+    return BATCH_OVERHEAD + varint_size(body) + body
 
 
 def _topic_limit(args: argparse.Namespace) -> int | None:

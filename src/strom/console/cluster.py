@@ -18,7 +18,7 @@ from typing import Any
 from confluent_kafka import Producer
 
 from strom.admin import cluster as admin_cluster
-from strom.admin import groups, log_dirs, offsets, topics
+from strom.admin import groups, log_dirs, offsets, share_groups, topics
 from strom.admin.errors import InvalidInputError
 from strom.admin.groups import ResetTo
 from strom.admin.offsets import Key
@@ -205,6 +205,7 @@ class Cluster:
         return {
             "group": name,
             "state": desc.state,
+            "type": desc.type,
             "inactive": desc.inactive,
             "protocol": desc.assignor,
             "coordinator": str(desc.coordinator) if desc.coordinator else None,
@@ -212,6 +213,35 @@ class Cluster:
             "partitions": [asdict(r) for r in rows if r.topic is not None],
             "lag": groups.total_lag(rows),
         }
+
+    def share_groups(self) -> list[dict[str, Any]]:
+        """Every share group with its state, member count, topics and lag (what is left to
+        deliver and acknowledge up to the high watermarks)."""
+        rows = []
+        for listing in share_groups.list_share_groups(self.session):
+            desc = share_groups.describe_share_group(self.session, listing.group)
+            offsets_ = share_groups.offsets(self.session, listing.group)
+            rows.append({
+                "group": listing.group, "state": desc.state, "members": len(desc.members),
+                "topics": sorted({r.topic for r in offsets_}),
+                "lag": sum(r.lag for r in offsets_ if r.lag is not None),
+            })  # fmt: skip
+        return rows
+
+    def share_group(self, name: str) -> dict[str, Any]:
+        """A share group's state, members with their assignments, start offsets and lag."""
+        desc = share_groups.describe_share_group(self.session, name)
+        rows = share_groups.offsets(self.session, name)
+        return {
+            "group": name, "state": desc.state, "coordinator": desc.coordinator,
+            "group_epoch": desc.group_epoch, "assignor": desc.assignor,
+            "members": [asdict(m) for m in desc.members],
+            "partitions": [asdict(r) for r in rows],
+            "lag": sum(r.lag for r in rows if r.lag is not None),
+        }  # fmt: skip
+
+    def delete_share_group(self, name: str) -> None:
+        share_groups.delete_share_groups(self.session, [name])
 
     def reset_plan(self, name: str, topic: str | None, strategy: str,
                    value: str = "") -> list[dict[str, Any]]:

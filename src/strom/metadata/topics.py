@@ -47,7 +47,7 @@ from strom.protocol.errors import ErrorCode, KafkaError
 CONFIGS_PATH = TOPIC_CONFIGS_PATH
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 log = logging.getLogger(__name__)
 TopicListener = Callable[[str, "TopicInfo | None"], None]
 

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol, TypeVar
 
 from strom.protocol.messages import encode_response
+from strom.protocol.varint import encode_uvarint
 
 PLACEHOLDER_SIZE = 16
 _TOKEN = os.urandom(PLACEHOLDER_SIZE - 4)
@@ -51,13 +52,7 @@ def placeholder(index: int) -> bytes:
     return _TOKEN + index.to_bytes(4, "big")
 
 
-def uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+uvarint = encode_uvarint  # the one varint module's writer
 
 
 def encode_spliced(

@@ -47,7 +47,8 @@ class FrameDecoder:
                 pos += 4
             if len(buf) - pos < self._need:
                 break
-            frames.append(bytes(buf[pos : pos + self._need]))
+            # one copy (a bytearray slice would copy twice); the view is gone before the del
+            frames.append(bytes(memoryview(buf)[pos : pos + self._need]))
             pos += self._need
             self._need = None
         if pos:

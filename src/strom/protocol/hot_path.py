@@ -47,6 +47,8 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 from uuid import UUID
 
+from strom.protocol.varint import encode_uvarint
+
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _I64 = struct.Struct(">q")
@@ -67,30 +69,18 @@ _PRODUCE_FIRST_FLEXIBLE = 9
 _FETCH_FIRST_FLEXIBLE = 12
 
 
-def uvarint(value: int) -> bytes:
-    """Unsigned varint (7 bits a byte, least significant first)."""
-    if value < 0x80:
-        return bytes((value,))
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def response_header(correlation_id: int, flexible: bool) -> bytes:
     """Response header v0 (``int32 correlation_id``) or v1 (and an empty tag section)."""
     return _I32.pack(correlation_id) + b"\0" if flexible else _I32.pack(correlation_id)
 
 
 def _array_len(out: bytearray, n: int, flexible: bool) -> None:
-    out += uvarint(n + 1) if flexible else _I32.pack(n)
+    out += encode_uvarint(n + 1) if flexible else _I32.pack(n)
 
 
 def _string(out: bytearray, value: str, flexible: bool) -> None:
     data = value.encode()
-    out += uvarint(len(data) + 1) if flexible else _I16.pack(len(data))
+    out += encode_uvarint(len(data) + 1) if flexible else _I16.pack(len(data))
     out += data
 
 
@@ -135,7 +125,7 @@ def _node_endpoints(endpoints: Sequence[tuple[int, str, int, str | None]]) -> by
         data += _I32.pack(port)
         _nullable_string(data, rack, True)
         data += b"\0"
-    return b"\x01\x00" + uvarint(len(data)) + bytes(data)
+    return b"\x01\x00" + encode_uvarint(len(data)) + bytes(data)
 
 
 def encode_produce(version: int, response: ProduceResponse) -> bytearray:
@@ -280,11 +270,11 @@ def encode_fetch(version: int, response: FetchResponse) -> list[Any]:
                 out += b"\0" if flexible else b"\xff\xff\xff\xff"
             elif isinstance(records, bytes | bytearray | memoryview):
                 n = len(records)
-                out += uvarint(n + 1) if flexible else _I32.pack(n)
+                out += encode_uvarint(n + 1) if flexible else _I32.pack(n)
                 out += records
             else:  # a region: its length prefix here, its bytes sent by the caller
                 n = records.length
-                out += uvarint(n + 1) if flexible else _I32.pack(n)
+                out += encode_uvarint(n + 1) if flexible else _I32.pack(n)
                 parts.append(bytes(out))
                 parts.append(records)
                 out = bytearray()

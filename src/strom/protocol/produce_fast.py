@@ -33,6 +33,7 @@ import struct
 from typing import NamedTuple
 
 from strom.protocol.hot_path import ProducePartition, ProduceResponse, produce_frame
+from strom.protocol.varint import read_uvarint
 
 _HEAD = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
 _ACKS_TIMEOUT = struct.Struct(">hi")
@@ -55,23 +56,6 @@ class SingleProduce(NamedTuple):
     topic: str
     partition: int
     records: bytes
-
-
-def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    """(value, next position); raises IndexError past the end, ValueError when too long."""
-    b = buf[pos]
-    if b < 0x80:
-        return b, pos + 1
-    result, shift = b & 0x7F, 7
-    while True:
-        pos += 1
-        b = buf[pos]
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos + 1
-        shift += 7
-        if shift > 28:
-            raise ValueError("uvarint longer than 5 bytes")
 
 
 def parse_single(frame: bytes) -> SingleProduce | None:
@@ -173,7 +157,7 @@ def _parse(frame: bytes) -> tuple[SingleProduce, int] | None:
         if frame[pos] != 0:  # header tags: none expected from clients
             return None
         pos += 1
-        n, pos = _uvarint(frame, pos)
+        n, pos = read_uvarint(frame, pos)
         n -= 1
     else:
         (n,) = _I16.unpack_from(frame, pos)
@@ -191,7 +175,7 @@ def _parse(frame: bytes) -> tuple[SingleProduce, int] | None:
     if flexible:
         if frame[pos] != 2:  # one topic
             return None
-        n, pos = _uvarint(frame, pos + 1)
+        n, pos = read_uvarint(frame, pos + 1)
         n -= 1
     else:
         if _I32.unpack_from(frame, pos)[0] != 1:
@@ -225,7 +209,7 @@ def _records(frame: bytes, pos: int, flexible: bool) -> bytes | None:
     exactly the empty tag sections that end the request."""
     end = len(frame)
     if flexible:
-        n, pos = _uvarint(frame, pos)
+        n, pos = read_uvarint(frame, pos)
         n -= 1
     else:
         (n,) = _I32.unpack_from(frame, pos)

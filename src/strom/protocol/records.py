@@ -1,21 +1,39 @@
-"""Record codec of Kafka record batch v2: varints, :class:`Record`, decode and build batches.
+"""The record codec of Kafka record batch v2: :class:`Record`, the record walks, building batches.
 
 Each record inside a batch's (possibly compressed) payload: length varint, attributes int8,
 timestampDelta varlong, offsetDelta varint, keyLength varint (-1 = null) + key,
 valueLength varint (-1 = null) + value, headerCount varint, then per header keyLength varint +
-utf-8 key, valueLength varint (-1 = null) + value. All varints are zigzag-encoded.
+utf-8 key, valueLength varint (-1 = null) + value. All varints are zigzag-encoded
+(:mod:`strom.protocol.varint`).
 
-The broker never needs this on its hot paths (batches stay opaque, see
-:mod:`strom.protocol.batch_header`); it is for internal topics, the compactor, null-key checks
-of compacted topics, timestamp lookups and tests.
+Every per-record walk of the code base goes through this module, in one pass over the bytes:
+
+* :func:`scan_records` — the append-time validation of a client batch (Kafka's LogValidator:
+  varints, lengths, offset deltas, declared count, header keys) collecting what the per-record
+  rules need (KIP-467), without an object per record: the produce path;
+* :func:`decode_records` — a batch's records as :class:`Record` objects: the cleaner, the
+  transaction markers (transaction index), the group and transaction log replays, timestamp
+  lookups;
+* :func:`decode_columns` — batches' records as Arrow column buffers, no object per record: the
+  Spark source.
+
+Two implementations give the same answers byte for byte: the native codec
+(:mod:`strom.protocol._records_native`, C, built by ``pip install`` when a compiler is there)
+and the pure-Python walk (:mod:`strom.protocol._records_py`, which states the rules and the
+error messages). The native one is used when it was built, unless the environment says
+``STROM_NATIVE=0``; :data:`IMPLEMENTATION` names the one in use, :func:`use` switches (tests).
 """
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from types import ModuleType
+from typing import NamedTuple
 
+from strom.protocol import _records_py
 from strom.protocol import compression as _codec
 from strom.protocol.batch_header import (
     COMPRESSION_MASK,
@@ -29,11 +47,20 @@ from strom.protocol.batch_header import (
     MAGIC,
     TIMESTAMP_TYPE_BIT,
     TRANSACTIONAL_BIT,
+    BatchHeader,
     Buffer,
     CorruptRecordError,
+    InvalidRecordError,
     compute_crc,
     parse_header,
 )
+from strom.protocol.varint import VarintError, encode_varint, read_varint
+
+_native_module: ModuleType | None
+try:
+    from strom.protocol import _records_native as _native_module
+except ImportError:  # built without a compiler: the Python walk serves alone
+    _native_module = None
 
 Header = tuple[str, bytes | None]
 
@@ -42,16 +69,38 @@ DELETE_HORIZON_BIT = 0x40
 the time after which the cleaner may drop its tombstones / transaction marker. Record
 timestamps stay ``baseTimestamp + timestampDelta``, so they are unchanged by it."""
 
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 
-def encode_varint(value: int) -> bytes:
-    """Zigzag varint (Kafka's signed varint/varlong) of ``value``."""
-    n = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+# --- which implementation ---------------------------------------------------------------------
+
+NATIVE_AVAILABLE = _native_module is not None
+_impl: ModuleType = _records_py
+IMPLEMENTATION = "python"
+
+
+def use(name: str) -> None:
+    """Walk records with ``"native"`` or ``"python"`` from now on (tests run both; the
+    environment's ``STROM_NATIVE=0`` picks ``"python"`` at import). ``"native"`` raises
+    ``RuntimeError`` when the extension was not built."""
+    global _impl, IMPLEMENTATION
+    if name == "native":
+        if _native_module is None:
+            raise RuntimeError(
+                "strom's native record codec is not built (strom/protocol/_records_native.c): "
+                "reinstall strom where a C compiler and the Python headers are present"
+            )
+        _impl = _native_module
+    elif name == "python":
+        _impl = _records_py
+    else:
+        raise ValueError(f"unknown record codec implementation {name!r}")
+    IMPLEMENTATION = name
+
+
+use("native" if NATIVE_AVAILABLE and os.environ.get("STROM_NATIVE", "1") != "0" else "python")
+
+
+# --- varints (kept here for the record codec's users; the one implementation is varint.py) ----
 
 
 def decode_varint(buf: Buffer, pos: int) -> tuple[int, int]:
@@ -59,24 +108,22 @@ def decode_varint(buf: Buffer, pos: int) -> tuple[int, int]:
 
     Raises :class:`CorruptRecordError` when the buffer ends mid-varint or it exceeds 10 bytes.
     """
-    result = 0
-    shift = 0
-    end = len(buf)
-    while True:
-        if pos >= end or shift > 63:
-            raise CorruptRecordError("malformed varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            break
-        shift += 7
-    return (result >> 1) ^ -(result & 1), pos
+    try:
+        return read_varint(buf, pos)
+    except VarintError as exc:
+        raise CorruptRecordError(f"malformed varint: {exc}") from None
+
+
+# --- the record walks -------------------------------------------------------------------------
 
 
 @dataclass(slots=True)
 class Record:
-    """One decoded record; ``offset`` and ``timestamp`` are absolute."""
+    """One decoded record; ``offset`` and ``timestamp`` are absolute.
+
+    The native decoder fills the five slots of each new Record directly instead of calling
+    ``__init__`` (the largest cost of a decode): keep it a slots dataclass whose ``__init__``
+    only assigns these fields (the differential tests compare both decoders' Records)."""
 
     offset: int
     timestamp: int
@@ -85,61 +132,116 @@ class Record:
     headers: list[Header] = field(default_factory=list)
 
 
+class RecordScan(NamedTuple):
+    """What :func:`scan_records` found (indexes are positions in the batch, from 0)."""
+
+    max_timestamp_delta: int  # largest timestampDelta; -2**63 for no record
+    bad_timestamps: list[int]  # timestampDelta outside the bounds
+    null_keys: list[int]  # null keys, when keys are required
+    value_bytes: int  # the records' value lengths summed (null values count 0)
+
+
+_new = tuple.__new__
+
+
+def scan_records(payload: Buffer, count: int, ts_low: int, ts_high: int, no_timestamp: int,
+                 keys_required: bool, start: int = 0) -> RecordScan:  # fmt: skip
+    """Validate ``count`` records of ``payload`` from byte ``start`` to its end (the records of
+    an uncompressed batch are walked in place, ``start`` 61) without decoding them; raise
+    :class:`InvalidRecordError` when malformed (rules: :mod:`strom.protocol._records_py`).
+
+    A record whose timestampDelta is outside ``[ts_low, ts_high]`` (bounds as deltas from the
+    batch's baseTimestamp, clamped to 64 bits), other than ``no_timestamp`` (the delta meaning
+    timestamp -1), goes to ``bad_timestamps``; with ``keys_required`` a null-key record goes to
+    ``null_keys``. Stricter than Kafka in one place: every record's offsetDelta must equal its
+    index (Kafka silently rewrites compressed batches whose inner offsets are not 0..n-1 and
+    stores uncompressed ones as they come; strom stores client bytes unchanged, so it refuses
+    them; no client writes such batches).
+    """
+    if ts_low < _LONG_MIN:
+        ts_low = _LONG_MIN
+    if ts_high > _LONG_MAX:
+        ts_high = _LONG_MAX
+    return _new(RecordScan, _impl.scan(payload, start, len(payload), count, ts_low, ts_high,
+                                       no_timestamp, keys_required, InvalidRecordError))  # fmt: skip
+
+
+def payload_of(header: BatchHeader, batch: Buffer, max_size: int | None = None) -> Buffer:
+    """The records section of ``batch`` (its header parsed as ``header``): a view of it, or
+    decompressed (bounded by ``max_size``; see :func:`strom.protocol.compression.decompress`).
+    Raises :class:`CorruptRecordError` when it cannot be decompressed."""
+    view = memoryview(batch)[HEADER_SIZE : header.size]
+    codec = header.attributes & COMPRESSION_MASK
+    if codec == _codec.NONE:
+        return view
+    try:
+        return _codec.decompress(codec, view, max_size)
+    except _codec.CompressionCodecError as exc:
+        raise CorruptRecordError(str(exc)) from exc
+
+
 def decode_records(batch: Buffer) -> list[Record]:
     """Decode (and decompress) every record of one whole batch.
 
     For a LogAppendTime batch every record carries the batch's maxTimestamp, as Kafka does.
     Raises :class:`CorruptRecordError` on any malformed content.
     """
-    view = memoryview(batch)
-    if len(view) < HEADER_SIZE:
+    if len(batch) < HEADER_SIZE:
         raise CorruptRecordError("batch shorter than its header")
-    header = parse_header(view)
-    try:
-        payload = _codec.decompress(header.compression, view[HEADER_SIZE : header.size])
-    except _codec.CompressionCodecError as exc:
-        raise CorruptRecordError(str(exc)) from exc
-    log_append = header.timestamp_type == LOG_APPEND_TIME
-    records: list[Record] = []
-    pos = 0
-    try:
-        for _ in range(header.record_count):
-            length, pos = decode_varint(payload, pos)
-            end = pos + length
-            if length < 0 or end > len(payload):
-                raise CorruptRecordError("record length runs past the batch")
-            pos += 1  # record attributes, unused
-            ts_delta, pos = decode_varint(payload, pos)
-            offset_delta, pos = decode_varint(payload, pos)
-            key, pos = _read_bytes(payload, pos)
-            value, pos = _read_bytes(payload, pos)
-            count, pos = decode_varint(payload, pos)
-            headers: list[Header] = []
-            for _h in range(count):
-                hkey, pos = _read_bytes(payload, pos)
-                hvalue, pos = _read_bytes(payload, pos)
-                headers.append(((hkey or b"").decode("utf-8"), hvalue))
-            if pos != end:
-                raise CorruptRecordError("record length does not match its contents")
-            timestamp = header.max_timestamp if log_append else header.base_timestamp + ts_delta
-            records.append(
-                Record(header.base_offset + offset_delta, timestamp, key, value, headers)
-            )
-    except (IndexError, UnicodeDecodeError) as exc:
-        raise CorruptRecordError(f"malformed record: {exc}") from exc
-    if pos != len(payload):
-        raise CorruptRecordError("trailing bytes after the last record")
-    return records
+    header = parse_header(batch)
+    payload = payload_of(header, batch)
+    ts_type = LOG_APPEND_TIME if header.attributes & TIMESTAMP_TYPE_BIT else CREATE_TIME
+    return _impl.decode(payload, 0, len(payload), header.record_count,  # type: ignore[no-any-return]
+                        header.base_offset, header.base_timestamp, ts_type,
+                        header.max_timestamp, CorruptRecordError, Record)  # fmt: skip
 
 
-def _read_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
-    length, pos = decode_varint(buf, pos)
-    if length < 0:
-        return None, pos
-    end = pos + length
-    if end > len(buf):
-        raise CorruptRecordError("field runs past the record")
-    return buf[pos:end], end
+Segment = tuple[Buffer, int, int, int, int, int, int, int]
+"""One batch's records for :func:`decode_columns`: ``(buffer, start, end, record count,
+base offset, base timestamp, timestamp type, max timestamp)``; see :func:`segment`."""
+
+
+def segment(header: BatchHeader, batch: Buffer, max_size: int | None = None) -> Segment:
+    """The :data:`Segment` of one whole batch (decompressed when its codec says so)."""
+    payload = payload_of(header, batch, max_size)
+    ts_type = LOG_APPEND_TIME if header.attributes & TIMESTAMP_TYPE_BIT else CREATE_TIME
+    return (payload, 0, len(payload), header.record_count, header.base_offset,
+            header.base_timestamp, ts_type, header.max_timestamp)  # fmt: skip
+
+
+class Columns(NamedTuple):
+    """Records as Arrow column buffers (machine byte order), what :func:`decode_columns`
+    returns: ``offsets`` and ``timestamps`` (microseconds) int64 per row, ``timestamp_types``
+    int32 per row (0 CreateTime, 1 LogAppendTime); key and value binary columns (validity
+    bitmap, None when no row is null; int32 offsets, rows + 1 of them; data). With headers: a
+    list column (validity: null for a row without headers; int32 offsets into the header
+    entries) of structs of a string key (never null: offsets and data) and a binary value."""
+
+    rows: int
+    offsets: bytes
+    timestamps: bytes
+    timestamp_types: bytes
+    key_validity: bytes | None
+    key_offsets: bytes
+    key_data: bytes
+    value_validity: bytes | None
+    value_offsets: bytes
+    value_data: bytes
+    header_validity: bytes | None = None
+    header_offsets: bytes | None = None
+    header_key_offsets: bytes | None = None
+    header_key_data: bytes | None = None
+    header_value_validity: bytes | None = None
+    header_value_offsets: bytes | None = None
+    header_value_data: bytes | None = None
+
+
+def decode_columns(segments: Sequence[Segment], lo: int = _LONG_MIN, hi: int = _LONG_MAX,
+                   with_headers: bool = False) -> Columns:  # fmt: skip
+    """The records of ``segments`` whose offset is in ``[lo, hi)``, in order, as Arrow column
+    buffers, in one pass and without an object per record. At most 2 GiB of records per call.
+    Raises :class:`CorruptRecordError` on any malformed record."""
+    return Columns(*_impl.columns(segments, lo, hi, with_headers, CorruptRecordError))
 
 
 def build_batch(

@@ -32,6 +32,7 @@ from dataclasses import fields
 from typing import Any
 
 from strom.protocol.kio_fields import field_shape
+from strom.protocol.varint import VarintError, read_uvarint
 
 __all__ = ["MalformedRequestError", "check_body", "check_header"]
 
@@ -63,22 +64,11 @@ class MalformedRequestError(Exception):
 
 
 def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    """Unsigned varint at ``pos``: (value, position after it). At most 5 bytes (32 bits)."""
-    b = buf[pos]
-    if b < 0x80:
-        return b, pos + 1
-    result = b & 0x7F
-    shift = 7
-    pos += 1
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-        if shift > 28:
-            raise MalformedRequestError("varint longer than 5 bytes")
+    """Unsigned varint at ``pos`` (at most 5 bytes: :func:`strom.protocol.varint.read_uvarint`)."""
+    try:
+        return read_uvarint(buf, pos)
+    except VarintError as exc:
+        raise MalformedRequestError(str(exc)) from None
 
 
 def _skip_tagged(buf: bytes, pos: int, end: int, known: dict[int, Any], nulls: list[str]) -> int:

@@ -32,10 +32,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from strom.spark.options import WriteOptions
-from strom.spark.writer import RowProducer
+from strom.spark.writer import QUEUE_MESSAGES, RowProducer
 
 log = logging.getLogger(__name__)
 
@@ -50,13 +50,14 @@ def transactional_id(options: WriteOptions, query_id: str, task_partition: int) 
     return f"{options.transactional_id_prefix}-{query_id}-{task_partition}"
 
 
-def _init(options: WriteOptions, txn_id: str) -> Producer:
+def _init(options: WriteOptions, txn_id: str) -> RowProducer:
     config: dict[str, Any] = dict(options.client)
     config.update({"transactional.id": txn_id, "enable.idempotence": True})
     config.setdefault("linger.ms", 5)
-    producer = Producer(config)
+    config.setdefault("queue.buffering.max.messages", QUEUE_MESSAGES)
+    rows = RowProducer(config, options.topic)
     try:
-        producer.init_transactions(options.init_timeout_ms / 1000.0)
+        rows.producer.init_transactions(options.init_timeout_ms / 1000.0)
     except KafkaException as exc:
         error = exc.args[0]
         raise TransactionsUnavailable(
@@ -66,7 +67,7 @@ def _init(options: WriteOptions, txn_id: str) -> Producer:
             f"{getattr(error, 'str', lambda: error)()}. Until the broker supports "
             "transactions, write without exactlyOnce (at-least-once)."
         ) from exc
-    return producer
+    return rows
 
 
 def committed_batches(consumer: Consumer, anchor: TopicPartition, timeout: float) -> int:
@@ -88,7 +89,8 @@ def write_exactly_once(
     assert options.topic is not None  # parse_write_options requires it in this mode
     txn_id = transactional_id(options, query_id, task_partition)
     timeout = options.init_timeout_ms / 1000.0
-    producer = _init(options, txn_id)
+    rows = _init(options, txn_id)
+    producer = rows.producer
     consumer = Consumer(
         {
             **dict(options.client),
@@ -105,7 +107,6 @@ def write_exactly_once(
             log.info("%s: batch %d already committed (%d rows skipped)", txn_id, batch_id, drained)
             return 0, True
         producer.begin_transaction()
-        rows = RowProducer(producer, options.topic)
         try:
             for batch in batches:
                 rows.produce_batch(batch)

@@ -1,21 +1,18 @@
-"""The source's schema (Spark's Kafka source schema) and consumed records as Arrow batches.
+"""The source's schema (Spark's Kafka source schema) and fetched records as Arrow batches.
 
 Columns, in Spark's order: ``key`` binary, ``value`` binary, ``topic`` string, ``partition`` int,
 ``offset`` long, ``timestamp`` timestamp, ``timestampType`` int (0 CreateTime, 1 LogAppendTime),
 and with ``includeHeaders=true`` ``headers`` array<struct<key string, value binary>>.
 
-:func:`arrow_batch` turns one list of confluent-kafka messages into one ``pyarrow.RecordBatch``
-whose schema is exactly what Spark's Python worker expects for that StructType
-(``to_arrow_schema(schema, timezone="UTC")``): column per column, no Row or tuple per record.
+:func:`arrow_from_columns` turns the native record codec's column buffers
+(:class:`strom.protocol.records.Columns`) into one ``pyarrow.RecordBatch`` whose schema is
+exactly what Spark's Python worker expects for that StructType (``to_arrow_schema(schema,
+timezone="UTC")``): the buffers are wrapped without a copy, no Row or tuple per record.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -26,6 +23,8 @@ from pyspark.sql.types import (
     StructType,
     TimestampType,
 )
+
+from strom.protocol.records import Columns
 
 HEADER_TYPE = StructType(
     [StructField("key", StringType(), True), StructField("value", BinaryType(), True)]
@@ -48,6 +47,7 @@ def source_schema(include_headers: bool) -> StructType:
 
 
 _ARROW_HEADER = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+_TIMESTAMP = pa.timestamp("us", tz="UTC")
 
 
 def arrow_schema(include_headers: bool) -> pa.Schema:
@@ -57,7 +57,7 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
         pa.field("topic", pa.string()),
         pa.field("partition", pa.int32()),
         pa.field("offset", pa.int64()),
-        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+        pa.field("timestamp", _TIMESTAMP),
         pa.field("timestampType", pa.int32()),
     ]
     if include_headers:
@@ -65,35 +65,41 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
     return pa.schema(fields)
 
 
-def _headers_array(messages: Sequence[Any]) -> pa.Array:
-    rows: list[list[dict[str, Any]] | None] = []
-    for message in messages:
-        headers = message.headers()
-        # Spark's Kafka source gives null, not [], for a record without headers.
-        rows.append([{"key": k, "value": v} for k, v in headers] if headers else None)
-    return pa.array(rows, type=pa.list_(pa.field("element", _ARROW_HEADER)))
+def _binary(kind: pa.DataType, rows: int, validity: bytes | None, offsets: bytes,
+            data: bytes) -> pa.Array:  # fmt: skip
+    return pa.Array.from_buffers(kind, rows, [
+        None if validity is None else pa.py_buffer(validity), pa.py_buffer(offsets),
+        pa.py_buffer(data)])  # fmt: skip
 
 
-def arrow_batch(
-    messages: Sequence[Any], topic: str, partition: int, schema: pa.Schema
-) -> pa.RecordBatch:
-    """One RecordBatch from confluent-kafka messages of one partition (errors removed)."""
-    count = len(messages)
-    stamps = [m.timestamp() for m in messages]
-    # confluent-kafka: 1 CreateTime, 2 LogAppendTime (0 none); Spark: 0 CreateTime, 1 LogAppend.
-    types = pa.array([max(kind - 1, 0) for kind, _ in stamps], type=pa.int32())
-    millis = pa.array([ms for _, ms in stamps], type=pa.int64())
+def arrow_from_columns(cols: Columns, topic: str, partition: int,
+                       schema: pa.Schema) -> pa.RecordBatch:  # fmt: skip
+    """One RecordBatch of ``schema`` from the native record codec's column buffers (one
+    partition's records): the buffers are wrapped, not copied; only the topic and partition
+    columns are filled here."""
+    n = cols.rows
     columns = [
-        pa.array([m.key() for m in messages], type=pa.binary()),
-        pa.array([m.value() for m in messages], type=pa.binary()),
-        pa.repeat(pa.scalar(topic, pa.string()), count),
-        pa.repeat(pa.scalar(partition, pa.int32()), count),
-        pa.array([m.offset() for m in messages], type=pa.int64()),
-        pc.multiply(millis, 1000).cast(pa.timestamp("us", tz="UTC")),
-        types,
+        _binary(pa.binary(), n, cols.key_validity, cols.key_offsets, cols.key_data),
+        _binary(pa.binary(), n, cols.value_validity, cols.value_offsets, cols.value_data),
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.repeat(pa.scalar(partition, pa.int32()), n),
+        pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(cols.offsets)]),
+        pa.Array.from_buffers(_TIMESTAMP, n, [None, pa.py_buffer(cols.timestamps)]),
+        pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(cols.timestamp_types)]),
     ]
     if len(schema) > 7:
-        columns.append(_headers_array(messages))
+        assert cols.header_key_offsets is not None and cols.header_offsets is not None
+        entries = len(cols.header_key_offsets) // 4 - 1
+        keys = _binary(pa.string(), entries, None, cols.header_key_offsets,
+                       cols.header_key_data or b"")  # fmt: skip
+        values = _binary(pa.binary(), entries, cols.header_value_validity,
+                         cols.header_value_offsets or b"", cols.header_value_data or b"")
+        structs = pa.StructArray.from_arrays([keys, values], fields=list(_ARROW_HEADER))
+        validity = cols.header_validity
+        columns.append(pa.Array.from_buffers(
+            schema.field("headers").type, n,
+            [None if validity is None else pa.py_buffer(validity),
+             pa.py_buffer(cols.header_offsets)], children=[structs]))  # fmt: skip
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 

@@ -44,6 +44,10 @@ log = logging.getLogger(__name__)
 
 # librdkafka's default delivery.timeout.ms is 300 s: past it every record is delivered or failed.
 FLUSH_TIMEOUT_S = 330.0
+QUEUE_FULL_WAIT_S = 0.002
+# librdkafka's local queue (default 100,000 messages): a task writes a whole partition's rows,
+# and a full queue makes the loop wait, so the default is raised (kafka.* options override it)
+QUEUE_MESSAGES = 1_000_000
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
 
@@ -82,10 +86,17 @@ def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
 
 
 class RowProducer:
-    """Produces the rows of Arrow batches; remembers the first delivery error."""
+    """Produces the rows of Arrow batches through one confluent-kafka Producer; remembers the
+    first delivery error.
 
-    def __init__(self, producer: Producer, default_topic: str | None) -> None:
-        self.producer = producer
+    The Python work per row is one ``produce()`` call: columns are converted once per batch,
+    arguments are positional, and delivery reports come back for failures only
+    (``delivery.report.only.error``, one callback set in the configuration), not as a Python
+    callback per acknowledged row."""
+
+    def __init__(self, config: dict[str, Any], default_topic: str | None) -> None:
+        self.producer = Producer({**config, "on_delivery": self._delivered,
+                                  "delivery.report.only.error": True})  # fmt: skip
         self.default_topic = default_topic
         self.error: KafkaError | None = None
         self.count = 0
@@ -97,32 +108,60 @@ class RowProducer:
     def produce_batch(self, batch: pa.RecordBatch) -> None:
         values = _column(batch, "value")
         assert values is not None
+        keys = _column(batch, "key")
+        topics = _column(batch, "topic")
+        partitions = _column(batch, "partition")
+        headers = _column(batch, "headers")
+        if topics is None and partitions is None and headers is None:
+            self._produce_plain(values, keys)
+        else:
+            self._produce_rows(values, keys, topics, partitions, headers)
+        self.count += len(values)
+        self.producer.poll(0)
+        self.check()
+
+    def _produce_plain(self, values: list[Any], keys: list[Any] | None) -> None:
+        """The common shape: value (and key) to the ``topic`` option, partitioner's choice."""
+        topic = self.default_topic
+        if topic is None:
+            raise ValueError("a row has no topic and the 'topic' option is not set")
+        produce = self.producer.produce
+        for value, key in zip(values, keys or [None] * len(values), strict=True):
+            try:
+                produce(topic, value, key)
+            except BufferError:
+                self._wait_and_produce(topic, value, key)
+
+    def _produce_rows(self, values: list[Any], keys: list[Any] | None,
+                      topics: list[Any] | None, partitions: list[Any] | None,
+                      headers: list[Any] | None) -> None:  # fmt: skip
         rows = len(values)
-        keys = _column(batch, "key") or [None] * rows
-        topics = _column(batch, "topic") or [self.default_topic] * rows
-        partitions = _column(batch, "partition") or [None] * rows
-        headers = _column(batch, "headers") or [None] * rows
         produce = self.producer.produce
         for value, key, topic, partition, header in zip(
-            values, keys, topics, partitions, headers, strict=True
-        ):
+            values, keys or [None] * rows, topics or [None] * rows,
+            partitions or [None] * rows, headers or [None] * rows, strict=True,
+        ):  # fmt: skip
             topic = topic or self.default_topic
             if topic is None:
                 raise ValueError("a row has no topic and the 'topic' option is not set")
-            kwargs: dict[str, Any] = {"on_delivery": self._delivered}
-            if partition is not None:
-                kwargs["partition"] = partition
-            if header:
-                kwargs["headers"] = [(h["key"], h["value"]) for h in header]
-            while True:
-                try:
-                    produce(topic, value, key, **kwargs)
-                    break
-                except BufferError:
-                    self.producer.poll(0.05)  # the local queue is full: let deliveries drain
-            self.count += 1
-        self.producer.poll(0)
-        self.check()
+            part = -1 if partition is None else partition  # -1: the partitioner decides
+            hdrs = [(h["key"], h["value"]) for h in header] if header else None
+            try:
+                produce(topic, value, key, part, headers=hdrs)
+            except BufferError:
+                self._wait_and_produce(topic, value, key, part, hdrs)
+
+    def _wait_and_produce(self, topic: str, value: Any, key: Any, partition: int = -1,
+                          headers: Any = None) -> None:  # fmt: skip
+        while True:
+            # The local queue is full: wait a moment for acknowledgements. Not poll(t): with
+            # failures-only reports a success wakes no poll, which would sleep all of t.
+            self.producer.flush(QUEUE_FULL_WAIT_S)
+            try:
+                self.producer.produce(topic, value, key, partition, headers=headers)
+                return
+            except BufferError:
+                continue
 
     def check(self) -> None:
         if self.error is not None:
@@ -150,12 +189,12 @@ def _task_partition() -> int:
 def _producer_config(options: WriteOptions) -> dict[str, Any]:
     config: dict[str, Any] = dict(options.client)
     config.setdefault("linger.ms", 5)
+    config.setdefault("queue.buffering.max.messages", QUEUE_MESSAGES)
     return config
 
 
 def write_at_least_once(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> int:
-    producer = Producer(_producer_config(options))
-    rows = RowProducer(producer, options.topic)
+    rows = RowProducer(_producer_config(options), options.topic)
     for batch in batches:
         rows.produce_batch(batch)
     rows.flush(timeout=FLUSH_TIMEOUT_S)

@@ -22,8 +22,8 @@ CLIENT and COORDINATOR appends (:func:`validate_records`) are validated fully:
   a small compressed batch cannot make the broker allocate without limit; undecodable →
   CORRUPT_MESSAGE, too large → INVALID_RECORD;
 * every record is walked without being decoded into objects
-  (:func:`strom.protocol.record_scan.scan_records`): varints, lengths, offset deltas 0..n-1,
-  declared count, trailing bytes, header keys → INVALID_RECORD;
+  (:func:`strom.protocol.records.scan_records`, native when built): varints, lengths, offset
+  deltas 0..n-1, declared count, trailing bytes, header keys → INVALID_RECORD;
 * per-record rules (KIP-467), all records checked, errors collected and raised together as
   :class:`RecordValidationError` with ``(batch index, message)`` pairs: a null key on a
   compacted topic (INVALID_RECORD), a CreateTime timestamp outside
@@ -42,9 +42,8 @@ import struct
 
 from kio.schema.errors import ErrorCode
 
-from strom.protocol import compression
+from strom.protocol import compression, records
 from strom.protocol import record_batch as rb
-from strom.protocol.record_scan import scan_records
 from strom.storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -135,8 +134,8 @@ def validate_records(header: rb.BatchHeader, batch: rb.Buffer, config: LogConfig
     else:
         low, high = _LONG_MIN, _LONG_MAX
     try:
-        scan = scan_records(payload, count, low, high, -1 - base,
-                            config.compact and not control, start)  # fmt: skip
+        scan = records.scan_records(payload, count, low, high, -1 - base,
+                                    config.compact and not control, start)  # fmt: skip
     except rb.InvalidRecordError as exc:
         raise InvalidRecordError(str(exc)) from exc
     errors: list[tuple[int, str]] = []

@@ -14,6 +14,9 @@ from strom.storage.batch_validation import AppendOrigin
 from strom.storage.log import Log
 from strom.storage.log_config import LogConfig
 
+# the record walks run on the native codec and on its pure-Python fallback
+pytestmark = pytest.mark.usefixtures("record_codec")
+
 
 @pytest.fixture
 def log_(tmp_path: Path) -> Log:

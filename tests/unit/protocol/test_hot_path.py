@@ -218,10 +218,3 @@ def test_response_header_matches_kio(flexible: bool, corr: int) -> None:
     cls = V1 if flexible else V0
     entity_writer(cls)(buf, cls(correlation_id=i32(corr)))
     assert hp.response_header(corr, flexible) == buf.getvalue()
-
-
-@pytest.mark.parametrize("value", [0, 1, 127, 128, 16383, 16384, 2**21, 2**31 - 1])
-def test_uvarint(value: int) -> None:
-    from strom.protocol.fetch_encoding import uvarint
-
-    assert hp.uvarint(value) == uvarint(value)

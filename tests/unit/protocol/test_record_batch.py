@@ -8,6 +8,9 @@ import pytest
 
 from strom.protocol import record_batch as rb
 
+# the record walks run on the native codec and on its pure-Python fallback
+pytestmark = pytest.mark.usefixtures("record_codec")
+
 TS = 1_700_000_000_000
 RECORDS = [
     (b"k1", b"v1", [("h", b"x"), ("n", None)], TS),

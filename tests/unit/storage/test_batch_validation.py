@@ -13,7 +13,7 @@ from strom.clock import FakeClock
 from strom.protocol import compression
 from strom.protocol import record_batch as rb
 from strom.protocol.batch_header import HEADER_STRUCT
-from strom.protocol.record_scan import scan_records
+from strom.protocol.records import scan_records
 from strom.storage.batch_validation import AppendOrigin
 from strom.storage.errors import (
     CorruptRecordError,
@@ -26,6 +26,7 @@ from strom.storage.log import Log
 from .conftest import values
 
 OpenLog = Callable[..., Log]
+pytestmark = pytest.mark.usefixtures("record_codec")
 HOUR = 3_600_000
 
 

@@ -16,6 +16,9 @@ from strom.storage.errors import RecordValidationError
 from strom.storage.log import Log
 from strom.storage.log_config import LogConfig
 
+# the record walks run on the native codec and on its pure-Python fallback
+pytestmark = pytest.mark.usefixtures("record_codec")
+
 OpenLog = Callable[..., Log]
 
 COMPACT = {"cleanup_policy": "compact", "min_cleanable_dirty_ratio": 0.0}

@@ -25,6 +25,9 @@ from strom.storage.log_config import LogConfig
 
 from .conftest import batch, values
 
+# the record walks run on the native codec and on its pure-Python fallback
+pytestmark = pytest.mark.usefixtures("record_codec")
+
 OpenLog = Callable[..., Log]
 
 

@@ -18,6 +18,9 @@ from strom.storage.log import Log
 from strom.storage.log_config import LogConfig
 from strom.storage.txn_index import ENTRY_SIZE, AbortedTxn, TransactionIndex
 
+# the record walks run on the native codec and on its pure-Python fallback
+pytestmark = pytest.mark.usefixtures("record_codec")
+
 
 def data(clock: FakeClock, pid: int, seq: int, n: int = 1, *, epoch: int = 0,
          txn: bool = True) -> bytes:  # fmt: skip

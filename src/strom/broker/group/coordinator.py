@@ -16,10 +16,14 @@ Heartbeat, LeaveGroup and the other offset APIs answer at once.
 
 Composed of parts with one job each, sharing one :class:`~strom.broker.group.rebalance.Rebalancer`
 (``core``: the groups, their records, the rebalance transitions and timers):
-:class:`~strom.broker.group.membership.Membership` (JoinGroup) and
-:class:`~strom.broker.group.offsets.Offsets` (offset commits, group deletion); this class adds
-loading from the log, SyncGroup, Heartbeat and LeaveGroup, and is the coordinator's whole
-public surface.
+:class:`~strom.broker.group.membership.Membership` (JoinGroup),
+:class:`~strom.broker.group.offsets.Offsets` (offset commits, group deletion),
+:class:`~strom.broker.group.consumer.ConsumerGroups` (KIP-848's ConsumerGroupHeartbeat, and the
+conversions between the protocols) and
+:class:`~strom.broker.group.consumer_classic.ClassicMembers` (the classic APIs on a KIP-848
+group's classic members); this class adds loading from the log, SyncGroup, Heartbeat and
+LeaveGroup, routes each classic API to the classic or the consumer group of that id, and is the
+coordinator's whole public surface.
 """
 
 from __future__ import annotations
@@ -27,11 +31,16 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from strom.broker.group import consumer_records as cr
 from strom.broker.group import records as rec
+from strom.broker.group.consumer import ConsumerGroups
+from strom.broker.group.consumer_classic import ClassicMembers
+from strom.broker.group.consumer_model import ConsumerGroup
 from strom.broker.group.membership import Membership
 from strom.broker.group.model import (
     Group,
     GroupState,
+    JoinCallback,
     JoinResult,
     Member,
     OffsetEntry,
@@ -51,6 +60,7 @@ from strom.broker.group.rebalance import (
 from strom.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
+    from strom.broker.group.topics_view import TopicsView
     from strom.clock import Clock
 
 __all__ = ["AppendFn", "Cancellable", "CoordinatorConfig", "GroupCoordinator", "OffsetsCallback",
@@ -61,12 +71,15 @@ E = ErrorCode
 
 class GroupCoordinator:
     def __init__(self, config: CoordinatorConfig, clock: Clock, timers: Timers,
-                 append: AppendFn) -> None:  # fmt: skip
+                 append: AppendFn, topics: TopicsView | None = None) -> None:  # fmt: skip
         self.core = Rebalancer(config, clock, timers, append)
         self.membership = Membership(self.core)
-        self.offsets = Offsets(self.core)
+        self.consumer = ConsumerGroups(self.core, topics)
+        self.classic_members = ClassicMembers(self.consumer)
+        self.offsets = Offsets(self.core, self.consumer)
         # the parts' public operations are the coordinator's
-        self.join = self.membership.join
+        self.consumer_heartbeat = self.consumer.heartbeat
+        self.check_offset_fetch = self.offsets.check_fetch
         self.commit_offsets = self.offsets.commit_offsets
         self.commit_txn_offsets = self.offsets.commit_txn_offsets
         self.replay_txn_offset = self.offsets.replay_txn_offset
@@ -129,6 +142,9 @@ class GroupCoordinator:
     # loading ---------------------------------------------------------------------------------
     def replay(self, key: bytes, value: bytes | None) -> None:
         """Apply one record of ``__consumer_offsets`` (in log order) while loading."""
+        if cr.record_type(key) in cr.CONSUMER_RECORD_TYPES:
+            self._replay_consumer(key, value)
+            return
         k = rec.decode_key(key)
         if isinstance(k, rec.OffsetKey):
             offsets = self.core.loaded_offsets.setdefault(k.group, {})
@@ -141,20 +157,43 @@ class GroupCoordinator:
                 )
         else:
             self.core.loaded_meta[k.group] = None if value is None else rec.decode_group_value(value)
+            if value is not None:
+                self.core.loaded_kind[k.group] = "classic"
+
+    def _replay_consumer(self, key: bytes, value: bytes | None) -> None:
+        """A KIP-848 record while loading: replayed into the group staged for its id; the
+        group record (or its tombstone) says the id is (no longer) a consumer group."""
+        k = cr.decode_key(key)
+        staged = self.core.loaded_consumer
+        if k.kind == cr.GROUP_METADATA:
+            if value is None:
+                staged.pop(k.group, None)
+                if self.core.loaded_kind.get(k.group) == "consumer":
+                    del self.core.loaded_kind[k.group]
+                return
+            self.core.loaded_kind[k.group] = "consumer"
+        group = staged.get(k.group)
+        if group is None:
+            group = staged[k.group] = ConsumerGroup(k.group)
+        group.replay(k, value)
 
     def finish_loading(self, partition: int | None = None) -> None:
         """Build the groups replayed since loading began; with ``partition`` only that
         partition's (a marker replayed there may name other partitions' groups, which their
         own partition's log has), which this coordinator then owns."""
-        for gid in set(self.core.loaded_meta) | set(self.core.loaded_offsets):
-            if partition is not None and self.core.partition_for(gid) != partition:
+        core = self.core
+        for gid in set(core.loaded_meta) | set(core.loaded_offsets) | set(core.loaded_consumer):
+            if partition is not None and core.partition_for(gid) != partition:
                 continue
-            meta = self.core.loaded_meta.get(gid)
-            offsets = self.core.loaded_offsets.get(gid) or {}
-            if meta is None and not offsets:
+            meta = core.loaded_meta.get(gid)
+            offsets = core.loaded_offsets.get(gid) or {}
+            consumer = core.loaded_consumer.get(gid) if core.loaded_kind.get(gid) == "consumer" else None
+            if meta is None and not offsets and consumer is None:
                 continue
-            group = Group(gid, state_timestamp=self.core.clock.time_ms(), offsets=offsets)
-            if meta is not None:
+            group = Group(gid, state_timestamp=core.clock.time_ms(), offsets=offsets)
+            if consumer is not None:
+                group.consumer = consumer
+            elif meta is not None:
                 group.generation = meta.generation
                 group.protocol_type = meta.protocol_type or None
                 group.protocol_name = meta.protocol
@@ -169,16 +208,20 @@ class GroupCoordinator:
                     )  # fmt: skip
                 group.leader_id = meta.leader if meta.leader in group.members else group.leader_id
                 group.state = GroupState.STABLE if group.members else GroupState.EMPTY
-            self.core.groups[gid] = group
+            core.groups[gid] = group
             for member in group.members.values():
-                self.core.schedule_heartbeat(group, member)
-        self.core.loaded_meta.clear()
-        self.core.loaded_offsets.clear()
-        self.core.loading = False
+                core.schedule_heartbeat(group, member)
+            if group.consumer is not None:
+                self.consumer.start_sessions(group.consumer)
+        core.loaded_meta.clear()
+        core.loaded_offsets.clear()
+        core.loaded_consumer.clear()
+        core.loaded_kind.clear()
+        core.loading = False
         if partition is None:
-            log.info("group coordinator loaded %d groups", len(self.core.groups))
-        elif self.core.owned is not None:
-            self.core.owned.add(partition)
+            log.info("group coordinator loaded %d groups", len(core.groups))
+        elif core.owned is not None:
+            core.owned.add(partition)
 
     def unload_partition(self, partition: int) -> None:
         """This broker stopped leading ``partition``: forget its groups (timers cancelled,
@@ -192,6 +235,8 @@ class GroupCoordinator:
                 continue
             for timer in (group.join_timer, group.sync_timer, *group.pending_members.values()):
                 cancel(timer)
+            if group.consumer is not None:
+                self.consumer.cancel_all(group.consumer)
             for member in group.members.values():
                 cancel(member.heartbeat_timer)
                 join, member.join_callback = member.join_callback, None
@@ -210,6 +255,33 @@ class GroupCoordinator:
         if dropped:
             log.info("group coordinator unloaded %d groups of partition %d", dropped, partition)
 
+    # JoinGroup -------------------------------------------------------------------------------
+    def join(
+        self, group_id: str, member_id: str, instance_id: str | None, require_known_member_id: bool,
+        client_id: str, client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int,
+        protocol_type: str, protocols: list[tuple[str, bytes]], callback: JoinCallback,
+    ) -> None:  # fmt: skip
+        """JoinGroup: into a classic group (:mod:`~strom.broker.group.membership`), or as a
+        classic member of a consumer group; an empty consumer group is replaced by a classic
+        one first."""
+        cfg = self.core.config
+        entry = self.core.groups.get(group_id) if group_id else None
+        if (entry is not None and entry.consumer is not None and self.core.not_here(group_id) is None
+                and cfg.min_session_timeout_ms <= session_timeout_ms <= cfg.max_session_timeout_ms):  # fmt: skip
+            if entry.consumer.members:
+                return self.classic_members.join(
+                    entry, member_id, instance_id, require_known_member_id, client_id,
+                    client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type,
+                    protocols, callback)  # fmt: skip
+            try:
+                self.classic_members.retire_empty(entry)
+            except Exception as exc:
+                log.warning("group %s: replacing the empty consumer group failed: %s", group_id, exc)
+                return callback(JoinResult(E.coordinator_not_available, member_id))
+        return self.membership.join(group_id, member_id, instance_id, require_known_member_id,
+                                    client_id, client_host, rebalance_timeout_ms,
+                                    session_timeout_ms, protocol_type, protocols, callback)  # fmt: skip
+
     # SyncGroup -------------------------------------------------------------------------------
     def sync(
         self, group_id: str, generation: int, member_id: str, instance_id: str | None,
@@ -224,6 +296,11 @@ class GroupCoordinator:
         group = self.core.groups.get(group_id)
         if group is None:
             return fail(E.unknown_member_id)
+        if group.consumer is not None:
+            if not group.consumer.members:
+                return fail(E.unknown_member_id)
+            return self.classic_members.sync(group, generation, member_id, instance_id,
+                                             protocol_type, protocol_name, callback)  # fmt: skip
         if group.state is GroupState.DEAD:
             return fail(E.coordinator_not_available)
         if group.is_static_member_fenced(instance_id, member_id):
@@ -296,6 +373,8 @@ class GroupCoordinator:
         group = self.core.groups.get(group_id)
         if group is None:
             return E.unknown_member_id
+        if group.consumer is not None:
+            return self.classic_members.heartbeat(group, member_id, instance_id, generation)
         if group.state is GroupState.DEAD:
             return E.coordinator_not_available
         if group.is_static_member_fenced(instance_id, member_id):
@@ -320,6 +399,8 @@ class GroupCoordinator:
         group = self.core.groups.get(group_id)
         if group is None:
             return E.none, [E.unknown_member_id] * len(leaving)
+        if group.consumer is not None:
+            return E.none, self.classic_members.leave(group, leaving)
         if group.state is GroupState.DEAD:
             return E.coordinator_not_available, [E.coordinator_not_available] * len(leaving)
         errors = []

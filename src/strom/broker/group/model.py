@@ -1,8 +1,13 @@
-"""A classic consumer group's in-memory state: members, generation, protocol, offsets.
+"""A group's in-memory state: its committed offsets, and its members, classic or KIP-848.
 
-Mirrors Kafka's ``GroupMetadata`` / ``MemberMetadata``. Pure data plus the small queries the
-coordinator asks (protocol selection, "have all members rejoined?"); every transition is made
-by :class:`strom.broker.group.coordinator.GroupCoordinator`.
+One :class:`Group` per group id holds the group's committed offsets whatever its protocol, and
+its membership: Kafka's classic protocol in the fields below (``GroupMetadata`` /
+``MemberMetadata``), or, when :attr:`Group.consumer` is set, a KIP-848 consumer group
+(:class:`~strom.broker.group.consumer_model.ConsumerGroup`; the classic fields then stay empty:
+no members, generation 0). A group converts from one protocol to the other (Kafka 4's online
+migration) without losing its offsets. Pure data plus the small queries the coordinator asks
+(protocol selection, "have all members rejoined?"); every transition is made by
+:class:`strom.broker.group.coordinator.GroupCoordinator`.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from strom.broker.group.consumer_model import ConsumerGroup
 from strom.protocol.errors import ErrorCode
 
 
@@ -116,6 +122,22 @@ class Group:
     sync_timer: Any = None
     initial_delay_active: bool = False
     initial_delay_remaining_ms: int = 0
+    #: a KIP-848 consumer group's membership (None: classic)
+    consumer: ConsumerGroup | None = None
+
+    @property
+    def group_type(self) -> str:
+        """Kafka's group type: ``consumer`` (KIP-848) or ``classic``."""
+        return "classic" if self.consumer is None else "consumer"
+
+    @property
+    def state_name(self) -> str:
+        """The state as Kafka names it for this group's type."""
+        return self.state.value if self.consumer is None else self.consumer.state.value
+
+    @property
+    def has_members(self) -> bool:
+        return bool(self.members) if self.consumer is None else bool(self.consumer.members)
 
     # membership ------------------------------------------------------------------------------
     def add(self, member: Member) -> None:

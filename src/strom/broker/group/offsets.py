@@ -10,6 +10,13 @@ allowed only while the group has no members. Offsets of an Empty group expire
 topics no member subscribes to expire that long after their commit. An Empty group with no
 offsets left is removed (a tombstone) at the next sweep.
 
+A KIP-848 consumer group checks commits by member epoch instead (Kafka's
+``ConsumerGroup.validateOffsetCommit``: STALE_MEMBER_EPOCH for a consumer-protocol member whose
+epoch is not its current one, ILLEGAL_GENERATION for a classic member, UNKNOWN_MEMBER_ID,
+UNSUPPORTED_VERSION for a consumer-protocol member below OffsetCommit v9); its offsets of topics
+no member subscribes to expire ``offsets.retention.minutes`` after their commit, and the group
+goes once it has neither members nor offsets.
+
 Commits are acks=-1 (Kafka's storeOffsets): an offset is the group's (visible to OffsetFetch,
 replayed the same way by the next coordinator) only once its record is replicated, and the
 commit is answered only then; a failed append leaves the committed offsets as they were.
@@ -23,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from strom.broker.group import records as rec
+from strom.broker.group.consumer import ConsumerGroups
 from strom.broker.group.model import Group, GroupState, OffsetEntry
 from strom.broker.group.rebalance import Rebalancer, append_error, offset_write_error, once
 from strom.protocol.errors import ErrorCode, KafkaError
@@ -51,8 +59,9 @@ class Offsets:
     """Offset commits (plain and transactional), fetches, deletions and expiry, and group
     deletion, on the groups of ``core``."""
 
-    def __init__(self, core: Rebalancer) -> None:
+    def __init__(self, core: Rebalancer, consumer: ConsumerGroups) -> None:
         self.core = core
+        self.consumer = consumer
         self._append_seq = 0
 
     def _next_seq(self) -> int:
@@ -62,9 +71,11 @@ class Offsets:
     def commit_offsets(
         self, group_id: str, member_id: str, instance_id: str | None,
         generation: int, offsets: dict[TopicPartition, OffsetEntry], callback: OffsetsCallback,
+        api_version: int = 9,
     ) -> None:  # fmt: skip
         """OffsetCommit: ``callback`` gets the codes once the commit is replicated (at once
-        on a single node, or for a refused commit); the offsets are the group's only then."""
+        on a single node, or for a refused commit); the offsets are the group's only then.
+        ``generation`` is a consumer group member's epoch."""
 
         def every(code: ErrorCode) -> None:
             callback({tp: code for tp in offsets})
@@ -72,6 +83,12 @@ class Offsets:
         if (code := self.core.not_here(group_id)) is not None:
             return every(code)
         group = self.core.groups.get(group_id)
+        if group is not None and group.consumer is not None:
+            refused = self.consumer.check_commit(group.consumer, member_id, instance_id,
+                                                 generation, False, api_version)  # fmt: skip
+            if refused is not None:
+                return every(refused)
+            return self._store_offsets(group, offsets, callback)
         if group is None:
             if generation >= 0:
                 return every(E.illegal_generation)
@@ -151,9 +168,13 @@ class Offsets:
         if (code := self.core.not_here(group_id)) is not None:
             return every(code)
         group = self.core.groups.get(group_id)
-        if group is not None and group.state is GroupState.DEAD:
+        if group is not None and group.consumer is not None:
+            if (generation >= 0 or member_id) and (refused := self.consumer.check_commit(
+                    group.consumer, member_id, instance_id, generation, True, 9)) is not None:  # fmt: skip
+                return every(refused)
+        elif group is not None and group.state is GroupState.DEAD:
             return every(E.coordinator_not_available)
-        if group is not None and (generation >= 0 or member_id):  # KIP-447 fencing
+        elif group is not None and (generation >= 0 or member_id):  # KIP-447 fencing
             if group.is_static_member_fenced(instance_id, member_id):
                 return every(E.fenced_instance_id)
             if member_id and member_id not in group.members:
@@ -225,6 +246,16 @@ class Offsets:
     def has_pending_txn_offset(self, group_id: str, tp: TopicPartition) -> bool:
         return any((group_id, *tp) in p for p in self.core.pending_txn_offsets.values())
 
+    def check_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode | None:
+        """OffsetFetch v9+ of a consumer group's member: the code refusing it, or None (Kafka's
+        validateOffsetFetch; a classic group checks nothing)."""
+        if (code := self.core.not_here(group_id)) is not None:
+            return code
+        group = self.core.groups.get(group_id)
+        if group is None or group.consumer is None:
+            return None
+        return self.consumer.check_fetch(group.consumer, member_id, member_epoch)
+
     def fetch_offsets(
         self, group_id: str, partitions: list[TopicPartition] | None
     ) -> dict[TopicPartition, OffsetEntry | None]:
@@ -247,17 +278,22 @@ class Offsets:
             group = self.core.groups.get(gid)
             if group is None or group.state is GroupState.DEAD:
                 result[gid] = E.group_id_not_found
-            elif group.state is not GroupState.EMPTY:
+            elif group.state is not GroupState.EMPTY or group.has_members:
                 result[gid] = E.non_empty_group
             else:
                 records = [_offset_record(gid, tp, None) for tp in group.offsets]
-                records.append((rec.encode_group_key(rec.GroupKey(gid)), None))
+                if group.consumer is not None:
+                    records.extend(group.consumer.tombstones())
+                else:
+                    records.append((rec.encode_group_key(rec.GroupKey(gid)), None))
                 try:
                     self.core.append(gid, records)
                 except Exception as exc:
                     log.warning("group %s: deleting failed: %s", gid, exc)
                     result[gid] = E.coordinator_not_available
                     continue
+                if group.consumer is not None:
+                    self.consumer.cancel_all(group.consumer)
                 self.core.transition(group, GroupState.DEAD)
                 del self.core.groups[gid]
                 log.info("group %s deleted", gid)
@@ -273,7 +309,16 @@ class Offsets:
         if group is None or group.state is GroupState.DEAD:
             return E.group_id_not_found, {}
         result: dict[TopicPartition, ErrorCode] = {}
-        if group.state is GroupState.EMPTY:
+        if group.consumer is not None and group.consumer.members:
+            cg = group.consumer
+            subscribed = self.consumer.subscribed(cg.members, cg.regexes)
+            deletable = []
+            for tp in partitions:
+                if tp[0] in subscribed:
+                    result[tp] = E.group_subscribed_to_topic
+                else:
+                    deletable.append(tp)
+        elif group.state is GroupState.EMPTY:
             deletable = list(partitions)
         elif group.protocol_type == "consumer":
             subscribed = group.subscribed_topics() or set()
@@ -306,7 +351,14 @@ class Offsets:
         removed = 0
         for group in list(self.core.groups.values()):
             expired: list[TopicPartition] = []
-            if group.state is GroupState.EMPTY:
+            if group.consumer is not None:
+                # Kafka's ConsumerGroup: by commit time, topics no member subscribes to
+                cg = group.consumer
+                read = self.consumer.subscribed(cg.members, cg.regexes)
+                expired = [tp for tp, e in group.offsets.items()
+                           if tp[0] not in read and e.commit_timestamp + retention <= now
+                           and tp not in group.pending_offsets]  # fmt: skip
+            elif group.state is GroupState.EMPTY:
                 for tp, entry in group.offsets.items():
                     if tp in group.pending_offsets:
                         continue  # a newer commit is replicating (Kafka's removeExpiredOffsets)
@@ -329,9 +381,11 @@ class Offsets:
             # Kafka's cleanupGroupMetadata: an Empty group left without offsets is removed at
             # this sweep, however recently it became empty; a member still between the two
             # JoinGroup steps then gets UNKNOWN_MEMBER_ID and joins afresh, as with Kafka.
-            drop_group = (group.state is GroupState.EMPTY and len(expired) == len(group.offsets)
-                          and not group.pending_offsets)  # fmt: skip
-            if drop_group:
+            drop_group = (group.state is GroupState.EMPTY and not group.has_members
+                          and len(expired) == len(group.offsets) and not group.pending_offsets)  # fmt: skip
+            if drop_group and group.consumer is not None:
+                records.extend(group.consumer.tombstones())
+            elif drop_group:
                 records.append((rec.encode_group_key(rec.GroupKey(group.group_id)), None))
             if not records:
                 continue
@@ -344,6 +398,8 @@ class Offsets:
                 del group.offsets[tp]
             removed += len(expired)
             if drop_group:
+                if group.consumer is not None:
+                    self.consumer.cancel_all(group.consumer)
                 for timer in group.pending_members.values():
                     timer.cancel()
                 group.pending_members.clear()

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from strom.broker.group import records as rec
+from strom.broker.group.consumer_model import ConsumerGroup
 from strom.broker.group.model import (
     Group,
     GroupState,
@@ -127,6 +128,22 @@ class CoordinatorConfig:
     max_group_size: int = 2**31 - 1
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     offset_metadata_max_bytes: int = 4096
+    # KIP-848 consumer groups (group.consumer.*, Kafka's defaults)
+    consumer_heartbeat_interval_ms: int = 5000
+    consumer_session_timeout_ms: int = 45000
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    consumer_max_size: int = 2**31 - 1
+    migration_policy: str = "bidirectional"
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        """A non-empty classic group may convert to a consumer group."""
+        return self.migration_policy.lower() in ("bidirectional", "upgrade")
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        """A non-empty consumer group may convert back to a classic group."""
+        return self.migration_policy.lower() in ("bidirectional", "downgrade")
 
 
 def cancel(timer: Any) -> None:
@@ -148,6 +165,9 @@ class Rebalancer:
         # filled by GroupCoordinator.replay while loading, emptied by finish_loading
         self.loaded_meta: dict[str, rec.GroupValue | None] = {}
         self.loaded_offsets: dict[str, dict[tuple[str, int], OffsetEntry]] = {}
+        # KIP-848 groups staged while loading, and which protocol an id's last group record had
+        self.loaded_consumer: dict[str, ConsumerGroup] = {}
+        self.loaded_kind: dict[str, str] = {}
         # TxnOffsetCommit: offsets written in a transaction, by producer id, until its marker
         self.pending_txn_offsets: dict[int, dict[tuple[str, str, int], OffsetEntry]] = {}
         self.append_txn: TxnAppendFn | None = None
@@ -189,6 +209,40 @@ class Rebalancer:
         except Exception as exc:
             log.warning("group %s: append to the offsets topic failed: %s", group_id, exc)
             done(append_error(exc))
+
+    def append_replayed(
+        self, group_id: str, records: list[tuple[bytes, bytes | None]],
+        written: Callable[[], None], done: AppendDone,
+    ) -> None:  # fmt: skip
+        """acks=-1 append of records whose change is applied by replaying them (KIP-848 consumer
+        groups): ``written()`` once the records are in this leader's log — before any other
+        request is handled, so the next one sees the change — then ``done(code)`` once they are
+        replicated (NONE) or could not be (the unmapped error). If nothing could be written,
+        only ``done(error)``, and nothing changes. No records: both at once."""
+        state = {"written": False}
+
+        def mark() -> None:
+            if not state["written"]:
+                state["written"] = True
+                written()
+
+        def finished(code: ErrorCode) -> None:
+            mark()  # ``done`` is only ever called once the records are in the log
+            done(code)
+
+        finish = once(finished)
+        if not records:
+            finish(E.none)
+            return
+        try:
+            self._append(self.partition_for(group_id), records, finish)
+        except Exception as exc:
+            if state["written"]:
+                raise
+            log.warning("group %s: append to the offsets topic failed: %s", group_id, exc)
+            done(append_error(exc))
+            return
+        mark()
 
     def group_record(
         self, group: Group, assignment: dict[str, bytes] | None = None

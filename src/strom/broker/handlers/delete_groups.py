@@ -1,4 +1,7 @@
-"""DeleteGroups (key 42, v0–2): delete Empty groups and their offsets (tombstones)."""
+"""DeleteGroups (key 42, v0–2): delete Empty groups and their offsets (tombstones).
+
+A share group (no members left, else NON_EMPTY_GROUP) is deleted with its share-partitions'
+state in ``__share_group_state`` (:meth:`strom.broker.share.service.ShareService.delete_group`)."""
 
 from __future__ import annotations
 
@@ -14,10 +17,14 @@ API_KEY = 42
 @dispatch.handler(API_KEY, 0, 2)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     names = list(request.groups_names)
+    shares = [n for n in names if ctx.shares.groups.get(n) is not None]
+    classic = [n for n in names if n not in shares]
     try:
-        codes = ctx.groups.active().delete_groups(names)
+        codes = ctx.groups.active().delete_groups(classic) if classic else {}
     except KafkaError as exc:
-        codes = dict.fromkeys(names, exc.error_code)
+        codes = dict.fromkeys(classic, exc.error_code)
+    for name in shares:
+        codes[name] = await ctx.shares.delete_group(name)
     return ctx.respond(
         throttle_time=0,
         results=tuple(

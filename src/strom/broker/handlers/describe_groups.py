@@ -1,7 +1,9 @@
 """DescribeGroups (key 15, v0–5): state, protocol and members of groups.
 
 Member metadata and assignments are given only for Stable groups (as Kafka does). A group this
-broker does not know is described as ``Dead`` with no error (v0–5).
+broker does not know is described as ``Dead`` with no error (v0–5). A share group or a
+KIP-848 consumer group is not a classic group: ``Dead``, and from v6 GROUP_ID_NOT_FOUND with
+Kafka's message (ShareGroupDescribe / ConsumerGroupDescribe describe them).
 """
 
 from __future__ import annotations
@@ -25,8 +27,19 @@ def _describe(ctx: RequestContext, group_id: str) -> Any:
         return ctx.make("DescribedGroup", error_code=exc.error_code, group_state="",
                         protocol_type="", protocol_data="", members=(), **base)  # fmt: skip
     if group is None:
-        return ctx.make("DescribedGroup", error_code=ErrorCode.none, group_state="Dead",
-                        protocol_type="", protocol_data="", members=(), **base)  # fmt: skip
+        share = ctx.shares.groups.get(group_id) is not None and ctx.api_version >= 6
+        return ctx.make("DescribedGroup",
+                        error_code=ErrorCode.group_id_not_found if share else ErrorCode.none,
+                        error_message=f"Group {group_id} is not a classic group." if share else None,
+                        group_state="Dead", protocol_type="", protocol_data="", members=(),
+                        **base)  # fmt: skip
+    if group.consumer is not None:
+        v6 = ctx.api_version >= 6
+        return ctx.make("DescribedGroup",
+                        error_code=ErrorCode.group_id_not_found if v6 else ErrorCode.none,
+                        error_message=f"Group {group_id} is not a classic group." if v6 else None,
+                        group_state="Dead", protocol_type="", protocol_data="", members=(),
+                        **base)  # fmt: skip
     stable = group.state is GroupState.STABLE
     members = tuple(
         ctx.make(

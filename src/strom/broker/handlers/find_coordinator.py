@@ -8,10 +8,11 @@ COORDINATOR_NOT_AVAILABLE until it exists). When this broker is the leader but i
 has not loaded the partition yet: COORDINATOR_LOAD_IN_PROGRESS while loading, else
 COORDINATOR_NOT_AVAILABLE (the LeaderAndIsr making it the leader is on its way).
 
-v0–3 ask for one key; v4+ for a batch (``coordinator_keys``). Key type 0 is a group, key
-type 1 a transactional id (the transaction coordinator); key type 2 (share group, v6) is
-INVALID_REQUEST, share groups being unsupported. v5 only adds TRANSACTION_ABORTABLE to the
-errors. An empty key is INVALID_REQUEST as in Kafka.
+v0–3 ask for one key; v4+ for a batch (``coordinator_keys``). Key type 0 is a group (classic
+or share), key type 1 a transactional id (the transaction coordinator), key type 2 (v6) a
+share-partition ``group:topicId:partition`` (the share coordinator: the leader of its
+``__share_group_state`` partition, which this creates on first use). v5 only adds
+TRANSACTION_ABORTABLE to the errors. An empty key is INVALID_REQUEST as in Kafka.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from typing import Any
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
 from strom.broker.group.coordinator import GroupCoordinator
-from strom.broker.internal_topics import OFFSETS_TOPIC, TXN_TOPIC
+from strom.broker.internal_topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_TOPIC
+from strom.broker.share.coordinator import partition_for_key
 from strom.broker.txn.coordinator import TransactionCoordinator
 from strom.protocol.errors import ErrorCode
 from strom.replication.metadata_cache import BrokerInfo
@@ -29,6 +31,7 @@ from strom.replication.metadata_cache import BrokerInfo
 API_KEY = 10
 GROUP_KEY_TYPE = 0
 TXN_KEY_TYPE = 1
+SHARE_KEY_TYPE = 2
 
 
 Lookup = tuple[ErrorCode, str | None, "BrokerInfo | None"]
@@ -49,7 +52,25 @@ def _leader(ctx: RequestContext, topic: str, partition: int) -> Lookup:
     return ErrorCode.none, None, found
 
 
+async def _share_lookup(ctx: RequestContext, key: str) -> Lookup:
+    if key.count(":") < 2:
+        return ErrorCode.invalid_request, f"share coordinator key {key!r} is not group:topicId:partition", None
+    info = await ctx.services.internal_topics.ensure(SHARE_STATE_TOPIC)
+    if info is None:
+        return ErrorCode.coordinator_not_available, f"{SHARE_STATE_TOPIC} is being created", None
+    partition = partition_for_key(key, info.partition_count)
+    found = _leader(ctx, SHARE_STATE_TOPIC, partition)
+    if found[0] != ErrorCode.none or found[2] is not None:
+        return found
+    coordinator = ctx.shares.state.coordinator
+    if coordinator is None or coordinator.not_here_partition(partition):
+        return ErrorCode.coordinator_not_available, f"{SHARE_STATE_TOPIC}-{partition} not loaded yet", None
+    return ErrorCode.none, None, None
+
+
 async def _lookup(ctx: RequestContext, key: str, key_type: int) -> Lookup:
+    if key_type == SHARE_KEY_TYPE and ctx.api_version >= 6 and key:
+        return await _share_lookup(ctx, key)
     if key_type not in (GROUP_KEY_TYPE, TXN_KEY_TYPE):
         return ErrorCode.invalid_request, f"unknown key type {key_type}", None
     group = key_type == GROUP_KEY_TYPE

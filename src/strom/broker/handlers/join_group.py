@@ -13,7 +13,7 @@ from strom.broker import dispatch
 from strom.broker.context import RequestContext
 from strom.broker.group.model import JoinResult
 from strom.broker.group.service import millis, wait_for_callback
-from strom.protocol.errors import KafkaError
+from strom.protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 11
 
@@ -30,6 +30,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     except KafkaError as exc:
         result = JoinResult(exc.error_code, request.member_id)
     else:
+        if ctx.shares.groups.get(request.group_id) is not None:  # a share group's id
+            result = JoinResult(ErrorCode.inconsistent_group_protocol, request.member_id)
+            return _respond(ctx, result)
         result = await wait_for_callback(
             lambda cb: coord.join(
                 request.group_id,
@@ -45,6 +48,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 cb,
             )  # fmt: skip
         )
+    return _respond(ctx, result)
+
+
+def _respond(ctx: RequestContext, result: JoinResult) -> Any:
+    version = ctx.api_version
     members = result.members
     if result.skip_assignment and version < 9:
         members = []

@@ -1,5 +1,7 @@
 """ListGroups (key 16, v0–5): every group this coordinator knows, with its state (v4+), filtered
-by state (v4+, case-insensitive) and type (v5+: all groups here are ``classic``)."""
+by state (v4+, case-insensitive) and type (v5+: ``classic``; ``consumer`` for a KIP-848
+group, whose protocol type is ``consumer`` and state Empty, Assigning, Reconciling or Stable;
+``share`` for share groups, whose protocol type is ``share``; as Kafka lists them)."""
 
 from __future__ import annotations
 
@@ -24,17 +26,25 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     types = {t.lower() for t in getattr(request, "types_filter", ()) or ()}
     groups = []
     for group in list(coord.groups.values()):
-        if states and group.state.value.lower() not in states:
+        if states and group.state_name.lower() not in states:
             continue
-        if types and "classic" not in types:
+        if types and group.group_type not in types:
             continue
         groups.append(
             ctx.make(
                 "ListedGroup",
                 group_id=group.group_id,
-                protocol_type=group.protocol_type or "",
-                group_state=group.state.value,
-                group_type="classic",
+                protocol_type=(group.protocol_type or "") if group.consumer is None else "consumer",
+                group_state=group.state_name,
+                group_type=group.group_type,
             )
         )
+    if not types or "share" in types:
+        for share in list(ctx.shares.groups.groups.values()):
+            if coord.not_here(share.group_id) is not None:
+                continue
+            if states and share.state.lower() not in states:
+                continue
+            groups.append(ctx.make("ListedGroup", group_id=share.group_id, protocol_type="share",
+                                   group_state=share.state, group_type="share"))  # fmt: skip
     return ctx.respond(throttle_time=0, error_code=ErrorCode.none, groups=tuple(groups))

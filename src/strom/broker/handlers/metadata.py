@@ -145,9 +145,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for wanted in request.topics:
             name = wanted.name
             topic_id = getattr(wanted, "topic_id", None)
-            # by id whenever the id is set (Kafka's rule): Java's admin client sends the
-            # name as "" rather than null with it
-            if topic_id is not None and topic_id.int != 0:
+            # from v12, by id whenever the id is set (Kafka's rule): Java's admin client sends
+            # the name as "" rather than null with it. v10-11 carry the field, but Kafka looks
+            # topics up by name there (and their answer's name is not nullable)
+            if ctx.api_version >= 12 and topic_id is not None and topic_id.int != 0:
                 info = known.by_id(topic_id)
                 topics.append(
                     topic_metadata(ctx, info)

@@ -1,7 +1,8 @@
 """OffsetCommit (key 8, v2–10): store a group's committed offsets in ``__consumer_offsets``.
 
-Members commit with their member id and generation; generation -1 with no member id is a
-"simple" commit (allowed while the group has no members). Partitions of unknown topics get
+Members commit with their member id and generation (a KIP-848 consumer group's members with
+their member epoch, from v9: STALE_MEMBER_EPOCH when it is not their current one); generation
+-1 with no member id is a "simple" commit (allowed while the group has no members). Partitions of unknown topics get
 UNKNOWN_TOPIC_OR_PARTITION; v6+ carries the leader epoch, stored with the offset and metadata.
 v10 names topics by id: an id no topic has gets UNKNOWN_TOPIC_ID. Answered once the commit is
 replicated; until then (and for good if it fails) OffsetFetch shows the previous offset.
@@ -59,7 +60,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 lambda cb: coord.commit_offsets(
                     request.group_id, request.member_id,
                     getattr(request, "group_instance_id", None),
-                    int(request.generation_id_or_member_epoch), wanted, cb,
+                    int(request.generation_id_or_member_epoch), wanted, cb, ctx.api_version,
                 )
             )  # fmt: skip
             codes.update(answer)

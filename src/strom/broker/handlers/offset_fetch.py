@@ -6,7 +6,9 @@ KIP-447) a partition whose offset is pending in an open transaction (TxnOffsetCo
 marker) answers UNSTABLE_OFFSET_COMMIT, which clients retry: a consumer taking over never
 starts from an offset an open transaction is about to replace. v10 names topics by id:
 an id no topic has is answered per partition with UNKNOWN_TOPIC_ID, and offsets of a deleted
-topic (which has no id any more) are left out.
+topic (which has no id any more) are left out. From v9 a KIP-848 consumer group's member names
+itself and its member epoch: an unknown member or a stale epoch is the group's error
+(UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH; ILLEGAL_GENERATION for a classic member).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ API_KEY = 9
 
 def _group_topics(
     ctx: RequestContext, group_id: str, topics: Any, partition_cls: str, topic_cls: str,
-    require_stable: bool = False,
+    require_stable: bool = False, member: tuple[str | None, int] | None = None,
 ) -> tuple[ErrorCode, tuple[Any, ...]]:  # fmt: skip
     by_id = ctx.api_version >= 10
     unstable: set[tuple[str, int]] = set()
@@ -40,6 +42,8 @@ def _group_topics(
                 wanted.extend((name, int(p)) for p in t.partition_indexes)
     try:
         coord = ctx.groups.active()
+        if member is not None and (refused := coord.check_offset_fetch(group_id, *member)) is not None:
+            return refused, ()
         found = coord.fetch_offsets(group_id, wanted)
         error = ErrorCode.none
         if require_stable:
@@ -102,6 +106,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 "OffsetFetchResponsePartitions",
                 "OffsetFetchResponseTopics",
                 bool(request.require_stable),
+                (g.member_id, int(g.member_epoch)) if ctx.api_version >= 9 else None,
             )
             groups.append(
                 ctx.make(

@@ -85,6 +85,7 @@ def render(broker: ObservedBroker) -> str:
         _logs(services, out)
         _replication(services, out)
         _groups(services, out)
+        _share_groups(services, out)
         _transactions(services, out)
     return out.text()
 
@@ -212,7 +213,7 @@ def _groups(services: BrokerServices, out: Writer) -> None:
     if coordinator is None:
         return
     groups: dict[str, Any] = dict(coordinator.groups)
-    by_state = Counter(g.state.value for g in groups.values())
+    by_state = Counter(g.state.value for g in groups.values() if g.consumer is None)
     prefix = "kafka_coordinator_group_groupmetadatamanager_"
     out.single(prefix + "numgroups", "gauge", "Consumer groups", len(groups))
     for state in GROUP_STATES:
@@ -220,6 +221,16 @@ def _groups(services: BrokerServices, out: Writer) -> None:
                    f"Consumer groups in state {state}", by_state.get(state, 0))
     out.single(prefix + "numoffsets", "gauge", "Committed offsets held",
                sum(len(g.offsets) for g in groups.values()))
+    # Kafka 4's group coordinator metrics: groups by protocol, KIP-848 groups by state
+    by_type = Counter(g.group_type for g in groups.values())
+    out.series("kafka_server_group_coordinator_metrics_group_count", "gauge",
+               "Groups by protocol (classic, consumer)",
+               ((f'{{protocol="{t}"}}', by_type.get(t, 0)) for t in ("classic", "consumer")))  # fmt: skip
+    consumer_states = Counter(g.state_name for g in groups.values() if g.consumer is not None)
+    out.series("kafka_server_group_coordinator_metrics_consumer_group_count", "gauge",
+               "KIP-848 consumer groups by state",
+               ((f'{{state="{st.lower()}"}}', consumer_states.get(st, 0))
+                for st in ("Empty", "Assigning", "Reconciling", "Stable", "Dead")))  # fmt: skip
     out.single("kafka_server_group_coordinator_metrics_group_rebalance", "counter",
                "Rebalances begun (groups entering PreparingRebalance)", coordinator.rebalances)
     out.single("kafka_server_group_coordinator_metrics_group_completed_rebalance", "counter",
@@ -237,7 +248,8 @@ def _lag(services: BrokerServices, groups: dict[str, Any], out: Writer) -> None:
     members: list[tuple[str, int]] = []
     for group_id, group in sorted(groups.items()):
         gid = escape(group_id)
-        members.append((f'{{consumergroup="{gid}"}}', len(group.members)))
+        count = len(group.members) if group.consumer is None else len(group.consumer.members)
+        members.append((f'{{consumergroup="{gid}"}}', count))
         per_topic: dict[str, int] = {}
         for (topic, partition), entry in sorted(group.offsets.items()):
             log = logs.get(topic, partition)
@@ -255,6 +267,51 @@ def _lag(services: BrokerServices, groups: dict[str, Any], out: Writer) -> None:
                "High watermark minus the group's committed offset", ((k, lag) for k, _, lag in rows))
     out.series("kafka_consumergroup_lag_sum", "gauge", "Lag of a group on a topic", sums)
     out.series("kafka_consumergroup_members", "gauge", "Members of a group", members)
+
+
+# (Stats slot, metric name after kafka_server_share_group_metrics_, help)
+SHARE_COUNTERS = (
+    ("acquired", "records_acquired", "Records handed out by ShareFetch (redeliveries included)"),
+    ("redelivered", "records_redelivered", "Records handed out again (delivery count above 1)"),
+    ("acknowledged", "records_accepted", "Records acknowledged ACCEPT"),
+    ("released", "records_released", "Records acknowledged RELEASE"),
+    ("rejected", "records_rejected", "Records acknowledged REJECT"),
+    ("archived", "records_archived",
+     "Records archived: rejected, at the delivery limit, gaps, aborted or control records"),
+    ("lock_expiries", "lock_expiries", "Records whose acquisition lock ran out"),
+    ("delivery_limit", "delivery_limit_archived",
+     "Records archived on reaching the delivery limit"),
+)  # fmt: skip
+
+
+def _share_groups(services: BrokerServices, out: Writer) -> None:
+    """Share groups (KIP-932): the groups this broker coordinates, the share-partitions it
+    leads (in-flight window, acquired records) and counters of what they did."""
+    shares = services.shares
+    groups = dict(shares.groups.groups)
+    by_state = Counter(g.state for g in groups.values())
+    out.series("kafka_server_group_coordinator_metrics_share_group_count", "gauge",
+               "Share groups this broker coordinates, by state",
+               ((f'{{state="{state}"}}', by_state.get(state, 0)) for state in ("Empty", "Stable")))  # fmt: skip
+    out.series("kafka_sharegroup_members", "gauge", "Members of a share group (its size)",
+               ((labels(sharegroup=gid), len(g.members)) for gid, g in sorted(groups.items())))  # fmt: skip
+    manager = shares.manager
+    parts = sorted(manager.partitions.values(), key=lambda sp: (sp.group, sp.topic, sp.index))
+    rows = [(labels(sharegroup=sp.group, topic=sp.topic, partition=sp.index), sp) for sp in parts]
+    out.series("kafka_sharepartition_in_flight_records", "gauge",
+               "Records of the in-flight window (start offset to end offset) of a share-partition led here",
+               ((k, sp.in_flight()) for k, sp in rows))  # fmt: skip
+    out.series("kafka_sharepartition_acquired_records", "gauge",
+               "Records of a share-partition acquired by consumers now",
+               ((k, sp.acquired_count()) for k, sp in rows))  # fmt: skip
+    out.series("kafka_sharepartition_start_offset", "gauge",
+               "A share-partition's start offset (SPSO)", ((k, sp.spso) for k, sp in rows))
+    for slot, name, doc in SHARE_COUNTERS:
+        total = getattr(manager.retired, slot) + sum(getattr(sp.stats, slot) for sp in parts)
+        out.single(f"kafka_server_share_group_metrics_{name}", "counter",
+                   f"{doc} (share-partitions led here)", total)  # fmt: skip
+    out.single("kafka_server_share_group_metrics_share_sessions", "gauge",
+               "Share sessions open on this broker", len(manager.sessions.sessions))
 
 
 def _transactions(services: BrokerServices, out: Writer) -> None:

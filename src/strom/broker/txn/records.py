@@ -18,6 +18,7 @@ import struct
 from dataclasses import dataclass, field
 
 from strom.broker.group.records import partition_for
+from strom.protocol.varint import VarintError, encode_uvarint, read_uvarint
 
 __all__ = ["STATE_NAMES", "TxnRecordError", "TxnState", "TxnValue", "decode_key", "decode_value",
            "encode_key", "encode_value", "partition_for"]  # fmt: skip
@@ -64,28 +65,11 @@ class TxnValue:
     last_epoch: int = field(default=-1, compare=False)  # in memory only, as Kafka's
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    shift = value = 0
-    while True:
-        if pos >= len(buf):
-            raise TxnRecordError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 35:
-            raise TxnRecordError("varint too long")
+    try:
+        return read_uvarint(buf, pos)
+    except VarintError as exc:
+        raise TxnRecordError(str(exc)) from None
 
 
 def encode_key(transactional_id: str) -> bytes:
@@ -108,19 +92,19 @@ def encode_value(v: TxnValue) -> bytes:
     topics: dict[str, list[int]] = {}
     for topic, partition in sorted(v.partitions):
         topics.setdefault(topic, []).append(partition)
-    out += _uvarint(len(topics) + 1)
+    out += encode_uvarint(len(topics) + 1)
     for topic, parts in topics.items():
         raw = topic.encode("utf-8")
-        out += _uvarint(len(raw) + 1) + raw + _uvarint(len(parts) + 1)
+        out += encode_uvarint(len(raw) + 1) + raw + encode_uvarint(len(parts) + 1)
         out += b"".join(struct.pack(">i", p) for p in parts)
         out += b"\x00"
     out += struct.pack(">qq", v.last_update_ms, v.start_ms)
     tags: list[tuple[int, bytes]] = []
     if v.previous_producer_id >= 0:
         tags.append((0, struct.pack(">q", v.previous_producer_id)))
-    out += _uvarint(len(tags))
+    out += encode_uvarint(len(tags))
     for tag, payload in tags:
-        out += _uvarint(tag) + _uvarint(len(payload)) + payload
+        out += encode_uvarint(tag) + encode_uvarint(len(payload)) + payload
     return bytes(out)
 
 

@@ -1,0 +1,15 @@
+# The native record codec (_records_native.c); see strom/protocol/_records_py.py for the
+# specification of each function (same arguments, results and errors).
+from collections.abc import Sequence
+from typing import Any
+
+from strom.protocol.varint import Buffer
+
+def scan(buf: Buffer, start: int, end: int, count: int, ts_low: int, ts_high: int,
+         no_timestamp: int, keys_required: bool,
+         error: type[Exception]) -> tuple[int, list[int], list[int], int]: ...
+def decode(buf: Buffer, start: int, end: int, count: int, base_offset: int, base_ts: int,
+           ts_type: int, max_ts: int, error: type[Exception],
+           record: type[Any]) -> list[Any]: ...
+def columns(segments: Sequence[tuple[Buffer, int, int, int, int, int, int, int]], lo: int,
+            hi: int, with_headers: bool, error: type[Exception]) -> tuple[Any, ...]: ...
