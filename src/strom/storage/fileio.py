@@ -14,7 +14,9 @@ or take seconds. That is also why no caller may keep a reference to one of them.
 
 What is *not* routed here: the reads of a Fetch served with ``sendfile`` from a duplicated
 descriptor (:mod:`strom.broker.zero_copy`), the small files read whole at open
-(``Path.read_bytes``), directory listings, and the directory lock.
+(``Path.read_bytes``), directory listings and renames of whole partition directories
+(creation, deletion, moves between log directories), the directory lock, and the copy of a
+replica moved between log directories (:mod:`strom.storage.log_move`).
 """
 
 from __future__ import annotations
