@@ -152,7 +152,7 @@ def _patch(owner: Any, name: str, make: Callable[[Any], Any]) -> None:
 def _patch_strom() -> None:
     gc.callbacks.append(_on_gc)
     try:
-        from strom.broker import server, single_produce
+        from strom.broker import server
         from strom.protocol.messages import peek_header
         from strom.storage import flusher
     except ImportError as exc:
@@ -180,8 +180,27 @@ def _patch_strom() -> None:
     _patch(conn, "data_received",
            lambda f: _timed_call(f, "data_received (framing + inline Produce)"))  # fmt: skip
     _patch(conn, "flush", lambda f: _timed_call(f, "socket write (flush)"))
-    _patch(single_produce.SingleProducePath, "answer",
-           lambda f: _timed_call(f, "Produce, single-partition path"))  # fmt: skip
+    try:  # before issue 19 a separate single-partition Produce path; now every request begins
+        from strom.broker import single_produce  # type: ignore[attr-defined]
+
+        _patch(single_produce.SingleProducePath, "answer",
+               lambda f: _timed_call(f, "Produce, single-partition path"))  # fmt: skip
+    except ImportError:  # the connection core: KafkaConnection.begin / complete per request
+
+        def begin(original: Any) -> Any:
+            def timed(self: Any, frame: bytes, arrived: float) -> Any:
+                t = perf_counter()
+                try:
+                    return original(self, frame, arrived)
+                finally:
+                    key = int.from_bytes(frame[:2], "big", signed=True) if len(frame) > 1 else -1
+                    _add("begin:" + API_NAMES.get(key, str(key)), perf_counter() - t)
+
+            return timed
+
+        _patch(conn, "begin", begin)
+        _patch(conn, "complete",
+               lambda f: lambda self, pending: _Timed(f(self, pending), "complete (waiting request)"))  # fmt: skip
 
     def every(original: Any) -> Any:
         def patched(self: Any, seconds: float, fn: Callable[[], Any]) -> Any:

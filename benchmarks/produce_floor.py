@@ -81,7 +81,7 @@ def measure(number: int) -> dict[str, Any]:
             "pwritev": per_call(pwritev),
             "log_append": per_call(lambda: log.append(records)),
             "encode_response": per_call(lambda: hot_path.produce_frame(9, 7, response)),
-            # what the broker runs for a one-partition request (broker/single_produce.py)
+            # what the broker runs for a one-partition request (broker/connection.py decode/encode)
             "read_single": per_call(lambda: reader.read(frame)),
             "template_response": per_call(lambda: template.frame(7, 0, 5, -1, 0)),
         }

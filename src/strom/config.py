@@ -126,7 +126,7 @@ EXTRA_KNOWN_KEYS: set[str] = {
 
 def known_keys() -> set[str]:
     """Every broker property strom understands (for the unknown-key warning)."""
-    from strom.storage import log_config
+    from strom.storage import log_config  # storage only here: every strom command imports this
 
     keys = set(BROKER_DEFAULTS) | EXTRA_KNOWN_KEYS
     keys |= {d.broker_property for d in log_config.TOPIC_CONFIGS.values() if d.broker_property}

@@ -24,6 +24,7 @@ from confluent_kafka.admin import ConfigResource
 from strom.admin.errors import InvalidInputError, NotFoundError, TimedOutError, describe_kafka_error
 from strom.admin.session import Session
 from strom.admin.topics import is_internal
+from strom.metadata.zk_model import CONTROLLER_EPOCH_PATH, controller_epoch_from_bytes
 
 ELECTION_NOT_NEEDED = 84
 
@@ -65,8 +66,6 @@ def controller_epoch(connect: str, timeout: float) -> int | None:
     from kazoo.client import KazooClient  # only this call needs kazoo
     from kazoo.exceptions import NoNodeError
     from kazoo.handlers.threading import KazooTimeoutError
-
-    from strom.metadata.zk_model import CONTROLLER_EPOCH_PATH, controller_epoch_from_bytes
 
     logging.getLogger("kazoo").setLevel(logging.CRITICAL)  # its retries are not the user's
     zk = KazooClient(hosts=connect, timeout=timeout, read_only=True)

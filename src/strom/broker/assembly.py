@@ -49,7 +49,7 @@ from typing import Any
 
 from strom import long_lived
 from strom.broker import dispatch, log_maintenance, meta_properties, topic_config_sync
-from strom.broker.context import RequestContext
+from strom.broker.context import Client, RequestContext
 from strom.broker.controller_channel import ControllerChannel, ControllerService
 from strom.broker.dynamic_config import DynamicConfig
 from strom.broker.fetch_session import FetchSessionCache
@@ -292,7 +292,7 @@ class Broker:
             log.warning("controller request %d to the local broker: no handler", api_key)
             return None
         header = RequestHeader(api_key, api_version, 0, f"controller-{self.node_id}")
-        return await spec.fn(RequestContext(header, services, "local", 0, -1), request)
+        return await spec.fn(RequestContext(header, services, Client("local", 0, -1)), request)
 
     async def _start_admin_listener(self) -> None:
         if self._admin is not None:  # already serving (tests start it ahead of start())
@@ -350,7 +350,7 @@ class Broker:
         connect = self.config.get("zookeeper.connect")
         if not connect:
             return EmbeddedStore(self.data_dir)
-        from strom.metadata.zookeeper import ZooKeeperStore  # kazoo (~40 ms) only in a cluster
+        from strom.metadata.zookeeper import ZooKeeperStore  # kazoo: ~40 ms, only in a cluster
 
         timeout = self.config.get("zookeeper.connection.timeout.ms")
         host = self.listen[0]  # the session leaves from our address (network-fault tests)

@@ -4,13 +4,16 @@ Kafka's ``RequestContext`` in small: the request header, the connection it came 
 principal it acts as, and the frozen set of services (:class:`~strom.broker.services.BrokerServices`)
 a handler may use — never the broker itself. Each service is also a read-only property here
 (``ctx.replicas``, ``ctx.topics`` …), which is how handlers use them.
+
+A context is immutable (a tuple: one is made per request, on the produce path too); what
+belongs to the connection (the peer, the principal, the purgatory time of the request being
+handled) is its :class:`Client`, one per connection.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from strom.protocol.messages import RequestHeader, build, response_class, response_module
 
@@ -33,15 +36,51 @@ if TYPE_CHECKING:
 ANONYMOUS = "User:ANONYMOUS"
 
 
-@dataclass(slots=True)
-class RequestContext:
+class Client:
+    """The connection a request came on: the peer's address, the connection's id, the
+    principal it acts as, and the time the request being handled spent parked in the
+    purgatory (``remote_s``, the request metrics' RemoteTime; a connection handles its requests
+    one at a time, so it is zero between them)."""
+
+    __slots__ = ("host", "port", "connection_id", "principal", "remote_s")
+
+    def __init__(self, host: str, port: int, connection_id: int,
+                 principal: str = ANONYMOUS) -> None:  # fmt: skip
+        self.host = host
+        self.port = port
+        self.connection_id = connection_id
+        self.principal = principal
+        self.remote_s = 0.0
+
+
+class RequestContext(NamedTuple):
     header: RequestHeader
     services: BrokerServices
-    client_host: str
-    client_port: int
-    connection_id: int
-    principal: str = ANONYMOUS
-    remote_time: float = 0.0  # seconds parked in the purgatory (request metrics' RemoteTime)
+    client: Client
+
+    @property
+    def client_host(self) -> str:
+        return self.client.host
+
+    @property
+    def client_port(self) -> int:
+        return self.client.port
+
+    @property
+    def connection_id(self) -> int:
+        return self.client.connection_id
+
+    @property
+    def principal(self) -> str:
+        return self.client.principal
+
+    @property
+    def remote_time(self) -> float:
+        return self.client.remote_s
+
+    @remote_time.setter
+    def remote_time(self, seconds: float) -> None:
+        self.client.remote_s = seconds
 
     @property
     def api_version(self) -> int:

@@ -2,7 +2,9 @@
 
 A handler is ``async def handle(ctx: RequestContext, request) -> response | None`` registered
 with :func:`handler` for the versions it serves; ``None`` means "send no response" (Produce
-with acks=0). Each module in :mod:`strom.broker.handlers` registers its own handlers when
+with acks=0). A handler may also be a plain function that returns the response, or a coroutine
+when it has to wait (Produce: the connection answers it without a task switch when it need not
+wait). Each module in :mod:`strom.broker.handlers` registers its own handlers when
 imported, and :func:`load_handlers` imports them all, so adding an API is adding one module.
 
 The advertised range is what the broker answers: ``advertise_min`` may be lower than the
@@ -16,14 +18,18 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import strom.broker.handlers as handlers_package  # the package alone: its modules import this one
 
 if TYPE_CHECKING:
     from strom.broker.context import RequestContext
 
-HandlerFn = Callable[["RequestContext", Any], Awaitable[Any]]
+#: (context, request) -> response, None, or a coroutine giving one of those
+HandlerFn = Callable[["RequestContext", Any], Any]
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,10 +55,10 @@ _REGISTRY: dict[int, HandlerSpec] = {}
 def handler(
     api_key: int, min_version: int, max_version: int, *, advertise_min: int | None = None,
     advertise_max: int | None = None,
-) -> Callable[[HandlerFn], HandlerFn]:
-    """Register the decorated coroutine for ``api_key`` versions min..max inclusive."""
+) -> Callable[[F], F]:
+    """Register the decorated function for ``api_key`` versions min..max inclusive."""
 
-    def register(fn: HandlerFn) -> HandlerFn:
+    def register(fn: F) -> F:
         if api_key in _REGISTRY:
             raise RuntimeError(f"api key {api_key} has two handlers")
         _REGISTRY[api_key] = HandlerSpec(
@@ -70,10 +76,8 @@ def handler(
 
 def load_handlers() -> dict[int, HandlerSpec]:
     """Import every handler module (idempotent) and return the registry."""
-    import strom.broker.handlers as package
-
-    for info in pkgutil.iter_modules(package.__path__):
-        importlib.import_module(f"{package.__name__}.{info.name}")
+    for info in pkgutil.iter_modules(handlers_package.__path__):
+        importlib.import_module(f"{handlers_package.__name__}.{info.name}")
     return _REGISTRY
 
 

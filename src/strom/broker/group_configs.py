@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Iterable, Mapping
 
 from strom import kafka_configs as kc
@@ -80,6 +81,39 @@ def _broker_bound(name: str, which: str) -> str:
     return f"group.{kind}.{which}.{rest}"
 
 
+# share.auto.offset.reset (Kafka's ShareGroupAutoOffsetResetStrategy); strom.broker.share uses
+# these too
+_DURATION = re.compile(r"^P(?:(?P<d>\d+)D)?(?:T(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?"
+                       r"(?:(?P<s>\d+(?:\.\d+)?)S)?)?$", re.IGNORECASE)  # fmt: skip
+
+
+def duration_ms(text: str) -> int:
+    """An ISO-8601 duration as Java's ``Duration.parse`` takes it (``PnDTnHnMn.nS``), in ms."""
+    m = _DURATION.match(text.strip())
+    if m is None or not any(m.groupdict().values()):
+        raise ValueError(f"not an ISO-8601 duration: {text!r}")
+    days, hours, minutes = (int(m.group(g) or 0) for g in ("d", "h", "m"))
+    seconds = float(m.group("s") or 0)
+    return int(((days * 24 + hours) * 60 + minutes) * 60_000 + seconds * 1000)
+
+
+def check_auto_offset_reset(value: str) -> None:
+    """ValueError (Kafka's message) unless ``value`` is ``latest``, ``earliest`` or
+    ``by_duration:<ISO-8601 duration>``."""
+    text = value.strip().lower()
+    if text in ("latest", "earliest"):
+        return
+    if text.startswith("by_duration:"):
+        try:
+            if duration_ms(value.strip()[len("by_duration:"):]) >= 0:
+                return
+        except ValueError:
+            pass
+    raise ValueError(f"Invalid value `{value}` for configuration share.auto.offset.reset. The "
+                     "value must be either 'earliest', 'latest' or of the format "
+                     "'by_duration:<PnDTnHnMn.nS.>'.")
+
+
 def validate(configs: Mapping[str, str | None], broker_values: Mapping[str, str]) -> None:
     """Raise InvalidConfigError unless ``configs`` may be a group's set (Kafka's rules)."""
     for name, value in configs.items():
@@ -93,8 +127,6 @@ def validate(configs: Mapping[str, str | None], broker_values: Mapping[str, str]
         except kc.ConfigValueError as exc:
             raise InvalidConfigError(str(exc)) from None
         if name == "share.auto.offset.reset":  # Kafka's ShareGroupAutoOffsetResetStrategy
-            from strom.broker.share.settings import check_auto_offset_reset
-
             try:
                 check_auto_offset_reset(value)
             except ValueError as exc:

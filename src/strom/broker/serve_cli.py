@@ -160,7 +160,7 @@ def _check_port(host: str, port: int, flag: str = "--listen") -> None:
 def run(args: argparse.Namespace) -> int:
     _setup_logging(args)
     data_dir = Path(args.data_dir)
-    from strom.broker.observability import admin
+    from strom.broker.observability import admin  # not at import: `strom --help` imports this
 
     sets = list(args.set)
     if args.admin_listener is not None:
@@ -195,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     for key, value in sorted(config.explicit.items()):
         log.debug("property %s=%s", key, value)
-    from strom.storage.file_handles import raise_nofile_limit
+    from strom.storage.file_handles import raise_nofile_limit  # storage: only to serve
 
     before = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     nofile = raise_nofile_limit()  # segment files and sockets: as many as the OS lets us
@@ -247,7 +247,7 @@ def _on_loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> 
 async def _serve(
     config: BrokerConfig, data_dir: Path, listen: tuple[str, int], advertised: tuple[str, int]
 ) -> int:
-    from strom.broker.assembly import Broker
+    from strom.broker.assembly import Broker  # the whole broker: only to serve
 
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(_on_loop_error)

@@ -1,15 +1,22 @@
-"""The network server: one asyncio protocol per client connection.
+"""The asyncio transport of a client connection: the connection core on a socket.
 
-Per connection, requests are handled strictly one after another and answered in request order
-(Kafka's contract; clients pipeline but rely on the order). Incoming bytes are framed as they
-arrive; reading pauses when too many requests are queued or the socket's write buffer is full,
-so one fast or stuck client cannot exhaust memory. A malformed frame (a declared length beyond
-the frame included: nothing reaches ``kio``'s reader unchecked), an oversize frame or an API
-version not served closes only that connection; the version is checked from the 8-byte
-prefix before anything is decoded. A well-formed request with a null the schema forbids is
-answered INVALID_REQUEST, and anything escaping a handler (or the encoding of its response)
-is answered with Kafka's per-API error response and one log line: the connection stays open.
-Nothing but a Kafka response ever goes on the wire.
+:class:`KafkaConnection` feeds the bytes it receives to its
+:class:`~strom.broker.connection.ConnectionCore` and hands each decoded request to its handler
+through one entry, :meth:`KafkaConnection.begin`, one request at a time, answering in request
+order (Kafka's contract; clients pipeline but rely on the order). Reading pauses when too many
+requests are queued or the socket's write buffer is full, so one fast or stuck client cannot
+exhaust memory. What the core refuses (a malformed or oversize frame, an API version not
+served) closes only this connection. Anything escaping a handler (or the encoding of its
+response) is answered with Kafka's per-API error response and one log line: the connection
+stays open. Nothing but a Kafka response ever goes on the wire.
+
+Where requests are handled: a handler answers at once or returns a coroutine. Produce requests
+(the Produce handler answers at once unless something has to wait) are begun right in
+``data_received`` while the connection is idle (its task waiting for frames, nothing queued,
+writes not paused), which saves the task's wake-up and the deferred write per request; a
+request whose answer must wait (a ``flush.messages`` fsync, acks=all) goes to the task's queue
+as :class:`Pending`, ahead of the frames after it. Every other frame is begun by the task, in
+order, and its coroutine awaited there.
 
 Responses are coalesced: those produced while the connection's task runs without yielding
 (pipelined requests handled back to back) are written with one ``write`` when it yields
@@ -37,35 +44,44 @@ import itertools
 import logging
 from collections import deque
 from time import perf_counter
+from types import CoroutineType
 from typing import TYPE_CHECKING, Any, cast
 
-from strom.broker import dispatch, zero_copy
-from strom.broker.context import RequestContext
-from strom.broker.single_produce import NOT_SINGLE, Later, SingleProducePath, answer_inline
-from strom.protocol import hot_path
-from strom.protocol.error_response import error_response
+from strom.broker import zero_copy
+from strom.broker.connection import CloseConnection, ConnectionCore, Invalid, Request
+from strom.broker.context import Client, RequestContext
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
-from strom.protocol.fetch_encoding import encode_spliced
-from strom.protocol.framing import FrameDecoder, FrameTooLargeError
-from strom.protocol.messages import (
-    API_VERSIONS_KEY,
-    InvalidRequestError,
-    ProtocolError,
-    RequestHeader,
-    decode_request,
-    encode_response,
-    peek_header,
-    response_class,
-)
+from strom.protocol.framing import FrameTooLargeError
+from strom.protocol.produce_fast import OnePartition
 
 if TYPE_CHECKING:
+    from collections.abc import Coroutine
+
     from strom.broker.services import BrokerServices
 
 log = logging.getLogger(__name__)
 _connection_ids = itertools.count(1)
 MAX_QUEUED_REQUESTS = 64
-PRODUCE_KEY = 0
 COALESCE_BYTES = 256 * 1024
+_new = tuple.__new__  # a NamedTuple from a plain tuple (per request: no keyword handling)
+#: a frame, a frame in parts (a Fetch answer's large records, not copied), a frame whose records
+#: stay in the files, or no answer
+Answer = bytes | list[bytes] | zero_copy.SplicedResponse | None
+
+
+class Pending:
+    """A request begun whose answer is ready only once ``answer`` (its handler's coroutine)
+    returns; in the task's queue in its place among the frames when begun inline."""
+
+    __slots__ = ("request", "ctx", "answer", "arrived", "started")
+
+    def __init__(self, request: Request, ctx: RequestContext,
+                 answer: Coroutine[Any, Any, Any], arrived: float, started: float) -> None:  # fmt: skip
+        self.request = request
+        self.ctx = ctx
+        self.answer = answer
+        self.arrived = arrived
+        self.started = started
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -73,8 +89,9 @@ class KafkaConnection(asyncio.Protocol):
         self.services = services
         self.connections = connections  # the broker's open connections (shutdown drains them)
         self.id = next(_connection_ids)
-        self.decoder = FrameDecoder(services.config.get_int("socket.request.max.bytes"))
-        self.queue: deque[bytes | Later] = deque()
+        self.core = ConnectionCore(services.config.get_int("socket.request.max.bytes"))
+        self.templates = self.core.templates
+        self.queue: deque[bytes | Pending] = deque()
         self.waiter: asyncio.Future[None] | None = None  # set while the task waits for frames
         self.out: list[bytes] = []  # responses not yet written, in request order
         self.out_bytes = 0
@@ -84,16 +101,14 @@ class KafkaConnection(asyncio.Protocol):
         self.task: asyncio.Task[None] | None = None
         self.reading_paused = False
         self.peer: tuple[str, int] = ("?", 0)
+        self.client = Client("?", 0, self.id)
         self.sender: zero_copy.SocketSender | None = None
         self.sock_fd: int | None = None
-        # request metrics (strom.broker.observability.metrics): when each queued frame
-        # arrived, and the API key and purgatory time of the request being handled
+        # request metrics (strom.broker.observability.metrics): when each queued frame arrived
         self.metrics = services.metrics
         self.arrivals: deque[float] = deque()
-        self.api_key = -1
-        self.remote = 0.0
-        self.single = SingleProducePath(services)  # one-partition Produce requests
         self.handled = 0  # requests handled (listener.drain: answered since the shutdown began)
+
 
     # asyncio.Protocol callbacks -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -101,6 +116,7 @@ class KafkaConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer = (str(peer[0]), int(peer[1]))
+            self.client = Client(self.peer[0], self.peer[1], self.id)
         self.sock_fd = zero_copy.socket_fd(transport)
         self.connections.add(self)
         self.metrics.connections_created += 1
@@ -109,31 +125,31 @@ class KafkaConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         try:
-            frames = self.decoder.feed(data)
+            frames = self.core.receive(data)
         except FrameTooLargeError as exc:
             log.warning("closing connection %s from %s: %s", self.id, self.peer[0], exc)
             self.close()
             return
-        if frames:
-            waiter = self.waiter
-            if (waiter is not None and not waiter.done() and not self.queue
-                    and self.can_write.is_set()):  # fmt: skip
-                frames = answer_inline(self, frames)  # the task is idle: answer here
-                if not frames:
-                    return
-            self.queue.extend(frames)
-            now = perf_counter()
-            if len(frames) == 1:
-                self.arrivals.append(now)
-            else:
-                self.arrivals.extend([now] * len(frames))
-            waiter = self.waiter
-            if waiter is not None and not waiter.done():
-                waiter.set_result(None)
-            if len(self.queue) >= MAX_QUEUED_REQUESTS and not self.reading_paused:
-                self.reading_paused = True
-                assert self.transport is not None
-                self.transport.pause_reading()
+        if not frames:
+            return
+        now = perf_counter()
+        waiter = self.waiter
+        if waiter is not None and not waiter.done() and not self.queue and self.can_write.is_set():
+            frames = self._begin_inline(frames, now)  # the task is idle: answer here
+            if not frames:
+                return
+        self.queue.extend(frames)
+        if len(frames) == 1:
+            self.arrivals.append(now)
+        else:
+            self.arrivals.extend([now] * len(frames))
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+        if len(self.queue) >= MAX_QUEUED_REQUESTS and not self.reading_paused:
+            self.reading_paused = True
+            assert self.transport is not None
+            self.transport.pause_reading()
 
     def eof_received(self) -> bool | None:
         return None
@@ -153,7 +169,7 @@ class KafkaConnection(asyncio.Protocol):
     def resume_writing(self) -> None:
         self.can_write.set()
 
-    # request loop ----------------------------------------------------------------------------
+    # writing -------------------------------------------------------------------------------
     def close(self) -> None:
         """Close after writing the responses already made (the transport sends its buffer)."""
         self.flush()
@@ -185,6 +201,126 @@ class KafkaConnection(asyncio.Protocol):
         if self.transport is not None and not self.transport.is_closing():
             self.transport.write(out[0] if len(out) == 1 else b"".join(out))
 
+    # handling --------------------------------------------------------------------------------
+    def begin(self, frame: bytes, arrived: float) -> Answer | Pending:
+        """Decode ``frame`` and hand its request to its handler: the answer frame, None (no
+        answer: acks=0), or :class:`Pending` when the handler must wait. The one entry of
+        every request; raises :class:`CloseConnection`."""
+        event = self.core.decode(frame)
+        if not isinstance(event, Request):
+            return self._answer_event(event)
+        header = event[0]
+        ctx: RequestContext = _new(RequestContext, (header, self.services, self.client))
+        started = perf_counter()
+        try:
+            response = event[1].fn(ctx, event[2])
+        except Exception as exc:  # the handler boundary: every request gets an answer
+            response = exc
+        if type(response) is OnePartition:  # nearly every request: answered right here
+            answer = self.templates.one(header[1], header[2], response)
+            self.handled += 1
+            self.metrics.request_done(0, arrived, started, perf_counter(), 0.0)
+            return answer
+        if type(response) is CoroutineType:
+            return Pending(event, ctx, response, arrived, started)
+        return self._answer(event, ctx, response, arrived, started)
+
+    def _answer_event(self, event: Invalid | bytes) -> bytes:
+        """The answer to an event that needs no handler (see :meth:`ConnectionCore.decode`)."""
+        if type(event) is bytes:  # answered without a handler
+            self.handled += 1
+            return event
+        if type(event) is Invalid:
+            log.info("connection %s from %s: api key %s v%s: %s; answering INVALID_REQUEST",
+                     self.id, self.peer[0], event.header.api_key, event.header.api_version,
+                     event.message)  # fmt: skip
+            self.metrics.request_error(event.header.api_key, ErrorCode.invalid_request)
+            self.handled += 1
+            return self.core.error_answer(event.header, event.body, ErrorCode.invalid_request,
+                                          event.message)  # fmt: skip
+        raise TypeError(f"not an event: {event!r}")
+
+    async def complete(self, pending: Pending) -> Answer:
+        """The answer of a request whose handler had to wait."""
+        response: Any
+        try:
+            response = await pending.answer
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the handler boundary
+            response = exc
+        return self._answer(pending.request, pending.ctx, response, pending.arrived,
+                            pending.started)  # fmt: skip
+
+    def _answer(self, request: Request, ctx: RequestContext, response: Any, arrived: float,
+                started: float) -> Answer:  # fmt: skip
+        header = request[0]
+        api_key = header[0]
+        try:
+            answer: Answer = None
+            if isinstance(response, Exception):
+                raise response
+            elif response is not None:
+                code = getattr(response, "error_code", 0)  # the top-level code of kio responses
+                if code:
+                    self.metrics.request_error(api_key, code)
+                answer = self.core.encode(header, response)
+        except CloseConnection:
+            raise
+        except Exception as exc:  # the handler boundary: every request gets an answer
+            code = error_code_of(exc)
+            self.metrics.request_error(api_key, code)
+            if isinstance(exc, KafkaError):
+                log.info("connection %s: api key %s v%s: %s: %s", self.id, api_key,
+                         header.api_version, code.name.upper(), exc)  # fmt: skip
+            else:
+                log.error("connection %s: api key %s v%s failed (%s): %s: %s", self.id, api_key,
+                          header.api_version, _where(exc), type(exc).__name__, exc)  # fmt: skip
+            answer = self.core.error_answer(header, request.body, code, str(exc) or code.name)
+        self.handled += 1
+        client = self.client
+        self.metrics.request_done(api_key, arrived, started, perf_counter(), client.remote_s)
+        client.remote_s = 0.0  # for the next request (only a Pending request adds to it)
+        return answer
+
+    def _begin_inline(self, frames: list[bytes], now: float) -> list[bytes]:
+        """Answer the leading Produce requests of ``frames`` here, in ``data_received``, while
+        the task is idle (module doc); the frames left for the task, in order after these.
+        The responses are written with one ``write`` before returning (the task would coalesce
+        the same way). A request whose answer must wait goes to the task's queue as
+        :class:`Pending`, ahead of the frames after it, and wakes the task."""
+        done = 0
+        out, out_bytes = self.out, self.out_bytes  # in request order after what is pending
+        try:
+            for frame in frames:
+                if not frame.startswith(b"\0\0"):  # only Produce (api key 0) is begun inline
+                    break
+                answer = self.begin(frame, now)
+                done += 1
+                if type(answer) is Pending:
+                    self.queue.append(answer)
+                    self.arrivals.append(now)
+                    assert self.waiter is not None
+                    self.waiter.set_result(None)
+                    break
+                if answer is not None:
+                    out.append(answer)  # type: ignore[arg-type]  # Produce answers are frames
+                    out_bytes += len(answer)  # type: ignore[arg-type]
+                    if out_bytes >= COALESCE_BYTES:
+                        self.flush()
+                        out, out_bytes = self.out, 0
+        except CloseConnection as exc:  # a failed acks=0 request, an unserved version
+            log.info("closing connection %s from %s: %s", self.id, self.peer[0], exc)
+            self.close()
+            return []
+        except Exception:
+            log.exception("closing connection %s after an internal error", self.id)
+            self.close()
+            return []
+        self.out_bytes = out_bytes
+        self.flush()
+        return frames[done:]
+
     async def process(self) -> None:
         loop = asyncio.get_running_loop()
         try:
@@ -198,58 +334,36 @@ class KafkaConnection(asyncio.Protocol):
                 if not self.can_write.is_set():
                     self.flush()
                     await self.can_write.wait()
-                frame = self.queue.popleft()
+                item = self.queue.popleft()
                 arrived = self.arrivals.popleft()
-                if isinstance(frame, Later):  # a Produce answered inline, waiting
-                    answer = await frame.answer
-                    self.metrics.request_done(PRODUCE_KEY, arrived, arrived, perf_counter(), 0.0)
-                    self.handled += 1
-                    self.queue_response(answer)
-                    continue
                 if self.reading_paused and len(self.queue) < MAX_QUEUED_REQUESTS // 2:
                     self.reading_paused = False
                     assert self.transport is not None
                     self.transport.resume_reading()
-                started = perf_counter()
-                try:
-                    answer = self.single.answer(frame)
-                except KafkaError as exc:  # only a failed acks=0 request
-                    raise _CloseConnection(str(exc)) from None
-                if answer is not NOT_SINGLE:  # a one-partition Produce (single_produce.py)
-                    if answer is not None and not isinstance(answer, bytes):
-                        answer = await answer  # it waits for an fsync or for replication
-                    self.metrics.request_done(PRODUCE_KEY, arrived, started, perf_counter(), 0.0)
-                    self.handled += 1
-                    if answer is not None:
-                        transport = self.transport
-                        if transport is None or transport.is_closing():
-                            return
-                        self.queue_response(answer)
-                    continue
-                self.api_key = -1
-                self.remote = 0.0
-                response = await self.handle(frame)
-                self.handled += 1
-                if self.api_key >= 0:  # a request of a served API, answered (or not: acks=0)
-                    self.metrics.request_done(self.api_key, arrived, started, perf_counter(),
-                                              self.remote)  # fmt: skip
-                if response is None:
+                answer = self.begin(item, arrived) if type(item) is bytes else item
+                if type(answer) is Pending:
+                    answer = await self.complete(answer)
+                if answer is None:
                     continue
                 if self.transport is None or self.transport.is_closing():
-                    if isinstance(response, zero_copy.SplicedResponse):
-                        response.close()
+                    if isinstance(answer, zero_copy.SplicedResponse):
+                        answer.close()
                     return
-                if isinstance(response, zero_copy.SplicedResponse):
+                if type(answer) is list:
                     self.flush()
-                    await self.send_spliced(response)
+                    self.transport.writelines(answer)  # no join: uvloop writes them vectored
                     continue
-                self.queue_response(response)
+                if isinstance(answer, zero_copy.SplicedResponse):
+                    self.flush()
+                    await self.send_spliced(answer)
+                    continue
+                self.queue_response(cast(bytes, answer))
         except asyncio.CancelledError:
             pass
         except zero_copy.RegionReadError as exc:  # mid-frame: the stream cannot be resumed
             log.warning("closing connection %s: fetch data unreadable: %s", self.id, exc)
             self.close()
-        except _CloseConnection as exc:
+        except CloseConnection as exc:
             log.info("closing connection %s from %s: %s", self.id, self.peer[0], exc)
             self.flush()  # the answers to the requests before this one
             self.close()
@@ -304,96 +418,6 @@ class KafkaConnection(asyncio.Protocol):
         finally:
             transport.set_write_buffer_limits(high=high, low=low)
 
-    async def handle(self, frame: bytes) -> bytes | zero_copy.SplicedResponse | None:
-        try:
-            peeked = peek_header(frame)
-        except ProtocolError as exc:
-            raise _CloseConnection(str(exc)) from None
-        api_key, api_version, correlation_id = peeked
-        # Whether the version is served is decided before a byte of the body is decoded.
-        spec = dispatch.lookup(api_key)
-        if spec is None or not spec.serves(api_version):
-            if api_key == API_VERSIONS_KEY:
-                return unsupported_api_versions_response(correlation_id)
-            raise _CloseConnection(f"api key {api_key} v{api_version} is not served")
-        self.api_key = api_key
-        try:
-            header, request = decode_request(frame, peeked)
-        except InvalidRequestError as exc:
-            log.info(
-                "connection %s from %s: api key %s v%s: %s; answering INVALID_REQUEST",
-                self.id, self.peer[0], api_key, api_version, exc,
-            )  # fmt: skip
-            self.metrics.request_error(api_key, ErrorCode.invalid_request)
-            return self.error_answer(exc.header, exc.request, ErrorCode.invalid_request, str(exc))
-        except ProtocolError as exc:
-            raise _CloseConnection(str(exc)) from None
-        ctx = RequestContext(header, self.services, self.peer[0], self.peer[1], self.id)
-        try:
-            # What a response acknowledges is durable: every metadata-store write is a
-            # coroutine that returns once its change is fsynced / committed by ZooKeeper.
-            try:
-                response = await spec.fn(ctx, request)
-            finally:
-                self.remote = ctx.remote_time
-            if response is None:
-                return None
-            # Produce and Fetch answer with plain tuples that strom.protocol.hot_path encodes.
-            if isinstance(response, hot_path.ProduceResponse):
-                return hot_path.produce_frame(api_version, correlation_id, response)
-            if isinstance(response, hot_path.EncodedBody):
-                return hot_path.body_frame(correlation_id, response)
-            if isinstance(response, hot_path.FetchResponse):
-                return b"".join(hot_path.fetch_frame(api_version, correlation_id, response))
-            if isinstance(response, zero_copy.SplicedResponse):
-                try:
-                    if isinstance(response.response, hot_path.FetchResponse):
-                        response.parts = hot_path.fetch_frame(
-                            api_version, correlation_id, response.response
-                        )
-                    else:
-                        response.parts = encode_spliced(
-                            header.api_key, header.api_version, header.correlation_id,
-                            response.response, response.regions,
-                        )  # fmt: skip
-                except BaseException:
-                    response.close()
-                    raise
-                return response
-            code = getattr(response, "error_code", 0)  # the top-level code of kio responses
-            if code:
-                self.metrics.request_error(api_key, code)
-            return encode_response(
-                header.api_key, header.api_version, header.correlation_id, response
-            )
-        except Exception as exc:  # the handler boundary: every request gets an answer
-            code = error_code_of(exc)
-            self.metrics.request_error(api_key, code)
-            if isinstance(exc, KafkaError):
-                log.info(
-                    "connection %s: api key %s v%s: %s: %s",
-                    self.id, api_key, api_version, code.name.upper(), exc,
-                )  # fmt: skip
-            else:
-                log.error(
-                    "connection %s: api key %s v%s failed (%s): %s: %s",
-                    self.id, api_key, api_version, _where(exc), type(exc).__name__, exc,
-                )  # fmt: skip
-            return self.error_answer(header, request, code, str(exc) or code.name)
-
-    def error_answer(
-        self, header: RequestHeader, request: Any, code: ErrorCode, message: str
-    ) -> bytes:
-        """Answer ``request`` with ``code`` (Kafka's ``getErrorResponse``).
-
-        A Produce with acks=0 expects no answer: as Kafka does, the connection is closed so
-        the producer learns of the failure."""
-        if header.api_key == PRODUCE_KEY and getattr(request, "acks", None) == 0:
-            raise _CloseConnection(f"acks=0 produce failed: {message}")
-        cls = response_class(header.api_key, header.api_version)
-        response = error_response(cls, request, code, message)
-        return encode_response(header.api_key, header.api_version, header.correlation_id, response)
-
 
 def _where(exc: BaseException) -> str:
     """``file:line`` of the innermost frame of ``exc``: enough to find a bug, in one line."""
@@ -404,25 +428,3 @@ def _where(exc: BaseException) -> str:
         tb = tb.tb_next
     code = tb.tb_frame.f_code
     return f"{code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno} in {code.co_name}"
-
-
-class _CloseConnection(Exception):
-    pass
-
-
-def unsupported_api_versions_response(correlation_id: int) -> bytes:
-    """ApiVersions v0 format, UNSUPPORTED_VERSION, with the full API list (so the client can
-    retry with a version we serve)."""
-    from kio.schema.api_versions.v0.response import ApiVersion, ApiVersionsResponse
-    from kio.static.primitive import i16
-
-    response = ApiVersionsResponse(
-        error_code=ErrorCode.unsupported_version,
-        api_keys=tuple(
-            ApiVersion(
-                api_key=i16(s.api_key), min_version=i16(s.advertise_min), max_version=i16(s.advertised_max)
-            )
-            for s in dispatch.supported_apis()
-        ),
-    )
-    return encode_response(API_VERSIONS_KEY, 0, correlation_id, response)

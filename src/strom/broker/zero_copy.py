@@ -10,8 +10,8 @@ Three pieces, used by :mod:`strom.broker.handlers.fetch` and :mod:`strom.broker.
   swapped while a response is still being sent closes only its own fd; the duplicate keeps the
   (unlinked) file readable until :meth:`FileRegion.close`. Holding a reference to the segment
   would not do: ``LogSegment.delete`` closes its fd, and the number could be reused.
-- :class:`SocketSender` writes a spliced frame (:mod:`strom.protocol.fetch_encoding`) straight
-  on the connection's socket: bytes with ``os.write``, regions with ``os.sendfile``, waiting
+- :class:`SocketSender` writes a spliced frame (bytes and regions in wire order,
+  :func:`strom.protocol.hot_path.fetch_frame`) straight on the connection's socket: bytes with ``os.write``, regions with ``os.sendfile``, waiting
   for writability with ``loop.add_writer`` on EAGAIN. It works on a duplicate of the socket
   fd, because event loops refuse ``add_writer`` on an fd their transport owns. The caller must
   make sure the transport's own buffer is empty first (see ``KafkaConnection``).
@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from strom.protocol.hot_path import FetchResponse
     from strom.storage.log import Log
 
 CONFIG_KEY = "strom.fetch.sendfile.enable"
@@ -77,12 +78,13 @@ class FileRegion:
 
 @dataclass(slots=True)
 class SplicedResponse:
-    """What the Fetch handler returns: a kio response whose records are placeholders.
+    """What the Fetch handler returns when records stay in the files: the response, whose
+    partitions' ``records`` are the regions.
 
-    The server fills ``parts`` (bytes and regions in wire order, from
-    :func:`strom.protocol.fetch_encoding.encode_spliced`) where the request header is known."""
+    The connection core fills ``parts`` (bytes and regions in wire order, from
+    :func:`strom.protocol.hot_path.fetch_frame`) where the request header is known."""
 
-    response: Any
+    response: FetchResponse
     regions: list[FileRegion] = field(default_factory=list)
     parts: list[Any] = field(default_factory=list)
 

@@ -23,6 +23,8 @@ from strom.connect.converters import (
 from strom.connect.file import FileStreamSinkConnector, FileStreamSourceConnector
 from strom.connect.jdbc import JdbcSinkConnector, JdbcSourceConnector
 from strom.connect.parquet import ParquetSinkConnector
+from strom.connect.predicates import PREDICATES
+from strom.connect.transforms import TRANSFORMS
 
 CONNECTOR_GROUP = "strom.connectors"
 CONVERTER_GROUP = "strom.converters"
@@ -130,9 +132,6 @@ def plugin_list(connectors_only: bool = True) -> list[dict[str, str]]:
         out.append({"class": class_name(cls), "type": cls.connector_type,
                     "version": cls.version()})
     if not connectors_only:
-        from strom.connect.predicates import PREDICATES
-        from strom.connect.transforms import TRANSFORMS
-
         for full in BUILTIN_CONVERTERS:
             out.append({"class": full, "type": "converter", "version": "0.1.0"})
         out += [{"class": full, "type": "transformation", "version": "0.1.0"}

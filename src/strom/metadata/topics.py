@@ -128,6 +128,9 @@ class TopicRegistry:
     def __init__(self, store: MetadataStore) -> None:
         self._store = store
         self._topics: dict[str, TopicInfo] = {}
+        #: the topic of that name, None if unknown (the view's own ``dict.get``: looked up for
+        #: every partition of every Produce and Fetch request)
+        self.get: Callable[[str], TopicInfo | None] = self._topics.get
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
         self._local: set[str] = set()  # names with a write of this registry in flight
         self._watched: set[str] = set()  # names whose topic node has a watch armed
@@ -155,8 +158,6 @@ class TopicRegistry:
 
     # --- the view --------------------------------------------------------------------------
 
-    def get(self, name: str) -> TopicInfo | None:
-        return self._topics.get(name)
 
     async def load(self, name: str) -> TopicInfo | None:
         """Read ``name`` from the store into the view now (its watch may not have fired yet);

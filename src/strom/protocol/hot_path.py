@@ -67,6 +67,11 @@ PRODUCE_VERSIONS = range(3, 14)
 FETCH_VERSIONS = range(4, 19)
 _PRODUCE_FIRST_FLEXIBLE = 9
 _FETCH_FIRST_FLEXIBLE = 12
+#: Fetch records read as bytes (no sendfile) this long are a part of their own: copying them
+#: into the body, the body into the frame and the frame into one write buffer cost three
+#: allocations of their size per response (a MiB-sized buffer each, page-faulted afresh
+#: whenever the allocator returned the previous one to the system).
+OWN_PART_BYTES = 64 * 1024
 
 
 def response_header(correlation_id: int, flexible: bool) -> bytes:
@@ -222,7 +227,9 @@ def _fetch_partition_head(version: int) -> tuple[struct.Struct, int, bytes]:
 
 def encode_fetch(version: int, response: FetchResponse) -> list[Any]:
     """The Fetch response body (no header) for ``version`` (4–16) as parts: one bytes object,
-    or bytes and regions alternating when some partition's records are a region."""
+    or bytes and regions alternating when some partition's records are a region, or bytes of
+    at least :data:`OWN_PART_BYTES` (a part of their own, not copied: a connection writes the
+    parts as they are)."""
     flexible = version >= _FETCH_FIRST_FLEXIBLE
     head, null_aborted, empty_tail = _fetch_partition_head(version)
     parts: list[Any] = []
@@ -271,7 +278,12 @@ def encode_fetch(version: int, response: FetchResponse) -> list[Any]:
             elif isinstance(records, bytes | bytearray | memoryview):
                 n = len(records)
                 out += encode_uvarint(n + 1) if flexible else _I32.pack(n)
-                out += records
+                if n >= OWN_PART_BYTES and type(records) is bytes:
+                    parts.append(bytes(out))
+                    parts.append(records)
+                    out = bytearray()
+                else:
+                    out += records
             else:  # a region: its length prefix here, its bytes sent by the caller
                 n = records.length
                 out += encode_uvarint(n + 1) if flexible else _I32.pack(n)

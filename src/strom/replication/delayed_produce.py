@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 
 from strom.protocol.errors import ErrorCode
 
@@ -32,6 +32,9 @@ class DelayedProducePurgatory:
     def __init__(self) -> None:
         self._waiting: dict[Hashable, list[tuple[int, int, asyncio.Future[ErrorCode]]]] = {}
         self._seq = itertools.count()
+        #: the keys with waiters (read-only: lets a HW move skip :meth:`complete`, per
+        #: request, when nobody waits)
+        self.pending: Mapping[Hashable, object] = self._waiting
 
     def watch(self, key: Hashable, required_offset: int) -> asyncio.Future[ErrorCode]:
         """A future resolved with the partition's outcome once the HW is past

@@ -68,6 +68,7 @@ class Partition:
     def __init__(self, topic: str, index: int, log: Log, local_id: int, clock: Clock) -> None:
         self.topic = topic
         self.index = index
+        self.key = (topic, index)  # the purgatories' key
         self.log = log
         self.local_id = local_id
         self.clock = clock

@@ -10,7 +10,7 @@ once per wait; an append costs one dict lookup when nobody waits.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Mapping
 
 
 class _Waiter:
@@ -24,6 +24,9 @@ class _Waiter:
 class DataPurgatory:
     def __init__(self) -> None:
         self._waiters: dict[Hashable, set[_Waiter]] = {}
+        #: the keys somebody waits for (read-only: lets an append skip :meth:`notify`, per
+        #: request, when nobody does)
+        self.watched: Mapping[Hashable, object] = self._waiters
 
     def notify(self, key: Hashable) -> None:
         """``key`` changed (an append, a deletion): wake every waiter interested in it."""

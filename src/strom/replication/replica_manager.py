@@ -148,10 +148,11 @@ class ReplicaManager:
         """:meth:`append` to ``part``, which :meth:`leader_partition` returned just before
         (in the same loop step: leadership cannot have changed in between)."""
         result = part.log.append(records, origin=origin, leader_epoch=part.leader_epoch)
-        if part.maybe_advance_hw():
-            self._hw_moved(part)  # which notifies the fetch purgatory too
-        else:
-            self.purgatory.notify((part.topic, part.index))
+        key = part.key
+        if part.maybe_advance_hw() and key in self.delayed.pending:  # as _hw_moved, inline
+            self._complete_delayed(part)
+        if key in self.purgatory.watched:
+            self.purgatory.notify(key)
         return result
 
     async def append_replicated(self, topic: str, partition: int, records: bytes,
@@ -189,12 +190,17 @@ class ReplicaManager:
 
     def _hw_moved(self, part: Partition) -> None:
         """The HW (or the ISR) of a leader changed: complete acks=all waiters it satisfies."""
-        key = (part.topic, part.index)
-        if self.delayed.waiting(key):
-            ok = part.log.config.min_insync_replicas <= len(part.maximal_isr)
-            code = ErrorCode.none if ok else ErrorCode.not_enough_replicas_after_append
-            self.delayed.complete(key, part.log.high_watermark, code)
-        self.purgatory.notify(key)
+        key = part.key
+        if key in self.delayed.pending:
+            self._complete_delayed(part)
+        if key in self.purgatory.watched:
+            self.purgatory.notify(key)
+
+    def _complete_delayed(self, part: Partition) -> None:
+        """Complete the acks=all waiters of ``part`` its high watermark satisfies."""
+        ok = part.log.config.min_insync_replicas <= len(part.maximal_isr)
+        code = ErrorCode.none if ok else ErrorCode.not_enough_replicas_after_append
+        self.delayed.complete(part.key, part.log.high_watermark, code)
 
     def high_watermark(self, topic: str, partition: int) -> int:
         return self.get_log(topic, partition).high_watermark

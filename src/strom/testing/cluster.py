@@ -33,6 +33,7 @@ from typing import Any, Self, TypeVar
 
 from strom.testing.netfault import Endpoint, NetworkFault
 from strom.testing.process import BrokerProcess
+from strom.testing.zookeeper import ZooKeeperProcess
 
 T = TypeVar("T")
 #: ZooKeeper session timeout the brokers of a test cluster get unless told otherwise: short,
@@ -126,8 +127,6 @@ class ClusterProcess:
         _live.add(self)
         try:
             if self.external_zookeeper is None and self.zookeeper is None:
-                from strom.testing.zookeeper import ZooKeeperProcess
-
                 self.zookeeper = ZooKeeperProcess(self.work_dir / "zookeeper")
                 self.zookeeper.start(timeout)
             for broker_id in range(1, self._initial + 1):

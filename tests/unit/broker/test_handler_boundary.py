@@ -11,8 +11,9 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from strom.broker import dispatch
+from strom.broker.connection import CloseConnection
 from strom.broker.observability import BrokerMetrics
-from strom.broker.server import KafkaConnection, _CloseConnection
+from strom.broker.server import KafkaConnection, Pending
 from strom.protocol.errors import KafkaError
 from strom.protocol.messages import decode_response
 from tests.integration.wire_bytes import TAGS, carr, cstr, frame
@@ -48,7 +49,12 @@ def _answer(monkeypatch, api_key: int, fn, data: bytes) -> bytes | None:
         dispatch.HandlerSpec(api_key, spec.min_version, spec.max_version, spec.advertise_min, fn),
     )  # fmt: skip
     conn = KafkaConnection(_Broker(), set())  # type: ignore[arg-type]
-    return asyncio.run(conn.handle(data[4:]))  # type: ignore[return-value]
+
+    async def answer() -> Any:
+        begun = conn.begin(data[4:], 0.0)
+        return await conn.complete(begun) if isinstance(begun, Pending) else begun
+
+    return asyncio.run(answer())
 
 
 def _delete_groups(names: list[str]) -> bytes:
@@ -99,5 +105,5 @@ def test_acks_zero_produce_failure_closes_the_connection(monkeypatch) -> None:
         raise RuntimeError("boom")
 
     body = cstr(None) + (0).to_bytes(2, "big") + (1000).to_bytes(4, "big") + carr([]) + TAGS
-    with pytest.raises(_CloseConnection):
+    with pytest.raises(CloseConnection):
         _answer(monkeypatch, 0, broken, frame(0, 9, 1, body))

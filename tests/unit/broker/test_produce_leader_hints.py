@@ -57,20 +57,20 @@ def test_refused_partitions_carry_the_leader_and_its_endpoint() -> None:
     assert plain.node_endpoints == () and plain.topics[0][1][0].current_leader is None
 
 
-def test_the_single_partition_fast_path_carries_the_hint_too() -> None:
-    """A one-partition Produce (most requests, answered from strom.protocol.produce_fast
-    without kio) refused for leadership names the leader as the generic path does, from v10;
-    decoded with kio, the frame shows it."""
+def test_a_one_partition_answer_carries_the_hint_on_the_wire() -> None:
+    """A one-partition Produce (most requests; its success answer comes from the connection's
+    response template) refused for leadership names the leader from v10; decoded with kio,
+    the frame shows it."""
     from strom.protocol.messages import decode_response
-    from strom.protocol.produce_fast import SingleProduce
+    from strom.protocol.produce_fast import ResponseTemplates
 
     broker = _broker(2, 5, None)
     refused = ProducePartition(0, ErrorCode.not_leader_or_follower)
+    templates = ResponseTemplates()
     for version in (9, 10, 11):
-        request = SingleProduce(correlation_id=42, client_id=None, transactional_id=None,
-                                acks=-1, timeout_ms=1000, topic="t", partition=0,
-                                records=b"")  # fmt: skip
-        frame = produce._single_frame(broker, version, request, refused, {})
+        answer = (produce._with_leader_hints(broker, [("t", [refused], None)]) if version >= 10
+                  else produce.ProduceResponse([("t", [refused], None)]))  # fmt: skip
+        frame = templates.frame(version, 42, answer)
         correlation, response = decode_response(0, version, frame[4:])
         (topic,) = response.responses
         (part,) = topic.partition_responses

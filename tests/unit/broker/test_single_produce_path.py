@@ -1,4 +1,4 @@
-"""One-partition Produce requests answered by the fast path (broker/single_produce.py), inline
+"""One-partition Produce requests (read without kio by the connection core) answered inline
 in ``data_received`` or by the connection's task, interleaved with requests of the generic
 path: every response in request order with the right offsets and error codes, every record
 stored once in order, a corrupt batch refused with CORRUPT_MESSAGE."""
@@ -143,8 +143,8 @@ def test_pipelined_mixture_answered_in_order(tmp: Path, version: int) -> None:
     async def body(broker: Broker, conn: KafkaConnection, transport: RecordingTransport) -> None:
         requests = [
             produce(version, 1, [("plain", 0, batch(b"a"))]),  # inline
-            produce(version, 2, [("synced", 0, batch(b"b"))]),  # inline, then waits: Later
-            produce(version, 3, [("plain", 0, batch(b"c"))]),  # behind the Later: the task
+            produce(version, 2, [("synced", 0, batch(b"b"))]),  # inline, then waits: Pending
+            produce(version, 3, [("plain", 0, batch(b"c"))]),  # behind the Pending: the task
             api_versions(4),  # the generic path
             produce(version, 5, [("plain", 0, batch(b"d")), ("plain", 1, batch(b"e"))]),  # generic
             produce(version, 6, [("nope", 0, batch(b"x"))]),  # unknown topic: an error
@@ -153,7 +153,7 @@ def test_pipelined_mixture_answered_in_order(tmp: Path, version: int) -> None:
         conn.data_received(b"".join(requests[:3]))
         # answered before anything awaited: inline; the fsync-bound one waits in the queue
         assert [struct.unpack_from(">i", f)[0] for f in transport.frames()] == [1]
-        assert [type(q).__name__ for q in conn.queue] == ["Later", "bytes"]
+        assert [type(q).__name__ for q in conn.queue] == ["Pending", "bytes"]
         conn.data_received(b"".join(requests[3:5]))
         await _settle(conn, transport, 5)
         conn.data_received(requests[5])  # the task is idle again: inline
@@ -234,7 +234,7 @@ def test_round_robin_over_partitions_costs_one_layout_and_one_template(tmp: Path
             got.append((corr, name, p.index, int(p.error_code), p.base_offset))
         assert got == [(i, "wide", i % 300, 0, i // 300) for i in range(900)]
         assert _values(broker, "wide", 7) == [b"v7", b"v307", b"v607"]
-        assert conn.single.full_parses == 1
-        assert conn.single.templates == 1
+        assert conn.core.produce.parses == 1  # the layout read once
+        assert len(conn.core.templates) == 1  # one template for the topic
 
     asyncio.run(_with_broker(tmp, body))

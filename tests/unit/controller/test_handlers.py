@@ -7,7 +7,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from strom.broker.context import RequestContext
+from strom.broker.context import Client, RequestContext
 from strom.broker.controller_channel import ControllerChannel
 from strom.broker.handlers import (
     alter_partition,
@@ -29,7 +29,8 @@ def _ctx(controller: Controller | None, api_key: int, version: int) -> RequestCo
                                 SimpleNamespace(led_locally=False),  # type: ignore[arg-type]
                                 None)  # type: ignore[arg-type]  # not a single node
     services: Any = SimpleNamespace(controller=channel)
-    return RequestContext(RequestHeader(api_key, version, 1, "test"), services, "127.0.0.1", 1, 1)
+    return RequestContext(RequestHeader(api_key, version, 1, "test"), services,
+                          Client("127.0.0.1", 1, 1))  # fmt: skip
 
 
 def _req(api_key: int, version: int, **values: Any) -> Any:

@@ -3,6 +3,7 @@ version the broker serves, and kio decodes their bytes back to the same response
 
 from __future__ import annotations
 
+import io
 import os
 import random
 import uuid
@@ -207,7 +208,6 @@ def test_fetch_response_matches_kio(version: int, case: int) -> None:
 @pytest.mark.parametrize("flexible", [False, True])
 @pytest.mark.parametrize("corr", [0, 1, -1, 2**31 - 1, -(2**31)])
 def test_response_header_matches_kio(flexible: bool, corr: int) -> None:
-    import io
 
     from kio.schema.response_header.v0.header import ResponseHeader as V0
     from kio.schema.response_header.v1.header import ResponseHeader as V1
@@ -218,3 +218,18 @@ def test_response_header_matches_kio(flexible: bool, corr: int) -> None:
     cls = V1 if flexible else V0
     entity_writer(cls)(buf, cls(correlation_id=i32(corr)))
     assert hp.response_header(corr, flexible) == buf.getvalue()
+
+
+@pytest.mark.parametrize("version", [4, 11, 12, 16])
+@pytest.mark.parametrize("case", range(len(_fetch_cases())))
+def test_large_records_in_memory_are_parts_of_their_own(version: int, case: int) -> None:
+    """Records read into memory (no sendfile) of OWN_PART_BYTES or more are not copied into
+    the frame: they are parts of it, the very objects, and the parts joined are kio's bytes."""
+    _, inline = _fetch_cases()[case]
+    if version < 7:
+        inline = inline._replace(error_code=0, session_id=0)
+    parts = hp.fetch_frame(version, 5, inline)
+    large = [p.records for t in inline.topics for p in t.partitions
+             if isinstance(p.records, bytes) and len(p.records) >= hp.OWN_PART_BYTES]  # fmt: skip
+    assert [p for p in parts if any(p is r for r in large)] == large
+    assert b"".join(parts) == encode_response(FETCH, version, 5, _fetch_entity(version, inline))

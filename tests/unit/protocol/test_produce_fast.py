@@ -1,7 +1,8 @@
-"""The single-partition Produce fast path reads what kio reads, for every version it claims
-(3-12), refuses (None) every other shape without raising, and its response templates write
-the bytes of the general encoder (byte-compared with kio in test_hot_path), which kio decodes
-back to the same response."""
+"""The single-partition Produce reader reads what kio reads (the same header, the same
+ProduceRequest as kio's decode converted by from_kio), for every version it claims (3-12),
+refuses (None) every other shape without raising, and its response templates write the bytes
+of the general encoder (byte-compared with kio in test_hot_path), which kio decodes back to the
+same response."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from strom.protocol.messages import (
     response_class,
     response_module,
 )
+from strom.protocol.produce_request import ProduceRequest, from_kio
 
 PRODUCE = 0
 CLIENT_IDS = [None, "", "rdkafka", "clïent-" + "x" * 300]
@@ -46,14 +48,12 @@ def _frame(version: int, *, client_id: str | None = "rdkafka", txn: str | None =
     return encode_request(RequestHeader(PRODUCE, version, correlation, client_id), request)[4:]
 
 
-def _expected(frame: bytes) -> pf.SingleProduce:
+def _expected(frame: bytes) -> tuple[RequestHeader, ProduceRequest]:
     header, request = decode_request(frame)
-    (topic,) = request.topic_data
-    (part,) = topic.partition_data
-    return pf.SingleProduce(
-        int(header.correlation_id), header.client_id, request.transactional_id, int(request.acks),
-        int(request.timeout.total_seconds() * 1000), topic.name, int(part.index), part.records,
-    )  # fmt: skip
+    converted = from_kio(request)
+    (topic,) = converted.topics
+    assert len(topic[2]) == 1 and topic[1] is None and len(converted.records) == 1
+    return header, converted
 
 
 def _cases(version: int) -> list[bytes]:
@@ -184,3 +184,16 @@ def test_response_template_writes_what_the_encoder_and_kio_write(version: int) -
                           record_errors=(), error_message=None),)),))  # fmt: skip
             assert ours == encode_response(PRODUCE, version, corr, entity)
             assert decode_response(PRODUCE, version, ours[4:]) == (corr, entity)
+
+
+@pytest.mark.parametrize("version", pf.VERSIONS)
+def test_templates_answer_only_the_shape_they_fit(version: int) -> None:
+    """A connection's templates write the one-partition success answer; every other answer (an
+    error, two partitions, a leader hint) is the general encoder's, byte for byte."""
+    templates = pf.ResponseTemplates()
+    ok = hp.ProduceResponse([("t", [hp.ProducePartition(3, 0, 41, -1, 0)])])
+    refused = hp.ProduceResponse([("t", [hp.ProducePartition(3, 6, error_message="moved")])])
+    two = hp.ProduceResponse([("t", [hp.ProducePartition(0, 0, 1), hp.ProducePartition(1, 0, 2)])])
+    for response in (ok, refused, two, ok):
+        assert templates.frame(version, 9, response) == hp.produce_frame(version, 9, response)
+    assert len(templates._templates) == 1  # only the success answer made a template

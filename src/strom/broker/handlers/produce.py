@@ -25,29 +25,42 @@ with that leader's endpoint, so the producer moves at once instead of asking Met
 could still name this broker, and waiting for its next periodic refresh; v12 (KIP-890
 transaction version 2) changes nothing while strom does not finalize the
 ``transaction.version`` feature; v13 names topics by id (UNKNOWN_TOPIC_ID when none has it).
+
+One path for every Produce request: the connection hands this handler a
+:class:`~strom.protocol.produce_request.ProduceRequest` whether it read a one-partition request
+without ``kio`` or decoded another one with it (:mod:`strom.broker.connection`). The handler is
+a plain function: it answers at once when nothing has to wait (nearly every acks=1 request,
+answered by the connection right where the bytes arrived) and returns a coroutine otherwise;
+the answer of one partition without error is written from the connection's response template.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
+from collections.abc import Coroutine
 from concurrent.futures import Future
 from typing import Any
 
 from strom.broker import dispatch
 from strom.broker.context import RequestContext
 from strom.broker.services import BrokerServices
-from strom.broker.single_produce import NOT_SINGLE
 from strom.broker.txn.verification import produce_code
+from strom.metadata.topics import INTERNAL_TOPICS
 from strom.protocol import record_batch as rb
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
-from strom.protocol.hot_path import ProducePartition, ProduceResponse, produce_frame
-from strom.protocol.produce_fast import ResponseTemplate, SingleProduce
+from strom.protocol.hot_path import ProducePartition, ProduceResponse
+from strom.protocol.produce_fast import OnePartition
+from strom.protocol.produce_request import ProduceRequest
 from strom.replication.replica_manager import ReplicaManager
 from strom.storage.errors import RecordValidationError
 from strom.storage.log import Log
 
 API_KEY = 0
+_new = tuple.__new__  # a NamedTuple from a plain tuple (per request: no keyword handling)
+#: another broker's coordinator's verification of the request's transactional batches
+Remote = dict[tuple[str, int], ErrorCode]
 _ATTRS_LOW_BYTE = 22  # the low byte of the batch's int16 attributes (bytes 21-22)
 log = logging.getLogger(__name__)
 
@@ -115,7 +128,8 @@ _VERIFY_MESSAGES = {
 }  # fmt: skip
 
 
-async def _verify_remote(ctx: RequestContext, request: Any) -> dict[tuple[str, int], ErrorCode]:
+async def _verify_remote(ctx: RequestContext, request: ProduceRequest
+                         ) -> dict[tuple[str, int], ErrorCode]:  # fmt: skip
     """The verification of the request's transactional batches by their coordinator when it is
     another broker (:mod:`strom.broker.txn.verification`), before anything is appended."""
     txn_id = request.transactional_id
@@ -130,18 +144,18 @@ async def _verify_remote(ctx: RequestContext, request: Any) -> dict[tuple[str, i
     if coordinator.ownership(txn_id) != ErrorCode.not_coordinator:
         return {}  # this broker's coordinator (or loading it): checked in _verify_transaction
     wanted: dict[tuple[int, int], list[tuple[str, int]]] = {}
-    for topic_data in request.topic_data:
-        name = _topic_name(ctx, topic_data)
+    version = ctx.header.api_version
+    for name, topic_id, index, records in request.partitions():
+        name = _topic_name(ctx, version, name, topic_id)
         if name is None:
             continue
-        for pdata in topic_data.partition_data:
-            try:
-                log_ = services.replicas.leader_partition(name, pdata.index).log
-            except Exception:  # not the leader, unknown: _append_one answers that
-                continue
-            opens = _opens_transaction(log_, pdata.records or b"")
-            if opens is not None:
-                wanted.setdefault(opens, []).append((name, int(pdata.index)))
+        try:
+            log_ = services.replicas.leader_partition(name, index).log
+        except Exception:  # not the leader, unknown: _append_one answers that
+            continue
+        opens = _opens_transaction(log_, records or b"")
+        if opens is not None:
+            wanted.setdefault(opens, []).append((name, index))
     codes: dict[tuple[str, int], ErrorCode] = {}
     for (pid, epoch), tps in wanted.items():
         codes.update(await verifier.verify(coordinator, txn_id, pid, epoch, tps))
@@ -155,22 +169,24 @@ def _append_one(services: BrokerServices, topic: str, index: int, records: bytes
     info = services.topics.get(topic)
     if info is None or index not in info.replicas:
         return _partition(services, index, ErrorCode.unknown_topic_or_partition)
-    if info.is_internal:
+    if topic in INTERNAL_TOPICS:  # info.is_internal, without the call (per request)
         return _partition(
             services, index, ErrorCode.invalid_topic_exception,
             error_message=f"{topic} is an internal topic",
         )
     if not records:
         return _partition(services, index, ErrorCode.corrupt_message, error_message="no records")
-    counters = services.metrics.topic(topic)
+    metrics = services.metrics
+    counters = metrics.topics.get(topic) or metrics.topic(topic)  # no call once it exists
     counters.produce_requests += 1
     try:
         replicas = services.replicas
         part = replicas.leader_partition(topic, index)
         if acks == -1:
             replicas.check_min_isr(part)
-        _verify_transaction(services, part.log, topic, index, records, txn_id, remote or {})
-        result = replicas.append_to(part, bytes(records))
+        if len(records) > _ATTRS_LOW_BYTE and records[_ATTRS_LOW_BYTE] & rb.TRANSACTIONAL_BIT:
+            _verify_transaction(services, part.log, topic, index, records, txn_id, remote or {})
+        result = replicas.append_to(part, records)
         if result.flushed is not None:  # flush.messages reached: answer once it is on disk
             durable.append(result.flushed)
     except RecordValidationError as exc:  # KIP-467: the client fails only these records
@@ -189,9 +205,9 @@ def _append_one(services: BrokerServices, topic: str, index: int, records: bytes
         counters.messages_in += result.record_count
         counters.bytes_in += len(records)
         counters.value_bytes_in += result.value_bytes
-    answer = ProducePartition(
-        index, 0, result.base_offset, result.log_append_time, result.log_start_offset
-    )
+    answer: ProducePartition = _new(ProducePartition, (
+        index, 0, result.base_offset, result.log_append_time, result.log_start_offset, None, (),
+        None))  # fmt: skip
     if acks == -1 and part.log.high_watermark <= result.last_offset:
         # acks=all: answered once the ISR has it (strom.replication.delayed_produce)
         future = replicas.delayed.watch((topic, index), result.last_offset)
@@ -225,142 +241,105 @@ async def _wait_replicated(waiters: list[_Waiter], timeout_s: float) -> dict[int
     return outcome
 
 
-def _topic_name(ctx: RequestContext, topic_data: Any) -> str | None:
+def _topic_name(ctx: RequestContext, version: int, name: str | None,
+                topic_id: uuid.UUID | None) -> str | None:  # fmt: skip
     """The topic's name; v13+ names topics by id (None when no topic has that id)."""
-    if ctx.api_version < 13:
-        return str(topic_data.name)
-    info = ctx.topics.by_id(topic_data.topic_id) if topic_data.topic_id else None
+    if version < 13:
+        return name
+    info = ctx.topics.by_id(topic_id) if topic_id else None
     return info.name if info is not None else None
 
 
 @dispatch.handler(API_KEY, 3, 13, advertise_min=0)
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    acks = int(request.acks)
+def handle(ctx: RequestContext, request: ProduceRequest, remote: Remote | None = None,
+           ) -> ProduceResponse | OnePartition | Coroutine[Any, Any, Any] | None:  # fmt: skip
+    """Append every partition's records and answer, at once when nothing has to wait (the
+    connection then answers it without waking its task): the response, None for acks=0, or a
+    coroutine giving the response once it can be given (another broker's coordinator verifies
+    a transactional batch first; a ``flush.messages`` fsync; acks=all replication).
+    ``remote``: that verification's answers, once had."""
+    services = ctx.services
+    acks = request.acks
+    txn_id = request.transactional_id
+    if txn_id is not None and remote is None and _verified_remotely(services, request):
+        return _verify_then_produce(ctx, request)
+    version = ctx.header[1]
     durable: list[Future[None]] = []
     replicated: list[_Waiter] = []
-    remote = await _verify_remote(ctx, request) if acks in (0, 1, -1) else {}
     responses = []
-    for topic_data in request.topic_data:
-        name = _topic_name(ctx, topic_data)
+    records = request.records
+    valid_acks = acks in (0, 1, -1)
+    i = 0
+    for name, topic_id, indexes in request.topics:
+        if version >= 13:
+            name = _topic_name(ctx, version, name, topic_id)
         parts = []
-        for pdata in topic_data.partition_data:
-            if acks not in (0, 1, -1):
-                parts.append(_partition(ctx.services, pdata.index, ErrorCode.invalid_required_acks))
+        for index in indexes:
+            if not valid_acks:
+                parts.append(_partition(services, index, ErrorCode.invalid_required_acks))
             elif name is None:
-                parts.append(_partition(ctx.services, pdata.index, ErrorCode.unknown_topic_id))
+                parts.append(_partition(services, index, ErrorCode.unknown_topic_id))
             else:
-                parts.append(_append_one(ctx.services, name, pdata.index, pdata.records, acks,
-                                         durable, replicated, remote,
-                                         request.transactional_id))  # fmt: skip
-        responses.append((name, parts, getattr(topic_data, "topic_id", None)))
+                parts.append(_append_one(services, name, index, records[i], acks, durable,
+                                         replicated, remote, txn_id))  # fmt: skip
+            i += 1
+        responses.append((name, parts, topic_id))
     if acks == 0:
         _fail_unanswered([p for _, parts, _ in responses for p in parts])
         return None
+    if durable or replicated:
+        return _answer_later(ctx, request, responses, durable, replicated)
+    if i == 1 and not parts[0][1] and version < 13:  # one partition appended: nothing to hint
+        return _new(OnePartition, (name, parts[0]))
+    if version >= LEADER_HINTS_VERSION:
+        return _with_leader_hints(services, responses)
+    return _new(ProduceResponse, (responses, 0, ()))
+
+
+async def _verify_then_produce(ctx: RequestContext, request: ProduceRequest
+                               ) -> ProduceResponse | OnePartition | None:  # fmt: skip
+    remote = await _verify_remote(ctx, request) if request.acks in (0, 1, -1) else {}
+    answer = handle(ctx, request, remote)
+    return await answer if isinstance(answer, Coroutine) else answer
+
+
+async def _answer_later(ctx: RequestContext, request: ProduceRequest, responses: list[Any],
+                        durable: list[Future[None]], replicated: list[_Waiter]) -> ProduceResponse:  # fmt: skip
     for fut in durable:  # the flusher thread fsyncs; the loop serves others meanwhile
         await asyncio.wrap_future(fut)
     if replicated:
-        outcome = await _wait_replicated(replicated, request.timeout.total_seconds())
+        outcome = await _wait_replicated(replicated, request.timeout_ms / 1000)
         responses = [(name, [p._replace(error_code=outcome[id(p)]) if id(p) in outcome else p
                              for p in parts], topic_id)
                      for name, parts, topic_id in responses]  # fmt: skip
-    if ctx.api_version >= LEADER_HINTS_VERSION:
+    if ctx.header.api_version >= LEADER_HINTS_VERSION:
         return _with_leader_hints(ctx.services, responses)
     return ProduceResponse(responses)
 
 
 def _fail_unanswered(parts: list[ProducePartition]) -> None:
     """An acks=0 Produce gets no answer, so a refused partition (corrupt batch, unknown topic,
-    not leader...) raises instead: the server closes the connection, as Kafka does, and the
-    producer learns of the failure (librdkafka reconnects and refreshes its metadata)."""
+    not leader...) raises instead: the connection is closed, as Kafka does, and the producer
+    learns of the failure (librdkafka reconnects and refreshes its metadata)."""
     for part in parts:
         if part.error_code:
             code = ErrorCode(part.error_code)
             raise KafkaError(code, part.error_message or code.name)
 
 
-# The single-partition fast path ----------------------------------------------------------------
-# A request of one topic and one partition (nearly every request of a producer with
-# linger.ms=0), read by strom.protocol.produce_fast from the frame, goes through the same
-# _append_one as above and is answered from a ResponseTemplate: no kio objects, no
-# RequestContext, no coroutine unless it has to wait (a flush.messages fsync, acks=all).
-
-_MAX_TEMPLATES = 4096  # per connection, one per (version, topic); cleared when full
-
-
-def produce_single(services: BrokerServices, version: int, request: SingleProduce,
-                   templates: dict[tuple[int, str], ResponseTemplate],
-                   ) -> object:  # fmt: skip
-    """Answer ``request`` as :func:`handle` answers the same request: the response frame,
-    ``None`` for acks=0, :data:`NOT_SINGLE` for a transactional batch another broker's
-    coordinator must verify, or a coroutine returning the frame once the append is durable /
-    replicated. Raises ``KafkaError`` only for a failed acks=0 request (the caller closes the
-    connection, as Kafka does)."""
-    acks = request.acks
-    if request.transactional_id is not None and _verified_elsewhere(services, request):
-        return NOT_SINGLE  # the generic path asks the other broker's coordinator first
-    durable: list[Future[None]] = []
-    replicated: list[_Waiter] = []
-    try:
-        if acks in (1, -1, 0):
-            part = _append_one(services, request.topic, request.partition, request.records, acks,
-                               durable, replicated, None, request.transactional_id)  # fmt: skip
-        else:
-            part = _partition(services, request.partition, ErrorCode.invalid_required_acks)
-    except Exception as exc:  # the handler boundary (server.py answers the generic path's)
-        code = error_code_of(exc)
-        log.error("produce to %s-%s failed: %s: %s", request.topic, request.partition,
-                  type(exc).__name__, exc)  # fmt: skip
-        if acks == 0:
-            raise KafkaError(code, f"acks=0 produce failed: {exc}") from exc
-        part = _partition(services, request.partition, code, error_message=str(exc) or code.name)
-    if acks == 0:
-        _fail_unanswered([part])
-        return None
-    if durable or replicated:
-        return _single_later(services, version, request, part, templates, durable, replicated)
-    return _single_frame(services, version, request, part, templates)
-
-
-def _verified_elsewhere(services: BrokerServices, request: SingleProduce) -> bool:
-    """True for a transactional batch whose transactional id another broker coordinates (its
-    verification is a request to that broker: :func:`_verify_remote`, on the generic path)."""
-    records = request.records
-    if len(records) < rb.HEADER_SIZE or not records[_ATTRS_LOW_BYTE] & rb.TRANSACTIONAL_BIT:
+def _verified_remotely(services: BrokerServices, request: ProduceRequest) -> bool:
+    """True when the request holds a transactional batch and its transactional id is another
+    broker's to coordinate (the verification is a request to that broker:
+    :func:`_verify_remote`, before anything is appended)."""
+    coordinator = services.transactions.coordinator
+    txn_id = request.transactional_id
+    if coordinator is None or txn_id is None:
         return False
-    try:
-        coordinator = services.transactions.active()
-    except KafkaError:
-        return False
-    assert request.transactional_id is not None
-    return coordinator.ownership(request.transactional_id) == ErrorCode.not_coordinator
-
-
-async def _single_later(services: BrokerServices, version: int, request: SingleProduce, part: ProducePartition,
-                        templates: dict[tuple[int, str], ResponseTemplate],
-                        durable: list[Future[None]], replicated: list[_Waiter]) -> bytes:  # fmt: skip
-    for fut in durable:
-        await asyncio.wrap_future(fut)
-    if replicated:
-        outcome = await _wait_replicated(replicated, request.timeout_ms / 1000)
-        part = part._replace(error_code=outcome[id(part)])
-    return _single_frame(services, version, request, part, templates)
-
-
-def _single_frame(services: BrokerServices, version: int, request: SingleProduce, part: ProducePartition,
-                  templates: dict[tuple[int, str], ResponseTemplate]) -> bytes:  # fmt: skip
-    if part.error_code or part.error_message is not None or part.record_errors:
-        responses = [(request.topic, [part], None)]
-        return produce_frame(version, request.correlation_id, ProduceResponse(responses)
-                             if version < LEADER_HINTS_VERSION
-                             else _with_leader_hints(services, responses))  # fmt: skip
-    key = (version, request.topic)
-    template = templates.get(key)
-    if template is None:
-        if len(templates) >= _MAX_TEMPLATES:
-            templates.clear()
-        template = templates[key] = ResponseTemplate(version, request.topic)
-    return template.frame(request.correlation_id, request.partition, part.base_offset,
-                          part.log_append_time, part.log_start_offset)  # fmt: skip
+    if coordinator.ownership(txn_id) != ErrorCode.not_coordinator:
+        return False  # this broker's coordinator (or loading it): _verify_transaction asks it
+    return any(records is not None and len(records) >= rb.HEADER_SIZE
+               and records[_ATTRS_LOW_BYTE] & rb.TRANSACTIONAL_BIT
+               for records in request.records)  # fmt: skip
 
 
 LEADER_HINTS_VERSION = 10
@@ -401,7 +380,7 @@ def _with_leader_hints(services: BrokerServices, responses: list[Any]) -> Produc
             parts = new_parts
         hinted.append((name, parts, topic_id))
     if not leaders:
-        return ProduceResponse(responses)
+        return _new(ProduceResponse, (responses, 0, ()))
     cache = services.replicas.cache
     endpoints = [(b.node_id, b.host, b.port, b.rack) for b in map(cache.broker, sorted(leaders))
                  if b is not None]  # fmt: skip

@@ -25,6 +25,7 @@ import socket
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from strom.broker.observability.collector import render
 from strom.config import ConfigError
 
 if TYPE_CHECKING:
@@ -91,8 +92,6 @@ def build_app(broker: ObservedBroker) -> Any:
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
-
-    from strom.broker.observability.collector import render
 
     process = CollectorRegistry(auto_describe=False)
     ProcessCollector(registry=process)  # process_cpu_seconds_total, RSS, open fds …

@@ -34,6 +34,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from strom.broker.group_configs import duration_ms
 from strom.broker.share.coordinator import UNINITIALIZED, Key
 from strom.broker.share.partition import (
     RENEW,
@@ -44,7 +45,7 @@ from strom.broker.share.partition import (
     Stats,
 )
 from strom.broker.share.sessions import ShareSession, ShareSessionCache
-from strom.broker.share.settings import ShareSettings, duration_ms
+from strom.broker.share.settings import ShareSettings
 from strom.protocol import record_batch as rb
 from strom.protocol.errors import ErrorCode, KafkaError
 

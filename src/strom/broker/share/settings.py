@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -27,8 +26,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 TTL_S = 1.0
-_DURATION = re.compile(r"^P(?:(?P<d>\d+)D)?(?:T(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?"
-                       r"(?:(?P<s>\d+(?:\.\d+)?)S)?)?$", re.IGNORECASE)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,33 +39,6 @@ class ShareSettings:
     auto_offset_reset: str = "latest"
     read_committed: bool = False
     renew_enabled: bool = True
-
-
-def duration_ms(text: str) -> int:
-    """An ISO-8601 duration as Java's ``Duration.parse`` takes it (``PnDTnHnMn.nS``), in ms."""
-    m = _DURATION.match(text.strip())
-    if m is None or not any(m.groupdict().values()):
-        raise ValueError(f"not an ISO-8601 duration: {text!r}")
-    days, hours, minutes = (int(m.group(g) or 0) for g in ("d", "h", "m"))
-    seconds = float(m.group("s") or 0)
-    return int(((days * 24 + hours) * 60 + minutes) * 60_000 + seconds * 1000)
-
-
-def check_auto_offset_reset(value: str) -> None:
-    """ValueError (Kafka's message) unless ``value`` is ``latest``, ``earliest`` or
-    ``by_duration:<ISO-8601 duration>``."""
-    text = value.strip().lower()
-    if text in ("latest", "earliest"):
-        return
-    if text.startswith("by_duration:"):
-        try:
-            if duration_ms(value.strip()[len("by_duration:"):]) >= 0:
-                return
-        except ValueError:
-            pass
-    raise ValueError(f"Invalid value `{value}` for configuration share.auto.offset.reset. The "
-                     "value must be either 'earliest', 'latest' or of the format "
-                     "'by_duration:<PnDTnHnMn.nS.>'.")
 
 
 def resolve(own: Mapping[str, str], broker: BrokerConfig) -> ShareSettings:

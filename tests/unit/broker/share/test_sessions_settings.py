@@ -7,8 +7,9 @@ import uuid
 
 import pytest
 
+from strom.broker.group_configs import duration_ms
 from strom.broker.share.sessions import ShareSessionCache, next_epoch
-from strom.broker.share.settings import duration_ms, resolve
+from strom.broker.share.settings import resolve
 from strom.config import BrokerConfig
 from strom.protocol.errors import ErrorCode as E
 
