@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 
 from strom.controller import changes, deletion, log_dirs, reassignment
 from strom.controller.term import Term
@@ -29,6 +30,7 @@ PERSISTENT_PATHS = (BROKER_IDS_PATH, TOPICS_PATH, TOPIC_CONFIGS_PATH, DELETE_TOP
 
 async def take_office(term: Term) -> None:
     ctx, store = term.ctx, term.store
+    term.leader_and_isr_answered = functools.partial(log_dirs.leader_and_isr_answered, term)
     for path in PERSISTENT_PATHS:
         if await store.exists(path) is None:
             with contextlib.suppress(NodeExistsError):

@@ -51,6 +51,10 @@ class Term:
         self.settings = settings
         self._submit = submit
         self._current_term = current_term
+        #: called with (broker, response) for every LeaderAndIsr answer of this term's batches;
+        #: :func:`strom.controller.failover.take_office` sets it first thing (the log-dir
+        #: rule of :mod:`strom.controller.log_dirs`), so the term's first batch is read too
+        self.leader_and_isr_answered: Callable[[int, Any], None] | None = None
 
     @property
     def current(self) -> bool:
@@ -77,16 +81,12 @@ class Term:
 
     def send(self, batch: RequestBatch) -> None:
         """Queue the batch's requests on the channels to the brokers. Every LeaderAndIsr
-        answer is read for replicas in offline log directories (:mod:`strom.controller.log_dirs`)."""
+        answer goes to :attr:`leader_and_isr_answered` (replicas in offline log directories,
+        :mod:`strom.controller.log_dirs`)."""
         if self.channel is not None:
             if batch.leader_and_isr_callback is None:
-                batch.leader_and_isr_callback = self._leader_and_isr_answered
+                batch.leader_and_isr_callback = self.leader_and_isr_answered
             batch.send(self.channel)
-
-    def _leader_and_isr_answered(self, broker: int, response: Any) -> None:
-        from strom.controller import log_dirs  # it acts through this class
-
-        log_dirs.leader_and_isr_answered(self, broker, response)
 
     def states(self) -> PartitionStates:
         return PartitionStates(self.store, self.ctx)

@@ -27,6 +27,7 @@ import threading
 import time
 from pathlib import Path
 
+from strom import clock
 from strom.testing import site_hooks
 
 
@@ -73,8 +74,6 @@ class ClockJump:
 def install(control_dir: str | Path) -> None:
     """Add the control directory's offset to :meth:`strom.clock.SystemClock.time_ms` in this
     process (re-read every 10 ms by a thread)."""
-    from strom import clock
-
     folder = Path(control_dir)
     state = {"offset": 0}
     real = clock.SystemClock.time_ms

@@ -43,6 +43,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from strom.storage import fileio
 from strom.testing import site_hooks
 
 ENV = site_hooks.DISK_ENV
@@ -252,8 +253,6 @@ def install(control_dir: str | Path) -> None:
     global _installed
     if _installed is not None:
         return
-    from strom.storage import fileio
-
     inj = _installed = _Injector(Path(control_dir))
     inj.load()
     paths = inj.paths

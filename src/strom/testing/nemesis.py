@@ -54,6 +54,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka.admin import AdminClient
+
 from strom.testing.cluster import ClusterProcess, wait_until
 from strom.testing.diskfault import DiskFaults, fill, free_bytes, tmpfs, tmpfs_available
 from strom.testing.history import History
@@ -65,7 +67,7 @@ from strom.testing.txn_workload import (
     TxnHistory,
     read_committed_to_end,
 )
-from strom.testing.workload import Writer, read_to_end
+from strom.testing.workload import QUIET, Writer, read_to_end
 
 FAULTS = ("kill", "pause", "cut_leader", "cut_controller", "cut_zookeeper", "full_disk",
           "slow_disk")  # fmt: skip
@@ -275,10 +277,6 @@ class Nemesis:
 
 def _registered(cluster: ClusterProcess, ask: set[int]) -> set[int]:
     """The brokers the metadata of the brokers in ``ask`` lists (any that answers)."""
-    from confluent_kafka.admin import AdminClient
-
-    from strom.testing.workload import QUIET
-
     config: dict[str, Any] = {"bootstrap.servers": ",".join(cluster.broker(b).bootstrap
                                                             for b in ask), "logger": QUIET}
     admin = AdminClient(config)

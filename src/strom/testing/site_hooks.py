@@ -19,10 +19,14 @@ CLOCK_ENV = "STROM_CLOCK_JUMP"
 _SITE = """\
 import os
 
-if os.environ.get("STROM_DISK_FAULTS") or os.environ.get("STROM_CLOCK_JUMP"):
-    from strom.testing import site_hooks
+if os.environ.get("STROM_DISK_FAULTS"):
+    from strom.testing import diskfault
 
-    site_hooks.install_from_environment()
+    diskfault.install(os.environ["STROM_DISK_FAULTS"])
+if os.environ.get("STROM_CLOCK_JUMP"):
+    from strom.testing import clockjump
+
+    clockjump.install(os.environ["STROM_CLOCK_JUMP"])
 """
 
 
@@ -41,13 +45,3 @@ def environment(parent: Path, variable: str, control_dir: Path) -> dict[str, str
         entries.append(os.environ["PYTHONPATH"])
     return {variable: str(control_dir), "PYTHONPATH": os.pathsep.join(entries)}
 
-
-def install_from_environment() -> None:
-    if os.environ.get(DISK_ENV):
-        from strom.testing import diskfault
-
-        diskfault.install(os.environ[DISK_ENV])
-    if os.environ.get(CLOCK_ENV):
-        from strom.testing import clockjump
-
-        clockjump.install(os.environ[CLOCK_ENV])
