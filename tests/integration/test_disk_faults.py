@@ -251,3 +251,106 @@ def test_failing_disk_takes_its_log_dir_offline(tmp_path: Path) -> None:
             got = read_all(broker.bootstrap, "eio", part)
             assert got == acked[part]
         assert send(producer(broker.bootstrap), "eio", b"back", in_a) is None
+
+
+def _files(root: Path, pattern: str) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob(pattern))}
+
+
+def test_failed_checkpoint_snapshot_and_index_writes_leave_the_previous_files(tmp_path: Path
+                                                                               ) -> None:  # fmt: skip
+    """A full disk that fails only the small files (ENOSPC from the I/O seam on the checkpoints'
+    and producer snapshots' temp files, then on the offset and time indexes): every previous
+    file stays byte for byte as it was and no temp file is left, appends and reads go on (one
+    log directory: it stays online), the checkpoints move again once the writes succeed, and
+    a kill -9 then recovers every acknowledged record with indexes that find them."""
+    faults = DiskFaults(tmp_path / "faults")
+    interval = {"replica.high.watermark.checkpoint.interval.ms": "200",
+                "log.flush.offset.checkpoint.interval.ms": "200"}  # fmt: skip
+    broker = BrokerProcess(tmp_path / "data", log_file=tmp_path / "broker.log",
+                           settings=interval, env=faults.environment())  # fmt: skip
+    data = broker.data_dir
+    value = b"x" * 1000
+    with broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap, "logger": QUIET})
+        admin.create_topics([NewTopic("meta", 1, 1, config={
+            "segment.bytes": "16384", "index.interval.bytes": "2048"})])["meta"].result(15)  # fmt: skip
+        p = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True,
+                      "linger.ms": 0, "logger": QUIET})  # fmt: skip
+        acked: list[bytes] = []
+
+        def write(n: int, tag: str) -> None:
+            for i in range(n):
+                v = b"%s%d-" % (tag.encode(), i) + value
+                assert send(p, "meta", v) is None
+                acked.append(v)
+
+        write(60, "a")  # several segments: snapshots, indexes, checkpoints
+        time.sleep(0.8)
+        checkpoints = _files(data, "*checkpoint")
+        snapshots = _files(data / "meta-0", "*.snapshot")
+        assert {"recovery-point-offset-checkpoint", "replication-offset-checkpoint"} <= set(
+            checkpoints) and snapshots, (sorted(checkpoints), sorted(snapshots))  # fmt: skip
+
+        # checkpoints and snapshots cannot be written
+        ckpt_rule = faults.fail(errno.ENOSPC, ops=("write",), path="re:checkpoint\\.tmp$")
+        snap_rule = faults.fail(errno.ENOSPC, ops=("write",), path="re:\\.snapshot\\.tmp$")
+        write(40, "b")  # rolls (snapshot writes) and a moving high watermark (checkpoints)
+        time.sleep(0.8)
+        assert faults.struck(ckpt_rule) >= 2, "no checkpoint write failed"
+        assert faults.struck(snap_rule) >= 1, "no producer snapshot write failed"
+        assert _files(data, "*checkpoint") == checkpoints, "a failed write changed a checkpoint"
+        assert _files(data / "meta-0", "*.snapshot") == snapshots
+        assert not list(data.rglob("*.tmp")), "a failed write left its temp file"
+        assert read_all(broker.bootstrap, "meta") == acked  # reads go on, and appends did
+        faults.clear()
+        deadline = time.monotonic() + 10  # the next checkpoint writes succeed: files move on
+        while _files(data, "replication-offset-checkpoint") == {
+                "replication-offset-checkpoint": checkpoints["replication-offset-checkpoint"]}:
+            assert time.monotonic() < deadline, "checkpoints never written again"
+            time.sleep(0.2)  # fmt: skip
+        assert checkpoints_whole(data)
+
+        # the indexes cannot be written (their entries go out when a rolled segment is flushed)
+        indexes = _files(data / "meta-0", "*index")
+        index_rule = faults.fail(errno.ENOSPC, ops=("write",), path="re:\\.(time)?index$")
+        write(40, "c")
+        time.sleep(0.8)
+        assert faults.struck(index_rule) >= 1, "no index write failed"
+        written = _files(data / "meta-0", "*index")
+        for name, before in indexes.items():  # what was there is still there, unchanged
+            assert written[name][: len(before)] == before, name
+        assert read_all(broker.bootstrap, "meta") == acked
+        assert send(p, "meta", b"d") is None
+        acked.append(b"d")
+        faults.clear()
+        assert "is full" in broker.log_tail(400)
+        broker.kill()  # kill -9: recovery finds exactly the acknowledged records
+        broker.start()
+        assert read_all(broker.bootstrap, "meta") == acked
+        assert checkpoints_whole(data)
+        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "seek",
+                      "logger": QUIET, "enable.auto.commit": False})  # fmt: skip
+        try:  # the offset and time indexes lead to the right records
+            c.assign([TopicPartition("meta", 0, 0)])
+            times: list[int] = []
+            deadline = time.monotonic() + 20
+            while len(times) < len(acked):
+                assert time.monotonic() < deadline, f"read {len(times)} of {len(acked)}"
+                msg = c.poll(0.5)
+                if msg is not None and msg.error() is None:
+                    times.append(msg.timestamp()[1])
+            for offset in (7, 45, 83, 121, len(acked) - 1):
+                c.assign([TopicPartition("meta", 0, offset)])
+                msg = None
+                deadline = time.monotonic() + 10
+                while msg is None and time.monotonic() < deadline:
+                    msg = c.poll(0.5)
+                assert msg is not None and msg.error() is None and msg.offset() == offset
+                assert msg.value() == acked[offset]
+            for offset in (30, 90, 130):
+                want = next(i for i, t in enumerate(times) if t >= times[offset])
+                found = c.offsets_for_times([TopicPartition("meta", 0, times[offset])], 10)[0]
+                assert found.offset == want, (offset, found.offset, want)
+        finally:
+            c.close()

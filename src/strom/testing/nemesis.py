@@ -113,6 +113,8 @@ class Report:
     idempotent: str = ""
     transactional: str = ""
     txn_counts: dict[str, int] = field(default_factory=dict)
+    #: every anomaly kind of both checkers with how many were found (zeros included)
+    anomalies: dict[str, int] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         kinds: dict[str, int] = {}
@@ -120,7 +122,7 @@ class Report:
             kinds[f.kind] = kinds.get(f.kind, 0) + 1
         return {"seed": self.seed, "faults": len(self.faults), "by_kind": kinds,
                 "seconds": round(self.seconds, 1), "acked_idempotent": self.acked,
-                **self.txn_counts}  # fmt: skip
+                **self.txn_counts, "anomalies": self.anomalies}  # fmt: skip
 
 
 class Nemesis:
@@ -375,6 +377,8 @@ def run(work_dir: Path, seed: int, *, faults: int | None = None, duration_s: flo
     idem, txn = history.check(), txns.check()
     report.idempotent, report.transactional = str(idem), str(txn)
     report.txn_counts = dict(txn.counts)
+    report.anomalies = {**{f"idempotent_{k}": n for k, n in idem.counts().items()},
+                        **{f"txn_{k}": len(v) for k, v in txn.anomalies.items()}}  # fmt: skip
     say(f"[seed {seed}] idempotent: {idem}")
     say(f"[seed {seed}] transactional: {txn}")
     if not idem.ok or not txn.ok:
