@@ -354,3 +354,64 @@ def test_failed_checkpoint_snapshot_and_index_writes_leave_the_previous_files(tm
                 assert found.offset == want, (offset, found.offset, want)
         finally:
             c.close()
+
+
+@pytest.mark.parametrize("op", ["read", "fsync"])
+def test_failing_reads_and_fsyncs_take_their_log_dir_offline(tmp_path: Path, op: str) -> None:
+    """Kafka's rule for every I/O error, not only a write's: EIO on a read of one directory's
+    segments (a Fetch) or on an fsync (``flush.messages=1``: each append is fsynced before it
+    is acknowledged) takes that directory offline; nothing but acknowledged records is served,
+    the other directory keeps working, and a restart without the fault recovers."""
+    a, b = tmp_path / "dir-a", tmp_path / "dir-b"
+    faults = DiskFaults(tmp_path / "faults")
+    broker = BrokerProcess(tmp_path / "data", log_file=tmp_path / "broker.log",
+                           settings={"log.dirs": f"{a},{b}"}, env=faults.environment())  # fmt: skip
+    with broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap, "logger": QUIET})
+        admin.create_topics([NewTopic("eio", 2, 1, config={"flush.messages": "1"})]
+                            )["eio"].result(15)  # fmt: skip
+        in_a = next(tp for tp in describe_log_dirs(broker.bootstrap)[str(a)][1] if tp[0] == "eio")[1]
+        in_b = 1 - in_a
+        p = producer(broker.bootstrap)
+        acked: dict[int, list[bytes]] = {0: [], 1: []}
+        for i in range(20):
+            for part in (0, 1):
+                assert send(p, "eio", b"%d-%d" % (part, i), part) is None
+                acked[part].append(b"%d-%d" % (part, i))
+        rule = faults.fail(errno.EIO, ops=(op,), path=f"re:{a}/eio-{in_a}/\\d+\\.log$")
+        maybe: list[bytes] = []  # refused, yet perhaps whole in the file (a failed fsync)
+        if op == "read":
+            c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "r",
+                          "logger": QUIET, "fetch.wait.max.ms": 50})  # fmt: skip
+            c.assign([TopicPartition("eio", in_a, 0)])
+            served = []
+            end = time.monotonic() + 4
+            while time.monotonic() < end:
+                msg = c.poll(0.2)
+                if msg is not None and msg.error() is None:
+                    served.append(msg.value())
+            c.close()
+            assert served == acked[in_a][: len(served)], "a failed read served something else"
+        else:
+            err = send(p, "eio", b"unsynced", in_a)
+            assert err is not None and err.code() == STORAGE_ERROR, err
+            maybe.append(b"unsynced")
+        assert faults.struck(rule) >= 1, f"no {op} failed"
+        deadline = time.monotonic() + 10
+        while describe_log_dirs(broker.bootstrap)[str(a)][0] != STORAGE_ERROR:
+            assert time.monotonic() < deadline, f"a failed {op} left the directory online"
+            time.sleep(0.2)
+        faults.clear()
+        err = send(p, "eio", b"refused", in_a)
+        assert err is not None and err.code() == STORAGE_ERROR, err
+        for i in range(10):
+            assert send(p, "eio", b"b-%d" % i, in_b) is None
+            acked[in_b].append(b"b-%d" % i)
+        assert read_all(broker.bootstrap, "eio", in_b) == acked[in_b]
+        assert "offline" in broker.log_tail(200)
+    with broker:  # restarted without the fault: recovered, nothing acknowledged lost
+        assert describe_log_dirs(broker.bootstrap)[str(a)][0] == 0
+        assert read_all(broker.bootstrap, "eio", in_b) == acked[in_b]
+        got = read_all(broker.bootstrap, "eio", in_a)
+        assert got[: len(acked[in_a])] == acked[in_a] and got[len(acked[in_a]) :] in ([], maybe)
+        assert send(producer(broker.bootstrap), "eio", b"back", in_a) is None

@@ -582,10 +582,15 @@ class Log:
         """Where the whole batches to serve for ``offset`` lie (see
         :mod:`strom.storage.read_path`): from the batch containing ``offset``, at most
         ``max_bytes`` (but one batch if ``min_one_batch``), none starting at or after
-        ``max_offset``. None when there is nothing to serve. Reads headers only."""
+        ``max_offset``. None when there is nothing to serve. Reads headers only. A read that
+        fails (EIO) is a disk error like a write's (:meth:`disk_error`: Kafka takes the
+        directory offline on any I/O error, reads included)."""
         self._check_range(offset)
-        return read_path.locate(self._segments, self._bases, offset, max_bytes, max_offset,
-                                min_one_batch)  # fmt: skip
+        try:
+            return read_path.locate(self._segments, self._bases, offset, max_bytes, max_offset,
+                                    min_one_batch)  # fmt: skip
+        except OSError as exc:
+            self.disk_error(exc)
 
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
              min_one_batch: bool = True) -> ReadResult:  # fmt: skip
@@ -594,7 +599,10 @@ class Log:
                                  min_one_batch=min_one_batch)  # fmt: skip
         if found is None:
             return self._result(b"", offset)
-        data = found.segment.read_at(found.position, found.length)
+        try:
+            data = found.segment.read_at(found.position, found.length)
+        except OSError as exc:
+            self.disk_error(exc)
         return self._result(data, found.first_offset)
 
     def _result(self, data: bytes, first: int) -> ReadResult:
