@@ -19,12 +19,19 @@ transaction is open any more.
 - **aborted_read**: an aborted transaction's value in the final read or seen by a group reader;
 - **uncommitted_read**: a value a group reader saw whose transaction never committed (unknown,
   and absent from the final read);
+- **never_committed_visible**: a value in the final read whose transaction never asked to
+  commit (its outcome unknown before ``commit_transaction`` was called: only an abort could
+  end it);
+- **read_before_commit**: a value a group reader saw before its writer asked to commit it
+  (read_committed must hold it back until the commit marker: the last stable offset);
 - **torn**: a transaction of unknown outcome partly present in the final read;
 - **reordered**: one writer's values out of its order within a partition;
 - **unexpected**: a value no transaction wrote;
 - **offsets_backwards**: a partition's committed group offset seen to decrease.
 
-The checker is pure (no clock, no I/O): unit tests feed it histories by hand.
+The checker is pure (no clock, no I/O; the recorded times are ``time.monotonic()`` of this
+process, taken by the writer just before ``commit_transaction`` and by the reader just after
+``poll`` returned the value): unit tests feed it histories by hand.
 """
 
 from __future__ import annotations
@@ -40,8 +47,8 @@ from typing import Any
 from strom.testing.workload import QUIET
 
 COMMITTED, ABORTED, UNKNOWN = "committed", "aborted", "unknown"
-KINDS = ("lost", "duplicated", "aborted_read", "uncommitted_read", "torn", "reordered",
-         "unexpected", "offsets_backwards")  # fmt: skip
+KINDS = ("lost", "duplicated", "aborted_read", "uncommitted_read", "never_committed_visible",
+         "read_before_commit", "torn", "reordered", "unexpected", "offsets_backwards")  # fmt: skip
 SHOWN = 10
 
 
@@ -51,6 +58,8 @@ class Txn:
     number: int
     values: list[bytes]
     outcome: str = UNKNOWN
+    #: monotonic time just before ``commit_transaction`` was first called (None: never)
+    commit_asked: float | None = None
 
 
 @dataclass
@@ -87,14 +96,18 @@ class TxnHistory:
         self.committed: list[tuple[int, int]] = []
         #: the final read_committed read: partition -> [(offset, value)]
         self.final: dict[int, list[tuple[int, bytes]]] = defaultdict(list)
+        #: value -> monotonic time a group reader first had it
+        self.first_read: dict[bytes, float] = {}
 
     def record_txn(self, txn: Txn) -> None:
         with self._lock:
             self.txns.append(txn)
 
     def record_group_read(self, reader: str, partition: int, offset: int, value: bytes) -> None:
+        now = time.monotonic()
         with self._lock:
             self.group_reads.append((reader, partition, offset, value))
+            self.first_read.setdefault(value, now)
 
     def record_committed(self, partition: int, offset: int) -> None:
         with self._lock:
@@ -106,7 +119,8 @@ class TxnHistory:
 
     def check(self) -> TxnReport:
         with self._lock:
-            return check(self.txns, self.group_reads, self.committed, self.final)
+            return check(self.txns, self.group_reads, self.committed, self.final,
+                         self.first_read)  # fmt: skip
 
 
 def _writer_of(value: bytes) -> tuple[str, int] | None:
@@ -119,7 +133,8 @@ def _writer_of(value: bytes) -> tuple[str, int] | None:
 
 def check(txns: Iterable[Txn], group_reads: Iterable[tuple[str, int, int, bytes]],
           committed: Iterable[tuple[int, int]],
-          final: Mapping[int, list[tuple[int, bytes]]]) -> TxnReport:  # fmt: skip
+          final: Mapping[int, list[tuple[int, bytes]]],
+          first_read: Mapping[bytes, float] | None = None) -> TxnReport:  # fmt: skip
     report = TxnReport()
     out = report.anomalies
     txns, committed = list(txns), list(committed)
@@ -148,9 +163,18 @@ def check(txns: Iterable[Txn], group_reads: Iterable[tuple[str, int, int, bytes]
             for v in txn.values:
                 if v not in where:
                     out["lost"].append(f"{v!r} of committed {txn.writer}#{txn.number}")
+        elif txn.outcome == UNKNOWN and present and txn.commit_asked is None:
+            out["never_committed_visible"].append(f"{txn.writer}#{txn.number}: {len(present)} "
+                                                  f"values visible, no commit ever asked")  # fmt: skip
         elif txn.outcome == UNKNOWN and present and len(present) != len(txn.values):
             out["torn"].append(f"{txn.writer}#{txn.number}: {len(present)} of "
                                f"{len(txn.values)} values visible")  # fmt: skip
+        if first_read and txn.commit_asked is not None:
+            early = [v for v in txn.values if first_read.get(v, txn.commit_asked) < txn.commit_asked]
+            if early:
+                ahead = txn.commit_asked - min(first_read[v] for v in early)
+                out["read_before_commit"].append(f"{txn.writer}#{txn.number}: {early[0]!r} read "
+                                                 f"{ahead:.3f} s before the commit was asked")  # fmt: skip
     seen_by_readers: set[bytes] = set()
     for reader, partition, offset, value in group_reads:
         if value in seen_by_readers:
@@ -282,6 +306,7 @@ class TransactionalWriter:
                 producer.abort_transaction(30)
                 txn.outcome = ABORTED
             else:
+                txn.commit_asked = time.monotonic()
                 txn.outcome = self._commit(producer)
         except KafkaException as exc:
             err = exc.args[0]
