@@ -29,6 +29,7 @@ from strom.protocol.messages import build
 from strom.testing.history import History
 from strom.testing.workload import Writer
 from strom.testing.zookeeper import zookeeper_available
+from tests.integration.routing import any_broker
 from tests.integration.share_helpers import BROKER_SETTINGS, Worker, set_group_configs, wait_for
 
 pytestmark = [
@@ -44,7 +45,7 @@ GROUP = "failover-share"
 
 
 def _topic_id(bootstrap: str) -> uuid.UUID:
-    meta = wire.request(bootstrap.split(",")[0], 3, 12, topics=None,
+    meta = wire.request(any_broker(bootstrap), 3, 12, topics=None,
                         allow_auto_topic_creation=False, include_topic_authorized_operations=False)  # fmt: skip
     return next(t.topic_id for t in meta.topics if t.name == TOPIC)
 

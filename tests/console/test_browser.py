@@ -179,7 +179,7 @@ def test_group_lag_then_reset(browser: WebDriver, console: ConsoleProcess, broke
     commit(broker.bootstrap, group, {(topic_name, 0): 2, (topic_name, 1): 5})
     browser.get(console.url + "/groups")
     row = [r for r in cells(browser, "groups") if r[0] == group]
-    assert row == [[group, "Empty", "0", topic_name, "10"]]
+    assert row == [[group, "classic", "Empty", "0", topic_name, "10"]]
     shot(browser, artifacts, "07-groups")
     browser.find_element(By.LINK_TEXT, group).click()
     assert [r[:5] for r in cells(browser, "lag")] == [
@@ -216,7 +216,8 @@ def test_group_members_and_their_assignments(browser: WebDriver, console: Consol
         eventually(lambda: consumer.poll(0.2) is None and len(consumer.assignment()) == 2,
                    "both partitions assigned")  # fmt: skip
         browser.get(console.url + "/groups")
-        assert [r[:3] for r in cells(browser, "groups") if r[0] == group] == [[group, "Stable", "1"]]
+        assert [r[:4] for r in cells(browser, "groups") if r[0] == group] == [
+            [group, "classic", "Stable", "1"]]
         browser.find_element(By.LINK_TEXT, group).click()
         assert text(browser, "#group-state") == "Stable"
         members = cells(browser, "members")

@@ -14,6 +14,7 @@ election, the first FindCoordinator creating ``__consumer_offsets`` or ``__trans
 
 from __future__ import annotations
 
+import socket
 import time
 from typing import Any
 
@@ -26,8 +27,19 @@ TRANSACTION = 1
 
 
 def any_broker(bootstrap: str) -> str:
-    """One broker's address (the first bootstrap server): for Metadata, ApiVersions, admin."""
-    return bootstrap.split(",")[0].strip()
+    """One live broker's address, for Metadata, ApiVersions, admin: the first bootstrap server
+    that accepts a connection (a cluster test may have killed the first one, and a client
+    bootstraps from whichever answers), else the first."""
+    servers = [s.strip() for s in bootstrap.split(",")]
+    if len(servers) > 1:
+        for server in servers:
+            host, _, port = server.rpartition(":")
+            try:
+                socket.create_connection((host, int(port)), timeout=2).close()
+            except OSError:
+                continue
+            return server
+    return servers[0]
 
 
 def is_cluster(bootstrap: str) -> bool:

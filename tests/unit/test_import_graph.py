@@ -20,12 +20,13 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 MAX_CIRCLE = 3
-#: The target is 10 imports of strom modules inside functions in the whole of src/strom.
-#: Beyond it today: connect/ 6 (its REST app and SQLAlchemy are optional extras; the JDBC
-#: tasks are in a circle with their connectors), cli/ 4 and console/ 1 (optional runtimes, the
-#: test kit's processes), spark/ 2 (pyspark), and the broker's `strom serve` 3 (every
-#: `strom` command imports its option parser); lower this as they go, never raise it.
-IN_FUNCTION_BUDGET = 18
+#: At most 10 imports of strom modules inside functions in the whole of src/strom (issue 19),
+#: each with its reason on the line: today the broker's `strom serve` 3 (every `strom` command
+#: imports its option parser), cli/ 3 and console/ 1 (optional runtimes, the test kit's
+#: processes), connect/jdbc 1 (SQLAlchemy, an optional extra), spark/ 1 (pyspark's data source
+#: registered on demand), config 1 (storage only for the unknown-key check). Lower it as they
+#: go, never raise it.
+IN_FUNCTION_BUDGET = 10
 BELOW_BROKER = ("strom.protocol", "strom.storage", "strom.metadata", "strom.replication",
                 "strom.controller")  # fmt: skip
 #: where every in-function import carries a reason comment

@@ -78,6 +78,7 @@ from strom.metadata.embedded import EmbeddedStore
 from strom.metadata.store import MetadataStore
 from strom.metadata.topics import TopicRegistry
 from strom.metadata.zk_model import BrokerRegistration, Endpoint
+from strom.metadata.zookeeper import ZooKeeperStore
 from strom.periodic import Periodic
 from strom.protocol.messages import RequestHeader
 from strom.replication.metadata_cache import BrokerInfo
@@ -350,8 +351,6 @@ class Broker:
         connect = self.config.get("zookeeper.connect")
         if not connect:
             return EmbeddedStore(self.data_dir)
-        from strom.metadata.zookeeper import ZooKeeperStore  # kazoo: ~40 ms, only in a cluster
-
         timeout = self.config.get("zookeeper.connection.timeout.ms")
         host = self.listen[0]  # the session leaves from our address (network-fault tests)
         return ZooKeeperStore(

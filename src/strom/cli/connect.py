@@ -41,8 +41,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"strom Connect needs the 'connect' extra (pip install "
                        f"'strom[connect]'): {', '.join(missing)} not installed")
     try:
-        from strom.connect.distributed_worker import run_distributed
-        from strom.connect.standalone import WorkerConfigError, run_standalone
+        from strom.connect import distributed_worker, standalone  # the web stack: only to run
     except ImportError as exc:
         raise CliError(f"strom Connect needs the 'connect' extra (pip install "
                        f"'strom[connect]'): {exc}") from None
@@ -52,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"no such file: {path}")
     try:
         if args.mode == "distributed":
-            return run_distributed(args.worker)
-        return run_standalone(args.worker, list(args.connectors))
-    except (WorkerConfigError, ValueError, OSError) as exc:
+            return distributed_worker.run_distributed(args.worker)
+        return standalone.run_standalone(args.worker, list(args.connectors))
+    except (standalone.WorkerConfigError, ValueError, OSError) as exc:
         raise CliError(" ".join(str(exc).split("\n"))) from None

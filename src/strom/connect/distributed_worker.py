@@ -22,6 +22,7 @@ from strom.connect.distributed import DistributedHerder
 from strom.connect.eos import WORKER_MODES
 from strom.connect.group_protocol import MODES
 from strom.connect.membership import GroupMember
+from strom.connect.rest import build_app
 from strom.connect.standalone import ClusterId
 from strom.connect.topic_log import OnRecord, TopicLog, TopicLogError
 from strom.connect.topic_stores import ConfigTopicStore, OffsetTopicStore, StatusTopicStore
@@ -100,8 +101,6 @@ def build_herder(worker: dict[str, str]) -> tuple[DistributedHerder, str, int]:
 
 def run_distributed(worker_file: Path) -> int:
     import uvicorn
-
-    from strom.connect.rest import build_app
 
     worker = parse_properties(worker_file.read_text(encoding="utf-8"))
     herder, host, port = build_herder(worker)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from strom.connect.backing import FileOffsetBackingStore, MemoryConfigBackingStore
 from strom.connect.herder import RestError, StandaloneHerder
+from strom.connect.rest import build_app
 from strom.connect.worker_config import (
     WorkerConfigError,
     check_converters,
@@ -71,8 +72,6 @@ class ClusterId:
 
 def run_standalone(worker_file: Path, connector_files: list[Path]) -> int:
     import uvicorn
-
-    from strom.connect.rest import build_app
 
     worker = parse_properties(worker_file.read_text(encoding="utf-8"))
     offsets_path = worker.get("offset.storage.file.filename", "").strip()

@@ -35,7 +35,7 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from strom.spark.options import WriteOptions
-from strom.spark.writer import QUEUE_MESSAGES, RowProducer
+from strom.spark.row_producer import QUEUE_MESSAGES, RowProducer
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,7 @@ from sqlalchemy.engine import Engine
 
 from strom.connect.api import ConnectError, RetriableError, SinkRecord, SinkTask
 from strom.connect.converters import Schema
-from strom.connect.jdbc import SINK_DEF
+from strom.connect.jdbc.config_defs import SINK_DEF
 from strom.connect.jdbc.db import connect, db_value, sql_type
 
 LOG = logging.getLogger("strom.connect.jdbc")

@@ -33,7 +33,7 @@ from sqlalchemy.engine import Engine
 
 from strom.connect.api import ConnectError, SourceRecord, SourceTask
 from strom.connect.converters import Schema
-from strom.connect.jdbc import SOURCE_DEF
+from strom.connect.jdbc.config_defs import SOURCE_DEF
 from strom.connect.jdbc.db import column_schema, connect, connect_value, from_ms, to_ms
 from strom.connect.transforms.base import TIMESTAMP
 
