@@ -253,6 +253,15 @@ def test_failing_disk_takes_its_log_dir_offline(tmp_path: Path) -> None:
         assert send(producer(broker.bootstrap), "eio", b"back", in_a) is None
 
 
+def struck(faults: DiskFaults, rule: int, times: int, message: str, timeout: float = 10.0
+           ) -> None:  # fmt: skip
+    """Until ``rule`` struck ``times`` times (the flusher's writes come when they come)."""
+    deadline = time.monotonic() + timeout
+    while faults.struck(rule) < times:
+        assert time.monotonic() < deadline, message
+        time.sleep(0.05)
+
+
 def _files(root: Path, pattern: str) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob(pattern))}
 
@@ -296,9 +305,9 @@ def test_failed_checkpoint_snapshot_and_index_writes_leave_the_previous_files(tm
         ckpt_rule = faults.fail(errno.ENOSPC, ops=("write",), path="re:checkpoint\\.tmp$")
         snap_rule = faults.fail(errno.ENOSPC, ops=("write",), path="re:\\.snapshot\\.tmp$")
         write(40, "b")  # rolls (snapshot writes) and a moving high watermark (checkpoints)
-        time.sleep(0.8)
-        assert faults.struck(ckpt_rule) >= 2, "no checkpoint write failed"
-        assert faults.struck(snap_rule) >= 1, "no producer snapshot write failed"
+        struck(faults, ckpt_rule, 2, "no checkpoint write failed")
+        struck(faults, snap_rule, 1, "no producer snapshot write failed")
+        time.sleep(0.5)  # more checkpoint writes fail meanwhile
         assert _files(data, "*checkpoint") == checkpoints, "a failed write changed a checkpoint"
         assert _files(data / "meta-0", "*.snapshot") == snapshots
         assert not list(data.rglob("*.tmp")), "a failed write left its temp file"
@@ -315,8 +324,8 @@ def test_failed_checkpoint_snapshot_and_index_writes_leave_the_previous_files(tm
         indexes = _files(data / "meta-0", "*index")
         index_rule = faults.fail(errno.ENOSPC, ops=("write",), path="re:\\.(time)?index$")
         write(40, "c")
-        time.sleep(0.8)
-        assert faults.struck(index_rule) >= 1, "no index write failed"
+        struck(faults, index_rule, 1, "no index write failed")
+        time.sleep(0.5)  # the flusher's work of the last roll done
         written = _files(data / "meta-0", "*index")
         for name, before in indexes.items():  # what was there is still there, unchanged
             assert written[name][: len(before)] == before, name

@@ -430,8 +430,17 @@ class ReplicaManager:
         written.update(zip(changed, map(_HW, changed.values()), strict=True))
         self._hw_stale = False
         split = self.logs.by_dir(written)  # copies: the flusher never sees later changes
-        logs = self.logs
-        logs.flusher.submit(lambda: logs.write_checkpoints(HW_CHECKPOINT_FILE, split))
+        self.logs.flusher.submit(lambda: self._write_hw(split))
+
+    def _write_hw(self, split: dict[Path, dict[TopicPartition, int]]) -> None:
+        """(Flusher thread) write the checkpoint; when that fails (a full disk: the old file
+        is intact) the next interval writes it again even if no HW changed meanwhile, as
+        Kafka's checkpoint of every interval would."""
+        try:
+            self.logs.write_checkpoints(HW_CHECKPOINT_FILE, split)
+        except OSError:
+            self._hw_stale = True
+            raise
 
     def checkpoint_hw(self) -> None:
         self.logs.take_hw_changed()
