@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from strom.testing.cluster import ClusterProcess
-from strom.testing.diskfault import DiskFaults, fill, tmpfs, tmpfs_available
+from strom.testing.diskfault import DiskFaults, fill, free_bytes, tmpfs, tmpfs_available
 from strom.testing.history import History
 from strom.testing.workload import Writer, read_to_end
 from strom.testing.zookeeper import zookeeper_available
@@ -80,9 +80,11 @@ def test_leader_disk_full_moves_leadership_and_loses_nothing(tmp_path: Path) -> 
         with Writer(cluster.bootstrap, "full", history) as writer:
             writer.wait_acked(200, timeout=30)
             fill(disk)
+            assert free_bytes(disk) < 64 * 1024, "the disk did not fill"
             cluster.wait_for_leader("full", 0, not_in={1}, timeout=30)
             cluster.wait_for_isr("full", 0, ALL - {1}, timeout=30)
             writer.wait_acked(writer.acked + 300, timeout=60)
+            assert "is offline after an I/O error" in cluster.broker(1).log_tail(2000)
             (disk / "filler").unlink()
             cluster.restart(1, kill=True)
             cluster.wait_for_isr("full", 0, ALL, timeout=60)
