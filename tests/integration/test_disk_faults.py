@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from strom.testing import BrokerProcess
@@ -361,6 +361,24 @@ def test_failed_checkpoint_snapshot_and_index_writes_leave_the_previous_files(tm
                 want = next(i for i, t in enumerate(times) if t >= times[offset])
                 found = c.offsets_for_times([TopicPartition("meta", 0, times[offset])], 10)[0]
                 assert found.offset == want, (offset, found.offset, want)
+        finally:
+            c.close()
+        # DeleteRecords whose log-start checkpoint cannot be written is not answered as done
+        # (a restart would serve the records again); once it can, it is
+        rule = faults.fail(errno.ENOSPC, ops=("write",), path="re:log-start-offset-checkpoint")
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap, "logger": QUIET})
+        with pytest.raises(KafkaException) as refused:
+            next(iter(admin.delete_records([TopicPartition("meta", 0, 5)]).values())).result(15)
+        assert refused.value.args[0].code() == STORAGE_ERROR, refused.value
+        assert faults.struck(rule) >= 1
+        faults.clear()
+        done = next(iter(admin.delete_records([TopicPartition("meta", 0, 7)]).values()))
+        assert done.result(15).low_watermark == 7
+        broker.kill()
+        broker.start()
+        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "x", "logger": QUIET})
+        try:
+            assert c.get_watermark_offsets(TopicPartition("meta", 0), timeout=10)[0] == 7
         finally:
             c.close()
 

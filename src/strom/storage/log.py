@@ -143,6 +143,9 @@ class Log:
         self.failures: LogDirFailures | None = None
         #: set when the log directory went offline: appends are refused from then on
         self.offline = False
+        #: the log start offset its checkpoint file last got (what a restart finds): below
+        #: :attr:`log_start_offset` while a write of it failed (a full disk) or is queued
+        self.log_start_written = 0
 
     # --- opening ---------------------------------------------------------------------------
 
@@ -166,7 +169,7 @@ class Log:
         loaded = load_log_dir(dir, config, clock.time_ms(), clean=clean,
                               recovery_point=recovery_point)  # fmt: skip
         log._set_segments(loaded.segments)
-        log.log_start_offset = loaded.log_start_offset
+        log.log_start_offset = log.log_start_written = loaded.log_start_offset
         log._high_watermark = log.log_end_offset
         log._rebuild_producer_state(no_snapshots=not loaded.has_snapshots)
         log.recovery_point = loaded.recovery_point
@@ -560,10 +563,15 @@ class Log:
             self.recovery_point = point
             ckpt.write_offset(self.dir / ckpt.RECOVERY_POINT_FILE, point)
 
+    def _persist_log_start(self, offset: int) -> None:
+        """Write the log-start-offset checkpoint (under ``_ckpt_lock``) and remember it."""
+        ckpt.write_offset(self.dir / ckpt.LOG_START_OFFSET_FILE, offset)
+        self.log_start_written = offset
+
     def _write_log_start_checkpoint(self) -> None:
         with self._ckpt_lock:
             if not self._closed:
-                ckpt.write_offset(self.dir / ckpt.LOG_START_OFFSET_FILE, self.log_start_offset)
+                self._persist_log_start(self.log_start_offset)
 
     def durable(self) -> Future[None]:
         """Done once every fsync and checkpoint this log asked for so far is on disk."""
@@ -699,7 +707,7 @@ class Log:
             if not keep:
                 keep = [LogSegment.create(self.dir, offset, self.config, self.clock.time_ms())]
                 self.log_start_offset = offset
-                ckpt.write_offset(self.dir / ckpt.LOG_START_OFFSET_FILE, offset)
+                self._persist_log_start(offset)
             else:
                 keep[-1].truncate_to(offset)
             self._set_segments(keep)
@@ -727,7 +735,7 @@ class Log:
             self._set_segments([LogSegment.create(self.dir, offset, self.config,
                                                   self.clock.time_ms())])  # fmt: skip
             self.log_start_offset = offset
-            ckpt.write_offset(self.dir / ckpt.LOG_START_OFFSET_FILE, offset)
+            self._persist_log_start(offset)
             self._high_watermark = offset
             self.recovery_point = offset
             ckpt.write_offset(self.dir / ckpt.RECOVERY_POINT_FILE, offset)
@@ -818,7 +826,7 @@ class Log:
         with self._ckpt_lock:
             self.recovery_point = self.log_end_offset
             ckpt.write_offset(self.dir / ckpt.RECOVERY_POINT_FILE, self.recovery_point)
-            ckpt.write_offset(self.dir / ckpt.LOG_START_OFFSET_FILE, self.log_start_offset)
+            self._persist_log_start(self.log_start_offset)
         self._unflushed_messages = 0
         self._last_flush = self.clock.monotonic()
 
