@@ -14,7 +14,7 @@ response written: framing, the pre-decode walk, ``kio``'s decode, the handler, t
 Run it against two trees in the same session and compare the ratio::
 
     PYTHONPATH=/work/main/src python benchmarks/produce_cpu.py
-    PYTHONPATH=src python benchmarks/produce_cpu.py [--profile out.pstats]
+    PYTHONPATH=src python benchmarks/produce_cpu.py [--profile out.pstats] [--quota]
 
 Prints one JSON line.
 """
@@ -88,9 +88,10 @@ class CountingTransport(asyncio.Transport):
         return 0
 
 
-def produce_frames(topic: str, count: int, first_correlation: int,
-                   partitions: int = 1) -> list[bytes]:  # fmt: skip
-    """``count`` Produce v9 frames (size prefix included), one 100-byte record each; frame
+def produce_frames(topic: str, count: int, first_correlation: int, partitions: int = 1,
+                   records: int = 1, value_bytes: int = 100) -> list[bytes]:  # fmt: skip
+    """``count`` Produce v9 frames (size prefix included), each one batch of ``records``
+    records of ``value_bytes`` (default: one 100-byte record, librdkafka at linger 0); frame
     *i* to partition ``(first_correlation + i) % partitions`` (librdkafka sends one request
     per partition when each message goes to the next)."""
     import kio.schema.produce.v9.request as req
@@ -101,7 +102,7 @@ def produce_frames(topic: str, count: int, first_correlation: int,
     now = int(time.time() * 1000)
     frames = []
     for i in range(count):
-        batch = build_batch([(None, b"v" * 100, [], now)])
+        batch = build_batch([(None, b"v" * value_bytes, [], now)] * records)
         request = build(
             req.ProduceRequest, transactional_id=None, acks=1, timeout=30000,
             topic_data=(build(req.TopicProduceData, name=topic, partition_data=(
@@ -167,6 +168,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     n = args.partitions
     transport = CountingTransport()
     async with broker_connection(transport, partitions=n) as (broker, conn):
+        if args.quota:  # a quota no request reaches: what measuring costs (strom.broker.throttling)
+            from strom.security.quotas import DEFAULT, Entity
+
+            broker.services.quotas.quotas.update(Entity(None, DEFAULT),
+                                                 {"producer_byte_rate": 1e15})  # fmt: skip
         warm = produce_frames("bench", max(2000, n), 0, n)  # at least one per partition
         await _feed(conn, warm, args.burst, transport, 0)
         sent = len(warm)
@@ -176,7 +182,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         walls: list[float] = []
         writes0 = transport.writes
         for _ in range(args.rounds):
-            frames = produce_frames("bench", args.requests, sent, n)
+            frames = produce_frames("bench", args.requests, sent, n, args.records,
+                                    args.value_bytes)  # fmt: skip
             if profiler is not None:
                 profiler.enable()
             t0, c0 = time.perf_counter(), time.process_time()
@@ -190,7 +197,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         if profiler is not None:
             profiler.dump_stats(args.profile)
         stored = sum(bench_log(broker, p).log_end_offset for p in range(n))
-        if stored != sent:
+        if stored != len(warm) + (sent - len(warm)) * args.records:
             raise RuntimeError(f"log end offsets sum to {stored}, expected {sent}")
         gcs = [s["collections"] for s in gc.get_stats()]
         rounds.sort()
@@ -198,6 +205,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "requests": args.requests * args.rounds,
             "partitions": n,
             "burst": args.burst,
+            "records_per_request": args.records,
+            "value_bytes": args.value_bytes,
             # collections of each generation during the run (warm-up included)
             "gc_collections": [b - a for a, b in zip(gcs0, gcs, strict=True)],
             # the least loaded round: other jobs on a shared machine only ever add to it
@@ -231,8 +240,13 @@ def main() -> int:
     parser.add_argument("--burst", type=int, default=4, help="frames per data_received")
     parser.add_argument("--partitions", type=int, default=1,
                         help="partitions of the topic; request i goes to partition i mod N")
+    parser.add_argument("--records", type=int, default=1, help="records per request's batch")
+    parser.add_argument("--value-bytes", type=int, default=100, help="bytes of each value")
     parser.add_argument("--repeat", type=int, default=1, help="runs; the best is reported")
     parser.add_argument("--profile", help="write cProfile stats of the (last) run here")
+    parser.add_argument("--quota", action="store_true",
+                        help="a producer_byte_rate on every client id, never reached (client "
+                             "quotas' cost; the default measures a broker without quotas)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     runs = [asyncio.run(run(args)) for _ in range(args.repeat)]

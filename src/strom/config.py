@@ -104,6 +104,9 @@ BROKER_DEFAULTS: dict[str, str] = {
     "controlled.shutdown.max.retries": "3",
     "controlled.shutdown.retry.backoff.ms": "5000",
     "controller.socket.timeout.ms": "30000",
+    # client quotas (strom.security.quotas): the samples and their span of every rate measured
+    "quota.window.num": "11",
+    "quota.window.size.seconds": "1",
 }
 
 

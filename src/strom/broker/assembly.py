@@ -85,6 +85,8 @@ from strom.replication.metadata_cache import BrokerInfo
 from strom.replication.replica_manager import ReplicaManager
 from strom.replication.replica_selector import check_selector
 from strom.replication.service import ReplicationService
+from strom.security.quota_store import QuotaStore
+from strom.security.quotas import ClientQuotas
 from strom.storage import file_handles
 from strom.storage.flusher import Flusher
 from strom.storage.log_manager import LogManager
@@ -249,6 +251,10 @@ class Broker:
                                        self.metrics.replication.leader_election)  # fmt: skip
         single_node = SingleNodeController(store, registry, replicas.partitions, registration,
                                            broker_epoch)  # fmt: skip
+        quotas = QuotaStore(store, ClientQuotas(config.get_int("quota.window.num"),
+                                                config.get_int("quota.window.size.seconds")))
+        await quotas.start()  # every entity's quotas, watched: in force before the listener
+        self._stops.append(("client quotas", quotas.close))
         self.services = BrokerServices(
             node=node, config=config, configs=configs, clock=clock, metrics=self.metrics,
             replicas=replicas, logs=logs, topics=topics, internal_topics=internal_topics,
@@ -258,7 +264,7 @@ class Broker:
             fetch_sessions=FetchSessionCache(
                 config.get_int("max.incremental.fetch.session.cache.slots")),
             metadata_answers=MetadataAnswers(), replica_selector=self.replica_selector,
-            shares=shares,
+            shares=shares, quotas=quotas,
         )  # fmt: skip
         self._prepare_stop = controller.prepare_stop
         await controller.start()  # first: the coordinators' topics are created through it

@@ -30,6 +30,12 @@ A Fetch response may come back as a spliced frame (bytes and file regions,
 transport's own write buffer is empty (so the two never interleave), and the transport writes
 again only after the whole frame is out. Without a plain socket the regions are read into bytes.
 
+Client quotas (:mod:`strom.broker.throttling`): while some entity has a quota, every answer
+is recorded in the client's quotas before it is encoded; one that earned a throttle time
+carries it (``throttle_time_ms``) and the connection is muted for that long: reading paused,
+queued requests not begun (Kafka's throttled channel). With no quota set this costs the
+Produce fast path one attribute test.
+
 Request metrics (:mod:`strom.broker.observability.metrics`) cost a few float additions per
 request: each frame's arrival time is kept beside it, and the time from then to the handler
 (queue), in the handler (local) and parked in the purgatory (remote, ``ctx.remote_time``) is
@@ -47,7 +53,7 @@ from time import perf_counter
 from types import CoroutineType
 from typing import TYPE_CHECKING, Any, cast
 
-from strom.broker import zero_copy
+from strom.broker import throttling, zero_copy
 from strom.broker.connection import CloseConnection, ConnectionCore, Invalid, Request
 from strom.broker.context import Client, RequestContext
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
@@ -73,15 +79,16 @@ class Pending:
     """A request begun whose answer is ready only once ``answer`` (its handler's coroutine)
     returns; in the task's queue in its place among the frames when begun inline."""
 
-    __slots__ = ("request", "ctx", "answer", "arrived", "started")
+    __slots__ = ("request", "ctx", "answer", "arrived", "started", "size")
 
-    def __init__(self, request: Request, ctx: RequestContext,
-                 answer: Coroutine[Any, Any, Any], arrived: float, started: float) -> None:  # fmt: skip
+    def __init__(self, request: Request, ctx: RequestContext, answer: Coroutine[Any, Any, Any],
+                 arrived: float, started: float, size: int) -> None:  # fmt: skip
         self.request = request
         self.ctx = ctx
         self.answer = answer
         self.arrived = arrived
         self.started = started
+        self.size = size  # the request frame's (the produce byte-rate quota records it)
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -108,7 +115,13 @@ class KafkaConnection(asyncio.Protocol):
         self.metrics = services.metrics
         self.arrivals: deque[float] = deque()
         self.handled = 0  # requests handled (listener.drain: answered since the shutdown began)
-
+        # client quotas (strom.broker.throttling): used only while some quota is set
+        self.quotas = services.quotas.quotas
+        self.quota_user = throttling.QuotaUser()
+        self.muted = False  # throttled: not read, queued requests not begun (Kafka's mute)
+        self.muted_until = 0.0  # loop time
+        self.throttle_ms = -1  # recorded for the request being answered (-1: not yet)
+        self.handler_busy_s = -1.0  # the running time of a handler that waited (-1: none)
 
     # asyncio.Protocol callbacks -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -149,7 +162,8 @@ class KafkaConnection(asyncio.Protocol):
         if len(self.queue) >= MAX_QUEUED_REQUESTS and not self.reading_paused:
             self.reading_paused = True
             assert self.transport is not None
-            self.transport.pause_reading()
+            if not self.muted:
+                self.transport.pause_reading()
 
     def eof_received(self) -> bool | None:
         return None
@@ -217,13 +231,18 @@ class KafkaConnection(asyncio.Protocol):
         except Exception as exc:  # the handler boundary: every request gets an answer
             response = exc
         if type(response) is OnePartition:  # nearly every request: answered right here
+            if self.quotas.active:  # measured here: the template still answers when unthrottled
+                ms = self._record_quotas(event, response, len(frame), started)
+                if ms:
+                    self.throttle_ms = ms
+                    return self._answer(event, ctx, response, arrived, started, len(frame))
             answer = self.templates.one(header[1], header[2], response)
             self.handled += 1
             self.metrics.request_done(0, arrived, started, perf_counter(), 0.0)
             return answer
         if type(response) is CoroutineType:
-            return Pending(event, ctx, response, arrived, started)
-        return self._answer(event, ctx, response, arrived, started)
+            return Pending(event, ctx, response, arrived, started, len(frame))
+        return self._answer(event, ctx, response, arrived, started, len(frame))
 
     def _answer_event(self, event: Invalid | bytes) -> bytes:
         """The answer to an event that needs no handler (see :meth:`ConnectionCore.decode`)."""
@@ -243,24 +262,36 @@ class KafkaConnection(asyncio.Protocol):
     async def complete(self, pending: Pending) -> Answer:
         """The answer of a request whose handler had to wait."""
         response: Any
+        timed = None
+        if self.quotas.request.enabled:  # request_percentage: the time it ran, not its waits
+            timed = throttling.BusyTime(pending.answer)
         try:
-            response = await pending.answer
+            response = await (pending.answer if timed is None else timed)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the handler boundary
             response = exc
-        return self._answer(pending.request, pending.ctx, response, pending.arrived,
-                            pending.started)  # fmt: skip
+        if timed is None:
+            return self._answer(pending.request, pending.ctx, response, pending.arrived,
+                                pending.started, pending.size)  # fmt: skip
+        self.handler_busy_s = timed.busy_s
+        try:
+            return self._answer(pending.request, pending.ctx, response, pending.arrived,
+                                pending.started, pending.size)  # fmt: skip
+        finally:
+            self.handler_busy_s = -1.0
 
     def _answer(self, request: Request, ctx: RequestContext, response: Any, arrived: float,
-                started: float) -> Answer:  # fmt: skip
+                started: float, size: int) -> Answer:  # fmt: skip
         header = request[0]
         api_key = header[0]
         try:
             answer: Answer = None
             if isinstance(response, Exception):
                 raise response
-            elif response is not None:
+            if self.quotas.active:
+                response = self._throttle(request, response, size, started)
+            if response is not None:
                 code = getattr(response, "error_code", 0)  # the top-level code of kio responses
                 if code:
                     self.metrics.request_error(api_key, code)
@@ -283,6 +314,60 @@ class KafkaConnection(asyncio.Protocol):
         client.remote_s = 0.0  # for the next request (only a Pending request adds to it)
         return answer
 
+    def _record_quotas(self, request: Request, response: Any, size: int,
+                       started: float) -> int:  # fmt: skip
+        """Record ``request`` in the client's quotas; the throttle time it earned."""
+        header = request[0]
+        handler_s = self.handler_busy_s
+        if handler_s < 0:
+            handler_s = perf_counter() - started
+        self.handler_busy_s = -1.0
+        ms = throttling.record(self.quotas, self.quota_user.of(self.client.principal),
+                               header[3] or "", header[0], header[1], request[2], response,
+                               size, handler_s, int(self.services.clock.monotonic() * 1000))  # fmt: skip
+        return ms
+
+    def _throttle(self, request: Request, response: Any, size: int, started: float) -> Any:
+        """The response carrying the throttle time ``request`` earned (recorded now, or
+        already by :meth:`begin`, which left it in ``throttle_ms``), and the connection muted
+        for that long."""
+        ms = self.throttle_ms
+        if ms < 0:
+            ms = self._record_quotas(request, response, size, started)
+        self.throttle_ms = -1
+        if ms <= 0:
+            return response
+        self.mute(ms)
+        header = request[0]
+        return None if response is None else throttling.with_throttle(header[0], header[1],
+                                                                        response, ms)  # fmt: skip
+
+    def mute(self, ms: int) -> None:
+        """Read nothing and begin no queued request for ``ms`` (Kafka's throttled channel:
+        the response already made is still written)."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + ms / 1000.0
+        if until <= self.muted_until:
+            return
+        self.muted_until = until
+        if not self.muted:
+            self.muted = True
+            if self.transport is not None and not self.reading_paused:
+                self.transport.pause_reading()
+        loop.call_at(until, self._unmute)
+
+    def _unmute(self) -> None:
+        # call_at may run a little early (the loop's clock resolution): 2 ms of slack
+        if not self.muted or asyncio.get_running_loop().time() + 0.002 < self.muted_until:
+            return  # a longer mute came after this one: its own call ends it
+        self._end_mute()
+
+    def _end_mute(self) -> None:
+        self.muted = False
+        transport = self.transport
+        if transport is not None and not transport.is_closing() and not self.reading_paused:
+            transport.resume_reading()
+
     def _begin_inline(self, frames: list[bytes], now: float) -> list[bytes]:
         """Answer the leading Produce requests of ``frames`` here, in ``data_received``, while
         the task is idle (module doc); the frames left for the task, in order after these.
@@ -293,7 +378,7 @@ class KafkaConnection(asyncio.Protocol):
         out, out_bytes = self.out, self.out_bytes  # in request order after what is pending
         try:
             for frame in frames:
-                if not frame.startswith(b"\0\0"):  # only Produce (api key 0) is begun inline
+                if not frame.startswith(b"\0\0") or self.muted:  # only Produce, unthrottled
                     break
                 answer = self.begin(frame, now)
                 done += 1
@@ -334,12 +419,19 @@ class KafkaConnection(asyncio.Protocol):
                 if not self.can_write.is_set():
                     self.flush()
                     await self.can_write.wait()
+                if self.muted:  # throttled: the next request waits (what is answered goes out)
+                    delay = self.muted_until - loop.time()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                        continue
+                    self._end_mute()
                 item = self.queue.popleft()
                 arrived = self.arrivals.popleft()
                 if self.reading_paused and len(self.queue) < MAX_QUEUED_REQUESTS // 2:
                     self.reading_paused = False
                     assert self.transport is not None
-                    self.transport.resume_reading()
+                    if not self.muted:
+                        self.transport.resume_reading()
                 answer = self.begin(item, arrived) if type(item) is bytes else item
                 if type(answer) is Pending:
                     answer = await self.complete(answer)

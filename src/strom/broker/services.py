@@ -27,7 +27,10 @@ The services, by what a handler does with them:
 - ``log_mover``: replica moves between log directories (AlterReplicaLogDirs);
 - ``fetch_sessions`` / ``metadata_answers``: per-broker caches of the Fetch and Metadata
   handlers;
-- ``replica_selector``: KIP-392's choice of a follower for a consumer (None: the leader).
+- ``replica_selector``: KIP-392's choice of a follower for a consumer (None: the leader);
+- ``quotas``: client quotas (:class:`~strom.security.quota_store.QuotaStore`: every entity's
+  quota configs kept from the metadata store, their alteration, and in ``quotas.quotas`` the
+  rates the connections record and the throttle times they compute).
 
 Security (authentication and ACLs) is not built yet: the principal of a request is on its
 :class:`~strom.broker.context.RequestContext`, and an ``authorizer`` service joins this set
@@ -56,6 +59,7 @@ if TYPE_CHECKING:
     from strom.clock import Clock
     from strom.config import BrokerConfig
     from strom.replication.replica_manager import ReplicaManager
+    from strom.security.quota_store import QuotaStore
     from strom.storage.log_manager import LogManager
 
 
@@ -79,3 +83,4 @@ class BrokerServices:
     metadata_answers: MetadataAnswers
     replica_selector: str | None  # a selector of strom.replication.replica_selector
     shares: ShareService
+    quotas: QuotaStore

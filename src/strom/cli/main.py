@@ -29,6 +29,7 @@ from strom.cli import (
     group,
     produce,
     profile,
+    quota,
     share_group,
     topic,
     txn,
@@ -38,8 +39,8 @@ from strom.cli.errors import CliError, exit_code
 from strom.cli.options import add_connection_options
 
 PROG = "strom"
-_SUBCOMMANDS = (topic, produce, consume, group, share_group, cluster, profile, txn, connect,
-                connector)  # fmt: skip
+_SUBCOMMANDS = (topic, produce, consume, group, share_group, cluster, profile, txn, quota,
+                connect, connector)  # fmt: skip
 #: Commands other packages define (their own ``add_arguments(parser)`` and ``run(args)``),
 #: found by module name so the CLI imports none of them: the web console.
 PACKAGE_COMMANDS = {"console": "strom.console.command"}

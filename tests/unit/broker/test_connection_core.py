@@ -139,23 +139,31 @@ def test_the_one_produce_handler_on_a_broker_without_a_transport(tmp_path: Path)
             core = ConnectionCore(1 << 20)
             client = Client("127.0.0.1", 1, 1)
             answers: list[Any] = []
+            mod = request_module(0, 9)
+            # one partition of one topic, and a last topic with no partitions at all
+            empty_last = encode_request(RequestHeader(0, 9, 4, "test"), build(
+                request_class(0, 9), transactional_id=None, acks=1, timeout=5000, topic_data=(
+                    build(mod.TopicProduceData, name="t", partition_data=(
+                        build(mod.PartitionProduceData, index=1, records=batch(b"d")),)),
+                    build(mod.TopicProduceData, name="u", partition_data=()))))  # fmt: skip
             for data in (produce(9, 1, [("t", 0, batch(b"a"))]),
                          produce(9, 2, [("t", 0, batch(b"b")), ("t", 1, batch(b"c"))]),
-                         produce(9, 3, [("nope", 0, batch(b"x"))])):  # fmt: skip
+                         produce(9, 3, [("nope", 0, batch(b"x"))]), empty_last):  # fmt: skip
                 event = core.decode(data[4:])
                 assert isinstance(event, Request)
                 response = event.spec.fn(RequestContext(event.header, services, client), event.body)
                 answers.append(decode_response(0, 9, core.encode(event.header, response)[4:]))
             offsets = [[(p.index, p.error_code, p.base_offset) for t in r.responses
                         for p in t.partition_responses] for _c, r in answers]  # fmt: skip
-            assert [c for c, _r in answers] == [1, 2, 3]
+            assert [c for c, _r in answers] == [1, 2, 3, 4]
             assert offsets == [[(0, 0, 0)], [(0, 0, 1), (1, 0, 0)],
-                               [(0, ErrorCode.unknown_topic_or_partition, -1)]]
+                               [(0, ErrorCode.unknown_topic_or_partition, -1)], [(1, 0, 1)]]
+            assert [t.name for t in answers[3][1].responses] == ["t", "u"]
             stored = {}
             for p in (0, 1):
                 data = services.replicas.get_log("t", p).read(0, 1 << 20).records
                 stored[p] = [r.value for _h, v in rb.iter_batches(data) for r in decode_records(v)]
-            assert stored == {0: [b"a", b"b"], 1: [b"c"]}
+            assert stored == {0: [b"a", b"b"], 1: [b"c", b"d"]}
         finally:
             await broker.stop()
 

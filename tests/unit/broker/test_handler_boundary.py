@@ -16,6 +16,8 @@ from strom.broker.observability import BrokerMetrics
 from strom.broker.server import KafkaConnection, Pending
 from strom.protocol.errors import KafkaError
 from strom.protocol.messages import decode_response
+from strom.security.quota_store import QuotaStore
+from strom.security.quotas import ClientQuotas
 from tests.integration.wire_bytes import TAGS, carr, cstr, frame
 
 
@@ -38,6 +40,7 @@ class _Broker:
     connections: set[Any] = set()
     store = _Store()
     metrics = BrokerMetrics()
+    quotas = QuotaStore(store, ClientQuotas())  # type: ignore[arg-type]  # no quota set: unused
 
 
 def _answer(monkeypatch, api_key: int, fn, data: bytes) -> bytes | None:

@@ -44,6 +44,7 @@ from strom.broker.context import RequestContext
 from strom.protocol.errors import ErrorCode, error_code_of
 from strom.protocol.hot_path import FetchPartition, FetchResponse, FetchTopic
 from strom.replication.replica_selector import preferred_read_replica
+from strom.security.quotas import sanitize, user_name
 from strom.storage.log import Log
 
 API_KEY = 1
@@ -73,6 +74,14 @@ def _replica_id(ctx: RequestContext, request: Any) -> int:
         state = getattr(request, "replica_state", None)
         return int(state.replica_id) if state is not None else -1
     return int(getattr(request, "replica_id", -1))
+
+
+def _quota_cap(ctx: RequestContext) -> int:
+    """What a consumer's ``consumer_byte_rate`` quota window holds (Kafka's
+    ``getMaxValueInQuotaWindow``): a larger answer would be throttled whatever came before."""
+    quotas = ctx.services.quotas.quotas
+    cap = quotas.fetch.max_value_in_window(sanitize(user_name(ctx.principal)), ctx.client_id)
+    return 2**31 - 1 if cap is None else max(int(cap), 1)
 
 
 class _CaughtUp:
@@ -115,6 +124,8 @@ class _FetchPlan:
         metrics = ctx.metrics
         known = ctx.topics
         self.replica_id = _replica_id(ctx, request)
+        if self.replica_id < 0 and ctx.services.quotas.quotas.active:
+            self.max_bytes = min(self.max_bytes, _quota_cap(ctx))
         # KIP-392: a consumer (v11+) may read from a follower; its leader may send it to one
         self.from_followers = self.replica_id < 0 and ctx.api_version >= 11
         self.client_rack = str(getattr(request, "rack_id", "") or "")

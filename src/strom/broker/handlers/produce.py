@@ -289,7 +289,7 @@ def handle(ctx: RequestContext, request: ProduceRequest, remote: Remote | None =
         return None
     if durable or replicated:
         return _answer_later(ctx, request, responses, durable, replicated)
-    if i == 1 and not parts[0][1] and version < 13:  # one partition appended: nothing to hint
+    if i == 1 and len(responses) == 1 and not parts[0][1] and version < 13:  # one partition appended: nothing to hint
         return _new(OnePartition, (name, parts[0]))
     if version >= LEADER_HINTS_VERSION:
         return _with_leader_hints(services, responses)

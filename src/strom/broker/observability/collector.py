@@ -87,6 +87,7 @@ def render(broker: ObservedBroker) -> str:
         _groups(services, out)
         _share_groups(services, out)
         _transactions(services, out)
+        _quotas(services, out)
     return out.text()
 
 
@@ -322,3 +323,32 @@ def _transactions(services: BrokerServices, out: Writer) -> None:
     out.series("kafka_server_transaction_coordinator_metrics_transactions", "gauge",
                "Transactional ids by transaction state",
                ((f'{{state="{name}"}}', by_state.get(i, 0)) for i, name in enumerate(TXN_STATE_NAMES)))
+
+
+# (manager attribute of ClientQuotas, Kafka's quota type name, the measured value's metric, help)
+QUOTA_TYPES = (
+    ("produce", "produce", "byte_rate", "Produce request bytes per second"),
+    ("fetch", "fetch", "byte_rate", "Fetch response record bytes per second"),
+    ("request", "request", "request_time", "Request handling time, percent of a second"),
+)  # fmt: skip
+
+
+def _quotas(services: BrokerServices, out: Writer) -> None:
+    """Client quotas (Kafka's ``kafka.server:type=Produce|Fetch|Request,user=,client-id=``):
+    one series per measurement in use (an entity with a quota and a client that sent under
+    it), labelled as Kafka tags it (``user`` sanitized, empty when the quota is per client id;
+    ``client_id`` empty when it is per user)."""
+    quotas = services.quotas.quotas
+    now_ms = int(services.clock.monotonic() * 1000)
+    for attr, kind, measured, doc in QUOTA_TYPES:
+        sensors = sorted(getattr(quotas, attr).sensors.items())
+        rows = [(labels(user=user, client_id=client), sensor) for (user, client), sensor in sensors]
+        out.series(f"kafka_server_{kind}_{measured}", "gauge", f"{doc}, over the quota window",
+                   ((k, s.rate.measure(now_ms)) for k, s in rows))  # fmt: skip
+        out.series(f"kafka_server_{kind}_quota", "gauge", "The quota bound in force",
+                   ((k, s.bound) for k, s in rows))  # fmt: skip
+        out.series(f"kafka_server_{kind}_throttle_time_ms", "counter",
+                   "Throttle times given to responses, summed (ms)",
+                   ((k, s.throttle_ms_total) for k, s in rows))  # fmt: skip
+        out.series(f"kafka_server_{kind}_throttled_responses", "counter",
+                   "Responses that carried a throttle time", ((k, s.throttled) for k, s in rows))
