@@ -124,6 +124,10 @@ EXTRA_KNOWN_KEYS: set[str] = {
     "strom.fetch.sendfile.enable",
     "offset.metadata.max.bytes",
     "strom.controller.enable",  # internal/testing: false = wait for a controller's requests
+    # authorization (strom.security.acl): empty class name = no authorizer, everything allowed
+    "authorizer.class.name",
+    "super.users",  # User:a;User:b
+    "allow.everyone.if.no.acl.found",
 }
 
 

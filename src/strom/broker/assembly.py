@@ -21,7 +21,7 @@ Start-up order (each line uses only what is above it):
    log-directory mover; interrupted moves resumed, topic config sync, missing logs re-made;
 7. producer ids, the handlers' registry, replication started (leaders and followers before any
    service appends), the broker registration (before the services: the controller needs this
-   broker among the live);
+   broker among the live), the authorizer with every ACL of the store (watched from then on);
 8. the handlers' services (topics, internal topics, coordinators, the controller channel …)
    and the services that run beside the handlers, started in order: controller (the
    coordinators' topics are created through it), group coordinator, transaction coordinator
@@ -71,7 +71,7 @@ from strom.broker.topic_lifecycle import TopicLifecycle
 from strom.broker.topics import Topics
 from strom.broker.txn.service import TxnService
 from strom.clock import Clock, SystemClock
-from strom.config import BrokerConfig
+from strom.config import BrokerConfig, ConfigError
 from strom.controller.single_node import SingleNodeController
 from strom.metadata.brokers import BrokerMembership, ensure_cluster_id
 from strom.metadata.embedded import EmbeddedStore
@@ -85,6 +85,8 @@ from strom.replication.metadata_cache import BrokerInfo
 from strom.replication.replica_manager import ReplicaManager
 from strom.replication.replica_selector import check_selector
 from strom.replication.service import ReplicationService
+from strom.security.acl import AclError, Authorizer, authorizer_from_config
+from strom.security.acl.store import AclStore
 from strom.security.quota_store import QuotaStore
 from strom.security.quotas import ClientQuotas
 from strom.storage import file_handles
@@ -233,6 +235,7 @@ class Broker:
         await membership.register()
         self._stops.append(("broker registration", membership.close))
 
+        authorizer, acls = await self._start_authorizer(store)
         cluster_store = store if config.get("zookeeper.connect") else None
         dir_failures = LogDirFailureHandler(replicas, node_id, cluster_store)
         dir_failures.start()
@@ -264,7 +267,7 @@ class Broker:
             fetch_sessions=FetchSessionCache(
                 config.get_int("max.incremental.fetch.session.cache.slots")),
             metadata_answers=MetadataAnswers(), replica_selector=self.replica_selector,
-            shares=shares, quotas=quotas,
+            shares=shares, quotas=quotas, authorizer=authorizer, acls=acls,
         )  # fmt: skip
         self._prepare_stop = controller.prepare_stop
         await controller.start()  # first: the coordinators' topics are created through it
@@ -289,6 +292,23 @@ class Broker:
             "strom broker %s listening on %s:%s (advertised %s:%s), data in %s, cluster %s",
             node_id, host, port, *self.advertised, self.data_dir, cluster_id,
         )
+
+    async def _start_authorizer(self, store: MetadataStore) -> tuple[Authorizer | None, AclStore | None]:
+        """The authorizer ``authorizer.class.name`` asks for, with every ACL of the store
+        loaded (and watched) before any request is served; (None, None) when it is empty."""
+        config = self.config
+        try:
+            authorizer = authorizer_from_config(config.get("authorizer.class.name"),
+                                                config.get("super.users"),
+                                                config.get("allow.everyone.if.no.acl.found"))  # fmt: skip
+        except AclError as exc:
+            raise ConfigError(str(exc)) from None
+        if authorizer is None:
+            return None, None
+        acls = AclStore(store, authorizer)
+        await acls.start()
+        self._stops.append(("ACL watcher", acls.close))
+        return authorizer, acls
 
     async def _deliver_locally(self, api_key: int, api_version: int, request: Any) -> Any:
         """The controller's requests to this broker: its own handlers, called directly."""

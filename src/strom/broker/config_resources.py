@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from strom import kafka_configs as kc
+from strom.broker import authz
 from strom.broker import broker_config_defs as defs
 from strom.broker import dynamic_config as dc
 from strom.broker import group_configs as gc
@@ -326,10 +327,13 @@ async def alter_each_resource(
     ctx: RequestContext, request: Any, alter: Callable[[RequestContext, Any, bool], Awaitable[None]]
 ) -> Any:
     """The AlterConfigs / IncrementalAlterConfigs response: ``alter`` runs per resource, and
-    whatever it raises becomes that resource's error code and message."""
+    whatever it raises becomes that resource's error code and message. ALTER_CONFIGS on the
+    resource is checked first (:func:`strom.broker.authz.require_config`)."""
     responses = []
     for resource in request.resources:
         try:
+            authz.require_config(ctx, authz.ALTER_CONFIGS, int(resource.resource_type),
+                                 str(resource.resource_name))  # fmt: skip
             await alter(ctx, resource, bool(request.validate_only))
             code, message = ErrorCode.none, None
         except Exception as exc:

@@ -25,6 +25,7 @@ from typing import Any
 from strom import pidfile
 from strom.config import BrokerConfig, ConfigError
 from strom.replication.replica_selector import check_selector
+from strom.security.acl import authorizer_from_config
 
 log = logging.getLogger("strom")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -177,7 +178,9 @@ def run(args: argparse.Namespace) -> int:
         _check_data_dir(data_dir)
         try:
             check_selector(config.get("replica.selector.class"))
-        except ValueError as exc:
+            authorizer_from_config(config.get("authorizer.class.name"), config.get("super.users"),
+                                   config.get("allow.everyone.if.no.acl.found"))  # fmt: skip
+        except ValueError as exc:  # AclError too
             raise ConfigError(str(exc)) from None
         _check_port(*listen)
         admin_address = admin.parse_listener(config.get(admin.CONFIG_KEY) or "")

@@ -30,11 +30,13 @@ The services, by what a handler does with them:
 - ``replica_selector``: KIP-392's choice of a follower for a consumer (None: the leader);
 - ``quotas``: client quotas (:class:`~strom.security.quota_store.QuotaStore`: every entity's
   quota configs kept from the metadata store, their alteration, and in ``quotas.quotas`` the
-  rates the connections record and the throttle times they compute).
-
-Security (authentication and ACLs) is not built yet: the principal of a request is on its
-:class:`~strom.broker.context.RequestContext`, and an ``authorizer`` service joins this set
-when ACLs exist; handlers then ask it before acting, as Kafka's ``authHelper`` does.
+  rates the connections record and the throttle times they compute);
+- ``authorizer``: the ACL decisions (:class:`~strom.security.acl.authorizer.Authorizer`), None
+  when ``authorizer.class.name`` is empty (everything allowed; the ACL APIs answer
+  SECURITY_DISABLED); handlers ask it through the context's ``authorize*`` helpers
+  (:mod:`strom.broker.authz`) before acting, as Kafka's ``authHelper`` does;
+- ``acls``: the ACLs in the metadata store (:class:`~strom.security.acl.store.AclStore`), for
+  CreateAcls / DeleteAcls; None with no authorizer.
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ if TYPE_CHECKING:
     from strom.clock import Clock
     from strom.config import BrokerConfig
     from strom.replication.replica_manager import ReplicaManager
+    from strom.security.acl.authorizer import Authorizer
+    from strom.security.acl.store import AclStore
     from strom.security.quota_store import QuotaStore
     from strom.storage.log_manager import LogManager
 
@@ -84,3 +88,5 @@ class BrokerServices:
     replica_selector: str | None  # a selector of strom.replication.replica_selector
     shares: ShareService
     quotas: QuotaStore
+    authorizer: Authorizer | None = None
+    acls: AclStore | None = None

@@ -21,6 +21,7 @@ from strom import __version__
 from strom.admin.errors import AdminError, describe_kafka_error
 from strom.admin.session import LIBRDKAFKA_LOG
 from strom.cli import (
+    acl,
     cluster,
     completion,
     connect,
@@ -39,7 +40,7 @@ from strom.cli.errors import CliError, exit_code
 from strom.cli.options import add_connection_options
 
 PROG = "strom"
-_SUBCOMMANDS = (topic, produce, consume, group, share_group, cluster, profile, txn, quota,
+_SUBCOMMANDS = (topic, produce, consume, group, share_group, cluster, profile, txn, acl, quota,
                 connect, connector)  # fmt: skip
 #: Commands other packages define (their own ``add_arguments(parser)`` and ``run(args)``),
 #: found by module name so the CLI imports none of them: the web console.

@@ -30,7 +30,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from strom.admin.errors import AdminError, describe_kafka_error
-from strom.console import routes_groups, routes_shares, routes_topics
+from strom.console import routes_acls, routes_groups, routes_shares, routes_topics
 from strom.console.cluster import Cluster
 from strom.console.connectors import ConnectClient
 from strom.console.throughput import ThroughputSampler
@@ -100,6 +100,7 @@ def build_app(cluster: Cluster, *, read_only: bool = False, connect_url: str | N
         *routes_topics.routes(),
         *routes_groups.routes(),
         *routes_shares.routes(),
+        *routes_acls.routes(),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
     app = Starlette(routes=routes, lifespan=lifespan,

@@ -28,7 +28,7 @@ def _ctx(controller: Controller | None, api_key: int, version: int) -> RequestCo
     channel = ControllerChannel(SimpleNamespace(controller=controller),  # type: ignore[arg-type]
                                 SimpleNamespace(led_locally=False),  # type: ignore[arg-type]
                                 None)  # type: ignore[arg-type]  # not a single node
-    services: Any = SimpleNamespace(controller=channel)
+    services: Any = SimpleNamespace(controller=channel, authorizer=None)
     return RequestContext(RequestHeader(api_key, version, 1, "test"), services,
                           Client("127.0.0.1", 1, 1))  # fmt: skip
 

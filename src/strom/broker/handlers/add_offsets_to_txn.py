@@ -1,11 +1,15 @@
 """AddOffsetsToTxn (key 25, v0–3): add the group's ``__consumer_offsets`` partition to the
-producer's transaction, before TxnOffsetCommit writes offsets there."""
+producer's transaction, before TxnOffsetCommit writes offsets there.
+
+Authorization: WRITE on the TRANSACTIONAL_ID (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then
+READ on the GROUP (else GROUP_AUTHORIZATION_FAILED).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.broker.group.records import partition_for
 from strom.broker.group.service import OFFSETS_TOPIC
@@ -17,6 +21,8 @@ API_KEY = 25
 
 @dispatch.handler(API_KEY, 0, 3)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    authz.require(ctx, authz.WRITE, authz.TRANSACTIONAL_ID, str(request.transactional_id))
+    authz.require(ctx, authz.READ, authz.GROUP, str(request.group_id))
     info = ctx.topics.get(OFFSETS_TOPIC)
     if not request.group_id:
         code = ErrorCode.invalid_group_id

@@ -9,13 +9,17 @@ whether the partitions of a transactional batch it is about to append are in the
 ongoing transaction (:mod:`strom.broker.txn.verification`). It is served but not advertised:
 clients keep v0–3, and v5 (transaction version 2) is not served at all. A v4 transaction that
 is not ``verify_only`` is added as in v3.
+
+Authorization: v0-3: WRITE on the TRANSACTIONAL_ID (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+and WRITE on each topic (else its partitions are TOPIC_AUTHORIZATION_FAILED and the others
+OPERATION_NOT_ATTEMPTED); v4 (brokers only) CLUSTER_ACTION, else CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.protocol.errors import ErrorCode, KafkaError
 
@@ -31,17 +35,22 @@ def fenced_code(ctx: RequestContext, code: ErrorCode) -> ErrorCode:
 
 @dispatch.handler(API_KEY, 0, 4, advertise_max=3)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    if ctx.api_version >= 4:
+    if ctx.api_version >= 4:  # brokers' verification (KIP-890)
+        authz.require_cluster(ctx, authz.CLUSTER_ACTION)
         return await _handle_batched(ctx, request)
+    authz.require(ctx, authz.WRITE, authz.TRANSACTIONAL_ID,
+                  str(request.v3_and_below_transactional_id))  # fmt: skip
     wanted = [(t.name, int(p)) for t in request.v3_and_below_topics for p in t.partitions]
+    writable = authz.allowed_names(ctx, authz.WRITE, authz.TOPIC, {t for t, _ in wanted})
     unknown = set()
     for topic, partition in wanted:
         info = ctx.topics.get(topic)
-        if info is None or partition not in info.replicas:
+        if topic not in writable or info is None or partition not in info.replicas:
             unknown.add((topic, partition))
     codes: dict[tuple[str, int], ErrorCode]
     if unknown:
-        codes = {tp: ErrorCode.unknown_topic_or_partition if tp in unknown
+        codes = {tp: (ErrorCode.topic_authorization_failed if tp[0] not in writable
+                      else ErrorCode.unknown_topic_or_partition) if tp in unknown
                  else ErrorCode.operation_not_attempted for tp in wanted}  # fmt: skip
     else:
         try:

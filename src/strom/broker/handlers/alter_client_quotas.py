@@ -9,6 +9,9 @@ change is written to the entity's node in the metadata store at its version, kee
 node's other keys (a user's SCRAM credentials), then applied here; every other broker applies
 it when its watch fires (:mod:`strom.security.quota_store`). ``validate_only`` checks and
 writes nothing.
+
+Authorization: ALTER_CONFIGS on the CLUSTER, else every entry is CLUSTER_AUTHORIZATION_FAILED and
+nothing changes.
 """
 
 from __future__ import annotations
@@ -16,10 +19,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.metadata.store import StoreError
-from strom.protocol.errors import ErrorCode
+from strom.protocol.errors import ErrorCode, KafkaError
 from strom.security.quotas import Entity, QuotaError, entity_from_components
 
 API_KEY = 49
@@ -30,10 +33,14 @@ log = logging.getLogger(__name__)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     results = []
     seen: set[Entity] = set()
+    allowed = authz.authorize_cluster(ctx, authz.ALTER_CONFIGS)
     for entry in request.entries:
         components = [(e.entity_type, e.entity_name) for e in entry.entity]
         code, message = ErrorCode.none, None
         try:
+            if not allowed:
+                raise KafkaError(ErrorCode.cluster_authorization_failed,
+                                 "not authorized to alter client quotas")  # fmt: skip
             entity = entity_from_components(components)
             if entity in seen:
                 raise QuotaError(f"Ignoring duplicate entity {entity.describe()}")
@@ -42,6 +49,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             await ctx.services.quotas.alter(entity, ops, bool(request.validate_only))
         except QuotaError as exc:
             code, message = ErrorCode[exc.code], str(exc)
+        except KafkaError as exc:
+            code, message = exc.error_code, str(exc)
         except StoreError as exc:
             log.warning("client quota alteration not written: %s", exc)
             code, message = ErrorCode.unknown_server_error, f"not written: {exc}"

@@ -6,6 +6,10 @@ nothing changes. Changes are persisted in the registry and reach the live logs a
 A BROKER resource (a broker id, or ``""`` for the cluster-wide default) gets the given configs
 as its whole dynamic set (:mod:`strom.broker.dynamic_config`), with Kafka's errors; a GROUP
 resource its whole group config set (:mod:`strom.broker.group_configs`).
+
+Authorization: ALTER_CONFIGS on the topic (else TOPIC_AUTHORIZATION_FAILED), the group
+(GROUP_AUTHORIZATION_FAILED) or, for a broker or a broker logger, the CLUSTER
+(CLUSTER_AUTHORIZATION_FAILED), per resource; nothing of a refused resource changes.
 """
 
 from __future__ import annotations

@@ -4,13 +4,15 @@ Served by the active controller only; any other broker answers NOT_CONTROLLER (t
 finds the controller again and retries). v2 names the ISR's broker ids, v3 also each one's
 broker epoch. Validation and the write are :func:`strom.controller.requests.alter_partition`;
 the answer carries each partition's resulting leader, leader epoch, ISR and partition epoch.
+
+Authorization: CLUSTER_ACTION on the CLUSTER, else the whole request is CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.controller import requests
 from strom.controller.controller import NotControllerError
@@ -33,6 +35,7 @@ def _proposal(topic_id: Any, p: Any) -> requests.IsrProposal:
 
 @dispatch.handler(API_KEY, 2, 3)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    authz.require_cluster(ctx, authz.CLUSTER_ACTION)
     controller = ctx.controller.active()
     proposals = [_proposal(t.topic_id, p) for t in request.topics for p in t.partitions]
     try:

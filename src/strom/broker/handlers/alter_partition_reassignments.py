@@ -7,13 +7,15 @@ is recorded (it completes in the background), UNKNOWN_TOPIC_OR_PARTITION,
 INVALID_REPLICA_ASSIGNMENT (empty, duplicate or dead brokers), NO_REASSIGNMENT_IN_PROGRESS
 for a cancellation with nothing to cancel; v1 with ``allow_replication_factor_change`` false
 refuses a target of another size with INVALID_REPLICATION_FACTOR (KIP-860).
+
+Authorization: ALTER on the CLUSTER, else the whole request is CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.controller import reassignment
 from strom.controller.context import TP
@@ -46,6 +48,7 @@ async def _alter(term: Term, wanted: dict[TP, list[int] | None],
 
 @dispatch.handler(API_KEY, 0, 1)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    authz.require_cluster(ctx, authz.ALTER)
     wanted: dict[TP, list[int] | None] = {}
     for t in request.topics:
         for p in t.partitions:

@@ -8,6 +8,8 @@ completes in the background (:mod:`strom.broker.log_mover`) while DescribeLogDir
 copy with ``is_future_key`` true in the target directory; a copy that fails later leaves the
 replica where it was (logged), as Kafka's ReplicaAlterLogDirsThread marks the future log
 offline without touching the current one.
+
+Authorization: ALTER on the CLUSTER, else the whole request is CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.protocol.errors import ErrorCode
 
@@ -24,6 +26,7 @@ API_KEY = 34
 
 @dispatch.handler(API_KEY, 1, 2)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    authz.require_cluster(ctx, authz.ALTER)
     known = {Path(d).resolve(): Path(d) for d in ctx.logs.dirs}
     results: dict[str, list[Any]] = {}
     for entry in request.dirs:

@@ -6,13 +6,16 @@ the given start offset (InitializeShareGroupState), which drops its in-flight re
 fences writes made under the old epoch; the share-partitions cached at their leaders are
 reloaded at next use. A start offset of -1 leaves the choice to ``share.auto.offset.reset`` at
 first use. Unknown topics and partitions are UNKNOWN_TOPIC_OR_PARTITION.
+
+Authorization: READ on the GROUP (else GROUP_AUTHORIZATION_FAILED) and READ on each topic (else
+its partitions are TOPIC_AUTHORIZATION_FAILED, unchanged).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.protocol.errors import ErrorCode
 
@@ -31,6 +34,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
     if not group_id:
         return top(E.invalid_group_id, "The group id is empty.")
+    if not authz.authorize(ctx, authz.READ, authz.GROUP, group_id):
+        return top(E.group_authorization_failed, f"not authorized to READ group {group_id}")
     if (code := shares.not_here(group_id)) is not None:
         return top(code)
     group = shares.groups.get(group_id)
@@ -43,10 +48,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         info = ctx.topics.get(name)
         parts = []
         done: list[int] = []
+        readable = authz.authorize(ctx, authz.READ, authz.TOPIC, name)
         for p in t.partitions:
             index, start = int(p.partition_index), int(p.start_offset)
             code, message = E.none, None
-            if info is None or index not in info.replicas:
+            if not readable:
+                code, message = E.topic_authorization_failed, f"not authorized to READ {name}"
+            elif info is None or index not in info.replicas:
                 code, message = E.unknown_topic_or_partition, f"{name}-{index} does not exist."
             elif start < -1:
                 code, message = E.invalid_request, f"start offset {start} is not valid"

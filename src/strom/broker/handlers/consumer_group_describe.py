@@ -5,13 +5,16 @@ assignor its next target would use, and each member's subscription, current and 
 assignments (topic ids and names) and, from v1, its type (0 classic, 1 consumer). A group that
 is not a consumer group (classic, or none at all) answers GROUP_ID_NOT_FOUND, as Kafka does:
 clients then describe it with DescribeGroups.
+
+Authorization: DESCRIBE on each group, else that group is GROUP_AUTHORIZATION_FAILED; KIP-430's
+authorized operations when asked for.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.broker.group.consumer_records import TopicPartitions
 from strom.protocol.errors import ErrorCode, KafkaError
@@ -31,8 +34,14 @@ def _assignment(ctx: RequestContext, parts: TopicPartitions) -> Any:
     return ctx.make("Assignment", topic_partitions=tuple(topics))
 
 
-def _describe(ctx: RequestContext, group_id: str) -> Any:
+def _describe(ctx: RequestContext, group_id: str, with_operations: bool = False) -> Any:
     base = {"group_id": group_id, "authorized_operations": AUTHORIZED_OPERATIONS_UNKNOWN}
+    if not authz.authorize(ctx, authz.DESCRIBE, authz.GROUP, group_id):
+        return ctx.make("DescribedGroup", error_code=ErrorCode.group_authorization_failed,
+                        group_state="", group_epoch=-1, assignment_epoch=-1, assignor_name="",
+                        members=(), **base)  # fmt: skip
+    if with_operations:  # KIP-430
+        base["authorized_operations"] = authz.authorized_operations(ctx, authz.GROUP, group_id)
     empty = {"group_state": "", "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "",
              "members": ()}  # fmt: skip
     try:
@@ -68,5 +77,6 @@ def _describe(ctx: RequestContext, group_id: str) -> Any:
 
 @dispatch.handler(API_KEY, 0, 1)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    ops = bool(getattr(request, "include_authorized_operations", False))
     return ctx.respond(throttle_time=0,
-                       groups=tuple(_describe(ctx, g) for g in request.group_ids))  # fmt: skip
+                       groups=tuple(_describe(ctx, g, ops) for g in request.group_ids))  # fmt: skip

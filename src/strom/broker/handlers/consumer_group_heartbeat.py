@@ -6,24 +6,28 @@ was a full one), the partitions the member may read now. v0 lets the coordinator
 member; from v1 the client names itself, and may subscribe with a regex
 (:mod:`strom.broker.group.consumer`). A group's own ``consumer.session.timeout.ms`` and
 ``consumer.heartbeat.interval.ms`` (group configs) override the broker's.
+
+Authorization: READ on the GROUP (else GROUP_AUTHORIZATION_FAILED) and DESCRIBE on every
+subscribed topic (else TOPIC_AUTHORIZATION_FAILED), as Kafka checks them.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.broker.group.consumer import HeartbeatRequest, HeartbeatResult
 from strom.broker.group.consumer_records import TopicPartitions
 from strom.broker.group.service import millis, wait_for_callback
-from strom.protocol.errors import KafkaError
+from strom.protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 68
 
 
 @dispatch.handler(API_KEY, 0, 1)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    authz.require(ctx, authz.READ, authz.GROUP, str(request.group_id))
     owned: TopicPartitions | None = None
     if request.topic_partitions is not None:
         owned = {}
@@ -32,6 +36,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 owned[tp.topic_id] = owned.get(tp.topic_id, frozenset()) | frozenset(
                     int(p) for p in tp.partitions)  # fmt: skip
     names = request.subscribed_topic_names
+    if names and ctx.services.authorizer is not None:
+        hidden = set(names) - authz.allowed_names(ctx, authz.DESCRIBE, authz.TOPIC, names)
+        if hidden:
+            raise KafkaError(ErrorCode.topic_authorization_failed,
+                             f"not authorized to describe topics {sorted(hidden)}")  # fmt: skip
     session, interval = await ctx.groups.consumer_overrides(ctx.configs.store, request.group_id)
     req = HeartbeatRequest(
         group_id=request.group_id, member_id=request.member_id,

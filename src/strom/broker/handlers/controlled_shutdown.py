@@ -5,13 +5,15 @@ Served by the active controller only (NOT_CONTROLLER elsewhere); BROKER_NOT_AVAI
 broker not registered, STALE_BROKER_EPOCH for an epoch not of its current registration. The
 answer lists the partitions the broker still leads (none once every one of them had another
 live ISR member to lead it); the broker retries until the list is empty.
+
+Authorization: CLUSTER_ACTION on the CLUSTER, else the whole request is CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.controller import requests
 from strom.controller.controller import NotControllerError
@@ -22,6 +24,7 @@ API_KEY = 7
 
 @dispatch.handler(API_KEY, 3, 3)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    authz.require_cluster(ctx, authz.CLUSTER_ACTION)
     controller = ctx.controller.active()
     try:
         if controller is None:

@@ -9,6 +9,8 @@ The new partitions are made all or nothing, their files on a worker thread
 (:mod:`strom.broker.topic_lifecycle`); a resource failure answers KAFKA_STORAGE_ERROR and
 changes nothing. The answer comes within ``timeout_ms`` (REQUEST_TIMED_OUT, the growth
 goes on), as CreateTopics.
+
+Authorization: ALTER on each topic, else TOPIC_AUTHORIZATION_FAILED and no partition is added.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import logging
 from collections import Counter
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
 
@@ -27,6 +29,7 @@ log = logging.getLogger(__name__)
 
 
 async def _grow(ctx: RequestContext, topic: Any, validate_only: bool, timeout: float) -> None:
+    authz.require(ctx, authz.ALTER, authz.TOPIC, str(topic.name))
     topics = ctx.topics
     node_id = ctx.node.node_id
     if topics.cluster:  # cluster mode: the controller makes them (strom.controller.admin)

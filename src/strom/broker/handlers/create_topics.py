@@ -18,6 +18,10 @@ Kafka registers a topic before answering even then and clients use it right away
 In cluster mode (:mod:`strom.controller.admin`) the replicas are assigned over the live brokers
 (rack-aware, leaders spread; explicit assignments must name live brokers), the assignment is
 written to the store and the answer waits until the controller gave every partition a state.
+
+Authorization: CREATE on the CLUSTER or on the topic, else that topic is
+TOPIC_AUTHORIZATION_FAILED and not created; v5+ returns its configs only with DESCRIBE_CONFIGS on
+it (else topic_config_error_code TOPIC_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -31,8 +35,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from strom.broker import authz, dispatch
 from strom.broker import config_resources as cr
-from strom.broker import dispatch
 from strom.broker.context import RequestContext
 from strom.metadata.topics import validate_topic_name
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
@@ -158,6 +162,7 @@ def _result(
         num_partitions=extra.get("num_partitions", -1),
         replication_factor=extra.get("replication_factor", -1),
         configs=extra.get("configs", ()),
+        topic_config_error_code=extra.get("topic_config_error_code", ErrorCode.none),
     )
 
 
@@ -199,6 +204,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     creating: list[tuple[int, _Plan, asyncio.Task[Any]]] = []
     done: set[str] = set()
     live = await ctx.topics.live_brokers()
+    may_create_any = authz.authorize_cluster(ctx, authz.CREATE)
     for topic in request.topics:
         name = topic.name
         if counts[name] > 1:
@@ -212,6 +218,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                         f"Create topics request contains multiple entries for topic {name}",
                     )
                 )
+            continue
+        if not (may_create_any or authz.authorize(ctx, authz.CREATE, authz.TOPIC, name)):
+            results.append(_result(ctx, name, ErrorCode.topic_authorization_failed,
+                                   f"not authorized to create topic {name}"))  # fmt: skip
             continue
         try:
             plan = _plan(ctx, topic, sorted(live))
@@ -253,6 +263,8 @@ def _failed(ctx: RequestContext, name: str, exc: BaseException | None) -> Any:
 
 
 def _created(ctx: RequestContext, plan: _Plan, topic_id: uuid.UUID) -> Any:
+    # v5+ returns the topic's configs only to a principal that may DESCRIBE_CONFIGS it
+    described = authz.authorize(ctx, authz.DESCRIBE_CONFIGS, authz.TOPIC, plan.name)
     return _result(
         ctx,
         plan.name,
@@ -261,5 +273,7 @@ def _created(ctx: RequestContext, plan: _Plan, topic_id: uuid.UUID) -> Any:
         topic_id=topic_id,
         num_partitions=plan.partitions,
         replication_factor=plan.replication_factor,
-        configs=_config_results(ctx, plan.configs) if ctx.api_version >= 5 else (),
+        configs=_config_results(ctx, plan.configs) if ctx.api_version >= 5 and described else (),
+        topic_config_error_code=(ErrorCode.none if described
+                                 else ErrorCode.topic_authorization_failed),
     )

@@ -3,6 +3,9 @@
 An offset of -1 means the high watermark; an offset beyond the high watermark (or another
 negative one) is OFFSET_OUT_OF_RANGE. The answer is the partition's new low watermark (log
 start offset); records below it are no longer served and their segments become deletable.
+
+Authorization: DELETE on each topic, else its partitions are TOPIC_AUTHORIZATION_FAILED and keep
+their records.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import asyncio
 import logging
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
 from strom.storage.log import Log
@@ -22,6 +25,7 @@ log = logging.getLogger(__name__)
 
 
 def _delete(ctx: RequestContext, topic: str, partition: int, offset: int) -> tuple[int, Log]:
+    authz.require(ctx, authz.DELETE, authz.TOPIC, topic)
     info = ctx.topics.get(topic)
     if info is None or partition not in info.replicas:
         raise KafkaError(

@@ -2,13 +2,15 @@
 
 Between brokers: the group coordinator deleting a share group, or its offsets for some topics
 (DeleteShareGroupOffsets). Deleting state that does not exist succeeds.
+
+Authorization: CLUSTER_ACTION on the CLUSTER, else the whole request is CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.protocol.errors import KafkaError
 
@@ -17,6 +19,7 @@ API_KEY = 86
 
 @dispatch.handler(API_KEY, 0, 0)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    authz.require_cluster(ctx, authz.CLUSTER_ACTION)
     group = str(request.group_id)
     results = []
     for topic in request.topics:

@@ -8,6 +8,9 @@ recreated name. File work (closing, renaming, and in the background ``rmtree``) 
 event loop (:mod:`strom.broker.topic_lifecycle`). In cluster mode the deletion is requested
 from the controller (``/admin/delete_topics``) and answered once done or at ``timeout_ms``
 (REQUEST_TIMED_OUT; it goes on), see :mod:`strom.controller.admin`.
+
+Authorization: DELETE on each topic, else TOPIC_AUTHORIZATION_FAILED (whether it exists or not; a
+topic named by id keeps its name unsaid).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import logging
 import uuid
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
 
@@ -29,6 +32,13 @@ async def _delete(
     ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None, timeout: float
 ) -> tuple[str | None, uuid.UUID]:
     topics = ctx.topics
+    if ctx.services.authorizer is not None:
+        by_id = topic_id is not None and topic_id != ZERO_UUID
+        known = topics.by_id(topic_id) if topic_id is not None and by_id else None
+        resolved = known.name if known is not None else (None if by_id else name)
+        if resolved is not None and not authz.authorize(ctx, authz.DELETE, authz.TOPIC, resolved):
+            raise KafkaError(ErrorCode.topic_authorization_failed,
+                             f"not authorized to delete topic {name or topic_id}")  # fmt: skip
     if topics.cluster:  # cluster mode: the controller deletes it (strom.controller.admin)
         if not ctx.config.get_bool("delete.topic.enable"):
             raise KafkaError(ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")

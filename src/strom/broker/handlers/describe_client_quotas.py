@@ -7,13 +7,15 @@ type ``user`` / ``client-id`` matched exactly, as the default, or any name; ``st
 out entities with components the filter does not name. A refused filter answers with the
 top-level error (INVALID_REQUEST, or UNSUPPORTED_VERSION for an entity type Kafka does not
 know) and no entries, as Kafka does.
+
+Authorization: DESCRIBE_CONFIGS on the CLUSTER, else CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.protocol.errors import ErrorCode
 from strom.security.quotas import QuotaError
@@ -23,6 +25,10 @@ API_KEY = 48
 
 @dispatch.handler(API_KEY, 0, 1)
 def handle(ctx: RequestContext, request: Any) -> Any:
+    if not authz.authorize_cluster(ctx, authz.DESCRIBE_CONFIGS):
+        return ctx.respond(throttle_time=0, error_code=ErrorCode.cluster_authorization_failed,
+                           error_message="not authorized to describe client quotas",
+                           entries=None)  # fmt: skip
     components = [(c.entity_type, int(c.match_type), c.match) for c in request.components]
     try:
         found = ctx.services.quotas.quotas.describe(components, bool(request.strict))

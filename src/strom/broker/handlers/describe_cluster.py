@@ -3,14 +3,16 @@
 Only broker endpoints (endpoint_type 1) exist; asking for controller endpoints (2) is
 UNSUPPORTED_ENDPOINT_TYPE. The live brokers (with rack) and the controller come from the
 metadata cache (:mod:`strom.replication.metadata_cache`), once a cluster member has it
-(:func:`strom.broker.handlers.metadata.cluster_view`). Authorized operations are "unknown" until an authorizer exists.
+(:func:`strom.broker.handlers.metadata.cluster_view`).
+
+Authorization: none needed (as in Kafka); KIP-430's cluster authorized operations when asked for.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.broker.handlers.metadata import cluster_view
 from strom.protocol.errors import ErrorCode
@@ -50,5 +52,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 rack=b.rack, is_fenced=False,  # v2: live brokers are not fenced
             ) for b in brokers
         ),
-        cluster_authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN,
+        cluster_authorized_operations=authz.authorized_operations(
+            ctx, authz.CLUSTER, authz.CLUSTER_NAME,
+            bool(getattr(request, "include_cluster_authorized_operations", False))),
     )

@@ -9,14 +9,18 @@ documentation (when asked). An unknown topic is UNKNOWN_TOPIC_OR_PARTITION for t
 alone; another broker's id is INVALID_REQUEST, as Kafka answers it. A GROUP resource (32)
 lists the group configs (:mod:`strom.broker.group_configs`): the group's own (source
 GROUP_CONFIG 8) or the broker's / Kafka's default.
+
+Authorization: DESCRIBE_CONFIGS on the topic (else TOPIC_AUTHORIZATION_FAILED), the group
+(GROUP_AUTHORIZATION_FAILED) or, for a broker or a broker logger, the CLUSTER
+(CLUSTER_AUTHORIZATION_FAILED), per resource.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from strom.broker import authz, dispatch
 from strom.broker import config_resources as cr
-from strom.broker import dispatch
 from strom.broker import dynamic_config as dc
 from strom.broker.context import RequestContext
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
@@ -53,6 +57,7 @@ async def _result(ctx: RequestContext, resource: Any, synonyms: bool, docs: bool
     name = resource.resource_name
     keys = resource.configuration_keys
     try:
+        authz.require_config(ctx, authz.DESCRIBE_CONFIGS, rtype, str(name))
         entries = await _entries(ctx, rtype, name, keys)
         code, message = ErrorCode.none, None
     except Exception as exc:

@@ -4,13 +4,16 @@ Member metadata and assignments are given only for Stable groups (as Kafka does)
 broker does not know is described as ``Dead`` with no error (v0–5). A share group or a
 KIP-848 consumer group is not a classic group: ``Dead``, and from v6 GROUP_ID_NOT_FOUND with
 Kafka's message (ShareGroupDescribe / ConsumerGroupDescribe describe them).
+
+Authorization: DESCRIBE on each group, else that group is GROUP_AUTHORIZATION_FAILED; KIP-430's
+authorized operations (v3+) when asked for.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.broker.group.model import GroupState
 from strom.protocol.errors import ErrorCode, KafkaError
@@ -19,8 +22,14 @@ API_KEY = 15
 AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
 
 
-def _describe(ctx: RequestContext, group_id: str) -> Any:
+def _describe(ctx: RequestContext, group_id: str, with_operations: bool = False) -> Any:
     base = {"group_id": group_id, "authorized_operations": AUTHORIZED_OPERATIONS_UNKNOWN}
+    if not authz.authorize(ctx, authz.DESCRIBE, authz.GROUP, group_id):
+        return ctx.make("DescribedGroup", error_code=ErrorCode.group_authorization_failed,
+                        group_state="", protocol_type="", protocol_data="", members=(),
+                        **base)  # fmt: skip
+    if with_operations:  # KIP-430 (v3+)
+        base["authorized_operations"] = authz.authorized_operations(ctx, authz.GROUP, group_id)
     try:
         group = ctx.groups.active().get_group(group_id)
     except KafkaError as exc:
@@ -66,4 +75,6 @@ def _describe(ctx: RequestContext, group_id: str) -> Any:
 
 @dispatch.handler(API_KEY, 0, 6)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    return ctx.respond(throttle_time=0, groups=tuple(_describe(ctx, g) for g in request.groups))
+    with_operations = bool(getattr(request, "include_authorized_operations", False))
+    return ctx.respond(throttle_time=0, groups=tuple(_describe(ctx, g, with_operations)
+                                                     for g in request.groups))  # fmt: skip

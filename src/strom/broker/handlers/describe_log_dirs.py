@@ -13,6 +13,8 @@ simply absent, as in Kafka (no per-partition error exists in this API). v4 adds 
 (never). A log directory that went offline after a disk error
 (:mod:`strom.storage.log_dir_failures`) is answered with KAFKA_STORAGE_ERROR and no
 partitions, as Kafka does.
+
+Authorization: DESCRIBE on the CLUSTER, else no directory (v3+: CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.protocol.errors import ErrorCode
 
@@ -60,6 +62,9 @@ def _partition(ctx: RequestContext, index: int, size: int, lag: int, future: boo
 
 @dispatch.handler(API_KEY, 1, 5)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not authz.authorize_cluster(ctx, authz.DESCRIBE):  # Kafka: no directories, v3+ an error
+        return ctx.respond(throttle_time=0, error_code=ErrorCode.cluster_authorization_failed,
+                           results=())  # fmt: skip
     logs = ctx.logs
     per_dir: dict[Path, dict[str, list[Any]]] = {d: {} for d in logs.dirs}
     moves = ctx.services.log_mover

@@ -1,21 +1,26 @@
 """DescribeProducers (key 61, v0): the active producers of partitions (KIP-664), from each
 partition's producer state: id, epoch, last sequence and timestamp, coordinator epoch of the
 last marker, and where its open transaction starts (-1 when none). What
-``strom txn find-hanging`` compares with the coordinator's transactions."""
+``strom txn find-hanging`` compares with the coordinator's transactions.
+
+Authorization: READ on each topic, else its partitions are TOPIC_AUTHORIZATION_FAILED.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
-from strom.protocol.errors import ErrorCode, error_code_of
+from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
 
 API_KEY = 61
 
 
 def _partition(ctx: RequestContext, topic: str, index: int) -> Any:
     try:
+        if not authz.authorize(ctx, authz.READ, authz.TOPIC, topic):
+            raise KafkaError(ErrorCode.topic_authorization_failed)
         log_ = ctx.replicas.get_log(topic, index)
     except Exception as exc:
         return ctx.make("PartitionResponse", partition_index=index, error_code=error_code_of(exc),

@@ -7,13 +7,16 @@ partition's high watermark (its leader's: ListOffsets when that is another broke
 acknowledged or archived (-1 when the high watermark cannot be had now). ``topics`` null means every share-partition
 with initialized state; a named partition without state has start offset -1. A group that is
 not a share group here is GROUP_ID_NOT_FOUND.
+
+Authorization: DESCRIBE on each group (else GROUP_AUTHORIZATION_FAILED) and on each topic (a named
+one's partitions TOPIC_AUTHORIZATION_FAILED, an unnamed one left out).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.protocol.errors import ErrorCode
 
@@ -47,6 +50,8 @@ async def _group(ctx: RequestContext, request_group: Any) -> Any:
         return ctx.make("DescribeShareGroupOffsetsResponseGroup", group_id=group_id, topics=(),
                         error_code=code, error_message=message)  # fmt: skip
 
+    if not authz.authorize(ctx, authz.DESCRIBE, authz.GROUP, group_id):
+        return failed(E.group_authorization_failed)
     if (code := shares.not_here(group_id)) is not None:
         return failed(code)
     group = shares.groups.get(group_id)
@@ -63,6 +68,16 @@ async def _group(ctx: RequestContext, request_group: Any) -> Any:
                            [int(p) for p in t.partitions]))  # fmt: skip
     topics = []
     for name, tid, parts in wanted:
+        if not authz.authorize(ctx, authz.DESCRIBE, authz.TOPIC, name):
+            if request_group.topics is None:
+                continue  # all of the group's topics asked: left out
+            partitions = tuple(ctx.make(
+                "DescribeShareGroupOffsetsResponsePartition", partition_index=p, start_offset=-1,
+                leader_epoch=-1, lag=-1, error_code=E.topic_authorization_failed,
+                error_message=None) for p in parts or ())  # fmt: skip
+            topics.append(ctx.make("DescribeShareGroupOffsetsResponseTopic", topic_name=name,
+                                   topic_id=None, partitions=partitions))  # fmt: skip
+            continue
         if tid is None:
             partitions = tuple(ctx.make(
                 "DescribeShareGroupOffsetsResponsePartition", partition_index=p, start_offset=-1,

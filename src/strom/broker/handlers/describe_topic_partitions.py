@@ -18,11 +18,13 @@ and kafka-python's ``describe_topic_partitions``. Kafka's rules
   KIP-966's other half, is KRaft's): *empty* lists, as Kafka answers when it is off (the
   schema allows null, but Kafka's Java admin client reads both lists unguarded and fails
   ``describeTopics`` with a NullPointerException on a null one);
-* ``topic_authorized_operations``: what Kafka answers without an authorizer (every operation
-  a topic supports), in :func:`authorized_operations`, the one place an authorizer would
-  decide it.
+* ``topic_authorized_operations``: KIP-430's bits (:func:`strom.broker.authz.authorized_operations`:
+  every operation a topic supports without an authorizer, as Kafka answers).
 
 The services used (topics, the metadata cache, the config) are read in :func:`handle` only.
+
+Authorization: DESCRIBE on each topic: a named one is TOPIC_AUTHORIZATION_FAILED whether it exists
+or not, a listed one left out; each topic answered carries KIP-430's authorized operations.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import logging
 import uuid
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.metadata.topics import TopicInfo, validate_topic_name
 from strom.protocol.errors import ErrorCode, KafkaError
@@ -41,15 +43,6 @@ log = logging.getLogger(__name__)
 PARTITION_LIMIT_CONFIG = "max.request.partition.size.limit"
 DEFAULT_PARTITION_LIMIT = 2000  # Kafka's default of that config
 NULL_ID = uuid.UUID(int=0)
-# AclOperation codes a topic supports (Kafka's AclEntry.supportedOperations(TOPIC)): READ,
-# WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS
-_TOPIC_OPERATIONS = (3, 4, 5, 6, 7, 8, 10, 11)
-
-
-def authorized_operations(principal: object = None) -> int:
-    """The 32-bit field of operations on a topic the requester may do: every one a topic
-    supports while strom has no authorizer (Kafka's answer without one)."""
-    return sum(1 << op for op in _TOPIC_OPERATIONS)
 
 
 def _partition(ctx: RequestContext, cache: Any, info: TopicInfo, index: int) -> Any:
@@ -73,7 +66,8 @@ def _topic(ctx: RequestContext, info: TopicInfo, partitions: tuple[Any, ...]) ->
     return ctx.make("DescribeTopicPartitionsResponseTopic", error_code=ErrorCode.none,
                     name=info.name, topic_id=info.topic_id or NULL_ID,
                     is_internal=info.is_internal, partitions=partitions,
-                    topic_authorized_operations=authorized_operations())  # fmt: skip
+                    topic_authorized_operations=authz.authorized_operations(
+                        ctx, authz.TOPIC, info.name))  # fmt: skip
 
 
 def _missing(ctx: RequestContext, name: str, code: ErrorCode) -> Any:
@@ -114,6 +108,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if remaining == 0:  # the previous topic filled the page exactly
             next_cursor = ctx.make("Cursor", topic_name=name, partition_index=0)
             break
+        if not authz.authorize(ctx, authz.DESCRIBE, authz.TOPIC, name):
+            if not everything:  # named: refused whether it exists or not; listed: left out
+                answered.append(_missing(ctx, name, ErrorCode.topic_authorization_failed))
+            continue
         info = topics.get(name)
         if info is None:
             if not everything:

@@ -1,12 +1,16 @@
 """DescribeTransactions (key 65, v0): state, producer id and epoch, timeout, start time and
-partitions of transactional ids (KIP-664). An unknown id gets TRANSACTIONAL_ID_NOT_FOUND."""
+partitions of transactional ids (KIP-664). An unknown id gets TRANSACTIONAL_ID_NOT_FOUND.
+
+Authorization: DESCRIBE on each transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED); the
+transaction's topics the principal may not DESCRIBE are left out.
+"""
 
 from __future__ import annotations
 
 import datetime
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.broker.txn.records import STATE_NAMES
 from strom.protocol.errors import ErrorCode, KafkaError
@@ -22,6 +26,8 @@ def _time(ms: int) -> datetime.datetime:
 
 def _state(ctx: RequestContext, txn_id: str) -> Any:
     try:
+        if not authz.authorize(ctx, authz.DESCRIBE, authz.TRANSACTIONAL_ID, txn_id):
+            raise KafkaError(ErrorCode.transactional_id_authorization_failed)
         coord = ctx.transactions.active()
         code = coord.ownership(txn_id)
         value = None if code != ErrorCode.none else coord.txns.get(txn_id)
@@ -34,7 +40,8 @@ def _state(ctx: RequestContext, txn_id: str) -> Any:
                         topics=())  # fmt: skip
     topics: dict[str, list[int]] = {}
     for topic, partition in sorted(value.partitions):
-        topics.setdefault(topic, []).append(partition)
+        if authz.authorize(ctx, authz.DESCRIBE, authz.TOPIC, topic):  # others left out (Kafka)
+            topics.setdefault(topic, []).append(partition)
     return ctx.make(
         "TransactionState", error_code=ErrorCode.none, transactional_id=txn_id,
         transaction_state=STATE_NAMES[value.state], transaction_timeout=value.timeout_ms,

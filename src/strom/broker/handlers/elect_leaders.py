@@ -6,6 +6,8 @@ v0). Null ``topic_partitions`` means every partition (for a preferred election: 
 led by its preferred replica). Per partition: NONE, ELECTION_NOT_NEEDED (already led by the
 preferred replica, or, for unclean, by a live leader), PREFERRED_LEADER_NOT_AVAILABLE,
 ELIGIBLE_LEADERS_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION. v0 is always preferred.
+
+Authorization: ALTER on the CLUSTER, else the whole request is CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.controller import requests
 from strom.controller.context import TP
@@ -39,6 +41,7 @@ def _respond(ctx: RequestContext, code: ErrorCode,
 
 @dispatch.handler(API_KEY, 0, 2)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    authz.require_cluster(ctx, authz.ALTER)
     election_type = int(getattr(request, "election_type", requests.ELECTION_PREFERRED))
     wanted: list[TP] | None = None
     if request.topic_partitions is not None:

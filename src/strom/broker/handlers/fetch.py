@@ -30,6 +30,10 @@ With ``strom.fetch.sendfile.enable`` (:mod:`strom.broker.zero_copy`) the records
 each partition's data becomes a file region (a duplicated fd, position, length), which the
 response carries as its ``records`` (:mod:`strom.protocol.hot_path` writes its length and
 leaves its bytes to the server, which sends them with ``sendfile``).
+
+Authorization: READ on each topic, else its partitions are TOPIC_AUTHORIZATION_FAILED (nothing
+read); a follower's fetch needs CLUSTER_ACTION on the CLUSTER, else every partition is
+TOPIC_AUTHORIZATION_FAILED, as Kafka answers it.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ import uuid
 from time import perf_counter
 from typing import Any
 
-from strom.broker import dispatch, fetch_session, zero_copy
+from strom.broker import authz, dispatch, fetch_session, zero_copy
 from strom.broker.context import RequestContext
 from strom.protocol.errors import ErrorCode, error_code_of
 from strom.protocol.hot_path import FetchPartition, FetchResponse, FetchTopic
@@ -129,7 +133,17 @@ class _FetchPlan:
         # KIP-392: a consumer (v11+) may read from a follower; its leader may send it to one
         self.from_followers = self.replica_id < 0 and ctx.api_version >= 11
         self.client_rack = str(getattr(request, "rack_id", "") or "")
+        #: topics the principal may not read (a follower: every topic unless CLUSTER_ACTION)
+        self.denied: set[str] = set()
+        if ctx.services.authorizer is not None:
+            wanted = {n for n in self.names if n is not None}
+            if self.replica_id >= 0:
+                self.denied = set() if authz.authorize_cluster(ctx, authz.CLUSTER_ACTION) else wanted
+            else:
+                self.denied = wanted - authz.allowed_names(ctx, authz.READ, authz.TOPIC, wanted)
         for topic, name in zip(topics, self.names, strict=True):
+            if name in self.denied:
+                continue
             if name is not None:
                 self.keys.extend((name, p.partition) for p in topic.partitions)
                 if name in known:  # no counters for names a client made up
@@ -159,6 +173,10 @@ class _FetchPlan:
             for p in topic.partitions:
                 if name is None:
                     parts.append(_partition(ctx, p.partition, ErrorCode.unknown_topic_id))
+                    errors = True
+                    continue
+                if name in self.denied:
+                    parts.append(_partition(ctx, p.partition, ErrorCode.topic_authorization_failed))
                     errors = True
                     continue
                 key = (name, p.partition)

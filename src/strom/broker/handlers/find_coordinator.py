@@ -13,13 +13,17 @@ or share), key type 1 a transactional id (the transaction coordinator), key type
 share-partition ``group:topicId:partition`` (the share coordinator: the leader of its
 ``__share_group_state`` partition, which this creates on first use). v5 only adds
 TRANSACTION_ABORTABLE to the errors. An empty key is INVALID_REQUEST as in Kafka.
+
+Authorization: DESCRIBE on the GROUP (else GROUP_AUTHORIZATION_FAILED) or the TRANSACTIONAL_ID
+(else TRANSACTIONAL_ID_AUTHORIZATION_FAILED); a share-partition key CLUSTER_ACTION (else
+CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.broker.group.coordinator import GroupCoordinator
 from strom.broker.internal_topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_TOPIC
@@ -69,6 +73,9 @@ async def _share_lookup(ctx: RequestContext, key: str) -> Lookup:
 
 
 async def _lookup(ctx: RequestContext, key: str, key_type: int) -> Lookup:
+    denied = _denied(ctx, key, key_type)
+    if denied is not None:
+        return denied, f"not authorized to find the coordinator of {key}", None
     if key_type == SHARE_KEY_TYPE and ctx.api_version >= 6 and key:
         return await _share_lookup(ctx, key)
     if key_type not in (GROUP_KEY_TYPE, TXN_KEY_TYPE):
@@ -95,6 +102,21 @@ async def _lookup(ctx: RequestContext, key: str, key_type: int) -> Lookup:
     if code is not None:
         return code, None, None
     return ErrorCode.none, None, None
+
+
+def _denied(ctx: RequestContext, key: str, key_type: int) -> ErrorCode | None:
+    """Kafka's checks: DESCRIBE on the group or the transactional id; a share-partition key
+    (brokers' own lookups) CLUSTER_ACTION."""
+    if ctx.services.authorizer is None:
+        return None
+    if key_type == GROUP_KEY_TYPE and not authz.authorize(ctx, authz.DESCRIBE, authz.GROUP, key):
+        return ErrorCode.group_authorization_failed
+    if key_type == TXN_KEY_TYPE and not authz.authorize(ctx, authz.DESCRIBE, authz.TRANSACTIONAL_ID,
+                                                        key):  # fmt: skip
+        return ErrorCode.transactional_id_authorization_failed
+    if key_type == SHARE_KEY_TYPE and not authz.authorize_cluster(ctx, authz.CLUSTER_ACTION):
+        return ErrorCode.cluster_authorization_failed
+    return None
 
 
 @dispatch.handler(API_KEY, 0, 6)

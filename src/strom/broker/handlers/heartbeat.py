@@ -2,13 +2,15 @@
 
 Each member heartbeats every few seconds, and the answer is one of a handful of bodies (per
 version and error code): they are encoded once by ``kio`` and reused.
+
+Authorization: READ on the GROUP, else the whole request is GROUP_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.protocol.hot_path import EncodedBody
@@ -19,6 +21,7 @@ API_KEY = 12
 
 @dispatch.handler(API_KEY, 0, 4)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    authz.require(ctx, authz.READ, authz.GROUP, str(request.group_id))
     try:
         code = ctx.groups.active().heartbeat(
             request.group_id,

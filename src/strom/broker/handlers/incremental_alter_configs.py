@@ -6,6 +6,10 @@ with the reason), then persisted and applied to the live logs unless ``validate_
 On a BROKER resource (a broker id, or ``""`` for the cluster-wide default) the ops change that
 entity's dynamic config set (:mod:`strom.broker.dynamic_config`); on a GROUP resource the
 group's configs (:mod:`strom.broker.group_configs`).
+
+Authorization: ALTER_CONFIGS on the topic (else TOPIC_AUTHORIZATION_FAILED), the group
+(GROUP_AUTHORIZATION_FAILED) or, for a broker or a broker logger, the CLUSTER
+(CLUSTER_AUTHORIZATION_FAILED), per resource; nothing of a refused resource changes.
 """
 
 from __future__ import annotations

@@ -9,6 +9,10 @@ for a caller that cannot own it). A transactional id is answered by the transact
 producer id it owns, aborting a transaction the previous instance left open, which fences that
 instance. PRODUCER_FENCED is answered INVALID_PRODUCER_EPOCH before v4, which older clients
 understand.
+
+Authorization: a transactional id needs WRITE on it (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+an idempotent producer IDEMPOTENT_WRITE on the CLUSTER or WRITE on some topic (else
+CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.broker.producer_ids import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, ProducerIdAndEpoch
 from strom.protocol.errors import ErrorCode, KafkaError
@@ -51,13 +55,31 @@ async def new_idempotent_id(ctx: RequestContext) -> Answer:
         return ErrorCode.coordinator_load_in_progress, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
 
 
+def _denied(ctx: RequestContext, transactional_id: str | None) -> ErrorCode | None:
+    """Kafka's checks: WRITE on the transactional id; an idempotent producer IDEMPOTENT_WRITE on
+    the cluster or WRITE on some topic (KIP-679)."""
+    if ctx.services.authorizer is None:
+        return None
+    if transactional_id:
+        if not authz.authorize(ctx, authz.WRITE, authz.TRANSACTIONAL_ID, transactional_id):
+            return ErrorCode.transactional_id_authorization_failed
+    elif transactional_id is None and not (
+            authz.authorize_cluster(ctx, authz.IDEMPOTENT_WRITE)
+            or authz.authorize_any(ctx, authz.WRITE, authz.TOPIC)):  # fmt: skip
+        return ErrorCode.cluster_authorization_failed
+    return None
+
+
 @dispatch.handler(API_KEY, 0, 5)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     producer_id = int(getattr(request, "producer_id", NO_PRODUCER_ID))
     epoch = int(getattr(request, "producer_epoch", NO_PRODUCER_EPOCH))
     transactional_id = request.transactional_id
     answer: Answer
-    if (producer_id == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH):
+    denied = _denied(ctx, transactional_id)
+    if denied is not None:
+        answer = denied, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+    elif (producer_id == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH):
         answer = ErrorCode.invalid_request, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
     elif transactional_id is None:
         answer = await new_idempotent_id(ctx)

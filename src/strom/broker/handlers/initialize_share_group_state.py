@@ -5,13 +5,15 @@ Between brokers: the group coordinator asks the share coordinator (the leader of
 or to reset it at a newer state epoch (AlterShareGroupOffsets). Rules:
 :meth:`strom.broker.share.coordinator.ShareCoordinator.initialize`; a key this broker does not
 coordinate is NOT_COORDINATOR.
+
+Authorization: CLUSTER_ACTION on the CLUSTER, else the whole request is CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.protocol.errors import KafkaError
 
@@ -20,6 +22,7 @@ API_KEY = 83
 
 @dispatch.handler(API_KEY, 0, 0)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    authz.require_cluster(ctx, authz.CLUSTER_ACTION)
     group = str(request.group_id)
     results = []
     for topic in request.topics:

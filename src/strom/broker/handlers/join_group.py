@@ -3,13 +3,15 @@
 v0 has no rebalance timeout (the session timeout stands in); v4+ dynamic members first get
 MEMBER_ID_REQUIRED with their id; v5+ carry ``group.instance.id`` (static members); v9 tells a
 returning static leader to skip the assignment (before v9 it gets no member list instead).
+
+Authorization: READ on the GROUP, else the whole request is GROUP_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.broker.group.model import JoinResult
 from strom.broker.group.service import millis, wait_for_callback
@@ -20,6 +22,7 @@ API_KEY = 11
 
 @dispatch.handler(API_KEY, 0, 9)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    authz.require(ctx, authz.READ, authz.GROUP, str(request.group_id))
     version = ctx.api_version
     session = millis(request.session_timeout)
     rebalance = millis(getattr(request, "rebalance_timeout", -1)) if version >= 1 else session

@@ -15,6 +15,8 @@ A topic the controller names but this broker's registry lacks is read from the s
 (its watch has not fired yet): writing it would overwrite its configs. Only one the store lacks
 too (a test acting as the controller, on separate embedded stores) is registered here, with
 the controller's id, so Produce, Fetch and Metadata find it.
+
+Authorization: CLUSTER_ACTION on the CLUSTER, else the whole request is CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.metadata.topics import TopicRegistry
 from strom.protocol.errors import ErrorCode
@@ -62,6 +64,7 @@ async def register_topic(topics: TopicRegistry, name: str, topic_id: uuid.UUID |
 
 @dispatch.handler(API_KEY, 7, 7)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    authz.require_cluster(ctx, authz.CLUSTER_ACTION)
     replicas = ctx.replicas
     if replicas.led_locally:
         return ctx.respond(error_code=ErrorCode.stale_controller_epoch, topics=())

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.protocol.errors import KafkaError
 
@@ -14,6 +14,7 @@ API_KEY = 13
 
 @dispatch.handler(API_KEY, 0, 5)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    authz.require(ctx, authz.READ, authz.GROUP, str(request.group_id))
     if ctx.api_version >= 3:
         leaving = [(m.member_id, m.group_instance_id) for m in request.members]
     else:

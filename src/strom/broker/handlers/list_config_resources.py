@@ -13,13 +13,15 @@ types wanted (none: every type it supports) and answers name and type of each, a
 
 The services used (topics, the metadata cache, the config store) are read in :func:`handle`
 only.
+
+Authorization: DESCRIBE_CONFIGS on the CLUSTER, else the whole request is CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import dispatch, group_configs
+from strom.broker import authz, dispatch, group_configs
 from strom.broker.context import RequestContext
 from strom.protocol.errors import ErrorCode
 
@@ -47,6 +49,7 @@ def resources(wanted: tuple[int, ...], topics: list[str], brokers: list[int],
 
 @dispatch.handler(API_KEY, 0, 1)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    authz.require_cluster(ctx, authz.DESCRIBE_CONFIGS)
     supported = SUPPORTED_V0 if ctx.api_version == 0 else SUPPORTED
     wanted = tuple(int(t) for t in getattr(request, "resource_types", ())) or supported
     if any(t not in supported for t in wanted):

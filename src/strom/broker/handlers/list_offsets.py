@@ -17,13 +17,15 @@ Only the leader answers (NOT_LEADER_OR_FOLLOWER elsewhere). Leader epochs (v4+):
 request's ``current_leader_epoch`` is checked (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH,
 :meth:`strom.replication.partition.Partition.check_leader_epoch`); the answer carries the epoch that
 wrote the offset found (the leader-epoch cache's), the current epoch for latest, as Kafka.
+
+Authorization: DESCRIBE on each topic, else its partitions are TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
 
@@ -73,8 +75,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     client = int(getattr(request, "replica_id", -1)) < 0  # a consumer (-1) or debug (-2)
     for topic in request.topics:
         parts = []
+        denied = not authz.authorize(ctx, authz.DESCRIBE, authz.TOPIC, topic.name)
         for p in topic.partitions:
             try:
+                if denied:
+                    raise KafkaError(ErrorCode.topic_authorization_failed)
                 timestamp, offset, epoch = _lookup(
                     ctx, topic.name, p.partition_index, int(p.timestamp),
                     int(getattr(p, "current_leader_epoch", -1)), read_committed, client,

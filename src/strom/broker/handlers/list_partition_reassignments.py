@@ -4,13 +4,15 @@ replica list and the replicas being added and removed.
 Served by the active controller, or a single node's own (:mod:`strom.controller.single_node`)
 (NOT_CONTROLLER elsewhere). Null ``topics`` lists every move;
 a named partition that is not moving (or does not exist) is left out, as in Kafka.
+
+Authorization: DESCRIBE on the CLUSTER, else the whole request is CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.controller import reassignment
 from strom.controller.context import TP
@@ -27,6 +29,7 @@ async def _list(term: Term, wanted: list[TP] | None) -> dict[TP, Any]:
 
 @dispatch.handler(API_KEY, 0, 0)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    authz.require_cluster(ctx, authz.DESCRIBE)
     wanted: list[TP] | None = None
     if request.topics is not None:
         wanted = [(t.name, int(p)) for t in request.topics for p in t.partition_indexes]

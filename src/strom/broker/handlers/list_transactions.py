@@ -3,13 +3,15 @@
 Filters as Kafka: by state names (unknown names are echoed in ``unknown_state_filters``), by
 producer ids, and (v1, KIP-994) by duration: only transactions running longer than that many
 milliseconds.
+
+Authorization: only the transactional ids the principal may DESCRIBE are listed.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.broker.txn.records import STATE_NAMES, TxnState
 from strom.protocol.errors import ErrorCode, KafkaError
@@ -38,6 +40,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if states and name not in states:
             continue
         if pids and value.producer_id not in pids:
+            continue
+        if not authz.authorize(ctx, authz.DESCRIBE, authz.TRANSACTIONAL_ID, txn_id):
             continue
         if duration >= 0 and (value.state is not TxnState.ONGOING
                               or now - value.start_ms <= duration):  # fmt: skip

@@ -22,15 +22,21 @@ only ever added in place, by CreatePartitions). Anything else that changes what 
 :func:`topic_metadata`; leaders, ISR and epochs are covered by the metadata cache's
 ``version``, part of that key. The encoded body is reused
 too while the same topic entries (by identity) are answered.
+
+Authorization: an all-topics answer lists only the topics the principal may DESCRIBE; a named one
+it may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED whether it exists or not (by id: without its
+name); auto-creation needs CREATE on the CLUSTER or the topic, else TOPIC_AUTHORIZATION_FAILED.
+KIP-430's authorized operations (v8+) when asked for.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.broker.metadata_answers import MetadataAnswers
 from strom.metadata.topics import TopicInfo, validate_topic_name
@@ -131,8 +137,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     known = ctx.topics
     topics: list[Any] = []
     # "All topics" is a null list from v1 on; v0 has no null, there an empty list means all.
+    secured = ctx.services.authorizer is not None
     if request.topics is None or (ctx.api_version == 0 and not request.topics):
-        topics = [topic_metadata(ctx, info) for info in known]
+        topics = [topic_metadata(ctx, info) for info in known
+                  if not secured or authz.authorize(ctx, authz.DESCRIBE, authz.TOPIC, info.name)]  # fmt: skip
     else:
         if ctx.api_version < 12 and any(t.name is None for t in request.topics):
             # v10-11 have a topic id field but Kafka looks topics up by id only from v12
@@ -150,11 +158,21 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             # topics up by name there (and their answer's name is not nullable)
             if ctx.api_version >= 12 and topic_id is not None and topic_id.int != 0:
                 info = known.by_id(topic_id)
+                if info is not None and secured and not authz.authorize(
+                        ctx, authz.DESCRIBE, authz.TOPIC, info.name):  # fmt: skip
+                    # the name is not revealed (Kafka's rule for requests by id)
+                    topics.append(_error_topic(ctx, None, topic_id,
+                                               ErrorCode.topic_authorization_failed))  # fmt: skip
+                    continue
                 topics.append(
                     topic_metadata(ctx, info)
                     if info
                     else _error_topic(ctx, None, topic_id, ErrorCode.unknown_topic_id)
                 )
+                continue
+            if secured and name and not authz.authorize(ctx, authz.DESCRIBE, authz.TOPIC, name):
+                # whether it exists or not: existence is not revealed
+                topics.append(_error_topic(ctx, name, None, ErrorCode.topic_authorization_failed))
                 continue
             info = known.get(name) if name else None
             if info is None:
@@ -168,6 +186,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                         _error_topic(ctx, name, None, ErrorCode.unknown_topic_or_partition)
                     )
                     continue
+                if secured and not (authz.authorize_cluster(ctx, authz.CREATE) or authz.authorize(
+                        ctx, authz.CREATE, authz.TOPIC, str(name))):  # fmt: skip
+                    topics.append(_error_topic(ctx, name, None, ErrorCode.topic_authorization_failed))
+                    continue
                 if known.busy(str(name)):  # another request is creating it
                     topics.append(_error_topic(ctx, name, None, ErrorCode.leader_not_available))
                     continue
@@ -177,15 +199,29 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     topics.append(_error_topic(ctx, name, None, exc.error_code))
                     continue
             topics.append(topic_metadata(ctx, info))
-    return _respond(ctx, topics)
+    if getattr(request, "include_topic_authorized_operations", False):  # KIP-430, v8+
+        topics = [_with_operations(ctx, t) for t in topics]
+    cluster_ops = authz.authorized_operations(
+        ctx, authz.CLUSTER, authz.CLUSTER_NAME,
+        bool(getattr(request, "include_cluster_authorized_operations", False)))  # fmt: skip
+    return _respond(ctx, topics, cluster_ops)
 
 
-def _respond(ctx: RequestContext, topics: list[Any]) -> EncodedBody:
+def _with_operations(ctx: RequestContext, entry: Any) -> Any:
+    """A topic entry with KIP-430's authorized operations (a copy: entries are cached)."""
+    if entry.error_code != ErrorCode.none or entry.name is None:
+        return entry
+    return dataclasses.replace(entry, topic_authorized_operations=authz.authorized_operations(
+        ctx, authz.TOPIC, entry.name))  # fmt: skip
+
+
+def _respond(ctx: RequestContext, topics: list[Any],
+             cluster_ops: int = AUTHORIZED_OPERATIONS_UNKNOWN) -> EncodedBody:  # fmt: skip
     """The encoded body; reused while the same topic entries are answered and the metadata
     cache (brokers, controller) has not changed."""
     cache = ctx.services.metadata_answers
     cluster = ctx.replicas.cache
-    key = (ctx.api_version, cluster.version, *map(id, topics))
+    key = (ctx.api_version, cluster.version, cluster_ops, *map(id, topics))
     cached = cache.bodies.get(key)
     if cached is not None:
         return cached[1]
@@ -197,7 +233,7 @@ def _respond(ctx: RequestContext, topics: list[Any]) -> EncodedBody:
         cluster_id=ctx.node.cluster_id,
         controller_id=cluster.controller_id,
         topics=tuple(topics),
-        cluster_authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN,
+        cluster_authorized_operations=cluster_ops,
         error_code=0,  # v13 (KIP-1102): a top-level error, e.g. REBOOTSTRAP_REQUIRED
     )
     body = EncodedBody(encode_body(response), type(response).__flexible__)

@@ -6,13 +6,16 @@ their member epoch, from v9: STALE_MEMBER_EPOCH when it is not their current one
 UNKNOWN_TOPIC_OR_PARTITION; v6+ carries the leader epoch, stored with the offset and metadata.
 v10 names topics by id: an id no topic has gets UNKNOWN_TOPIC_ID. Answered once the commit is
 replicated; until then (and for good if it fails) OffsetFetch shows the previous offset.
+
+Authorization: READ on the GROUP (else every partition is GROUP_AUTHORIZATION_FAILED) and READ on
+each topic (else its partitions are TOPIC_AUTHORIZATION_FAILED and nothing of them is committed).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.broker.group.model import OffsetEntry
 from strom.broker.group.service import wait_for_callback
@@ -31,6 +34,7 @@ def topic_name(ctx: RequestContext, topic: Any) -> str | None:
 
 @dispatch.handler(API_KEY, 2, 10)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    authz.require(ctx, authz.READ, authz.GROUP, str(request.group_id))
     codes: dict[tuple[str, int], ErrorCode] = {}
     wanted: dict[tuple[str, int], OffsetEntry] = {}
     names = [topic_name(ctx, topic) for topic in request.topics]
@@ -38,9 +42,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if name is None:
             continue  # an unknown topic id: UNKNOWN_TOPIC_ID below
         info = ctx.topics.get(name)
+        readable = authz.authorize(ctx, authz.READ, authz.TOPIC, name)
         for p in topic.partitions:
             tp = (name, int(p.partition_index))
-            if info is None or tp[1] not in info.replicas:
+            if not readable:
+                codes[tp] = ErrorCode.topic_authorization_failed
+            elif info is None or tp[1] not in info.replicas:
                 codes[tp] = ErrorCode.unknown_topic_or_partition
             else:
                 wanted[tp] = OffsetEntry(

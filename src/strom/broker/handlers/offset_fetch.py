@@ -9,6 +9,10 @@ an id no topic has is answered per partition with UNKNOWN_TOPIC_ID, and offsets 
 topic (which has no id any more) are left out. From v9 a KIP-848 consumer group's member names
 itself and its member epoch: an unknown member or a stale epoch is the group's error
 (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH; ILLEGAL_GENERATION for a classic member).
+
+Authorization: DESCRIBE on the GROUP (else GROUP_AUTHORIZATION_FAILED); DESCRIBE on each topic: a
+named topic's partitions are TOPIC_AUTHORIZATION_FAILED, and an all-topics fetch leaves the topic
+out.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.broker.handlers.offset_commit import topic_name
 from strom.protocol.errors import ErrorCode, KafkaError
@@ -28,6 +32,8 @@ def _group_topics(
     ctx: RequestContext, group_id: str, topics: Any, partition_cls: str, topic_cls: str,
     require_stable: bool = False, member: tuple[str | None, int] | None = None,
 ) -> tuple[ErrorCode, tuple[Any, ...]]:  # fmt: skip
+    if not authz.authorize(ctx, authz.DESCRIBE, authz.GROUP, group_id):
+        return ErrorCode.group_authorization_failed, ()
     by_id = ctx.api_version >= 10
     unstable: set[tuple[str, int]] = set()
     wanted: list[tuple[str, int]] | None = None
@@ -52,7 +58,17 @@ def _group_topics(
         found = dict.fromkeys(wanted or [])
         error = exc.error_code
     by_topic: dict[str, list[Any]] = defaultdict(list)
+    denied = (set() if ctx.services.authorizer is None else
+              {t for t, _ in found} - authz.allowed_names(ctx, authz.DESCRIBE, authz.TOPIC,
+                                                          {t for t, _ in found}))  # fmt: skip
     for (topic, partition), entry in found.items():
+        if topic in denied:
+            if wanted is not None:  # named: refused; asked for all: left out
+                by_topic[topic].append(ctx.make(
+                    partition_cls, partition_index=partition, committed_offset=-1,
+                    committed_leader_epoch=-1, metadata="",
+                    error_code=ErrorCode.topic_authorization_failed))  # fmt: skip
+            continue
         if (topic, partition) in unstable:
             by_topic[topic].append(ctx.make(
                 partition_cls, partition_index=partition, committed_offset=-1,

@@ -9,13 +9,16 @@ current epoch), or -1/-1 when the epoch is unknown. ``current_leader_epoch`` is 
 (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH); only the leader answers (NOT_LEADER_OR_FOLLOWER),
 to consumers and to followers (``replica_id`` >= 0) truncating their logs. Served v2-v4, the versions Kafka 4 serves
 (v0-1 carry no current epoch and were removed).
+
+Authorization: a follower's request needs CLUSTER_ACTION (else CLUSTER_AUTHORIZATION_FAILED); a
+consumer's DESCRIBE on each topic (else its partitions are TOPIC_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.protocol.errors import ErrorCode, error_code_of
 
@@ -39,10 +42,18 @@ def _end_offset(ctx: RequestContext, topic: str, p: Any) -> tuple[ErrorCode, int
 
 @dispatch.handler(API_KEY, 2, 4)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if int(getattr(request, "replica_id", -1)) >= 0:  # a follower (v3+ names itself)
+        authz.require_cluster(ctx, authz.CLUSTER_ACTION)
     topics = []
     for topic in request.topics:
         parts = []
+        described = authz.authorize(ctx, authz.DESCRIBE, authz.TOPIC, str(topic.topic))
         for p in topic.partitions:
+            if not described:
+                parts.append(ctx.make("EpochEndOffset", partition=p.partition, leader_epoch=-1,
+                                      error_code=ErrorCode.topic_authorization_failed,
+                                      end_offset=-1))  # fmt: skip
+                continue
             code, epoch, offset = _end_offset(ctx, str(topic.topic), p)
             parts.append(ctx.make("EpochEndOffset", error_code=code, partition=p.partition,
                                   leader_epoch=epoch, end_offset=offset))  # fmt: skip

@@ -32,6 +32,11 @@ without ``kio`` or decoded another one with it (:mod:`strom.broker.connection`).
 a plain function: it answers at once when nothing has to wait (nearly every acks=1 request,
 answered by the connection right where the bytes arrived) and returns a coroutine otherwise;
 the answer of one partition without error is written from the connection's response template.
+
+Authorization (with an authorizer only; without one the cost is one attribute test): a request
+with transactional batches needs WRITE on its transactional id (else the whole request is
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and each topic WRITE (else its partitions are
+TOPIC_AUTHORIZATION_FAILED, whether the topic exists or not, and nothing is appended to them).
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from collections.abc import Coroutine
 from concurrent.futures import Future
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.broker.services import BrokerServices
 from strom.broker.txn.verification import produce_code
@@ -262,6 +267,8 @@ def handle(ctx: RequestContext, request: ProduceRequest, remote: Remote | None =
     acks = request.acks
     txn_id = request.transactional_id
     if txn_id is not None and remote is None and _verified_remotely(services, request):
+        if services.authorizer is not None:
+            _check_transactional_id(ctx, request)  # before asking the remote coordinator
         return _verify_then_produce(ctx, request)
     version = ctx.header[1]
     durable: list[Future[None]] = []
@@ -269,14 +276,21 @@ def handle(ctx: RequestContext, request: ProduceRequest, remote: Remote | None =
     responses = []
     records = request.records
     valid_acks = acks in (0, 1, -1)
+    secured = services.authorizer is not None  # no authorizer: one test per request, no more
+    if secured and remote is None:
+        _check_transactional_id(ctx, request)
     i = 0
     for name, topic_id, indexes in request.topics:
         if version >= 13:
             name = _topic_name(ctx, version, name, topic_id)
+        denied = secured and name is not None and not authz.authorize(ctx, authz.WRITE,
+                                                                      authz.TOPIC, name)  # fmt: skip
         parts = []
         for index in indexes:
             if not valid_acks:
                 parts.append(_partition(services, index, ErrorCode.invalid_required_acks))
+            elif denied:
+                parts.append(_partition(services, index, ErrorCode.topic_authorization_failed))
             elif name is None:
                 parts.append(_partition(services, index, ErrorCode.unknown_topic_id))
             else:
@@ -294,6 +308,19 @@ def handle(ctx: RequestContext, request: ProduceRequest, remote: Remote | None =
     if version >= LEADER_HINTS_VERSION:
         return _with_leader_hints(services, responses)
     return _new(ProduceResponse, (responses, 0, ()))
+
+
+def _check_transactional_id(ctx: RequestContext, request: ProduceRequest) -> None:
+    """Kafka's first check of a Produce with transactional batches: WRITE on its transactional
+    id, else the whole request is TRANSACTIONAL_ID_AUTHORIZATION_FAILED."""
+    if not any(records is not None and len(records) > _ATTRS_LOW_BYTE
+               and records[_ATTRS_LOW_BYTE] & rb.TRANSACTIONAL_BIT
+               for records in request.records):  # fmt: skip
+        return
+    txn_id = request.transactional_id
+    if txn_id is None or not authz.authorize(ctx, authz.WRITE, authz.TRANSACTIONAL_ID, txn_id):
+        raise KafkaError(ErrorCode.transactional_id_authorization_failed,
+                         f"not authorized to WRITE transactional id {txn_id}")  # fmt: skip
 
 
 async def _verify_then_produce(ctx: RequestContext, request: ProduceRequest

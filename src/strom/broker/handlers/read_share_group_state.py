@@ -4,13 +4,15 @@ Between brokers. The leader epoch read with is kept by the share coordinator: a 
 or read from an older leader is FENCED_LEADER_EPOCH. An uninitialized share-partition reads as
 start offset -1, state epoch 0, no batches. Rules:
 :meth:`strom.broker.share.coordinator.ShareCoordinator.read`.
+
+Authorization: CLUSTER_ACTION on the CLUSTER, else the whole request is CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.broker.share.coordinator import ReadResult
 from strom.protocol.errors import KafkaError
@@ -20,6 +22,7 @@ API_KEY = 84
 
 @dispatch.handler(API_KEY, 0, 0)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    authz.require_cluster(ctx, authz.CLUSTER_ACTION)
     group = str(request.group_id)
     results = []
     for topic in request.topics:

@@ -3,13 +3,15 @@
 Between brokers: the group coordinator describing a share group's offsets
 (DescribeShareGroupOffsets). v1 adds the delivery-complete count (KIP-1226's lag). Writes
 nothing; an older leader epoch is FENCED_LEADER_EPOCH, -1 reads without the check.
+
+Authorization: CLUSTER_ACTION on the CLUSTER, else the whole request is CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.broker.share.coordinator import ReadResult
 from strom.protocol.errors import KafkaError
@@ -19,6 +21,7 @@ API_KEY = 87
 
 @dispatch.handler(API_KEY, 0, 1)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    authz.require_cluster(ctx, authz.CLUSTER_ACTION)
     group = str(request.group_id)
     results = []
     for topic in request.topics:

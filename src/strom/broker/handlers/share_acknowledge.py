@@ -7,6 +7,10 @@ acknowledgements are applied and persisted before the answer (ACCEPT, RELEASE, R
 v2 RENEW when ``is_renew_ack``); a partition's error is INVALID_RECORD_STATE when it names
 records the member does not hold, NOT_LEADER_OR_FOLLOWER (with the current leader) when this
 broker does not lead the partition.
+
+Authorization: READ on the GROUP (else the whole request is GROUP_AUTHORIZATION_FAILED) and READ
+on each topic (else its partitions are TOPIC_AUTHORIZATION_FAILED, nothing of them
+acknowledged), as Kafka answers.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.broker.share import wire
 from strom.broker.share.sessions import FINAL_EPOCH, INITIAL_EPOCH
@@ -26,6 +30,7 @@ E = ErrorCode
 
 @dispatch.handler(API_KEY, 1, 2)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    authz.require(ctx, authz.READ, authz.GROUP, str(request.group_id or ""))
     shares = ctx.shares
     manager = shares.manager
     group = str(request.group_id or "")
@@ -53,7 +58,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return answer(code or E.share_session_not_found)
     renew = bool(getattr(request, "is_renew_ack", False)) and settings.renew_enabled
     results: dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]] = {}
+    denied = authz.denied_topic_ids(ctx, authz.READ, (t.topic_id for t in request.topics))
     for (tid, index), batches in wire.acknowledgements(request.topics, "acknowledgement_batches").items():
+        if tid in denied:  # refused, nothing acknowledged (Kafka's per-topic answer)
+            results[(tid, index)] = (E.topic_authorization_failed, "not authorized to READ it")
+            continue
         results[(tid, index)] = await manager.acknowledge(group, member, tid, index, batches, renew)
     if epoch == FINAL_EPOCH:
         manager.sessions.close(group, member)

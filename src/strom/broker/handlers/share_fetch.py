@@ -21,6 +21,10 @@ whose share-partition cannot be loaded yet (its share coordinator is moving) com
 without an error, and is tried again by the next request. The answer names the partitions
 with records, errors or acknowledgements (all of the session's when it was opened).
 ``acquisition_lock_timeout`` is the group's ``share.record.lock.duration.ms``.
+
+Authorization: READ on the GROUP (else the whole request is GROUP_AUTHORIZATION_FAILED) and READ
+on each topic the request names (else its partitions are TOPIC_AUTHORIZATION_FAILED: left out of
+the share session, nothing acquired or acknowledged in them), as Kafka answers.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import uuid
 from time import perf_counter
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.broker.share import wire
 from strom.broker.share.manager import FetchResult
@@ -50,6 +54,7 @@ Part = tuple[uuid.UUID, int]
 
 @dispatch.handler(API_KEY, 1, 2)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    authz.require(ctx, authz.READ, authz.GROUP, str(request.group_id or ""))
     shares = ctx.shares
     manager = shares.manager
     group = str(request.group_id or "")
@@ -69,9 +74,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return answer(E.invalid_request, "The group id is empty.")
     if not member:
         return answer(E.invalid_request, "The member id is empty.")
-    requested: list[Part] = [(t.topic_id, int(p.partition_index))
-                             for t in request.topics for p in t.partitions]  # fmt: skip
-    acks = wire.acknowledgements(request.topics, "acknowledgement_batches")
+    denied_ids = authz.denied_topic_ids(ctx, authz.READ, (t.topic_id for t in request.topics))
+    denied: list[Part] = [(t.topic_id, int(p.partition_index)) for t in request.topics
+                          if t.topic_id in denied_ids for p in t.partitions]  # fmt: skip
+    requested: list[Part] = [(t.topic_id, int(p.partition_index)) for t in request.topics
+                             if t.topic_id not in denied_ids for p in t.partitions]  # fmt: skip
+    acks = {tp: batches for tp, batches
+            in wire.acknowledgements(request.topics, "acknowledgement_batches").items()
+            if tp[0] not in denied_ids}  # fmt: skip
     now = ctx.clock.time_ms()
     if epoch == INITIAL_EPOCH:
         if acks:
@@ -126,6 +136,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                                             last_offset=a.last, delivery_count=a.deliveries)
                                    for a in result.acquired),
         ))  # fmt: skip
+    for tid, index in denied:
+        topics.setdefault(tid, []).append(ctx.make(
+            "PartitionData", partition_index=index, error_code=E.topic_authorization_failed,
+            error_message=None, acknowledge_error_code=E.none, acknowledge_error_message=None,
+            current_leader=ctx.make("LeaderIdAndEpoch", leader_id=-1, leader_epoch=-1),
+            records=b"", acquired_records=()))  # fmt: skip
     return answer(E.none, None, tuple(
         ctx.make("ShareFetchableTopicResponse", topic_id=tid, partitions=tuple(parts))
         for tid, parts in topics.items()), leaders)  # fmt: skip

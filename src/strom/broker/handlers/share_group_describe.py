@@ -2,13 +2,16 @@
 
 A group id this coordinator does not serve is NOT_COORDINATOR (…); one that is no share group
 here is GROUP_ID_NOT_FOUND, as Kafka answers.
+
+Authorization: DESCRIBE on each group, else that group is GROUP_AUTHORIZATION_FAILED; KIP-430's
+authorized operations when asked for.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.protocol.errors import ErrorCode
 
@@ -17,9 +20,15 @@ AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
 ASSIGNOR = "simple"  # Kafka's name of its share-group assignor (group.share.assignors)
 
 
-def _describe(ctx: RequestContext, group_id: str) -> Any:
+def _describe(ctx: RequestContext, group_id: str, with_operations: bool = False) -> Any:
     shares = ctx.shares
     base = {"group_id": group_id, "authorized_operations": AUTHORIZED_OPERATIONS_UNKNOWN}
+    if not authz.authorize(ctx, authz.DESCRIBE, authz.GROUP, group_id):
+        return ctx.make("DescribedGroup", error_code=ErrorCode.group_authorization_failed,
+                        group_state="", group_epoch=-1, assignment_epoch=-1, assignor_name="",
+                        members=(), **base)  # fmt: skip
+    if with_operations:  # KIP-430
+        base["authorized_operations"] = authz.authorized_operations(ctx, authz.GROUP, group_id)
     code = shares.not_here(group_id) if group_id else ErrorCode.invalid_group_id
     group = shares.groups.get(group_id) if code is None else None
     if group is None:
@@ -48,5 +57,6 @@ def _describe(ctx: RequestContext, group_id: str) -> Any:
 
 @dispatch.handler(API_KEY, 1, 1)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    ops = bool(getattr(request, "include_authorized_operations", False))
     return ctx.respond(throttle_time=0,
-                       groups=tuple(_describe(ctx, str(g)) for g in request.group_ids))  # fmt: skip
+                       groups=tuple(_describe(ctx, str(g), ops) for g in request.group_ids))  # fmt: skip

@@ -7,6 +7,8 @@ state carries an older leader epoch than this broker's is FENCED_LEADER_EPOCH (-
 "deletion", are not checked). Stopping ends fetching and fails waiting acks=all requests with
 NOT_LEADER_OR_FOLLOWER; ``delete_partition`` removes the log (files removed off the event
 loop). Refused while this broker leads itself.
+
+Authorization: CLUSTER_ACTION on the CLUSTER, else the whole request is CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import asyncio
 import logging
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.protocol.errors import ErrorCode
 from strom.replication.commands import StopPartition, StopReplicas
@@ -35,6 +37,7 @@ def command(request: Any) -> StopReplicas:
 
 @dispatch.handler(API_KEY, 4, 4)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    authz.require_cluster(ctx, authz.CLUSTER_ACTION)
     replicas = ctx.replicas
     if replicas.led_locally:
         return ctx.respond(error_code=ErrorCode.stale_controller_epoch, partition_errors=())

@@ -3,13 +3,15 @@
 Assignments are opaque bytes. Answered when the leader's assignment is stored and replicated (the
 group record, acks=-1; on failure every member gets the error and the group rebalances), or at
 once in a Stable group; v5+ carries the protocol type and name both ways.
+
+Authorization: READ on the GROUP, else the whole request is GROUP_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.broker.group.model import SyncResult
 from strom.broker.group.service import wait_for_callback
@@ -20,6 +22,7 @@ API_KEY = 14
 
 @dispatch.handler(API_KEY, 0, 5)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    authz.require(ctx, authz.READ, authz.GROUP, str(request.group_id))
     assignments = {a.member_id: bytes(a.assignment) for a in request.assignments}
     try:
         coord = ctx.groups.active()

@@ -8,13 +8,17 @@ answered once that batch is replicated. v3 carries the
 member id and generation (KIP-447): a zombie member of an older generation is refused. In a
 cluster whose transaction coordinator for the id is another broker, that broker is asked
 (:mod:`strom.broker.txn.verification`), as Kafka's group coordinator does since KIP-890.
+
+Authorization: WRITE on the TRANSACTIONAL_ID (else every partition
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the GROUP (else GROUP_AUTHORIZATION_FAILED), READ
+on each topic (else its partitions TOPIC_AUTHORIZATION_FAILED, not committed).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.broker.group.model import OffsetEntry
 from strom.broker.group.service import OFFSETS_TOPIC, wait_for_callback
@@ -48,13 +52,18 @@ async def _check(ctx: RequestContext, request: Any) -> ErrorCode:
 
 @dispatch.handler(API_KEY, 0, 3)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    authz.require(ctx, authz.WRITE, authz.TRANSACTIONAL_ID, str(request.transactional_id))
+    authz.require(ctx, authz.READ, authz.GROUP, str(request.group_id))
     codes: dict[tuple[str, int], ErrorCode] = {}
     wanted: dict[tuple[str, int], OffsetEntry] = {}
     for topic in request.topics:
         info = ctx.topics.get(topic.name)
+        readable = authz.authorize(ctx, authz.READ, authz.TOPIC, topic.name)
         for p in topic.partitions:
             tp = (topic.name, int(p.partition_index))
-            if info is None or tp[1] not in info.replicas:
+            if not readable:
+                codes[tp] = ErrorCode.topic_authorization_failed
+            elif info is None or tp[1] not in info.replicas:
                 codes[tp] = ErrorCode.unknown_topic_or_partition
             else:
                 wanted[tp] = OffsetEntry(int(p.committed_offset),

@@ -6,13 +6,15 @@ fenced like LeaderAndIsr (STALE_CONTROLLER_EPOCH, STALE_BROKER_EPOCH), then appl
 metadata cache (live brokers, controller id, partition states); replica fetchers are woken,
 since a leader's address may be new. Refused while this broker leads itself (single node,
 :mod:`strom.replication.local_leadership`).
+
+Authorization: CLUSTER_ACTION on the CLUSTER, else the whole request is CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.protocol.errors import ErrorCode
 from strom.replication.commands import PartitionMetadata, UpdateMetadata
@@ -39,6 +41,7 @@ def command(request: Any) -> UpdateMetadata:
 
 @dispatch.handler(API_KEY, 8, 8)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    authz.require_cluster(ctx, authz.CLUSTER_ACTION)
     replicas = ctx.replicas
     if replicas.led_locally:
         return ctx.respond(error_code=ErrorCode.stale_controller_epoch)

@@ -4,13 +4,15 @@ Between brokers: the start offset, the state batches that changed (combined into
 state), and from v1 the delivery-complete count (KIP-1226). Written with acks=all before the
 answer. Rules (fencing by leader and state epoch, uninitialized = INVALID_REQUEST):
 :meth:`strom.broker.share.coordinator.ShareCoordinator.write`.
+
+Authorization: CLUSTER_ACTION on the CLUSTER, else the whole request is CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.broker.share.state import Batch
 from strom.protocol.errors import KafkaError
@@ -20,6 +22,7 @@ API_KEY = 85
 
 @dispatch.handler(API_KEY, 0, 1)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    authz.require_cluster(ctx, authz.CLUSTER_ACTION)
     group = str(request.group_id)
     results = []
     for topic in request.topics:

@@ -10,6 +10,8 @@ ABORT marker for that producer id and epoch. A marker older than the partition's
 is refused (INVALID_PRODUCER_EPOCH), one from an older coordinator epoch than the producer's
 last marker there TRANSACTION_COORDINATOR_FENCED; one for a producer with no open transaction
 there changes nothing.
+
+Authorization: CLUSTER_ACTION on the CLUSTER, else the whole request is CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from strom.broker import dispatch
+from strom.broker import authz, dispatch
 from strom.broker.context import RequestContext
 from strom.broker.txn.coordinator import TxnMarker
 
@@ -26,6 +28,7 @@ API_KEY = 27
 
 @dispatch.handler(API_KEY, 1, 1)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    authz.require_cluster(ctx, authz.CLUSTER_ACTION)
     markers = [TxnMarker(int(m.producer_id), int(m.producer_epoch), bool(m.transaction_result),
                          int(m.coordinator_epoch),
                          tuple((t.name, int(p)) for t in m.topics for p in t.partition_indexes))
