@@ -124,6 +124,23 @@ EXTRA_KNOWN_KEYS: set[str] = {
     "strom.fetch.sendfile.enable",
     "offset.metadata.max.bytes",
     "strom.controller.enable",  # internal/testing: false = wait for a controller's requests
+    # listeners and TLS (strom.security.listeners, strom.security.tls); each also as
+    # listener.name.<listener>.<key>
+    "listeners", "advertised.listeners", "listener.security.protocol.map",
+    "inter.broker.listener.name", "security.inter.broker.protocol",
+    "sasl.mechanism.inter.broker.protocol", "sasl.enabled.mechanisms",
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password",
+    "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.key.password",
+    "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password",
+    "ssl.truststore.certificates", "ssl.client.auth", "ssl.enabled.protocols",
+    "ssl.cipher.suites", "ssl.principal.mapping.rules", "ssl.protocol",
+    "ssl.endpoint.identification.algorithm",
+    # SASL (strom.security.sasl.config: KNOWN_KEYS); each also per listener and mechanism
+    "sasl.jaas.config", "connections.max.reauth.ms", "connection.failed.authentication.delay.ms",
+    "sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.expected.audience",
+    "sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.sub.claim.name",
+    "sasl.oauthbearer.scope.claim.name", "sasl.oauthbearer.clock.skew.seconds",
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms",
     # authorization (strom.security.acl): empty class name = no authorizer, everything allowed
     "authorizer.class.name",
     "super.users",  # User:a;User:b
@@ -149,10 +166,24 @@ def unknown_keys(props: Mapping[str, str]) -> list[tuple[str, str | None]]:
     known = known_keys()
     result = []
     for key in sorted(props):
+        if key.startswith("listener.name.") and _listener_key_known(key, known):
+            continue
         if key not in known:
             close = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
             result.append((key, close[0] if close else None))
     return result
+
+
+def _listener_key_known(key: str, known: set[str]) -> bool:
+    """``listener.name.<listener>.[<sasl mechanism>.]<key>`` of a known ``key`` (Kafka's
+    per-listener overrides), or of any ``sasl.`` key (their owner checks them)."""
+    rest = key.split(".", 3)[3:]  # after listener.name.<listener>.
+    if not rest:
+        return False
+    tail = rest[0]
+    parts = tail.split(".", 1)
+    return tail in known or tail.startswith("sasl.") or (
+        len(parts) == 2 and (parts[1] in known or parts[1].startswith("sasl.")))
 
 
 class ConfigError(Exception):

@@ -81,14 +81,20 @@ from strom.metadata.zk_model import BrokerRegistration, Endpoint
 from strom.metadata.zookeeper import ZooKeeperStore
 from strom.periodic import Periodic
 from strom.protocol.messages import RequestHeader
+from strom.replication import connection as peer_connection
 from strom.replication.metadata_cache import BrokerInfo
 from strom.replication.replica_manager import ReplicaManager
 from strom.replication.replica_selector import check_selector
 from strom.replication.service import ReplicationService
 from strom.security.acl import AclError, Authorizer, authorizer_from_config
 from strom.security.acl.store import AclStore
+from strom.security.listeners import Listeners
+from strom.security.listeners import from_config as listeners_from_config
 from strom.security.quota_store import QuotaStore
 from strom.security.quotas import ClientQuotas
+from strom.security.sasl import client as sasl_client
+from strom.security.scram_credentials import ScramCredentials
+from strom.security.tls import ServerTls, TlsConfigError, client_context
 from strom.storage import file_handles
 from strom.storage.flusher import Flusher
 from strom.storage.log_manager import LogManager
@@ -123,14 +129,27 @@ class Broker:
         self,
         config: BrokerConfig,
         data_dir: Path,
-        listen: tuple[str, int],
+        listen: tuple[str, int] | None = None,
         advertised: tuple[str, int] | None = None,
         clock: Clock | None = None,
+        listeners: Listeners | None = None,
     ) -> None:
+        """``listeners``: every listener (:mod:`strom.security.listeners`); else ``listen`` /
+        ``advertised`` as one PLAINTEXT listener (the ``--listen`` shortcut); else the
+        ``listeners`` property."""
         self.config = config
         self.data_dir = Path(data_dir)
-        self.listen = listen
-        self.advertised = advertised or listen
+        if listeners is None:
+            listeners = listeners_from_config(
+                config.values, f"[{listen[0]}]:{listen[1]}" if listen else None,
+                f"[{advertised[0]}]:{advertised[1]}" if advertised else None)  # fmt: skip
+        self.listeners = listeners
+        inter = listeners.inter_broker
+        bound = listeners.bound_listener(inter)
+        adv = listeners.inter_broker_listener
+        #: the inter-broker listener's addresses (peers, and the source of outgoing connections)
+        self.listen = (bound.host, bound.port)
+        self.advertised = (adv.host, adv.port)
         self.clock: Clock = clock or SystemClock()
         self.node_id = config.node_id
         # KIP-392: which replica a consumer with a rack reads from (None: always the leader)
@@ -146,7 +165,9 @@ class Broker:
         self.stopping = False  # stop() begun
         self.logs_loaded = False
         self._admin: admin_listener.AdminListener | None = None
-        self._server: asyncio.Server | None = None
+        self._server: asyncio.Server | None = None  # the first listener's (tests read its port)
+        self._servers: list[asyncio.Server] = []
+        self._tls: list[ServerTls] = []  # the TLS listeners' live contexts (reloaded: KIP-226)
         self._stops: list[tuple[str, StopStep]] = []  # what started, in order (stop: reversed)
         self._prepare_stop: Callable[[], Awaitable[None]] | None = None
         self._stopping = asyncio.Event()
@@ -170,7 +191,7 @@ class Broker:
         meta_properties.check_log_dirs(log_dirs, self.data_dir, cluster_id, node_id)
         rack = config.get("broker.rack") or None
         node = NodeIdentity(node_id, cluster_id, self.advertised, self.listen, rack,
-                            self.data_dir, tuple(log_dirs))  # fmt: skip
+                            self.data_dir, tuple(log_dirs), self.listeners)  # fmt: skip
 
         registry = TopicRegistry(store)
         await registry.start()
@@ -194,7 +215,19 @@ class Broker:
         configs.on_change(logs.update_broker_configs)
 
         host, port = self.advertised
-        registration = BrokerRegistration(node_id, (Endpoint("PLAINTEXT", host, port),), rack)
+        # the inter-broker listener first: peers connect to a registration's first endpoint
+        endpoints = tuple(Endpoint(s.name, s.host, s.port, s.security_protocol)
+                          for s in self.listeners.registration_order())  # fmt: skip
+        registration = BrokerRegistration(node_id, endpoints, rack)
+        inter_broker = self.listeners.inter_broker_listener
+        peer_connection.configure(peer_connection.InterBrokerSecurity(
+            client_context(inter_broker) if inter_broker.uses_tls else None,
+            sasl_client.credentials(config.values, inter_broker.name,
+                                    self.listeners.inter_broker_sasl_mechanism)
+            if inter_broker.uses_sasl else None))  # fmt: skip
+        self._stops.append(("inter-broker security",
+                            lambda: peer_connection.configure(
+                                peer_connection.InterBrokerSecurity())))  # fmt: skip
         membership = BrokerMembership(store, registration,
                                       config.get_int("zookeeper.session.timeout.ms"))  # fmt: skip
 
@@ -205,7 +238,8 @@ class Broker:
         replicas = ReplicaManager(logs, node_id, clock, broker_epoch=broker_epoch,
                                   topic_configs=overrides)  # fmt: skip
         replication = ReplicationService(replicas, registry, config, self.periodic,
-                                         BrokerInfo(node_id, host, port, rack),
+                                         BrokerInfo(node_id, host, port, rack, tuple(
+                                             (e.listener, e.host, e.port) for e in endpoints)),
                                          source_host=node.source_host, broker_epoch=broker_epoch,
                                          metrics=self.metrics.replication)  # fmt: skip
         lifecycle = TopicLifecycle(registry, logs, replication, node_id)
@@ -224,6 +258,9 @@ class Broker:
                 made = logs.create_logs(topic.name, missing, topic.configs)
                 logs.add(topic.name, made, topic.configs)
 
+        scram = ScramCredentials(store)  # SCRAM logins look credentials up without I/O
+        await scram.start()
+        self._stops.append(("SCRAM credentials", scram.close))
         producer_ids = ProducerIdManager(store, node_id)
         self._stops.append(("producer ids", producer_ids.close))
         dispatch.load_handlers()
@@ -267,7 +304,7 @@ class Broker:
             fetch_sessions=FetchSessionCache(
                 config.get_int("max.incremental.fetch.session.cache.slots")),
             metadata_answers=MetadataAnswers(), replica_selector=self.replica_selector,
-            shares=shares, quotas=quotas, authorizer=authorizer, acls=acls,
+            shares=shares, scram=scram, quotas=quotas, authorizer=authorizer, acls=acls,
         )  # fmt: skip
         self._prepare_stop = controller.prepare_stop
         await controller.start()  # first: the coordinators' topics are created through it
@@ -281,8 +318,19 @@ class Broker:
         await cleaner.start()
         self._stops.append(("log cleaner", cleaner.stop))
 
+        for spec in self.listeners.bound:
+            tls = ServerTls(spec) if spec.uses_tls else None
+            if tls is not None:
+                self._tls.append(tls)
+            server = await start_server(self.services, self.connections, spec, tls)
+            self._servers.append(server)
+            log.info("listener %s (%s) on %s:%s", spec.name, spec.security_protocol,
+                     spec.host or "*", server.sockets[0].getsockname()[1] if server.sockets
+                     else spec.port)  # fmt: skip
+        self._server = self._servers[0]
+        if self._tls:
+            configs.on_change(lambda _values: self._reload_tls())
         host, port = self.listen
-        self._server = await start_server(self.services, self.connections, host, port)
         self.periodic.every(log_maintenance.interval_s(config), lambda: log_maintenance.tick(logs))
         checkpoint_ms = max(config.get_int("log.flush.offset.checkpoint.interval.ms"), 100)
         self.periodic.every(checkpoint_ms / 1000.0,
@@ -292,6 +340,16 @@ class Broker:
             "strom broker %s listening on %s:%s (advertised %s:%s), data in %s, cluster %s",
             node_id, host, port, *self.advertised, self.data_dir, cluster_id,
         )
+
+    def _reload_tls(self) -> None:
+        """A dynamic config changed: each TLS listener reloads its key and trust stores if
+        their settings (or the key store file) changed; a bad new store is logged and the
+        listener keeps serving with the old one."""
+        for tls in self._tls:
+            try:
+                tls.reload()
+            except TlsConfigError as exc:
+                log.error("%s; the listener keeps its current certificate", exc)
 
     async def _start_authorizer(self, store: MetadataStore) -> tuple[Authorizer | None, AclStore | None]:
         """The authorizer ``authorizer.class.name`` asks for, with every ACL of the store
@@ -340,7 +398,7 @@ class Broker:
 
     def listener_serving(self) -> bool:
         """Whether the Kafka listener accepts connections (a readiness check)."""
-        return self._server is not None and self._server.is_serving()
+        return bool(self._servers) and all(s.is_serving() for s in self._servers)
 
     async def stop(self) -> None:
         self.stopping = True  # /health/ready answers 503 from now on
@@ -349,8 +407,8 @@ class Broker:
                 await self._prepare_stop()
             except Exception:
                 log.exception("error preparing the controller service to stop")
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         if self.config.get("zookeeper.connect"):  # in a cluster, leaderships just moved away
             await drain(self.connections, CONNECTION_DRAIN_S)
         for conn in list(self.connections):

@@ -75,7 +75,12 @@ TOPIC_OF: dict[str, str] = {
     s.broker_property: n for n, s in TOPIC_CONFIGS.items() if s.broker_property is not None
 }
 #: dynamic configs strom acts on as soon as they change
-APPLIED = frozenset(TOPIC_OF) | {"replica.alter.log.dirs.io.max.bytes.per.second"}
+APPLIED = frozenset(TOPIC_OF) | {"replica.alter.log.dirs.io.max.bytes.per.second"} | {
+    # TLS listeners reload their key and trust stores (strom.security.tls.RELOADED_KEYS)
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
+    "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.truststore.type",
+    "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.certificates",
+}
 
 
 def _catalogue() -> dict[str, BrokerConfigDef]:
@@ -129,6 +134,17 @@ def check_value(name: str, value: str) -> None:
         kc.check_value(spec.kafka, value)
 
 
+def base_name(name: str) -> str:
+    """The config a listener's override ``listener.name.<listener>.<name>`` sets (Kafka's
+    listener-prefixed dynamic configs, e.g. a TLS listener's key store, KIP-226); other
+    names unchanged."""
+    if name.startswith("listener.name."):
+        parts = name.split(".", 3)
+        if len(parts) == 4 and parts[3] in BROKER_CONFIGS:
+            return parts[3]
+    return name
+
+
 def synonyms(name: str) -> tuple[str, ...]:
     """The names that set the same thing, in Kafka's precedence order (``name`` alone if
     it has none)."""
@@ -139,10 +155,10 @@ def synonyms(name: str) -> tuple[str, ...]:
 
 
 def type_id(name: str) -> int:
-    spec = BROKER_CONFIGS.get(name)
+    spec = BROKER_CONFIGS.get(base_name(name))
     return TYPE_IDS.get(spec.type, 0) if spec is not None else 0
 
 
 def is_sensitive(name: str) -> bool:
-    spec = BROKER_CONFIGS.get(name)
+    spec = BROKER_CONFIGS.get(base_name(name))  # a listener's inline TLS key too
     return (spec is not None and spec.type == "password") or "password" in name

@@ -145,11 +145,14 @@ def _computed_broker_values(configs: DynamicConfig) -> dict[str, str]:
     node = configs.node
     host, port = node.listen
     adv_host, adv_port = node.advertised
+    listeners = node.listeners
     return {
         "broker.id": str(node.node_id),
         "node.id": str(node.node_id),
-        "listeners": f"PLAINTEXT://{host}:{port}",
-        "advertised.listeners": f"PLAINTEXT://{adv_host}:{adv_port}",
+        "listeners": ",".join(s.url() for s in listeners.bound) if listeners
+        else f"PLAINTEXT://{host}:{port}",
+        "advertised.listeners": ",".join(s.url() for s in listeners.advertised) if listeners
+        else f"PLAINTEXT://{adv_host}:{adv_port}",
         "log.dirs": ",".join(str(d) for d in node.log_dirs),
     }
 
@@ -194,7 +197,7 @@ def describe_broker(
                 name=name,
                 value=None if sensitive else value,
                 source=synonyms[0][2] if synonyms else SOURCE_CODES[DEFAULT_CONFIG],
-                read_only=name not in defs.DYNAMIC_CONFIGS,
+                read_only=defs.base_name(name) not in defs.DYNAMIC_CONFIGS,
                 sensitive=sensitive,
                 config_type=defs.type_id(name),
                 documentation=spec.doc if spec is not None and spec.doc else None,
@@ -267,11 +270,12 @@ async def incremental_broker(
     """A broker entity's dynamic config set after IncrementalAlterConfigs' ops."""
 
     def spec_type(name: str) -> str | None:
-        spec = defs.BROKER_CONFIGS.get(name)
+        spec = defs.BROKER_CONFIGS.get(defs.base_name(name))  # listener.name.<l>.<config>
         return spec.type if spec is not None else None
 
     def base(name: str) -> str:
-        return configs.config.values.get(name) or defs.BROKER_CONFIGS[name].default or ""
+        return (configs.config.values.get(name)
+                or defs.BROKER_CONFIGS[defs.base_name(name)].default or "")  # fmt: skip
 
     return apply_ops(await configs.current(entity), ops, spec_type, base, "broker")
 

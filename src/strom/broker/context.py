@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from strom.clock import Clock
     from strom.config import BrokerConfig
     from strom.replication.replica_manager import ReplicaManager
+    from strom.security.sasl.authenticator import Authenticator
     from strom.storage.log_manager import LogManager
 
 #: Kafka's principal of an unauthenticated (PLAINTEXT) connection
@@ -38,19 +39,27 @@ ANONYMOUS = "User:ANONYMOUS"
 
 class Client:
     """The connection a request came on: the peer's address, the connection's id, the
-    principal it acts as, and the time the request being handled spent parked in the
-    purgatory (``remote_s``, the request metrics' RemoteTime; a connection handles its requests
-    one at a time, so it is zero between them)."""
+    principal it acts as, the listener it came in on (its name, ``""`` for the broker's own
+    local calls, and its security protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL,
+    :mod:`strom.security.listeners`), and the time the request being handled spent parked in
+    the purgatory (``remote_s``, the request metrics' RemoteTime; a connection handles its
+    requests one at a time, so it is zero between them). On a SASL listener ``sasl`` is the
+    connection's authenticator (SaslHandshake / SaslAuthenticate use it), else None."""
 
-    __slots__ = ("host", "port", "connection_id", "principal", "remote_s")
+    __slots__ = ("host", "port", "connection_id", "principal", "remote_s", "listener",
+                 "security_protocol", "sasl")
 
     def __init__(self, host: str, port: int, connection_id: int,
-                 principal: str = ANONYMOUS) -> None:  # fmt: skip
+                 principal: str = ANONYMOUS, listener: str = "",
+                 security_protocol: str = "PLAINTEXT") -> None:  # fmt: skip
         self.host = host
         self.port = port
         self.connection_id = connection_id
         self.principal = principal
         self.remote_s = 0.0
+        self.listener = listener
+        self.security_protocol = security_protocol
+        self.sasl: Authenticator | None = None
 
 
 class RequestContext(NamedTuple):

@@ -126,7 +126,9 @@ class DynamicConfig:
             return  # another broker's: it watches its own
         for listener in self._listeners:
             listener(cfg.values)
-        log.info("dynamic broker config %s is now %s", entity, dict(configs))
+        shown = {k: "[hidden]" if defs.is_sensitive(defs.base_name(k)) else v
+                 for k, v in configs.items()}  # passwords, inline TLS keys: never logged
+        log.info("dynamic broker config %s is now %s", entity, shown)
 
     async def current(self, entity: str) -> dict[str, str]:
         if entity == DEFAULT_ENTITY:
@@ -144,22 +146,23 @@ class DynamicConfig:
         at default cluster level, broker id must be specified"), a value of the wrong type or
         out of its validator's range; then every topic's log config must still be valid with
         the new defaults."""
-        unknown = sorted(n for n in configs if n not in defs.BROKER_CONFIGS)
+        base = defs.base_name  # a listener's override: its config's rules
+        unknown = sorted(n for n in configs if base(n) not in defs.BROKER_CONFIGS)
         if unknown:
             raise InvalidConfigError(f"Unknown broker configs: {', '.join(unknown)}")
-        fixed = sorted(n for n in configs if n not in defs.DYNAMIC_CONFIGS)
+        fixed = sorted(n for n in configs if base(n) not in defs.DYNAMIC_CONFIGS)
         if fixed:
             raise KafkaError(ErrorCode.invalid_request,
                              f"Cannot update these configs dynamically: {_scala_set(fixed)}")
         if entity == DEFAULT_ENTITY:
-            per_broker = sorted(n for n in configs if n in defs.PER_BROKER_ONLY)
+            per_broker = sorted(n for n in configs if base(n) in defs.PER_BROKER_ONLY)
             if per_broker:
                 raise KafkaError(ErrorCode.invalid_request, "Cannot update these configs at "
                                  "default cluster level, broker id must be specified: "
                                  f"{_scala_set(per_broker)}")  # fmt: skip
         for name, value in configs.items():
             try:
-                defs.check_value(name, value)
+                defs.check_value(base(name), value)
             except ConfigValueError as exc:
                 raise KafkaError(ErrorCode.invalid_request, str(exc)) from None
         cfg = self.config

@@ -1,15 +1,25 @@
 """The broker's client listener: the asyncio server that makes a :class:`KafkaConnection` per
-accepted socket, and the drain of those connections at shutdown."""
+accepted socket (a :class:`~strom.broker.sasl_connection.SaslConnection` on a SASL_PLAINTEXT /
+SASL_SSL listener), and the drain of those connections at shutdown."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from strom.broker.sasl_connection import SaslConnection
 from strom.broker.server import KafkaConnection
+from strom.security.sasl import SaslSettings, jwks
 
 if TYPE_CHECKING:
     from strom.broker.services import BrokerServices
+    from strom.security.listeners import ListenerSpec
+    from strom.security.tls import ServerTls
+
+
+#: the listeners' background tasks (JWKS refreshes), referenced while they run
+_background: set[asyncio.Task[None]] = set()
 
 
 async def drain(connections: set[KafkaConnection], timeout: float, grace: float = 0.1) -> None:
@@ -34,12 +44,34 @@ async def drain(connections: set[KafkaConnection], timeout: float, grace: float 
         await asyncio.sleep(0.005)
 
 
-async def start_server(services: BrokerServices, connections: set[KafkaConnection], host: str,
-                       port: int) -> asyncio.Server:  # fmt: skip
-    """Listen on ``host:port``; each accepted socket gets a :class:`KafkaConnection`, kept in
-    ``connections`` while open."""
+async def start_server(services: BrokerServices, connections: set[KafkaConnection],
+                       spec: ListenerSpec, tls: ServerTls | None = None) -> asyncio.Server:  # fmt: skip
+    """Listen as ``spec`` says (with ``tls``'s live context on an SSL / SASL_SSL listener);
+    each accepted socket gets a :class:`KafkaConnection` of that listener once its TLS
+    handshake succeeded (a failed one never reaches the connection: nothing is read from it),
+    kept in ``connections`` while open."""
     loop = asyncio.get_running_loop()
-    return await loop.create_server(
-        lambda: KafkaConnection(services, connections), host, port, reuse_address=True,
-        backlog=1024,
-    )  # fmt: skip
+    factory: Callable[[], KafkaConnection]
+    refresher = None
+    if spec.uses_sasl:
+        # read once, at start: a bad SASL setting fails the start, naming the property
+        sasl = SaslSettings.from_config(spec.values, spec.name, services.scram.lookup)
+        if sasl.jwks is not None:  # OAUTHBEARER's key set: fetched before the first login
+            url, refresh_ms, keys = sasl.jwks
+            ok = await jwks.refresh(url, keys)
+            refresher = (url, refresh_ms, keys, ok)
+
+        def factory() -> KafkaConnection:
+            return SaslConnection(services, connections, spec, sasl, tls)
+    else:
+        def factory() -> KafkaConnection:
+            return KafkaConnection(services, connections, spec, tls)
+    server = await loop.create_server(factory, spec.bind_host, spec.port, reuse_address=True,
+                                      backlog=1024,
+                                      ssl=tls.context if tls is not None else None)  # fmt: skip
+    if refresher is not None:  # kept current while the listener serves
+        url, refresh_ms, keys, ok = refresher
+        task = loop.create_task(jwks.keep_fresh(url, refresh_ms, keys, server.is_serving, ok))
+        _background.add(task)
+        task.add_done_callback(_background.discard)
+    return server

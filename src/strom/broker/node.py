@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from strom.security.listeners import Listeners
+
 
 @dataclass(frozen=True, slots=True)
 class NodeIdentity:
@@ -18,6 +20,16 @@ class NodeIdentity:
     rack: str | None
     data_dir: Path
     log_dirs: tuple[Path, ...] = field(default=())
+    #: every listener (``advertised``/``listen``: the inter-broker one's addresses)
+    listeners: Listeners | None = None
+
+    def advertised_on(self, listener: str) -> tuple[str, int]:
+        """Where clients of ``listener`` reach this broker (``""``: the peers' address)."""
+        if self.listeners is not None and listener:
+            for spec in self.listeners.advertised:
+                if spec.name == listener:
+                    return spec.host, spec.port
+        return self.advertised
 
     @property
     def source_host(self) -> str | None:

@@ -26,6 +26,11 @@ from strom import pidfile
 from strom.config import BrokerConfig, ConfigError
 from strom.replication.replica_selector import check_selector
 from strom.security.acl import authorizer_from_config
+from strom.security.listeners import ListenerConfigError, Listeners
+from strom.security.listeners import from_config as listeners_from_config
+from strom.security.sasl import SaslConfigError, SaslSettings
+from strom.security.sasl import client as sasl_client
+from strom.security.tls import TlsConfigError, client_context, server_context
 
 log = logging.getLogger("strom")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -54,12 +59,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--listen",
-        default="127.0.0.1:9092",
-        help="HOST:PORT to listen on (default 127.0.0.1:9092)",
+        default=None,
+        help="HOST:PORT of one PLAINTEXT listener (default: the property listeners, else "
+        "127.0.0.1:9092)",
     )
     parser.add_argument(
         "--advertised-listener",
-        help="HOST:PORT clients are told to connect to (default: --listen)",
+        help="HOST:PORT clients are told to connect to (default: --listen; with several "
+        "listeners use the property advertised.listeners)",
     )
     parser.add_argument(
         "--zookeeper",
@@ -158,6 +165,34 @@ def _check_port(host: str, port: int, flag: str = "--listen") -> None:
                 raise ConfigError(f"cannot listen on {where}: {exc.strerror or exc}") from None
 
 
+def _listeners(config: BrokerConfig, args: argparse.Namespace) -> Listeners:
+    """The listeners: ``--listen`` / ``--advertised-listener`` (one PLAINTEXT listener, a
+    wildcard advertised as localhost) or the properties (:mod:`strom.security.listeners`)."""
+    listen = advertised = None
+    if args.listen:
+        host, port = parse_host_port(args.listen, "--listen")
+        listen = f"[{host}]:{port}"
+    if args.advertised_listener:
+        host, port = parse_host_port(args.advertised_listener, "--advertised-listener")
+        advertised = f"[{host}]:{port}"
+    try:
+        listeners = listeners_from_config(config.values, listen, advertised)
+        for spec in listeners.bound:  # key and trust stores read before anything starts
+            if spec.uses_tls:
+                server_context(spec)
+            if spec.uses_sasl:  # and SASL settings: a mistake names its property
+                SaslSettings.from_config(config.values, spec.name)
+        inter = listeners.inter_broker_listener
+        if inter.uses_tls:
+            client_context(inter)
+        if inter.uses_sasl:
+            sasl_client.credentials(config.values, inter.name,
+                                    listeners.inter_broker_sasl_mechanism)  # fmt: skip
+    except (ListenerConfigError, TlsConfigError, SaslConfigError) as exc:
+        raise ConfigError(str(exc)) from None
+    return listeners
+
+
 def run(args: argparse.Namespace) -> int:
     _setup_logging(args)
     data_dir = Path(args.data_dir)
@@ -169,12 +204,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = BrokerConfig.load(args.config, [*sets, *_flag_settings(args)])
         _check_unknown(config, args.strict)
-        listen = parse_host_port(args.listen, "--listen")
-        advertised = (
-            parse_host_port(args.advertised_listener, "--advertised-listener")
-            if args.advertised_listener
-            else (listen[0] if listen[0] not in ("0.0.0.0", "::") else "localhost", listen[1])
-        )
+        listeners = _listeners(config, args)
         _check_data_dir(data_dir)
         try:
             check_selector(config.get("replica.selector.class"))
@@ -182,11 +212,15 @@ def run(args: argparse.Namespace) -> int:
                                    config.get("allow.everyone.if.no.acl.found"))  # fmt: skip
         except ValueError as exc:  # AclError too
             raise ConfigError(str(exc)) from None
-        _check_port(*listen)
+        flag = "--listen" if args.listen else "listeners"
+        for spec in listeners.bound:
+            _check_port(spec.host, spec.port, flag if flag == "--listen" else spec.name)
         admin_address = admin.parse_listener(config.get(admin.CONFIG_KEY) or "")
         if admin_address is not None:
-            if admin_address[1] == listen[1] and admin_address[0] == listen[0]:
-                raise ConfigError(f"{admin.CONFIG_KEY} and --listen are the same address")
+            for spec in listeners.bound:
+                if admin_address[1] == spec.port and admin_address[0] == spec.host:
+                    raise ConfigError(f"{admin.CONFIG_KEY} and listener {spec.name} are the "
+                                      "same address")
             if admin.CONFIG_KEY in config.explicit:  # asked for: a busy port is an error
                 try:
                     _check_port(*admin_address, flag=admin.CONFIG_KEY)
@@ -197,7 +231,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"strom serve: {exc}", file=sys.stderr)
         return 2
     for key, value in sorted(config.explicit.items()):
-        log.debug("property %s=%s", key, value)
+        secret = "password" in key or key.endswith(("ssl.keystore.key", "sasl.jaas.config"))
+        log.debug("property %s=%s", key, "[hidden]" if secret else value)
     from strom.storage.file_handles import raise_nofile_limit  # storage: only to serve
 
     before = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
@@ -212,12 +247,13 @@ def run(args: argparse.Namespace) -> int:
         pass
     try:  # strom.pid: how 'strom cluster stop|down' find this broker, however it was started
         data_dir.mkdir(parents=True, exist_ok=True)
-        pid_file: Path | None = pidfile.write(data_dir, listen=f"{listen[0]}:{listen[1]}",
+        first = listeners.bound[0]
+        pid_file: Path | None = pidfile.write(data_dir, listen=f"{first.host}:{first.port}",
                                               admin=config.get(admin.CONFIG_KEY) or "")
     except OSError:
         pid_file = None  # the broker's start-up says what is wrong with the data dir
     try:
-        return asyncio.run(_serve(config, data_dir, listen, advertised))
+        return asyncio.run(_serve(config, data_dir, listeners))
     except KeyboardInterrupt:
         return 0
     finally:
@@ -247,15 +283,13 @@ def _on_loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> 
     loop.default_exception_handler(context)
 
 
-async def _serve(
-    config: BrokerConfig, data_dir: Path, listen: tuple[str, int], advertised: tuple[str, int]
-) -> int:
+async def _serve(config: BrokerConfig, data_dir: Path, listeners: Listeners) -> int:
     from strom.broker.assembly import Broker  # the whole broker: only to serve
 
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(_on_loop_error)
     try:
-        broker = Broker(config, data_dir, listen, advertised)
+        broker = Broker(config, data_dir, listeners=listeners)
     except Exception as exc:  # one readable line, never a traceback (details at DEBUG)
         log.debug("start-up failed", exc_info=True)
         print(f"strom serve: {describe_start_error(exc, data_dir)}", file=sys.stderr)

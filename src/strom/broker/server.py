@@ -64,6 +64,8 @@ if TYPE_CHECKING:
     from collections.abc import Coroutine
 
     from strom.broker.services import BrokerServices
+    from strom.security.listeners import ListenerSpec
+    from strom.security.tls import ServerTls
 
 log = logging.getLogger(__name__)
 _connection_ids = itertools.count(1)
@@ -92,8 +94,12 @@ class Pending:
 
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, services: BrokerServices, connections: set[KafkaConnection]) -> None:
+    def __init__(self, services: BrokerServices, connections: set[KafkaConnection],
+                 listener: ListenerSpec | None = None, tls: ServerTls | None = None) -> None:  # fmt: skip
         self.services = services
+        #: the listener this connection came in on (None: a test's bare connection, PLAINTEXT)
+        self.listener = listener
+        self.tls = tls  # a TLS listener's: the client certificate names an SSL connection
         self.connections = connections  # the broker's open connections (shutdown drains them)
         self.id = next(_connection_ids)
         self.core = ConnectionCore(services.config.get_int("socket.request.max.bytes"))
@@ -108,7 +114,7 @@ class KafkaConnection(asyncio.Protocol):
         self.task: asyncio.Task[None] | None = None
         self.reading_paused = False
         self.peer: tuple[str, int] = ("?", 0)
-        self.client = Client("?", 0, self.id)
+        self.client = self._client("?", 0)
         self.sender: zero_copy.SocketSender | None = None
         self.sock_fd: int | None = None
         # request metrics (strom.broker.observability.metrics): when each queued frame arrived
@@ -123,17 +129,33 @@ class KafkaConnection(asyncio.Protocol):
         self.throttle_ms = -1  # recorded for the request being answered (-1: not yet)
         self.handler_busy_s = -1.0  # the running time of a handler that waited (-1: none)
 
+    def _client(self, host: str, port: int) -> Client:
+        spec = self.listener
+        if spec is None:
+            return Client(host, port, self.id)
+        return Client(host, port, self.id, listener=spec.name,
+                      security_protocol=spec.security_protocol)  # fmt: skip
+
     # asyncio.Protocol callbacks -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer = (str(peer[0]), int(peer[1]))
-            self.client = Client(self.peer[0], self.peer[1], self.id)
+            self.client = self._client(*self.peer)
         self.sock_fd = zero_copy.socket_fd(transport)
         self.connections.add(self)
-        self.metrics.connections_created += 1
+        self.metrics.connections_created += 1  # connection_lost counts it closed, refused or not
         log.debug("connection %s from %s:%s", self.id, *self.peer)
+        if self.tls is not None and self.client.security_protocol == "SSL":
+            try:  # SASL_SSL: SASL names the principal
+                self.client.principal = self.tls.principal(transport.get_extra_info("ssl_object"))
+            except ValueError as exc:  # no ssl.principal.mapping.rules rule applies
+                log.warning("refusing connection %s from %s: %s", self.id, self.peer[0], exc)
+                transport.close()  # before any request is read: no task to handle one
+                return
+            log.debug("connection %s from %s: TLS principal %s", self.id, self.peer[0],
+                      self.client.principal)  # fmt: skip
         self.task = asyncio.get_running_loop().create_task(self.process())
 
     def data_received(self, data: bytes) -> None:
@@ -477,8 +499,8 @@ class KafkaConnection(asyncio.Protocol):
         assert self.transport is not None
         try:
             parts = response.parts
-            if self.sock_fd is None:
-                self.transport.write(zero_copy.materialize(parts))
+            if self.sock_fd is None:  # TLS: each part encrypted from its own buffer, no join
+                self.transport.writelines(zero_copy.read_parts(parts))
                 if not self.can_write.is_set():
                     await self.can_write.wait()
                 return

@@ -28,6 +28,8 @@ The services, by what a handler does with them:
 - ``fetch_sessions`` / ``metadata_answers``: per-broker caches of the Fetch and Metadata
   handlers;
 - ``replica_selector``: KIP-392's choice of a follower for a consumer (None: the leader);
+- ``scram``: users' SCRAM credentials (:class:`~strom.security.scram_credentials.ScramCredentials`:
+  the logins' cache, DescribeUserScramCredentials / AlterUserScramCredentials);
 - ``quotas``: client quotas (:class:`~strom.security.quota_store.QuotaStore`: every entity's
   quota configs kept from the metadata store, their alteration, and in ``quotas.quotas`` the
   rates the connections record and the throttle times they compute);
@@ -64,6 +66,7 @@ if TYPE_CHECKING:
     from strom.security.acl.authorizer import Authorizer
     from strom.security.acl.store import AclStore
     from strom.security.quota_store import QuotaStore
+    from strom.security.scram_credentials import ScramCredentials
     from strom.storage.log_manager import LogManager
 
 
@@ -87,6 +90,7 @@ class BrokerServices:
     metadata_answers: MetadataAnswers
     replica_selector: str | None  # a selector of strom.replication.replica_selector
     shares: ShareService
+    scram: ScramCredentials
     quotas: QuotaStore
     authorizer: Authorizer | None = None
     acls: AclStore | None = None

@@ -115,6 +115,15 @@ def read_region(log: Log, offset: int, max_bytes: int, *, max_offset: int | None
         log.disk_error(exc)
 
 
+def read_parts(parts: Sequence[bytes | FileRegion]) -> list[bytes]:
+    """The frame's parts as bytes, each region read once (for ``writelines``)."""
+    return [p if isinstance(p, bytes) else p.read() for p in parts]
+
+
+#: the security protocols whose connections are plain sockets (sendfile can serve them)
+PLAIN_PROTOCOLS = frozenset({"PLAINTEXT", "SASL_PLAINTEXT"})
+
+
 def materialize(parts: Sequence[bytes | FileRegion]) -> bytes:
     """The whole frame as bytes (the path without sendfile)."""
     return b"".join(p if isinstance(p, bytes) else p.read() for p in parts)

@@ -34,13 +34,14 @@ from strom.cli import (
     share_group,
     topic,
     txn,
+    user,
 )
 from strom.cli.connection import ENV_BROKERS, resolve_bootstrap, resolve_timeout
 from strom.cli.errors import CliError, exit_code
 from strom.cli.options import add_connection_options
 
 PROG = "strom"
-_SUBCOMMANDS = (topic, produce, consume, group, share_group, cluster, profile, txn, acl, quota,
+_SUBCOMMANDS = (topic, produce, consume, group, share_group, cluster, profile, txn, acl, quota, user,
                 connect, connector)  # fmt: skip
 #: Commands other packages define (their own ``add_arguments(parser)`` and ``run(args)``),
 #: found by module name so the CLI imports none of them: the web console.

@@ -10,6 +10,14 @@ with the same correlation id; Kafka answers a connection's requests in order, so
 matched in order and any other correlation id is a protocol error that closes the connection.
 On any failure every pending request fails with :class:`BrokerConnectionError` and the
 connection is closed; :meth:`send` reconnects lazily on the next call.
+
+Security: every connection of the process goes to the peers' inter-broker listener, so how
+they connect is one process-wide setting, :func:`configure` (the broker's assembly sets it at
+start from ``inter.broker.listener.name``: a TLS context for an SSL / SASL_SSL inter-broker
+listener, verifying the peer's certificate and presenting this broker's own; on a SASL_PLAINTEXT
+/ SASL_SSL inter-broker listener the broker's own credentials, with which each new connection
+authenticates — SaslHandshake v1, SaslAuthenticate v2 — before its first request). A process
+runs one broker; tests that run several in one process use PLAINTEXT.
 """
 
 from __future__ import annotations
@@ -18,10 +26,19 @@ import asyncio
 import collections
 import contextlib
 import logging
+import ssl
+from dataclasses import dataclass
 from typing import Any
 
 from strom.protocol.framing import FrameDecoder
-from strom.protocol.messages import RequestHeader, decode_response, encode_request
+from strom.protocol.messages import (
+    RequestHeader,
+    build,
+    decode_response,
+    encode_request,
+    request_class,
+)
+from strom.security.sasl.client import ClientCredentials, SaslClient
 
 log = logging.getLogger(__name__)
 _MAX_RESPONSE = 256 << 20
@@ -29,6 +46,27 @@ _MAX_RESPONSE = 256 << 20
 
 class BrokerConnectionError(ConnectionError):
     """The peer could not be reached, closed the connection, or did not answer in time."""
+
+
+@dataclass(frozen=True, slots=True)
+class InterBrokerSecurity:
+    """How this process connects to peers: ``ssl`` None is no TLS, ``sasl`` None no SASL."""
+
+    ssl: ssl.SSLContext | None = None
+    sasl: ClientCredentials | None = None
+
+
+_security = InterBrokerSecurity()
+
+
+def configure(security: InterBrokerSecurity) -> None:
+    """Set how every later connection to a peer is made (module doc)."""
+    global _security
+    _security = security
+
+
+def security() -> InterBrokerSecurity:
+    return _security
 
 
 class BrokerConnection:
@@ -82,15 +120,53 @@ class BrokerConnection:
             if self.connected:
                 return
             local = (self.source_host, 0) if self.source_host else None
+            context = _security.ssl
             try:
                 reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(self.host, self.port, local_addr=local),
+                    asyncio.open_connection(self.host, self.port, local_addr=local,
+                                            ssl=context,
+                                            server_hostname=self.host if context else None),
                     self.connect_timeout,
                 )
-            except (OSError, TimeoutError) as exc:
+            except (OSError, TimeoutError) as exc:  # ssl.SSLError too: an untrusted peer
                 raise BrokerConnectionError(f"cannot connect to {self}: {exc}") from None
+            if _security.sasl is not None:
+                try:
+                    await asyncio.wait_for(self._authenticate(reader, writer, _security.sasl),
+                                           self.connect_timeout)  # fmt: skip
+                except (OSError, TimeoutError, ValueError, asyncio.IncompleteReadError) as exc:
+                    writer.close()
+                    raise BrokerConnectionError(
+                        f"cannot authenticate to {self}: {exc or type(exc).__name__}") from None
             self._writer = writer
             self._reader_task = asyncio.get_running_loop().create_task(self._read(reader))
+
+    async def _authenticate(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                            creds: ClientCredentials) -> None:  # fmt: skip
+        """The SASL exchange on a new connection (ValueError when the peer refuses it)."""
+
+        async def call(api_key: int, version: int, **fields: Any) -> Any:
+            self._correlation = (self._correlation + 1) & 0x7FFFFFFF
+            header = RequestHeader(api_key, version, self._correlation, self.client_id)
+            writer.write(encode_request(header, build(request_class(api_key, version),
+                                                      **fields)))  # fmt: skip
+            size = int.from_bytes(await reader.readexactly(4), "big")
+            if not 0 <= size <= _MAX_RESPONSE:
+                raise ValueError(f"a {size}-byte answer")
+            return decode_response(api_key, version, await reader.readexactly(size))[1]
+
+        answer = await call(17, 1, mechanism=creds.mechanism)
+        if answer.error_code:
+            raise ValueError(f"SaslHandshake {creds.mechanism}: error {answer.error_code}, "
+                             f"the peer offers {list(answer.mechanisms)}")  # fmt: skip
+        client = SaslClient(creds)
+        token: bytes | None = client.first()
+        while token is not None:
+            answer = await call(36, 2, auth_bytes=token)
+            if answer.error_code:
+                raise ValueError(f"SaslAuthenticate as {creds.username!r}: "
+                                 f"{answer.error_message or answer.error_code}")  # fmt: skip
+            token = client.step(bytes(answer.auth_bytes))
 
     async def _read(self, reader: asyncio.StreamReader) -> None:
         decoder = FrameDecoder(_MAX_RESPONSE)

@@ -29,10 +29,27 @@ NO_LEADER = -1
 
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
+    """A live broker. ``host``/``port``: where peers reach it (its registration's first
+    endpoint, the inter-broker listener); ``listeners``: every advertised listener as (name,
+    host, port), empty for a broker known only by one address (then it answers on all)."""
+
     node_id: int
     host: str
     port: int
     rack: str | None = None
+    listeners: tuple[tuple[str, str, int], ...] = ()
+
+    def on(self, listener: str) -> BrokerInfo | None:
+        """This broker as clients of ``listener`` reach it; None when it has no such listener
+        (Kafka leaves it out of their answers). ``""`` (a local call) is the peers' address."""
+        if not listener or not self.listeners:
+            return self
+        for name, host, port in self.listeners:
+            if name == listener:
+                if host == self.host and port == self.port:
+                    return self
+                return BrokerInfo(self.node_id, host, port, self.rack, self.listeners)
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +91,16 @@ class MetadataCache:
 
     def broker(self, node_id: int) -> BrokerInfo | None:
         return self.brokers.get(node_id)
+
+    def broker_on(self, node_id: int, listener: str) -> BrokerInfo | None:
+        """``node_id`` as clients of ``listener`` reach it (None: dead or not on it)."""
+        found = self.brokers.get(node_id)
+        return found.on(listener) if found is not None else None
+
+    def brokers_on(self, listener: str) -> list[BrokerInfo]:
+        """The live brokers as clients of ``listener`` reach them, by id."""
+        found = (b.on(listener) for b in self.brokers.values())
+        return sorted((b for b in found if b is not None), key=lambda b: b.node_id)
 
     def alive(self, node_id: int) -> bool:
         return node_id in self.brokers

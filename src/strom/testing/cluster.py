@@ -89,6 +89,7 @@ class ClusterProcess:
         session_timeout_ms: int = TEST_SESSION_TIMEOUT_MS,
         chroot: str = "",
         broker_env: Mapping[int, Mapping[str, str]] | None = None,
+        listener_settings: Callable[[int, str, int], Mapping[str, str]] | None = None,
     ) -> None:
         self.work_dir = Path(work_dir)
         self.external_zookeeper = zookeeper
@@ -104,6 +105,10 @@ class ClusterProcess:
         self.racks = dict(racks or {})
         #: environment variables per broker id (on top of this process's)
         self.broker_env = {i: dict(e) for i, e in (broker_env or {}).items()}
+        #: (broker id, host, client port) -> more settings for that broker: named listeners
+        #: (e.g. a TLS inter-broker listener beside the PLAINTEXT one clients and these
+        #: helpers use, on ``port``)
+        self.listener_settings = listener_settings
         self.brokers: dict[int, BrokerProcess] = {}
         self._initial = brokers
         self._faults: list[NetworkFault] = []
@@ -154,6 +159,8 @@ class ClusterProcess:
             log_file=data_dir.parent / "broker.log",
             env=self.broker_env.get(broker_id),
         )
+        if self.listener_settings is not None:
+            broker.settings.update(self.listener_settings(broker_id, broker.host, broker.port))
         self.brokers[broker_id] = broker
         return broker
 

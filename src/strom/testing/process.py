@@ -15,6 +15,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from strom.config import parse_properties
+
 #: ``LOW-HIGH`` (inclusive): :func:`free_port` hands out ports of this range only. strom's test
 #: suite gives each pytest-xdist worker a range of its own (``tests/conftest.py``).
 PORT_RANGE_ENV = "STROM_TEST_PORTS"
@@ -222,6 +224,10 @@ class BrokerProcess(ChildProcess):
     ``broker_id`` and ``zookeeper`` (the ``broker.id`` and ``zookeeper.connect`` properties)
     and a ``host`` of its own (127.0.0.2, …) so network faults can tell brokers apart.
 
+    With a ``listeners`` setting or a ``config_file`` that has one (named listeners, :mod:`strom.security.listeners`) no
+    ``--listen`` is given: ``port`` must then be one of those listeners' ports (the one
+    :attr:`bootstrap` names and start-up waits for).
+
     The admin listener (``/metrics``, ``/health/*``) is off unless ``admin_port`` is given
     (``admin=True`` picks a free port): two test brokers on the default 9644 would clash.
     ``env``: environment variables of the broker on top of this process's (e.g. a disk-fault
@@ -242,9 +248,12 @@ class BrokerProcess(ChildProcess):
         broker_id: int | None = None,
         zookeeper: str | None = None,
         env: Mapping[str, str] | None = None,
+        config_file: Path | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.env = dict(env or {})
+        #: a server.properties given with ``--config``
+        self.config_file = config_file
         self.host = host
         self.port = port or free_port(host)
         self.admin_port = admin_port or (free_port() if admin else None)
@@ -277,15 +286,26 @@ class BrokerProcess(ChildProcess):
             "serve",
             "--data-dir",
             str(self.data_dir),
-            "--listen",
-            self.bootstrap,
         ]
+        if self.config_file is not None:
+            cmd += ["--config", str(self.config_file)]
+        if not self._named_listeners():  # else ``port`` is one of the named listeners'
+            cmd += ["--listen", self.bootstrap]
         if "strom.admin.listener" not in self.settings:
             admin = "" if self.admin_port is None else f"127.0.0.1:{self.admin_port}"
             cmd.append(f"--admin-listener={admin}")
         for key, value in self.settings.items():
             cmd += ["--set", f"{key}={value}"]
         return cmd + self.extra_args
+
+    def _named_listeners(self) -> bool:
+        """Whether the settings or the config file give ``listeners``."""
+        if "listeners" in self.settings:
+            return True
+        if self.config_file is None:
+            return False
+
+        return "listeners" in parse_properties(self.config_file.read_text())
 
     def prepare(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)

@@ -38,7 +38,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
     await cluster_view(ctx)
     cache = ctx.replicas.cache
-    brokers = sorted(cache.brokers.values(), key=lambda b: b.node_id)
+    brokers = cache.brokers_on(ctx.client.listener)
     return ctx.respond(
         throttle_time=0,
         error_code=ErrorCode.none,

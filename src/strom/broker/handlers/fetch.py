@@ -118,7 +118,9 @@ class _FetchPlan:
         self.max_bytes = int(getattr(request, "max_bytes", 2**31 - 1))
         self.by_id = ctx.api_version >= 13
         self.read_committed = int(getattr(request, "isolation_level", 0)) == 1
-        self.zero_copy = zero_copy.enabled(ctx.config)
+        # a TLS connection cannot sendfile: its records are read and written in parts
+        self.zero_copy = (zero_copy.enabled(ctx.config)
+                          and ctx.client.security_protocol in zero_copy.PLAIN_PROTOCOLS)
         self.regions: list[zero_copy.FileRegion] = []  # of the latest read, in order
         self.keys: list[tuple[str, int]] = []
         self.names = [self._name(topic) for topic in topics]

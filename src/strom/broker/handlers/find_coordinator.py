@@ -50,9 +50,10 @@ def _leader(ctx: RequestContext, topic: str, partition: int) -> Lookup:
         return ErrorCode.coordinator_not_available, f"{topic}-{partition} has no leader", None
     if state.leader == ctx.node.node_id:
         return ErrorCode.none, None, None
-    found = cache.broker(state.leader)
+    found = cache.broker_on(state.leader, ctx.client.listener)
     if found is None:
-        return ErrorCode.coordinator_not_available, f"broker {state.leader} is not alive", None
+        return (ErrorCode.coordinator_not_available,
+                f"broker {state.leader} is not alive on listener {ctx.client.listener}", None)
     return ErrorCode.none, None, found
 
 
@@ -122,7 +123,7 @@ def _denied(ctx: RequestContext, key: str, key_type: int) -> ErrorCode | None:
 @dispatch.handler(API_KEY, 0, 6)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     key_type = int(getattr(request, "key_type", 0))
-    host, port = ctx.node.advertised
+    host, port = ctx.node.advertised_on(ctx.client.listener)
     node = ctx.node.node_id
 
     def answer(code: ErrorCode, message: str | None, other: BrokerInfo | None) -> dict[str, Any]:

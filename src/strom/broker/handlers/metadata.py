@@ -221,7 +221,8 @@ def _respond(ctx: RequestContext, topics: list[Any],
     cache (brokers, controller) has not changed."""
     cache = ctx.services.metadata_answers
     cluster = ctx.replicas.cache
-    key = (ctx.api_version, cluster.version, cluster_ops, *map(id, topics))
+    listener = ctx.client.listener
+    key = (ctx.api_version, cluster.version, listener, cluster_ops, *map(id, topics))
     cached = cache.bodies.get(key)
     if cached is not None:
         return cached[1]
@@ -229,7 +230,7 @@ def _respond(ctx: RequestContext, topics: list[Any],
         throttle_time=0,
         brokers=tuple(ctx.make("MetadataResponseBroker", node_id=b.node_id, host=b.host,
                                port=b.port, rack=b.rack)
-                      for b in sorted(cluster.brokers.values(), key=lambda b: b.node_id)),
+                      for b in cluster.brokers_on(listener)),
         cluster_id=ctx.node.cluster_id,
         controller_id=cluster.controller_id,
         topics=tuple(topics),

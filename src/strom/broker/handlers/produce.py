@@ -306,7 +306,7 @@ def handle(ctx: RequestContext, request: ProduceRequest, remote: Remote | None =
     if i == 1 and len(responses) == 1 and not parts[0][1] and version < 13:  # one partition appended: nothing to hint
         return _new(OnePartition, (name, parts[0]))
     if version >= LEADER_HINTS_VERSION:
-        return _with_leader_hints(services, responses)
+        return _with_leader_hints(services, responses, ctx.client.listener)
     return _new(ProduceResponse, (responses, 0, ()))
 
 
@@ -340,7 +340,7 @@ async def _answer_later(ctx: RequestContext, request: ProduceRequest, responses:
                              for p in parts], topic_id)
                      for name, parts, topic_id in responses]  # fmt: skip
     if ctx.header.api_version >= LEADER_HINTS_VERSION:
-        return _with_leader_hints(ctx.services, responses)
+        return _with_leader_hints(ctx.services, responses, ctx.client.listener)
     return ProduceResponse(responses)
 
 
@@ -389,9 +389,10 @@ def current_leader(replicas: ReplicaManager, topic: str, index: int) -> tuple[in
     return best
 
 
-def _with_leader_hints(services: BrokerServices, responses: list[Any]) -> ProduceResponse:
+def _with_leader_hints(services: BrokerServices, responses: list[Any],
+                       listener: str = "") -> ProduceResponse:  # fmt: skip
     """KIP-951: the current leader of every partition that was refused for leadership, and
-    those leaders' endpoints."""
+    those leaders' endpoints on the client's ``listener``."""
     leaders: set[int] = set()
     hinted = []
     for name, parts, topic_id in responses:
@@ -409,6 +410,6 @@ def _with_leader_hints(services: BrokerServices, responses: list[Any]) -> Produc
     if not leaders:
         return _new(ProduceResponse, (responses, 0, ()))
     cache = services.replicas.cache
-    endpoints = [(b.node_id, b.host, b.port, b.rack) for b in map(cache.broker, sorted(leaders))
-                 if b is not None]  # fmt: skip
+    on = (cache.broker_on(node_id, listener) for node_id in sorted(leaders))
+    endpoints = [(b.node_id, b.host, b.port, b.rack) for b in on if b is not None]
     return ProduceResponse(hinted, node_endpoints=endpoints)

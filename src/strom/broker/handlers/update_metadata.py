@@ -25,12 +25,16 @@ API_KEY = 6
 
 def command(request: Any) -> UpdateMetadata:
     """The request as the replica manager's command (a broker's first endpoint is its
-    address)."""
+    address for peers: brokers register the inter-broker listener first; every endpoint is
+    kept by listener name for clients)."""
     brokers = []
     for b in request.live_brokers:
         endpoint = b.endpoints[0] if b.endpoints else None
+        listeners = tuple((str(e.listener).upper(), str(e.host), int(e.port))
+                          for e in b.endpoints)  # fmt: skip
         brokers.append(BrokerInfo(int(b.id_), endpoint.host if endpoint else "",
-                                  int(endpoint.port) if endpoint else -1, b.rack))  # fmt: skip
+                                  int(endpoint.port) if endpoint else -1, b.rack,
+                                  listeners))  # fmt: skip
     return UpdateMetadata(int(request.controller_id), int(request.controller_epoch),
                           int(request.broker_epoch), tuple(brokers), tuple(
         PartitionMetadata(str(topic.topic_name), int(p.partition_index), PartitionInfo(

@@ -47,7 +47,8 @@ def current_leader(ctx: RequestContext, topic_id: uuid.UUID, index: int) -> tupl
 def node_endpoints(ctx: RequestContext, leaders: Iterable[int]) -> tuple[Any, ...]:
     out = []
     for node_id in sorted(set(leaders)):
-        broker = ctx.replicas.cache.broker(node_id) if node_id >= 0 else None
+        broker = ctx.replicas.cache.broker_on(node_id, ctx.client.listener) if (
+            node_id >= 0) else None  # fmt: skip
         if broker is not None:
             out.append(ctx.make("NodeEndpoint", node_id=broker.node_id, host=broker.host,
                                 port=broker.port, rack=broker.rack))  # fmt: skip
