@@ -124,6 +124,14 @@ EXTRA_KNOWN_KEYS: set[str] = {
     "strom.fetch.sendfile.enable",
     "offset.metadata.max.bytes",
     "strom.controller.enable",  # internal/testing: false = wait for a controller's requests
+    # the admin listener's bearer token and TLS (strom.broker.observability.admin)
+    "strom.admin.listener.token.file",
+    *(f"strom.admin.listener.{k}" for k in (
+        "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password",
+        "ssl.key.password", "ssl.keystore.certificate.chain", "ssl.keystore.key",
+        "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password",
+        "ssl.truststore.certificates", "ssl.client.auth", "ssl.enabled.protocols",
+        "ssl.cipher.suites")),
     # listeners and TLS (strom.security.listeners, strom.security.tls); each also as
     # listener.name.<listener>.<key>
     "listeners", "advertised.listeners", "listener.security.protocol.map",

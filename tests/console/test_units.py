@@ -128,4 +128,6 @@ def test_open_starts_the_browser_on_the_console(broker: Any, tmp_path: Path,
         status, body = proc.request("GET", "/")
         assert status == 200 and broker.bootstrap in body
         assert proc.stop() == 0  # SIGTERM: a clean exit
-    assert proc.log_tail() == f"strom console on {proc.url}/ (brokers {broker.bootstrap})"
+    assert proc.log_tail() == (
+        f"strom console on {proc.url}/ (brokers {broker.bootstrap})\n"
+        f"no login (--users-file not given): only this machine can reach {proc.url}/")

@@ -184,6 +184,7 @@ def _set(broker: Any, flags: list[str], config: str) -> None:
     Cli(broker.bootstrap).ok("quota", "alter", *flags, "--add-config", config)
 
 
+@pytest.mark.serial  # rates and throttle times measured: alone on the machine
 def test_producer_throttled_to_its_rate_while_another_keeps_its_speed(broker: Any) -> None:
     topic, slow, fast = _id("quota-produce"), _id("slow"), _id("fast")
     create_topic(broker.bootstrap, topic)
@@ -211,6 +212,7 @@ def test_producer_throttled_to_its_rate_while_another_keeps_its_speed(broker: An
     assert fast_rate >= 20 * quota
 
 
+@pytest.mark.serial  # rates and throttle times measured: alone on the machine
 def test_consumer_throttled_to_its_byte_rate(broker: Any) -> None:
     topic, client = _id("quota-fetch"), _id("reader")
     create_topic(broker.bootstrap, topic)
@@ -246,6 +248,7 @@ def test_consumer_throttled_to_its_byte_rate(broker: Any) -> None:
     assert load.throttles and max(load.throttles) > 0
 
 
+@pytest.mark.serial  # rates and throttle times measured: alone on the machine
 def test_request_percentage_throttles_every_api_and_mutes_the_connection(broker: Any) -> None:
     client = _id("busy")
     _set(broker, ["--client", client], "request_percentage=0.5")  # 5 ms of handling a second

@@ -115,6 +115,7 @@ def test_read_committed_skips_aborted_and_markers(spark_broker: BrokerProcess) -
                                                if start <= m.offset() < stop]  # fmt: skip
 
 
-def test_security_protocol_other_than_plaintext_is_refused(spark_broker: BrokerProcess) -> None:
-    with pytest.raises(ValueError, match="PLAINTEXT"):
-        _rows(spark_broker.bootstrap, "any", 0, 1, **{"kafka.security.protocol": "SSL"})
+def test_sasl_is_refused_by_the_executors_connections(spark_broker: BrokerProcess) -> None:
+    for protocol in ("SASL_SSL", "SASL_PLAINTEXT"):
+        with pytest.raises(ValueError, match="PLAINTEXT or SSL connections only"):
+            _rows(spark_broker.bootstrap, "any", 0, 1, **{"kafka.security.protocol": protocol})

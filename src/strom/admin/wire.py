@@ -7,6 +7,12 @@ resource). One request per connection to the address given. Not a Kafka client: 
 no retries; which broker a request must go to in a cluster (a leader, a coordinator, every
 broker) is :mod:`strom.admin.routing`'s job, and data goes through confluent-kafka, except the
 Spark source's reads of raw record batches (:mod:`strom.spark.wire` uses this connection).
+
+Security: a connection is secured as its :class:`~strom.admin.client_security.WireSecurity`
+says (TLS for ``security.protocol=SSL``; SASL is refused in one line), given explicitly (the
+Spark source) or else the process's default, set once by :func:`use_security` (the CLI and the
+console, one cluster per process, from the same ``-X``/profile settings their
+confluent-kafka clients get).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
 from strom.admin.addresses import connect_timeout_reason
+from strom.admin.client_security import WireSecurity
 from strom.admin.errors import RefusedError, TimedOutError, UnreachableError
 from strom.protocol.errors import ErrorCode
 from strom.protocol.messages import (
@@ -29,14 +36,23 @@ from strom.protocol.messages import (
     request_class,
 )
 
+_default_security = WireSecurity()
+
+
+def use_security(security: WireSecurity) -> None:
+    """The security of this process's connections that are given none (module doc)."""
+    global _default_security
+    _default_security = security
+
 
 class WireConnection:
     """A blocking connection that sends one built request at a time and decodes its answer."""
 
-    def __init__(self, bootstrap: str, timeout: float = 10.0, client_id: str = "strom-cli"
-                 ) -> None:  # fmt: skip
+    def __init__(self, bootstrap: str, timeout: float = 10.0, client_id: str = "strom-cli",
+                 security: WireSecurity | None = None) -> None:  # fmt: skip
         host, _, port = bootstrap.rpartition(":")
-        self.sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
+        sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
+        self.sock = (security or _default_security).wrap(sock, host.strip("[]"))
         self.client_id = client_id
         self._correlation = 0
 

@@ -391,7 +391,9 @@ class Broker:
             log.warning("admin listener off: missing packages %s", ", ".join(missing))
             return
         self._admin = admin_listener.AdminListener(
-            self, *address, required=admin_listener.CONFIG_KEY in self.config.explicit)
+            self, *address, required=admin_listener.CONFIG_KEY in self.config.explicit,
+            security=admin_listener.AdminSecurity.from_config(self.config.get,
+                                                              list(self.config.values)))
         await self._admin.start()
         # last to stop: probes see "not ready" until the process ends
         self._stops.append(("admin listener", self._admin.stop))

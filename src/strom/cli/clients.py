@@ -13,16 +13,28 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer
 
+from strom.admin.client_security import WireSecurity, to_librdkafka
 from strom.admin.session import DEFAULT_TIMEOUT_S, LIBRDKAFKA_LOG, ClientSettings, Session
 from strom.admin.session import parse_properties as _parse_properties
+from strom.admin.wire import use_security
 from strom.cli.connection import resolve_bootstrap
+from strom.cli.profile_store import current_profile
 
 _SESSION = "admin_session"
 
 
 def client_properties(args: argparse.Namespace) -> dict[str, str]:
-    """The ``-X K=V`` properties as a dict."""
-    return _parse_properties(list(getattr(args, "client_config", []) or []))
+    """The client properties of this run: the profile's (when it gives the address), then
+    the ``-X K=V`` ones over them; Java client security names carried over to librdkafka's
+    (:func:`strom.admin.client_security.to_librdkafka`)."""
+    properties: dict[str, str] = {}
+    resolve_bootstrap(args)
+    if str(getattr(args, "bootstrap_source", "")).startswith("profile"):
+        profile = current_profile(getattr(args, "profile", None))
+        if profile is not None:
+            properties.update(profile.properties)
+    properties.update(_parse_properties(list(getattr(args, "client_config", []) or [])))
+    return to_librdkafka(properties)
 
 
 def settings(args: argparse.Namespace) -> ClientSettings:
@@ -46,6 +58,8 @@ def session(args: argparse.Namespace) -> Session:
     existing = getattr(args, _SESSION, None)
     if existing is None:
         existing = Session(settings(args))
+        # strom's own wire requests of this run go out as the confluent-kafka clients do
+        use_security(WireSecurity.from_properties(existing.settings.properties))
         setattr(args, _SESSION, existing)
     return existing  # type: ignore[no-any-return]
 

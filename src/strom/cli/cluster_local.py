@@ -21,7 +21,9 @@ written by ``strom serve`` itself), so a broker is found however it was started,
 ``start`` or by hand. ``stop --broker N`` stops one broker, ``start --broker N`` starts it
 again as ``up`` did (same ports, settings and data), ``restart --broker N`` does both.
 ``down`` stops every broker of the data dir (those recorded and those whose ``strom.pid`` is
-there) and then the ZooKeeper ``up`` started. A PID counts as the recorded process only while
+there) and then the ZooKeeper ``up`` started. ``up --security`` makes a CA and certificates
+and gives every broker one mTLS listener (:mod:`strom.cli.cluster_tls`; recorded as
+``"tls"`` in ``cluster.json``, so ``start`` does the same). A PID counts as the recorded process only while
 its start time still matches (a PID reused by another program since is left alone). Brokers
 get SIGTERM (a controlled shutdown) and SIGKILL after ``--stop-timeout``.
 """
@@ -40,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from strom import pidfile
+from strom.cli import cluster_tls
 from strom.cli.errors import CliError
 from strom.cli.options import add_format_option
 from strom.cli.output import print_json
@@ -68,6 +71,9 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     _data_dir(p, "where the brokers and ZooKeeper keep data")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="broker property for every broker (repeatable)")
+    p.add_argument("--security", action="store_true",
+                   help="a secured cluster: its own CA in <data-dir>/tls, one SSL listener per "
+                        "broker with client certificates required (also between brokers)")
     add_format_option(p)
     p.set_defaults(func=up)
     p = sub.add_parser("down", help="stop every broker of the data dir, then its ZooKeeper")
@@ -182,15 +188,26 @@ def _running_brokers(data_dir: Path, state: dict[str, Any] | None) -> dict[int, 
 # -- up --------------------------------------------------------------------------------------
 
 
-def _broker_process(data_dir: Path, state: dict[str, Any], entry: dict[str, Any]) -> Any:
-    from strom.testing.process import BrokerProcess  # the process kit: only these commands
+def _process_kit() -> Any:
+    """strom's process kit (``strom.testing``: the broker and ZooKeeper processes), imported
+    by these commands only (every ``strom`` command imports this module)."""
+    from strom.testing import process, zookeeper  # the process kit: only these commands
 
+    return process, zookeeper
+
+
+def _broker_process(data_dir: Path, state: dict[str, Any], entry: dict[str, Any]) -> Any:
+    BrokerProcess = _process_kit()[0].BrokerProcess  # noqa: N806 - the class
     broker_id = int(entry["id"])
     port = int(str(entry["address"]).rpartition(":")[2])
     admin = entry.get("admin")
+    host = state.get("host", "127.0.0.1")
+    settings = dict(state["settings"])
+    if state.get("tls"):  # --security: the listener and TLS first, --set over them
+        settings = {**cluster_tls.broker_settings(state["tls"], host, port), **settings}
     proc = BrokerProcess(
-        data_dir / f"broker-{broker_id}", port=port, host=state.get("host", "127.0.0.1"),
-        broker_id=broker_id, settings=dict(state["settings"]),
+        data_dir / f"broker-{broker_id}", port=port, host=host,
+        broker_id=broker_id, settings=settings,
         admin_port=int(str(admin).rpartition(":")[2]) if admin else None,
         log_file=data_dir / f"broker-{broker_id}.log",
     )  # fmt: skip
@@ -232,6 +249,8 @@ def up(args: argparse.Namespace) -> int:
                 raise CliError(f"invalid --set {item!r}: expected KEY=VALUE")
             settings[key] = value
         state["settings"] = settings
+        if args.security:
+            state["tls"] = cluster_tls.make_files(data_dir / "tls", args.host)
         planned: list[dict[str, Any]] = [{"role": "broker", "id": i, "address": f"{args.host}:{port}",
                     "admin": f"127.0.0.1:{admin}"}
                    for i, (port, admin) in enumerate(zip(ports, admin_ports, strict=True), 1)]
@@ -265,6 +284,11 @@ def up(args: argparse.Namespace) -> int:
                   f"metrics and health on http://{entry['admin']}")  # fmt: skip
     print(f"ZooKeeper: {state['zookeeper']}")
     print(f"Bootstrap servers: {state['bootstrap']}")
+    if state.get("tls"):
+        x = " ".join(f"-X {k}={v}" for k, v in cluster_tls.client_settings(state["tls"]).items())
+        print(f"TLS: SSL listeners, client certificates required; CA {state['tls']['ca']}, "
+              f"client settings in {state['tls']['client_properties']}")
+        print(f"Try: strom profile create local-tls -b {state['bootstrap']} {x}")
     print("Metrics: " + ",".join(f"http://{e['admin']}/metrics" for e in state["processes"]
                                   if e["role"] == "broker"))  # fmt: skip
     return 0
@@ -276,13 +300,13 @@ def _start(broker: Any) -> None:
 
 def _start_zookeeper(data_dir: Path, state: dict[str, Any]) -> str:
     try:
-        from strom.testing.zookeeper import ZooKeeperProcess, zookeeper_available
+        zookeeper = _process_kit()[1]
     except ImportError as exc:
         raise CliError(f"cannot start ZooKeeper in this build: {exc}") from None
-    if not zookeeper_available():
+    if not zookeeper.zookeeper_available():
         raise CliError("ZooKeeper is not installed: apt-get install -y zookeeper "
                        "(or give --zookeeper HOST:PORT)")  # fmt: skip
-    zk = ZooKeeperProcess(data_dir / "zookeeper")
+    zk = zookeeper.ZooKeeperProcess(data_dir / "zookeeper")
     zk.detach = True
     try:
         zk.start(60.0)

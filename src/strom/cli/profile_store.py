@@ -9,8 +9,12 @@ when XDG_CONFIG_HOME is unset)::
     brokers = "kafka1:9092,kafka2:9092"
     timeout = 5.0                          # optional, seconds
 
+    [profiles.prod.properties]             # optional: client properties (-X), e.g. security
+    "security.protocol" = "SSL"
+    "ssl.ca.location" = "/etc/strom/ca.crt"
+
 The file is rewritten whole (temp file + rename) on every change, so a crash leaves either the
-old or the new file.
+old or the new file; it is written with mode 0600 (properties may hold ``sasl.password``).
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ from __future__ import annotations
 import json
 import os
 import tomllib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from strom.cli.errors import CliError
@@ -29,6 +34,7 @@ class Profile:
     name: str
     brokers: str
     timeout: float | None = None
+    properties: Mapping[str, str] = field(default_factory=dict)
 
 
 def config_dir() -> Path:
@@ -55,8 +61,12 @@ def load() -> tuple[str | None, dict[str, Profile]]:
         if not isinstance(body, dict):
             raise CliError(f"{path}: [profiles.{name}] must be a table")
         raw_timeout = body.get("timeout")
+        properties = body.get("properties") or {}
+        if not isinstance(properties, dict):
+            raise CliError(f"{path}: [profiles.{name}.properties] must be a table")
         profiles[name] = Profile(
-            name, str(body.get("brokers", "")), float(raw_timeout) if raw_timeout else None
+            name, str(body.get("brokers", "")), float(raw_timeout) if raw_timeout else None,
+            {str(k): str(v) for k, v in properties.items()},
         )
     current = doc.get("current")
     return (str(current) if current else None), profiles
@@ -73,11 +83,17 @@ def save(current: str | None, profiles: dict[str, Profile]) -> None:
         if p.timeout is not None:
             lines.append(f"timeout = {float(p.timeout)!r}")
         lines.append("")
+        if p.properties:
+            lines.append(f"[profiles.{json.dumps(p.name)}.properties]")
+            lines += [f"{json.dumps(k)} = {json.dumps(v)}" for k, v in p.properties.items()]
+            lines.append("")
     path = profiles_file()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".toml.tmp")
-        tmp.write_text("\n".join(lines))
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write("\n".join(lines))
         os.replace(tmp, path)
     except OSError as exc:
         raise CliError(f"cannot write {path}: {exc.strerror or exc}") from None

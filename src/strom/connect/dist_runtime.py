@@ -33,7 +33,7 @@ import threading
 import traceback
 from typing import Any
 
-from strom.connect import eos
+from strom.connect import client_configs, eos
 from strom.connect.api import ConnectorContext, SourceConnector
 from strom.connect.forward import post_json
 from strom.connect.group_protocol import ConnectorsAndTasks, TaskId
@@ -296,7 +296,8 @@ class DistributedRuntime(StandaloneHerder):
             client_id = f"{w['group.id']}-offsets-{rt.name}-{index}-{self.worker_id}"
             own = OffsetTopicStore(lambda on_record: TopicLog(
                 bootstrap, topic, partitions=partitions, replication=replication,
-                client_id=client_id, on_record=on_record))
+                client_id=client_id, on_record=on_record,
+                client_config=client_configs.worker_client(w)))
         return eos.ExactlyOnceWorkerSourceTask(
             **common, client_config=client_config, offsets=self.offsets,
             transactional_id=eos.transactional_id(w["group.id"].strip(), rt.name, index),
@@ -327,10 +328,7 @@ class DistributedRuntime(StandaloneHerder):
                 previous = self.configs.task_count_records.get(name, 0)
                 current = len(self.configs.task_configs.get(name, []))
             group = self.worker_config["group.id"].strip()
-            client = {"bootstrap.servers": self.worker_config.get("bootstrap.servers",
-                                                                  "localhost:9092"),
-                      **{k[9:]: v for k, v in self.worker_config.items()
-                         if k.startswith("producer.")}}
+            client = client_configs.task_client(self.worker_config, "producer", {})
             try:
                 eos.fence_producers(client, [eos.transactional_id(group, name, i)
                                              for i in range(max(previous, current))])

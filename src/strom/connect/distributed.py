@@ -23,10 +23,11 @@ import threading
 import time
 from typing import Any
 
+from strom.connect import client_configs
 from strom.connect import offsets as offsets_api
 from strom.connect.assignor import EagerAssignor, IncrementalCooperativeAssignor, config_mismatch
 from strom.connect.dist_runtime import DistributedRuntime
-from strom.connect.forward import REBALANCE, ForwardRequest
+from strom.connect.forward import REBALANCE, ForwardRequest, worker_url
 from strom.connect.group_protocol import (
     NAME_VERSIONS,
     NO_ERROR,
@@ -354,7 +355,7 @@ class DistributedHerder(DistributedRuntime):
                 self.restart_local_task((name, task_id))
                 return
         owner = (self.statuses.tasks_of(name).get(task_id) or {}).get("worker_id")
-        raise ForwardRequest(f"http://{owner}" if owner else None,
+        raise ForwardRequest(worker_url(owner) if owner else None,
                              "Cannot restart task since it is not assigned to this member")
 
     def fence(self, name: str) -> None:
@@ -372,7 +373,7 @@ class DistributedHerder(DistributedRuntime):
                 raise RestError(400, offsets_api.NOT_STOPPED)
             self._leader_only("Only the leader can process external offsets modification "
                               "requests")
-        bootstrap = self.worker_config.get("bootstrap.servers", "localhost:9092")
+        bootstrap = client_configs.admin_client(self.worker_config)
         kind = self._type(config)
         try:
             if method == "GET":

@@ -18,11 +18,14 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
+from strom.connect.client_configs import worker_client, worker_wire_security
 from strom.connect.distributed import DistributedHerder
 from strom.connect.eos import WORKER_MODES
+from strom.connect.forward import use_tls, worker_url
 from strom.connect.group_protocol import MODES
 from strom.connect.membership import GroupMember
 from strom.connect.rest import build_app
+from strom.connect.rest_security import rest_security
 from strom.connect.standalone import ClusterId
 from strom.connect.topic_log import OnRecord, TopicLog, TopicLogError
 from strom.connect.topic_stores import ConfigTopicStore, OffsetTopicStore, StatusTopicStore
@@ -33,6 +36,7 @@ from strom.connect.worker_config import (
     parse_properties,
     rest_address,
 )
+from strom.security.web_tls import serve_with
 
 LOG = logging.getLogger("strom.connect.worker")
 REQUIRED = ("group.id", "config.storage.topic", "offset.storage.topic", "status.storage.topic")
@@ -73,13 +77,15 @@ def build_herder(worker: dict[str, str]) -> tuple[DistributedHerder, str, int]:
     worker_id = f"{adv_host}:{adv_port}"
     bootstrap = worker.setdefault("bootstrap.servers", "localhost:9092")
     group = worker["group.id"].strip()
+    clients = worker_client(worker)  # the worker's own clients: its top-level security
 
     def maker(kind: str, partitions: int) -> Callable[[OnRecord], TopicLog]:
         topic = worker[f"{kind}.storage.topic"].strip()
         replication = _int(worker, f"{kind}.storage.replication.factor", 3)
         return lambda on_record: TopicLog(
             bootstrap, topic, partitions=partitions, replication=replication,
-            client_id=f"{group}-{kind}s-{worker_id}", on_record=on_record)
+            client_id=f"{group}-{kind}s-{worker_id}", on_record=on_record,
+            client_config=clients)
 
     offsets = OffsetTopicStore(maker("offset", _int(worker, "offset.storage.partitions", 25)))
     statuses = StatusTopicStore(maker("status", _int(worker, "status.storage.partitions", 5)))
@@ -89,9 +95,10 @@ def build_herder(worker: dict[str, str]) -> tuple[DistributedHerder, str, int]:
     member = GroupMember(bootstrap, group,
                          session_timeout_ms=_int(worker, "session.timeout.ms", 10000),
                          rebalance_timeout_ms=_int(worker, "rebalance.timeout.ms", 60000),
-                         client_id=f"connect-{worker_id}")
+                         client_id=f"connect-{worker_id}",
+                         security=worker_wire_security(worker))
     herder = DistributedHerder(
-        worker_id, f"http://{adv_host}:{adv_port}/", worker, member=member, mode=mode,
+        worker_id, worker_url(worker_id) + "/", worker, member=member, mode=mode,
         heartbeat_interval_ms=_int(worker, "heartbeat.interval.ms", 3000),
         max_delay_ms=_int(worker, "scheduled.rebalance.max.delay.ms", 300000),
         offsets=offsets, configs=configs, statuses=statuses)
@@ -103,16 +110,20 @@ def run_distributed(worker_file: Path) -> int:
     import uvicorn
 
     worker = parse_properties(worker_file.read_text(encoding="utf-8"))
+    security = rest_security(worker)
+    use_tls(security.client_ssl)  # before the herder: its URL and worker calls use it
     herder, host, port = build_herder(worker)
     check_listen(host, port)
     try:
         herder.start()
     except TopicLogError as exc:
         raise WorkerConfigError(str(exc)) from None
-    app = build_app(herder, ClusterId(worker["bootstrap.servers"]))
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
-                                           access_log=False, lifespan="off"))
+    app = build_app(herder, ClusterId(worker_client(worker)), security.basic_auth)
+    server = uvicorn.Server(serve_with(
+        uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
+                       lifespan="off"), security.server_ssl))
     LOG.info("distributed worker %s started (group %s)", herder.worker_id, worker["group.id"])
+    LOG.info("%s", security.describe(host, port))
     for sig in (signal.SIGTERM, signal.SIGINT):  # see standalone.run_standalone
         signal.signal(sig, lambda *_: None)
     try:

@@ -42,8 +42,11 @@ class DeadLetterQueueReporter:
         self.context_headers = context_headers
         self.connector = connector
         self.task_id = task_id
+        # the address, the id and the security settings (producer.*'s, as Kafka's DLQ
+        # producer); nothing else of a task's producer (its acks, batching, idempotence)
         self.client_config = {k: v for k, v in client_config.items()
-                              if k in ("bootstrap.servers", "client.id")}
+                              if k in ("bootstrap.servers", "client.id", "security.protocol")
+                              or k.startswith(("ssl.", "sasl."))}
         self.producer: Producer | None = None
 
     def _open(self) -> Producer:

@@ -16,6 +16,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
+from strom.connect import client_configs
 from strom.connect import errors as errors_api
 from strom.connect import offsets as offsets_api
 from strom.connect.api import Connector, ConnectorContext
@@ -192,7 +193,7 @@ class StandaloneHerder:
 
     def connector_offsets(self, name: str, method: str, body: Any = None) -> dict[str, Any]:
         """KIP-875's offsets endpoints: GET any time, PATCH/DELETE only when STOPPED."""
-        bootstrap = self.worker_config.get("bootstrap.servers", "localhost:9092")
+        bootstrap = client_configs.admin_client(self.worker_config)
         with self.lock:
             rt = self._get(name)
             kind = rt.type
@@ -278,21 +279,21 @@ class StandaloneHerder:
                       key_converter=self._converter(rt, "key.converter"),
                       value_converter=self._converter(rt, "value.converter"),
                       flush_interval_s=self.flush_interval_s)
-        base = {"bootstrap.servers": self.worker_config.get("bootstrap.servers",
-                                                            "localhost:9092"),
-                "client.id": f"connector-{rt.name}-{index}"}
+        base = {"client.id": f"connector-{rt.name}-{index}"}
+        # producer.* / consumer.* (+ the connector's overrides) as Kafka: client_configs
+        producer = {**base, **client_configs.task_client(
+            self.worker_config, "producer", _overrides(rt.config, "producer"))}
         common["transforms"] = transform_chain.build_chain(rt.config)
         common["errors"] = errors_api.ErrorHandler(rt.name, index, rt.config,
-                                                   sink=rt.type == "sink", client_config=base)
+                                                   sink=rt.type == "sink",
+                                                   client_config=producer)
         if rt.type == "sink":
-            consumer = {**{k[9:]: v for k, v in self.worker_config.items()
-                           if k.startswith("consumer.")}, **_overrides(rt.config, "consumer")}
+            consumer = {**base, **client_configs.task_client(
+                self.worker_config, "consumer", _overrides(rt.config, "consumer"))}
             topics = [t.strip() for t in rt.config.get("topics", "").split(",") if t.strip()]
-            return WorkerSinkTask(**common, client_config={**base, **consumer}, topics=topics,
+            return WorkerSinkTask(**common, client_config=consumer, topics=topics,
                                   topics_regex=rt.config.get("topics.regex") or None)
-        producer = {**{k[9:]: v for k, v in self.worker_config.items()
-                       if k.startswith("producer.")}, **_overrides(rt.config, "producer")}
-        return self._source_task(rt, index, common, {**base, **producer})
+        return self._source_task(rt, index, common, producer)
 
     def _source_task(self, rt: ConnectorRuntime, index: int, common: dict[str, Any],
                      client_config: dict[str, Any]) -> WorkerTask:

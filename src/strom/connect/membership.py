@@ -22,6 +22,8 @@ from typing import Any
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
+from strom.admin.client_security import WireSecurity
+from strom.admin.errors import AdminError
 from strom.protocol.errors import ErrorCode
 from strom.protocol.messages import (
     RequestHeader,
@@ -64,8 +66,10 @@ def _part(api_key: int, class_name: str, **fields: Any) -> Any:
 
 
 class _Connection:
-    def __init__(self, host: str, port: int, timeout: float, client_id: str) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+    def __init__(self, host: str, port: int, timeout: float, client_id: str,
+                 security: WireSecurity) -> None:
+        sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock = security.wrap(sock, host)  # TLS as the worker's security.protocol says
         self.client_id = client_id
         self.correlation = 0
 
@@ -99,8 +103,10 @@ class GroupMember:
     """One worker's membership; thread-safe between the herder thread and the heartbeats."""
 
     def __init__(self, bootstrap: str, group_id: str, *, session_timeout_ms: int,
-                 rebalance_timeout_ms: int, client_id: str) -> None:
+                 rebalance_timeout_ms: int, client_id: str,
+                 security: WireSecurity | None = None) -> None:
         self.bootstrap = [b.strip() for b in bootstrap.split(",") if b.strip()]
+        self.security = security or WireSecurity()
         self.group_id = group_id
         self.session_timeout_ms = session_timeout_ms
         self.rebalance_timeout_ms = rebalance_timeout_ms
@@ -118,8 +124,8 @@ class GroupMember:
         for address in self.bootstrap:
             host, _, port = address.rpartition(":")
             try:
-                conn = _Connection(host, int(port), 10.0, self.client_id)
-            except OSError as exc:
+                conn = _Connection(host, int(port), 10.0, self.client_id, self.security)
+            except (OSError, AdminError) as exc:
                 last = exc
                 continue
             try:
@@ -139,8 +145,8 @@ class GroupMember:
                 self._coordinator = self._find_coordinator()
             timeout = (self.rebalance_timeout_ms + 10_000) / 1000 if which == "main" else 15.0
             try:
-                conn = _Connection(*self._coordinator, timeout, self.client_id)
-            except OSError as exc:
+                conn = _Connection(*self._coordinator, timeout, self.client_id, self.security)
+            except (OSError, AdminError) as exc:
                 self._coordinator = None
                 raise MembershipError(-1, f"cannot reach the group coordinator: {exc}") from None
             if which == "main":

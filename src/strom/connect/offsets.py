@@ -9,6 +9,7 @@ otherwise, Kafka's message); a null offset removes a partition's offset.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
@@ -30,11 +31,12 @@ class OffsetsError(Exception):
         self.message = message
 
 
-def _admin(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000})
+def _admin(client: Mapping[str, str]) -> AdminClient:
+    """An admin client with the worker's admin settings (strom.connect.client_configs)."""
+    return AdminClient({**client, "socket.timeout.ms": 10000})
 
 
-def read(kind: str, name: str, store: OffsetBackingStore, bootstrap: str) -> dict[str, Any]:
+def read(kind: str, name: str, store: OffsetBackingStore, bootstrap: Mapping[str, str]) -> dict[str, Any]:
     if kind == "source":
         return {"offsets": [{"partition": p, "offset": o} for p, o in store.entries(name)]}
     group = ConsumerGroupTopicPartitions(f"connect-{name}")
@@ -50,7 +52,7 @@ def read(kind: str, name: str, store: OffsetBackingStore, bootstrap: str) -> dic
         for tp in sorted(partitions, key=lambda t: (t.topic, t.partition)) if tp.offset >= 0]}
 
 
-def alter(kind: str, name: str, body: Any, store: OffsetBackingStore, bootstrap: str) -> None:
+def alter(kind: str, name: str, body: Any, store: OffsetBackingStore, bootstrap: Mapping[str, str]) -> None:
     if not isinstance(body, dict) or not isinstance(body.get("offsets"), list):
         raise OffsetsError(400, "Offsets to alter must be given as {\"offsets\": [...]}")
     entries: list[tuple[dict[str, Any], Any]] = []
@@ -82,7 +84,7 @@ def alter(kind: str, name: str, body: Any, store: OffsetBackingStore, bootstrap:
         raise OffsetsError(500, f"Failed to alter the sink connector's offsets: {exc}") from None
 
 
-def reset(kind: str, name: str, store: OffsetBackingStore, bootstrap: str) -> None:
+def reset(kind: str, name: str, store: OffsetBackingStore, bootstrap: Mapping[str, str]) -> None:
     if kind == "source":
         store.forget(name)
         return

@@ -27,6 +27,7 @@ from starlette.routing import Route
 from strom.connect.forward import ForwardRequest, forward
 from strom.connect.herder import RestError, StandaloneHerder
 from strom.connect.plugins import plugin_list
+from strom.connect.rest_security import BasicAuth, BasicAuthMiddleware
 
 VERSION = "0.1.0"
 
@@ -63,13 +64,17 @@ def _forwarding(endpoint: Endpoint) -> Callable[[Request], Awaitable[Response]]:
         except ForwardRequest as exc:
             status, raw = await run_in_threadpool(
                 forward, exc, request.method, request.url.path,
-                list(request.query_params.multi_items()), body)
+                list(request.query_params.multi_items()), body,
+                authorization=request.headers.get("authorization"))
             return Response(raw, status_code=status, media_type="application/json")
 
     return wrapper
 
 
-def build_app(herder: StandaloneHerder, cluster_id: Callable[[], str | None]) -> Starlette:
+def build_app(herder: StandaloneHerder, cluster_id: Callable[[], str | None],
+              basic_auth: BasicAuth | None = None) -> Starlette:
+    """The REST API of ``herder``; with ``basic_auth`` every request but the internal ones
+    needs credentials (:class:`~strom.connect.rest_security.BasicAuthMiddleware`)."""
     h = herder
 
     def root(request: Request) -> Response:
@@ -234,5 +239,8 @@ def build_app(herder: StandaloneHerder, cluster_id: Callable[[], str | None]) ->
     ]
     routes = [Route(r.path, _forwarding(r.endpoint), methods=sorted(r.methods or ()))
               for r in routes]
-    return Starlette(routes=routes, exception_handlers={
+    app = Starlette(routes=routes, exception_handlers={
         RestError: rest_error, HTTPException: http_error, Exception: internal_error})
+    if basic_auth is not None:
+        app.add_middleware(BasicAuthMiddleware, auth=basic_auth)
+    return app

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer
@@ -31,9 +31,10 @@ class TopicLogError(Exception):
 
 
 def ensure_topic(bootstrap: str, topic: str, partitions: int, replication: int,
-                 timeout: float = 30.0) -> int:
-    """Create ``topic`` compacted if it does not exist; its partition count."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+                 timeout: float = 30.0, client_config: Mapping[str, str] | None = None) -> int:
+    """Create ``topic`` compacted if it does not exist; its partition count.
+    ``client_config``: the worker's client settings (security), over ``bootstrap``."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, **(client_config or {})})
     # All topics, not just this one: a Metadata request naming it could auto-create it with
     # the broker's defaults (one partition, not compacted).
     meta = admin.list_topics(timeout=timeout).topics.get(topic)
@@ -61,8 +62,11 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, replication: int,
 class TopicLog:
     def __init__(self, bootstrap: str, topic: str, *, partitions: int, replication: int,
                  client_id: str, on_record: OnRecord,
-                 producer_overrides: dict[str, Any] | None = None) -> None:
+                 producer_overrides: dict[str, Any] | None = None,
+                 client_config: Mapping[str, str] | None = None) -> None:
         self.bootstrap = bootstrap
+        # the worker's own client settings (its top-level security), under the ones below
+        self.client_config = {"bootstrap.servers": bootstrap, **(client_config or {})}
         self.topic = topic
         self.partitions = partitions
         self.replication = replication
@@ -79,13 +83,14 @@ class TopicLog:
         self._send_lock = threading.Lock()
 
     def start(self, timeout: float = 60.0) -> None:
-        count = ensure_topic(self.bootstrap, self.topic, self.partitions, self.replication)
+        count = ensure_topic(self.bootstrap, self.topic, self.partitions, self.replication,
+                             client_config=self.client_config)
         self._producer = Producer({
-            "bootstrap.servers": self.bootstrap, "client.id": self.client_id + "-producer",
+            **self.client_config, "client.id": self.client_id + "-producer",
             "enable.idempotence": True, "acks": "all", "linger.ms": 0,
             "partitioner": "murmur2_random", **self.producer_overrides})
         self._consumer = Consumer({
-            "bootstrap.servers": self.bootstrap, "client.id": self.client_id + "-consumer",
+            **self.client_config, "client.id": self.client_id + "-consumer",
             "group.id": self.client_id, "enable.auto.commit": False,
             "enable.partition.eof": False, "fetch.wait.max.ms": 100})
         self._consumer.assign([TP(self.topic, p, OFFSET_BEGINNING) for p in range(count)])

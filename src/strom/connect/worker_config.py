@@ -57,13 +57,15 @@ def parse_properties(text: str) -> dict[str, str]:
 
 
 def rest_address(worker: dict[str, str]) -> tuple[str, int]:
-    """Host and port from ``listeners`` (first http one) or ``rest.host.name``/``rest.port``."""
+    """Host and port from ``listeners`` (the first one, http or https) or
+    ``rest.host.name``/``rest.port``."""
     listeners = worker.get("listeners", "").strip()
     if listeners:
         first = listeners.split(",")[0].strip()
         url = urlparse(first)
-        if url.scheme not in ("http", ""):
-            raise WorkerConfigError(f"listeners: only http is supported, got {first}")
+        if url.scheme not in ("http", "https", ""):
+            raise WorkerConfigError(f"listeners: only http and https are supported, "
+                                    f"got {first}")
         return url.hostname or DEFAULT_HOST, url.port or DEFAULT_PORT
     host = worker.get("rest.host.name", "").strip() or DEFAULT_HOST
     return host, int(worker.get("rest.port", DEFAULT_PORT))

@@ -10,7 +10,8 @@ Invariants:
   write control and :class:`WriteGuard` answers every other method with 403, whatever the
   client sends.
 - A POST whose ``Origin`` is not this console is refused (403): another web page open in the
-  same browser cannot submit the console's forms (the console has no login).
+  same browser cannot submit the console's forms. With a login (``login``), every page needs a
+  signed-in user and every change the session's CSRF token (:mod:`strom.console.auth`).
 - An :class:`~strom.admin.errors.AdminError` (an unreachable broker, a refused request, bad input)
   becomes a page with its one-line message, status 400; never a traceback.
 """
@@ -23,6 +24,7 @@ from urllib.parse import urlsplit
 
 from confluent_kafka import KafkaException
 from starlette.applications import Starlette
+from starlette.middleware.sessions import SessionMiddleware
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Mount
@@ -30,7 +32,8 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from strom.admin.errors import AdminError, describe_kafka_error
-from strom.console import routes_acls, routes_groups, routes_shares, routes_topics
+from strom.console import auth, routes_acls, routes_groups, routes_shares, routes_topics
+from strom.console.auth import Login
 from strom.console.cluster import Cluster
 from strom.console.connectors import ConnectClient
 from strom.console.throughput import ThroughputSampler
@@ -74,13 +77,16 @@ async def _error_page(request: Request, exc: Exception) -> Response:
 
 
 def build_app(cluster: Cluster, *, read_only: bool = False, connect_url: str | None = None,
-              sample_interval: float = 5.0, sample: bool = True) -> Starlette:
-    """The console for ``cluster``; with ``sample`` a throughput sampler runs while served."""
+              sample_interval: float = 5.0, sample: bool = True, login: Login | None = None,
+              https: bool = False) -> Starlette:
+    """The console for ``cluster``; with ``sample`` a throughput sampler runs while served;
+    with ``login`` users must sign in (``https``: the session cookie is ``Secure``)."""
     state = Console(
         cluster=cluster,
         templates=templates(),
         read_only=read_only,
         connect=ConnectClient(connect_url) if connect_url else None,
+        login=login,
     )
     if sample:
         state.sampler = ThroughputSampler(lambda: total_end_offset(cluster), sample_interval)
@@ -97,6 +103,7 @@ def build_app(cluster: Cluster, *, read_only: bool = False, connect_url: str | N
             cluster.close()
 
     routes = [
+        *(auth.routes(login) if login is not None else []),
         *routes_topics.routes(),
         *routes_groups.routes(),
         *routes_shares.routes(),
@@ -107,6 +114,11 @@ def build_app(cluster: Cluster, *, read_only: bool = False, connect_url: str | N
                     exception_handlers={AdminError: _error_page, KafkaException: _error_page})
     app.state.console = state
     app.add_middleware(WriteGuard, read_only=read_only)
+    if login is not None:  # added last = outermost: the session, then the gate, then the guard
+        app.add_middleware(auth.LoginGate, login=login)
+        app.add_middleware(SessionMiddleware, secret_key=login.secret,
+                           session_cookie=auth.SESSION_COOKIE, max_age=auth.MAX_AGE,
+                           same_site="lax", https_only=https)
     return app
 
 

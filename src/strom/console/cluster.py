@@ -19,11 +19,13 @@ from confluent_kafka import Producer
 
 from strom.admin import cluster as admin_cluster
 from strom.admin import groups, log_dirs, offsets, share_groups, topics
+from strom.admin.client_security import WireSecurity, to_librdkafka
 from strom.admin.errors import InvalidInputError
 from strom.admin.groups import ResetTo
 from strom.admin.offsets import Key
 from strom.admin.session import DEFAULT_TIMEOUT_S, ClientSettings, Session, parse_properties
 from strom.admin.timestamps import parse_datetime_ms
+from strom.admin.wire import use_security
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +41,11 @@ class Cluster:
     def __init__(self, bootstrap: str, client_config: list[str] | None = None,
                  timeout: float = DEFAULT_TIMEOUT_S, checked: bool = True) -> None:  # fmt: skip
         self.bootstrap = bootstrap
-        properties = {"client.id": CLIENT_ID, **parse_properties(list(client_config or []))}
+        # -X client settings, Java security names carried over; strom's own wire requests
+        # (transactions, share groups, KIP-848 groups) go out secured the same way
+        properties = {"client.id": CLIENT_ID,
+                      **to_librdkafka(parse_properties(list(client_config or [])))}
+        use_security(WireSecurity.from_properties(properties))
         self.session = Session(ClientSettings(bootstrap, timeout=timeout, client_id=CLIENT_ID,
                                               properties=properties, checked=checked))
         self._lock = threading.Lock()

@@ -10,6 +10,7 @@ flush) has run.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import signal
 import socket
 import sys
@@ -21,7 +22,10 @@ import uvicorn
 
 from strom.admin.errors import InvalidInputError
 from strom.console.app import build_app
+from strom.console.auth import Login
 from strom.console.cluster import Cluster
+from strom.security.passwords import PasswordFile, PasswordFileError
+from strom.security.web_tls import TlsConfigError, serve_with, server_context
 
 DEFAULT_LISTEN = "127.0.0.1:8080"
 
@@ -60,20 +64,61 @@ def _open_when_started(server: uvicorn.Server, url: str) -> None:
               flush=True)
 
 
+def _ssl_settings(items: list[str]) -> dict[str, str]:
+    conf: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip().startswith("ssl."):
+            raise InvalidInputError(f"invalid --ssl {item!r}: expected ssl.KEY=VALUE")
+        conf[key.strip()] = value
+    return conf
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def serve(args: argparse.Namespace) -> int:
     host, port = parse_listen(args.listen)
+    login = None
+    if args.users_file:
+        try:
+            login = Login(PasswordFile.load(args.users_file))
+        except PasswordFileError as exc:
+            raise InvalidInputError(str(exc)) from None
+    tls = None
+    if args.ssl:
+        try:
+            tls = server_context(_ssl_settings(args.ssl), "console")
+        except TlsConfigError as exc:
+            raise InvalidInputError(f"--ssl: {exc}") from None
     _check_bindable(host, port)
     cluster = Cluster(args.bootstrap_server, client_config=list(args.client_config or []),
                       timeout=args.timeout, checked=False)
     cluster.session.check()  # preflight and metadata: one line if the broker does not answer
     app = build_app(cluster, read_only=args.read_only, connect_url=args.connect_url,
-                    sample_interval=args.sample_interval)
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
-                                           access_log=False))
+                    sample_interval=args.sample_interval, login=login, https=tls is not None)
+    server = uvicorn.Server(serve_with(uvicorn.Config(app, host=host, port=port,
+                                                      log_level="warning", access_log=False),
+                                       tls))
     shown = f"[{host}]" if ":" in host else host
-    url = f"http://{shown}:{port}/"
+    url = f"{'https' if tls else 'http'}://{shown}:{port}/"
     mode = ", read-only" if args.read_only else ""
     print(f"strom console on {url} (brokers {args.bootstrap_server}{mode})", flush=True)
+    if login is not None:
+        print(f"login required: {len(login.users.users)} user(s) from {args.users_file}",
+              flush=True)
+    elif _loopback(host):
+        print(f"no login (--users-file not given): only this machine can reach {url}",
+              flush=True)
+    else:
+        print(f"WARNING: no login (--users-file not given) and {host} is not a loopback "
+              f"address: anyone who can reach {url} can change the cluster", flush=True)
     if args.open:
         threading.Thread(target=_open_when_started, args=(server, url), daemon=True).start()
     for sig in (signal.SIGTERM, signal.SIGINT):

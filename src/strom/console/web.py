@@ -12,6 +12,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
 from strom.admin.errors import InvalidInputError
+from strom.console.auth import Login, csrf_token
 from strom.console.cluster import Cluster
 from strom.console.connectors import ConnectClient
 from strom.console.throughput import ThroughputSampler
@@ -28,9 +29,13 @@ class Console:
     read_only: bool = False
     connect: ConnectClient | None = None
     sampler: ThroughputSampler | None = None
+    login: Login | None = None  # None: no login (see strom.console.auth)
 
     def page(self, request: Request, template: str, /, status: int = 200,
              **context: Any) -> Response:
+        if self.login is not None:  # the signed-in user and the CSRF token the forms carry
+            context.setdefault("user", getattr(request.state, "user", None))
+            context.setdefault("csrf_token", csrf_token(request.session))
         context.setdefault("read_only", self.read_only)
         context.setdefault("connect", self.connect is not None)
         context.setdefault("bootstrap", self.cluster.bootstrap)

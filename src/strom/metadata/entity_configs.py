@@ -36,7 +36,9 @@ class ConcurrentChangeError(Exception):
 
 
 def sanitize(name: str) -> str:
-    """Kafka's ``Sanitizer.sanitize``: a name as one ZooKeeper path element."""
+    """Kafka's ``Sanitizer.sanitize``: a name as one ZooKeeper path element (Java's URLEncoder,
+    which leaves ``a-zA-Z0-9.-*_``, then ``*`` as ``%2A`` and a space as ``%20``: what
+    ``quote`` gives, but for ``~``)."""
     return quote(name, safe="").replace("~", "%7E")
 
 

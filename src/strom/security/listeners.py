@@ -30,7 +30,6 @@ DEFAULT_PROTOCOL_MAP = {p: p for p in SECURITY_PROTOCOLS}
 #: the one-listener shortcut's (``--listen``) and an unconfigured broker's listener
 DEFAULT_LISTENER = "PLAINTEXT://127.0.0.1:9092"
 #: Kafka's default of ``sasl.enabled.mechanisms``
-DEFAULT_SASL_MECHANISMS = ("GSSAPI",)
 WILDCARDS = ("", "0.0.0.0", "::")
 _LISTENER = re.compile(
     r"^(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[^\]]*\]|[^:\[\]]*):(?P<port>-?\d+)$"
@@ -100,14 +99,6 @@ class ListenerSpec:
         """This listener's own settings (``listener.name.<l>.`` stripped)."""
         n = len(self.prefix)
         return {k[n:]: v for k, v in self.values.items() if k.startswith(self.prefix)}
-
-    @property
-    def sasl_enabled_mechanisms(self) -> tuple[str, ...]:
-        """``sasl.enabled.mechanisms`` on this listener (Kafka's default: GSSAPI)."""
-        text = self.get("sasl.enabled.mechanisms")
-        if text is None:
-            return DEFAULT_SASL_MECHANISMS
-        return tuple(m.strip().upper() for m in text.split(",") if m.strip())
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,7 +38,8 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
-from urllib.parse import quote, unquote
+
+from strom.metadata.entity_configs import desanitize, sanitize
 
 DEFAULT = "<default>"
 USER, CLIENT_ID = "user", "client-id"
@@ -67,16 +68,6 @@ class QuotaError(ValueError):
     def __init__(self, message: str, code: str = "invalid_request") -> None:
         super().__init__(message)
         self.code = code
-
-
-def sanitize(name: str) -> str:
-    """Kafka's ``Sanitizer.sanitize``: Java's URLEncoder (which leaves ``a-zA-Z0-9.-*_``),
-    then ``*`` as ``%2A`` and a space as ``%20``."""
-    return quote(name, safe="-._").replace("~", "%7E")
-
-
-def desanitize(name: str) -> str:
-    return unquote(name)
 
 
 def user_name(principal: str) -> str:

@@ -12,7 +12,11 @@ and ``minOffsetsPerTrigger`` with ``maxTriggerDelay``, ``failOnDataLoss`` (defau
 ``includeHeaders`` (default false), ``kafkaConsumer.pollTimeoutMs``,
 ``startingOffsetsByTimestampStrategy`` (error, the default, or latest) and every ``kafka.*``
 option, passed to confluent-kafka without the prefix. ``isolation.level`` is accepted with or
-without the ``kafka.`` prefix.
+without the ``kafka.`` prefix. Client security settings (``kafka.security.protocol``,
+``kafka.sasl.*``, ``kafka.ssl.*``) may use librdkafka's names or the Java client's that users
+give Spark's own Kafka source (``kafka.ssl.truststore.location``, ``kafka.sasl.jaas.config``):
+those are carried over to librdkafka's by :func:`strom.admin.client_security.to_librdkafka`
+(which reads the key and trust store files named, here on the driver).
 
 Writer options: ``topic`` (used when a row has no ``topic`` column value), ``exactlyOnce``,
 ``kafka.*``; the partitioner defaults to ``murmur2_random`` (Java's default partitioning).
@@ -25,6 +29,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from strom.admin.client_security import to_librdkafka
+from strom.admin.errors import AdminError
 
 EARLIEST, LATEST = -2, -1
 
@@ -151,6 +158,10 @@ def client_config(options: Mapping[str, str]) -> dict[str, str]:
     for name, why in _CLIENT_OPTIONS_REFUSED.items():
         if name in config:
             raise OptionError(f"option 'kafka.{name}' is not supported: {why}")
+    try:
+        config = to_librdkafka(config)
+    except AdminError as exc:
+        raise OptionError(f"option kafka.{exc.message}") from None
     if "isolation.level" in lowered:
         config["isolation.level"] = lowered["isolation.level"]
     level = config.get("isolation.level")

@@ -13,8 +13,9 @@ removes. So an executor speaks the Kafka protocol itself, through strom's codec
 
 One blocking connection at a time (:class:`strom.admin.wire.WireConnection`, the client side's
 one connection over strom's codec); no retries here: :mod:`strom.spark.fetcher` decides what
-an error code means. Only PLAINTEXT listeners: a ``security.protocol`` other than PLAINTEXT is
-refused with one readable line (strom brokers have no TLS or SASL listener yet).
+an error code means. PLAINTEXT and SSL listeners (``kafka.security.protocol``, ``kafka.ssl.*``
+in librdkafka's or the Java client's names, :mod:`strom.admin.client_security`); SASL is
+refused with one readable line (strom's own connection has no SASL client yet).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from strom.admin.client_security import WireSecurity
+from strom.admin.errors import AdminError
 from strom.admin.wire import WireConnection, part
 from strom.protocol.errors import ErrorCode
 
@@ -53,24 +56,31 @@ class FetchedPartition(NamedTuple):
     records: bytes
 
 
-def plaintext_only(client: Mapping[str, str]) -> None:
-    """Refuse client options the executors' connections cannot honour (module doc)."""
-    protocol = client.get("security.protocol", "plaintext").lower()
-    if protocol != "plaintext":
+def wire_security(client: Mapping[str, str]) -> WireSecurity:
+    """How the executors' connections are secured; ValueError (one line) for what they
+    cannot honour (module doc)."""
+    try:
+        security = WireSecurity.from_properties(client)
+    except AdminError as exc:
+        raise ValueError(f"kafka.{exc.message}") from None
+    if security.protocol.startswith("SASL"):
         raise ValueError(
             f"kafka.security.protocol={client['security.protocol']}: the strom source reads "
-            "record batches over PLAINTEXT connections only"
+            "record batches over PLAINTEXT or SSL connections only (no SASL client yet)"
         )
+    return security
 
 
 class Connection:
     """A :class:`WireConnection` whose failures are :class:`WireError` (the reader retries
     them against a leader looked up again)."""
 
-    def __init__(self, address: str, timeout: float, client_id: str) -> None:
+    def __init__(self, address: str, timeout: float, client_id: str,
+                 security: WireSecurity) -> None:
         self.address = address
         try:
-            self.wire = WireConnection(address, timeout=timeout, client_id=client_id)
+            self.wire = WireConnection(address, timeout=timeout, client_id=client_id,
+                                       security=security)
         except (OSError, ValueError) as exc:
             raise WireError(f"cannot connect to {address}: {exc}") from None
 
@@ -89,7 +99,7 @@ class PartitionClient:
 
     def __init__(self, client: Mapping[str, str], topic: str, partition: int,
                  timeout: float) -> None:  # fmt: skip
-        plaintext_only(client)
+        self.security = wire_security(client)
         self.bootstrap = [a for a in client["bootstrap.servers"].split(",") if a.strip()]
         self.client_id = client.get("client.id", "strom-spark-source")
         self.topic = topic
@@ -111,7 +121,7 @@ class PartitionClient:
         errors = []
         for address in self.bootstrap:
             try:
-                return Connection(address.strip(), self.timeout, self.client_id)
+                return Connection(address.strip(), self.timeout, self.client_id, self.security)
             except WireError as exc:
                 errors.append(str(exc))
         raise WireError("; ".join(errors) or "no bootstrap servers")
@@ -147,7 +157,7 @@ class PartitionClient:
                 if address is None:
                     raise PartitionError(ErrorCode.leader_not_available,
                                          f"leader of {self.topic}-{self.partition}")  # fmt: skip
-                self._leader = Connection(address, self.timeout, self.client_id)
+                self._leader = Connection(address, self.timeout, self.client_id, self.security)
                 return self._leader
         raise PartitionError(ErrorCode.unknown_topic_or_partition,
                              f"metadata of {self.topic}-{self.partition}")  # fmt: skip

@@ -8,11 +8,18 @@ With ``distributed=True`` it runs ``strom connect distributed`` instead: group
 ``connect-cluster``, the three storage topics ``connect-configs``/``-offsets``/``-status``
 with replication factor 1, and the group timings short enough for tests (all overridable
 through ``settings``).
+
+``scheme="https"`` serves the REST API over TLS (the test gives the ``listeners.https.ssl.*``
+settings in ``settings`` and a client context as ``client_ssl``); ``env`` adds to the
+worker's environment (``KAFKA_OPTS`` naming a JAAS file); :meth:`request` sends basic
+credentials when given ``auth=(user, password)``.
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import ssl
 import sys
 import urllib.error
 import urllib.request
@@ -45,7 +52,12 @@ class ConnectWorkerProcess(ChildProcess):
     def __init__(self, work_dir: Path, bootstrap: str, *,
                  connector_files: Sequence[Path] = (),
                  settings: Mapping[str, str] | None = None,
-                 distributed: bool = False) -> None:
+                 distributed: bool = False, scheme: str = "http",
+                 client_ssl: ssl.SSLContext | None = None,
+                 env: Mapping[str, str] | None = None) -> None:
+        self.scheme = scheme
+        self.client_ssl = client_ssl
+        self.env = dict(env or {})
         self.work_dir = Path(work_dir)
         self.distributed = distributed
         self.port = free_port()
@@ -56,7 +68,7 @@ class ConnectWorkerProcess(ChildProcess):
         self.log_file = self.work_dir / f"worker-{self.port}.log"
         self.settings = {
             "bootstrap.servers": bootstrap,
-            "listeners": f"http://127.0.0.1:{self.port}",
+            "listeners": f"{scheme}://127.0.0.1:{self.port}",
             "offset.storage.file.filename": str(self.offsets_file),
             "offset.flush.interval.ms": "500",
             "key.converter": "org.apache.kafka.connect.storage.StringConverter",
@@ -70,7 +82,7 @@ class ConnectWorkerProcess(ChildProcess):
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{self.scheme}://127.0.0.1:{self.port}"
 
     def prepare(self) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -88,16 +100,30 @@ class ConnectWorkerProcess(ChildProcess):
         """The id this worker writes in statuses (its advertised host:port)."""
         return f"127.0.0.1:{self.port}"
 
-    def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    def environment(self) -> dict[str, str]:
+        return self.env
+
+    def request(self, method: str, path: str, body: Any = None, *,
+                auth: tuple[str, str] | None = None) -> tuple[int, Any]:
+        """``(status, body)``: the body parsed as JSON, or as text when it is not JSON."""
         data = json.dumps(body).encode() if body is not None else None
+        headers = {"Content-Type": "application/json"}
+        if auth is not None:
+            token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+            headers["Authorization"] = f"Basic {token}"
         req = urllib.request.Request(self.url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+                                     headers=headers)
         try:
-            with urllib.request.urlopen(req, timeout=30) as resp:
+            with urllib.request.urlopen(req, timeout=30, context=self.client_ssl) as resp:
                 raw, status = resp.read(), resp.status
         except urllib.error.HTTPError as exc:
             raw, status = exc.read(), exc.code
-        return status, (json.loads(raw) if raw else None)
+        if not raw:
+            return status, None
+        try:
+            return status, json.loads(raw)
+        except ValueError:
+            return status, raw.decode("utf-8", errors="replace")
 
     def stop(self, timeout: float = 20.0) -> int | None:
         return super().stop(timeout)

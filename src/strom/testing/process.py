@@ -125,6 +125,10 @@ class ChildProcess:
     def prepare(self) -> None:
         """Create what the command needs before it starts (directories, property files)."""
 
+    def environment(self) -> dict[str, str]:
+        """Variables added to the child's environment (this process's own, inherited)."""
+        return {}
+
     def start(self, timeout: float = 30.0) -> Self:
         if self._proc is not None and self._proc.poll() is None:
             raise RuntimeError(f"{self.name} already running")
@@ -136,7 +140,7 @@ class ChildProcess:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, **self.env},
+                env={**os.environ, **self.env, **self.environment()},
                 start_new_session=self.detach,
             )
         finally:

@@ -14,19 +14,32 @@ for (``--admin-listener``, ``--set`` or ``--config``), and with the default addr
 WARNING naming ``--admin-listener``: the broker starts without it (``pip install . && strom
 serve`` must not fail because something else holds 127.0.0.1:9644). uvicorn's own signal
 handlers are not installed: the broker's SIGTERM/SIGINT handling stays in charge.
+
+Security (:class:`AdminSecurity`), off by default (the listener stays on 127.0.0.1 and says
+at start that it has no login): ``strom.admin.listener.ssl.*`` with Kafka's ``ssl.*`` names
+after the prefix (``...ssl.keystore.location`` set: HTTPS; ``...ssl.client.auth=required``:
+client certificates, see :mod:`strom.security.web_tls`), and
+``strom.admin.listener.token.file``: a file whose one line is the bearer token ``/metrics`` and
+``/health/ready`` then require (``Authorization: Bearer <token>``, compared in constant time;
+401 without it). ``/health/live`` says only "live" and stays open for probes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import logging
 import socket
-from collections.abc import Iterator
+import ssl
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from strom.broker.observability.collector import render
 from strom.config import ConfigError
+from strom.security.web_tls import TlsConfigError, serve_with, server_context
 
 if TYPE_CHECKING:
     from strom.broker.observability.health import ObservedBroker
@@ -36,6 +49,75 @@ CONFIG_KEY = "strom.admin.listener"
 DEFAULT = "127.0.0.1:9644"
 #: what to do about a busy admin listener port
 HINT = "choose another with --admin-listener HOST:PORT, or turn it off with --admin-listener="
+
+
+SSL_PREFIX = CONFIG_KEY + ".ssl."
+TOKEN_FILE_KEY = CONFIG_KEY + ".token.file"
+#: the endpoints a token guards (liveness says nothing but "live": probes reach it freely)
+GUARDED = ("/metrics", "/health/ready")
+
+
+@dataclass(frozen=True)
+class AdminSecurity:
+    """TLS and the bearer token of the admin listener (both None: plain, open)."""
+
+    tls: ssl.SSLContext | None = None
+    token: str | None = None
+
+    @classmethod
+    def from_config(cls, get: Callable[[str], str | None], keys: list[str]) -> AdminSecurity:
+        """From the broker's properties (``get``; ``keys``: every key the config holds)."""
+        tls_conf = {"ssl." + k[len(SSL_PREFIX):]: get(k) or "" for k in keys
+                    if k.startswith(SSL_PREFIX)}
+        tls = None
+        if any(tls_conf.values()):
+            try:
+                tls = server_context(tls_conf, "admin")
+            except TlsConfigError as exc:
+                raise ConfigError(f"{CONFIG_KEY}: {exc} (as {SSL_PREFIX}*)") from None
+        token = None
+        path = (get(TOKEN_FILE_KEY) or "").strip()
+        if path:
+            try:
+                token = Path(path).read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise ConfigError(f"{TOKEN_FILE_KEY}: cannot read {path}: "
+                                  f"{exc.strerror or exc}") from None
+            if len(token) < 16:
+                raise ConfigError(f"{TOKEN_FILE_KEY}: the token in {path} is shorter than 16 "
+                                  f"characters")
+        return cls(tls, token)
+
+    def describe(self) -> str:
+        parts = []
+        if self.token is not None:
+            parts.append("bearer token")
+        if self.tls is not None and self.tls.verify_mode == ssl.CERT_REQUIRED:
+            parts.append("client certificates")
+        return " + ".join(parts) if parts else "no login"
+
+
+class BearerToken:
+    """ASGI: 401 on the guarded paths unless ``Authorization: Bearer <token>`` is right."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app = app
+        self.token = token.encode()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] in GUARDED:
+            given = b""
+            for key, value in scope["headers"]:
+                if key == b"authorization" and value[:7].lower() == b"bearer ":
+                    given = value[7:].strip()
+            if not hmac.compare_digest(given, self.token):
+                from starlette.responses import PlainTextResponse
+
+                await PlainTextResponse("a bearer token is required", status_code=401,
+                                        headers={"WWW-Authenticate": "Bearer"})(
+                    scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def missing_packages() -> list[str]:
@@ -79,8 +161,8 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def build_app(broker: ObservedBroker) -> Any:
-    """The Starlette app of the admin listener."""
+def build_app(broker: ObservedBroker, token: str | None = None) -> Any:
+    """The Starlette app of the admin listener (``token``: required on :data:`GUARDED`)."""
     from prometheus_client import (
         CONTENT_TYPE_LATEST,
         CollectorRegistry,
@@ -108,11 +190,14 @@ def build_app(broker: ObservedBroker) -> Any:
         ok, body = broker.health.readiness()
         return JSONResponse(body, status_code=200 if ok else 503)
 
-    return Starlette(routes=[
+    app = Starlette(routes=[
         Route("/metrics", metrics),
         Route("/health/live", live),
         Route("/health/ready", ready),
     ])  # fmt: skip
+    if token is not None:
+        app.add_middleware(BearerToken, token=token)
+    return app
 
 
 def warn_off(exc: ConfigError) -> None:
@@ -124,9 +209,10 @@ class AdminListener:
     """The uvicorn server of one broker, as a task of its event loop. ``required``: the
     address was asked for, so a busy port is an error (otherwise a warning, and no listener)."""
 
-    def __init__(self, broker: ObservedBroker, host: str, port: int, required: bool = True
-                 ) -> None:  # fmt: skip
+    def __init__(self, broker: ObservedBroker, host: str, port: int, required: bool = True,
+                 security: AdminSecurity | None = None) -> None:  # fmt: skip
         self.broker = broker
+        self.security = security or AdminSecurity()
         self.required = required
         self.host, self.port = host, port
         self._sock: socket.socket | None = None
@@ -148,17 +234,19 @@ class AdminListener:
                 raise ConfigError(f"{exc} ({HINT})") from None
             warn_off(exc)  # the default address, taken: the broker goes on without it
             return
-        config = uvicorn.Config(build_app(self.broker), log_config=None, log_level="warning",
-                                access_log=False, lifespan="off", timeout_graceful_shutdown=2)
-        self._server = _Server(config)
+        config = uvicorn.Config(build_app(self.broker, self.security.token), log_config=None,
+                                log_level="warning", access_log=False, lifespan="off",
+                                timeout_graceful_shutdown=2)
+        self._server = _Server(serve_with(config, self.security.tls))
         self._task = asyncio.get_running_loop().create_task(self._server.serve([self._sock]))
         while not self._server.started and not self._task.done():
             await asyncio.sleep(0)
         if self._task.done():
             self._task.result()  # raises what stopped it
             raise RuntimeError("the admin listener stopped at start")
-        log.info("admin listener on http://%s:%s (/metrics, /health/live, /health/ready)",
-                 self.host, self.port)  # fmt: skip
+        log.info("admin listener on %s://%s:%s (/metrics, /health/live, /health/ready): %s",
+                 "https" if self.security.tls else "http", self.host, self.port,
+                 self.security.describe())  # fmt: skip
 
     async def stop(self) -> None:
         if self._server is not None:
