@@ -111,8 +111,9 @@ class ChildProcess:
     detach = False
     port: int
     log_file: Path
-    #: environment variables set for the child on top of this process's own
-    env: Mapping[str, str] = {}
+    #: environment variables set for the child on top of this process's own (subclasses
+    #: set their own dict in ``__init__``; never mutated here)
+    env: dict[str, str] = {}  # noqa: RUF012 - read-only default
     _proc: subprocess.Popen[bytes] | None = None
 
     @property
