@@ -34,7 +34,8 @@ class SystemClock:
 
 
 class FakeClock:
-    """A clock that only moves when told to; both readings advance together."""
+    """A clock that only moves when told to; both readings advance together, unless the wall
+    clock is stepped on its own (:meth:`step_wall`)."""
 
     def __init__(self, now_ms: int = 1_700_000_000_000) -> None:
         self._now_ms = now_ms
@@ -51,3 +52,8 @@ class FakeClock:
             raise ValueError("a clock never goes back")
         self._now_ms += ms
         self._mono += ms / 1000.0
+
+    def step_wall(self, ms: int) -> None:
+        """Step the wall clock alone by ``ms`` (negative: back), as NTP or an operator does;
+        monotonic time does not move."""
+        self._now_ms += ms

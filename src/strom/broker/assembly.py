@@ -57,6 +57,7 @@ from strom.broker.group.service import GroupService
 from strom.broker.internal_topics import InternalTopics
 from strom.broker.listener import drain, start_server
 from strom.broker.log_cleaner import LogCleaner
+from strom.broker.log_dir_failure_handler import LogDirFailureHandler
 from strom.broker.log_mover import LogMover
 from strom.broker.metadata_answers import MetadataAnswers
 from strom.broker.node import NodeIdentity
@@ -273,6 +274,9 @@ class Broker:
 
         authorizer, acls = await self._start_authorizer(store)
         cluster_store = store if config.get("zookeeper.connect") else None
+        dir_failures = LogDirFailureHandler(replicas, node_id, cluster_store)
+        dir_failures.start()
+        self._stops.append(("log directory failure handler", dir_failures.close))
         topics = Topics(registry, lifecycle, node_id, cluster_store)
         internal_topics = InternalTopics(topics, config)
         self._stops.append(("internal topic creation", internal_topics.close))

@@ -9,6 +9,7 @@ recovery-point checkpoint.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -18,6 +19,8 @@ if TYPE_CHECKING:
 #: Logs visited by periodic maintenance between two yields to the event loop (a visit costs
 #: about 4-10 us: a slice stays near a millisecond whatever the partition count)
 MAINTENANCE_SLICE = 200
+
+log = logging.getLogger(__name__)
 
 
 def interval_s(config: BrokerConfig) -> float:
@@ -45,4 +48,7 @@ async def tick(logs: LogManager) -> None:
 async def checkpoint_recovery_points(logs: LogManager) -> None:
     """Kafka's recovery-point checkpoint of the data directory, written by the flusher
     thread (after the fsyncs queued before it; never concurrently with shutdown's)."""
-    await asyncio.wrap_future(logs.checkpoint_recovery_points_async())
+    try:
+        await asyncio.wrap_future(logs.checkpoint_recovery_points_async())
+    except OSError as exc:  # a full or failing disk, reported already: the next one retries
+        log.warning("recovery-point checkpoint not written: %s", exc)

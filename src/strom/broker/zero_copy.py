@@ -107,9 +107,12 @@ def read_region(log: Log, offset: int, max_bytes: int, *, max_offset: int | None
     found = log.read_region(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
     if found is None:
         return None
-    if found.length < copy_below:
-        return found.segment.read_at(found.position, found.length)
-    return FileRegion(found.segment.dup_fd(), found.position, found.length)
+    try:
+        if found.length < copy_below:
+            return found.segment.read_at(found.position, found.length)
+        return FileRegion(found.segment.dup_fd(), found.position, found.length)
+    except OSError as exc:  # a failing disk: the log directory's failure rule, as any read's
+        log.disk_error(exc)
 
 
 def read_parts(parts: Sequence[bytes | FileRegion]) -> list[bytes]:

@@ -45,6 +45,8 @@ class RequestBatch:
         self.update_metadata: dict[int, set[TP]] = {}
         self.stop_replica: dict[int, dict[TP, bool]] = {}  # broker -> tp -> delete
         self.stop_callback: StopCallback | None = None
+        #: told of each broker's LeaderAndIsr answer (broker id, response)
+        self.leader_and_isr_callback: StopCallback | None = None
         self.deleted: set[TP] = set()  # partitions UpdateMetadata announces as deleted
 
     def empty(self) -> bool:
@@ -131,7 +133,8 @@ class RequestBatch:
                 leader=LEADER_DURING_DELETE if deleted else s.leader,
                 leader_epoch=s.leader_epoch, isr=tuple(s.isr), zk_version=found.version,
                 replicas=tuple(replicas),
-                offline_replicas=tuple(b for b in replicas if not self.ctx.live(b)),
+                offline_replicas=tuple(b for b in replicas
+                                       if not self.ctx.replica_online(b, (topic, partition))),
             ))  # fmt: skip
         return build(um.UpdateMetadataRequest,
             controller_id=self.controller_id, controller_epoch=self.ctx.epoch,
@@ -162,10 +165,12 @@ class RequestBatch:
 
     def send(self, channel: ChannelManager) -> None:
         """Queue the batch's requests and empty it."""
+        answered = self.leader_and_isr_callback
         for broker, tps in self.leader_and_isr.items():
             if broker in self.ctx.brokers:
                 channel.send(broker, LEADER_AND_ISR, VERSIONS[LEADER_AND_ISR],
-                             self._lai_request(broker, tps))  # fmt: skip
+                             self._lai_request(broker, tps),
+                             functools.partial(answered, broker) if answered else None)  # fmt: skip
         for broker, um_tps in self.update_metadata.items():
             if broker in self.ctx.brokers:
                 channel.send(broker, UPDATE_METADATA, VERSIONS[UPDATE_METADATA],

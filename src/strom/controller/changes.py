@@ -85,6 +85,7 @@ async def on_brokers(term: Term) -> None:
         for b in dead:
             del ctx.brokers[b]
             ctx.shutting_down.discard(b)
+            ctx.offline_dirs.pop(b, None)  # a returning broker's replicas are asked afresh
             if channel is not None:
                 await channel.remove_broker(b)
         await brokers_lost(term, dead)

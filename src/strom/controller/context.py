@@ -94,6 +94,9 @@ class ControllerContext:
     deleting: set[str] = field(default_factory=set)
     #: topic being deleted -> live replicas that have not answered its StopReplica yet
     deletion_waits: dict[str, set[int]] = field(default_factory=dict)
+    #: broker -> its replicas in an offline log directory (answered KAFKA_STORAGE_ERROR to
+    #: LeaderAndIsr, Kafka's ``replicasOnOfflineDirs``); forgotten when the broker re-registers
+    offline_dirs: dict[int, set[TP]] = field(default_factory=dict)
     #: told of every leader change written (topic, partition, unclean, ms): the broker's
     #: ReplicationMetrics.leader_election, set by the controller service
     on_election: Any = None
@@ -104,6 +107,12 @@ class ControllerContext:
 
     def live_ids(self) -> set[int]:
         return set(self.brokers)
+
+    def replica_online(self, broker: int, tp: TP | None = None) -> bool:
+        """The broker is live and (for ``tp``) its replica is not in an offline log dir."""
+        if broker not in self.brokers:
+            return False
+        return tp is None or tp not in self.offline_dirs.get(broker, ())
 
     def eligible(self, broker: int) -> bool:
         """Live and not shutting down: may lead, may join an ISR."""
@@ -127,10 +136,10 @@ class ControllerContext:
     def offline(self) -> list[TP]:
         """Partitions with a state whose leader is not live (or no leader), not being deleted."""
         return [tp for tp, s in self.states.items()
-                if tp[0] not in self.deleting and not self.live(s.state.leader)]  # fmt: skip
+                if tp[0] not in self.deleting and not self.replica_online(s.state.leader, tp)]  # fmt: skip
 
     def offline_replicas(self, tp: TP) -> list[int]:
-        return [b for b in self.replicas(tp) if not self.live(b)]
+        return [b for b in self.replicas(tp) if not self.replica_online(b, tp)]
 
 
 # elections (Kafka's PartitionLeaderElectionAlgorithms) ----------------------------------------
@@ -138,13 +147,14 @@ Elected = tuple[int, tuple[int, ...]] | None
 
 
 def offline_election(ctx: ControllerContext, assignment: Sequence[int], isr: Sequence[int],
-                     unclean: bool) -> Elected:  # fmt: skip
+                     unclean: bool, tp: TP | None = None) -> Elected:  # fmt: skip
+    """``tp``: replicas of it in an offline log directory are not candidates either."""
     for broker in assignment:
-        if ctx.live(broker) and broker in isr:
-            return broker, tuple(b for b in isr if ctx.live(b))
+        if ctx.replica_online(broker, tp) and broker in isr:
+            return broker, tuple(b for b in isr if ctx.replica_online(b, tp))
     if unclean:
         for broker in assignment:
-            if ctx.live(broker):
+            if ctx.replica_online(broker, tp):
                 return broker, (broker,)
     return None
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 
-from strom.controller import changes, deletion, reassignment
+from strom.controller import changes, deletion, log_dirs, reassignment
 from strom.controller.term import Term
 from strom.metadata.store import NodeExistsError, NoNodeError
 from strom.metadata.zk_model import (
@@ -29,6 +30,7 @@ PERSISTENT_PATHS = (BROKER_IDS_PATH, TOPICS_PATH, TOPIC_CONFIGS_PATH, DELETE_TOP
 
 async def take_office(term: Term) -> None:
     ctx, store = term.ctx, term.store
+    term.leader_and_isr_answered = functools.partial(log_dirs.leader_and_isr_answered, term)
     for path in PERSISTENT_PATHS:
         if await store.exists(path) is None:
             with contextlib.suppress(NodeExistsError):
@@ -56,3 +58,4 @@ async def take_office(term: Term) -> None:
     term.send(batch)
     await reassignment.resume(term)
     await deletion.on_delete_requests(term)
+    await log_dirs.watch_events(term)

@@ -209,7 +209,7 @@ async def elect_leaders(term: Term, election_type: int,
     if election_type == ELECTION_PREFERRED:
         elector = states.elect(lambda tp, s: preferred_election(ctx, ctx.replicas(tp), s.isr))
     else:
-        elector = states.elect(lambda tp, s: offline_election(ctx, ctx.replicas(tp), s.isr, True))
+        elector = states.elect(lambda tp, s: offline_election(ctx, ctx.replicas(tp), s.isr, True, tp))
     changed = await states.update(todo, elector, batch)
     term.send(batch)
     for tp in todo:

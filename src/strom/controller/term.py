@@ -51,6 +51,10 @@ class Term:
         self.settings = settings
         self._submit = submit
         self._current_term = current_term
+        #: called with (broker, response) for every LeaderAndIsr answer of this term's batches;
+        #: :func:`strom.controller.failover.take_office` sets it first thing (the log-dir
+        #: rule of :mod:`strom.controller.log_dirs`), so the term's first batch is read too
+        self.leader_and_isr_answered: Callable[[int, Any], None] | None = None
 
     @property
     def current(self) -> bool:
@@ -76,8 +80,12 @@ class Term:
         return RequestBatch(self.ctx, self.broker_id)
 
     def send(self, batch: RequestBatch) -> None:
-        """Queue the batch's requests on the channels to the brokers."""
+        """Queue the batch's requests on the channels to the brokers. Every LeaderAndIsr
+        answer goes to :attr:`leader_and_isr_answered` (replicas in offline log directories,
+        :mod:`strom.controller.log_dirs`)."""
         if self.channel is not None:
+            if batch.leader_and_isr_callback is None:
+                batch.leader_and_isr_callback = self.leader_and_isr_answered
             batch.send(self.channel)
 
     def states(self) -> PartitionStates:
@@ -110,7 +118,7 @@ class Term:
         unclean = {t: await self.unclean_allowed(t) for t in {tp[0] for tp in tps}}
         states = self.states()
         elector = states.elect(
-            lambda tp, s: offline_election(ctx, ctx.replicas(tp), s.isr, unclean[tp[0]])
+            lambda tp, s: offline_election(ctx, ctx.replicas(tp), s.isr, unclean[tp[0]], tp)
         )
         changed = await states.update(tps, elector, batch)
         for tp in set(tps) - changed:

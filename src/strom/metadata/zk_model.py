@@ -21,6 +21,9 @@ names, ``version`` numbers), so tools that read Kafka's znodes read strom's:
 ``/admin/preferred_replica_election``            ``{"version": 1, "partitions": [{"topic", "partition"}]}``
 ``/latest_producer_id_block``                    ``{"version": 1, "broker": id, "block_start":
                                                  "0", "block_end": "999"}``
+``/log_dir_event_notification/log_dir_event_<n>`` ``{"version": 1, "broker": id, "event": 1}``: a
+                                                 log directory of the broker went offline
+                                                 (Kafka's LogDirEventNotification)
 
 Every write of a partition state by the controller is a multi-operation: a check of
 ``/controller_epoch`` at the version the controller read when it was elected, then the state's
@@ -46,6 +49,9 @@ DELETE_TOPICS_PATH = "/admin/delete_topics"
 REASSIGN_PATH = "/admin/reassign_partitions"
 PREFERRED_ELECTION_PATH = "/admin/preferred_replica_election"
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
+LOG_DIR_EVENT_PATH = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
+LOG_DIR_FAILURE_EVENT = 1  # Kafka's LogDirEventNotificationHandler.LogDirFailureEvent
 
 NO_LEADER = -1  # Kafka's LeaderAndIsr.NoLeader
 LEADER_DURING_DELETE = -2  # Kafka's LeaderAndIsr.LeaderDuringDelete
@@ -191,3 +197,19 @@ def cluster_id_to_bytes(cluster_id: str) -> bytes:
 
 def cluster_id_from_bytes(data: bytes) -> str:
     return str(json.loads(data)["id"])
+
+
+def log_dir_event_to_json(broker_id: int) -> bytes:
+    """A log directory of ``broker_id`` failed (Kafka's notification document)."""
+    return json.dumps({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT}).encode()
+
+
+def log_dir_event_from_json(data: bytes) -> int | None:
+    """The broker id of a log directory failure notification (None: not one)."""
+    try:
+        doc = json.loads(data)
+        if int(doc.get("event", LOG_DIR_FAILURE_EVENT)) != LOG_DIR_FAILURE_EVENT:
+            return None
+        return int(doc["broker"])
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None

@@ -44,6 +44,7 @@ from strom.replication.partition import Partition
 from strom.replication.purgatory import DataPurgatory
 from strom.storage import log_dir
 from strom.storage.batch_validation import AppendOrigin
+from strom.storage.errors import StorageError
 
 if TYPE_CHECKING:
     from strom.replication.isr_changes import IsrChangeManager
@@ -118,6 +119,9 @@ class ReplicaManager:
         part = self.partitions.get((topic, index))
         if part is None or self.logs.get(topic, index) is not part.log:
             if self.logs.get(topic, index) is None:
+                if (topic, index) in self.logs.offline_logs:
+                    raise KafkaError(ErrorCode.kafka_storage_error,
+                                     f"the log directory of {topic}-{index} is offline")  # fmt: skip
                 raise KafkaError(ErrorCode.unknown_topic_or_partition,
                                  f"{topic}-{index} is not hosted here")  # fmt: skip
             raise KafkaError(ErrorCode.not_leader_or_follower,
@@ -252,6 +256,9 @@ class ReplicaManager:
                 try:
                     err = self.become_leader_or_follower(role, command.controller_epoch,
                                                          self.topic_configs(role.topic))  # fmt: skip
+                except StorageError as exc:  # an offline log directory (or its disk's error)
+                    log.warning("LeaderAndIsr of %s-%s: %s", role.topic, role.partition, exc)
+                    err = exc.error_code
                 except Exception:
                     log.exception("LeaderAndIsr of %s-%s failed", role.topic, role.partition)
                     err = ErrorCode.kafka_storage_error
@@ -366,6 +373,24 @@ class ReplicaManager:
                 self.fetchers.remove(key)
         self.cache.remove_topic(topic, partitions)
 
+    def log_dir_offline(self, dir: Path) -> list[TopicPartition]:
+        """A log directory went offline (:mod:`strom.storage.log_dir_failures`): its logs are
+        detached and every partition there stops here as Kafka's ``handleLogDirFailure``
+        does: no fetcher, no leadership, waiting acks=all requests answered
+        KAFKA_STORAGE_ERROR, coordinators unloaded; reads and appends answer
+        KAFKA_STORAGE_ERROR until the broker restarts. Returns the partitions."""
+        gone = self.logs.take_offline(dir)
+        for key in gone:
+            if self.fetchers is not None:
+                self.fetchers.remove(key)
+            self.partitions.pop(key, None)
+            self.with_isr_followers.pop(key, None)
+            self.delayed.fail_all(key, ErrorCode.kafka_storage_error)
+            self.ownership.resigned(*key)
+            self.purgatory.notify(key)
+        log.error("log directory %s is offline: %d partitions stopped here", dir, len(gone))
+        return gone
+
     # --- high-watermark checkpoint -------------------------------------------------------------
 
     def load_hw_checkpoint(self) -> None:
@@ -405,13 +430,23 @@ class ReplicaManager:
         written.update(zip(changed, map(_HW, changed.values()), strict=True))
         self._hw_stale = False
         split = self.logs.by_dir(written)  # copies: the flusher never sees later changes
-        self.logs.flusher.submit(lambda: _write_hw(split))
+        self.logs.flusher.submit(lambda: self._write_hw(split))
+
+    def _write_hw(self, split: dict[Path, dict[TopicPartition, int]]) -> None:
+        """(Flusher thread) write the checkpoint; when that fails (a full disk: the old file
+        is intact) the next interval writes it again even if no HW changed meanwhile, as
+        Kafka's checkpoint of every interval would."""
+        try:
+            self.logs.write_checkpoints(HW_CHECKPOINT_FILE, split)
+        except OSError:
+            self._hw_stale = True
+            raise
 
     def checkpoint_hw(self) -> None:
         self.logs.take_hw_changed()
         self._hw_written = hws = self.high_watermarks()
         self._hw_stale = False
-        _write_hw(self.logs.by_dir(hws))
+        self.logs.write_checkpoints(HW_CHECKPOINT_FILE, self.logs.by_dir(hws))
 
     async def shutdown(self) -> None:
         if self.fetchers is not None:
@@ -419,9 +454,3 @@ class ReplicaManager:
         if self.isr_changes is not None:
             await self.isr_changes.close()
         self.delayed.cancel_all()
-
-
-def _write_hw(split: Mapping[Path, Mapping[TopicPartition, int]]) -> None:
-    """Write each log directory's high-watermark checkpoint (any thread)."""
-    for parent, hws in split.items():
-        log_dir.write_offsets(parent / HW_CHECKPOINT_FILE, hws)

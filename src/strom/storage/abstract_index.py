@@ -28,6 +28,8 @@ from array import array
 from pathlib import Path
 from typing import ClassVar, Self
 
+from strom.storage import fileio
+
 
 class CorruptIndexError(Exception):
     """The index file does not satisfy its invariants; the caller rebuilds it."""
@@ -105,7 +107,7 @@ class AbstractIndex:
         if keep < self._written:
             self._written = keep
             with contextlib.suppress(FileNotFoundError):
-                os.truncate(self.path, keep * self.ENTRY.size)
+                fileio.truncate(self.path, keep * self.ENTRY.size)
 
     def reset(self) -> None:
         """Forget every entry and empty the file (if one exists, whatever it held)."""
@@ -113,7 +115,7 @@ class AbstractIndex:
         del self._values[:]
         self._written = 0
         with contextlib.suppress(FileNotFoundError):
-            os.truncate(self.path, 0)
+            fileio.truncate(self.path, 0)
 
     def _write(self, fsync: bool) -> None:
         """Write the entries not yet in the file (created if needed); fsync if asked. Entries
@@ -124,14 +126,14 @@ class AbstractIndex:
         keys, values, pack = self._keys, self._values, self.ENTRY.pack
         data = b"".join(pack(keys[i] - key_base, values[i] - value_base) for i in range(start, end))
         if data or fsync:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+            fd = fileio.open_fd(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
             try:
                 if data:
-                    os.pwrite(fd, data, start * self.ENTRY.size)
+                    fileio.pwrite(fd, data, start * self.ENTRY.size)
                 if fsync:
-                    os.fsync(fd)
+                    fileio.fsync(fd)
             finally:
-                os.close(fd)
+                fileio.close(fd)
         self._written = max(self._written, end)
 
     def flush(self) -> None:

@@ -78,6 +78,25 @@ class DuplicateLogDirError(StorageError):
     error_code = ErrorCode.kafka_storage_error
 
 
+class KafkaStorageError(StorageError):
+    """The partition's log directory cannot do what was asked: its disk is full or failing,
+    or the directory is offline (Kafka's KAFKA_STORAGE_ERROR, which clients retry)."""
+
+    error_code = ErrorCode.kafka_storage_error
+
+
+class DiskError(KafkaStorageError):
+    """An operation on a log directory's files failed with ``cause`` (ENOSPC, EIO ...).
+    ``undone``: the files were left exactly as before it (a partly written batch cut off
+    again), so the log is intact and may be written again once the disk allows it; False:
+    what the files hold past the last good state is unknown."""
+
+    def __init__(self, message: str, cause: OSError, *, undone: bool) -> None:
+        super().__init__(message)
+        self.cause = cause
+        self.undone = undone
+
+
 class LogDirLockedError(StorageError):
     """Another process (or LogManager) holds the data directory's lock."""
 

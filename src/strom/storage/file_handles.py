@@ -28,6 +28,8 @@ import threading
 from collections import OrderedDict
 from pathlib import Path
 
+from strom.storage import fileio
+
 # Descriptors kept free for sockets, checkpoints, snapshots and the metadata store.
 _RESERVE_MIN = 128
 
@@ -62,7 +64,7 @@ class FileHandles:
         fd = self.acquire(f, create=True)
         try:
             if truncate:
-                os.ftruncate(fd, 0)
+                fileio.ftruncate(fd, 0)
         finally:
             self.release(f)
         return f
@@ -76,12 +78,12 @@ class FileHandles:
                 self._shrink(self.capacity - 1)
                 flags = os.O_RDWR | (os.O_CREAT if create else 0)
                 try:
-                    f.fd = os.open(f.path, flags, 0o644)
+                    f.fd = fileio.open_fd(f.path, flags, 0o644)
                 except OSError as exc:
                     if exc.errno not in (errno.EMFILE, errno.ENFILE):
                         raise
                     self._shrink(len(self._open) // 2)
-                    f.fd = os.open(f.path, flags, 0o644)
+                    f.fd = fileio.open_fd(f.path, flags, 0o644)
                 self.opens += 1
                 self._open[f] = None
             else:
@@ -120,7 +122,7 @@ class FileHandles:
         """Rename ``f``'s file (its descriptor, if open, stays valid)."""
         with self._lock:
             if f.path.exists():
-                os.replace(f.path, path)
+                fileio.replace(f.path, path)
             f.path = path
 
     def close(self, f: LogFile) -> None:
@@ -130,7 +132,7 @@ class FileHandles:
             f.closed = True
             if f.fd >= 0:
                 self._open.pop(f, None)
-                os.close(f.fd)
+                fileio.close(f.fd)
                 f.fd = -1
 
     def _shrink(self, target: int) -> None:
@@ -143,7 +145,7 @@ class FileHandles:
             if victim.pins:
                 continue
             del self._open[victim]
-            os.close(victim.fd)
+            fileio.close(victim.fd)
             victim.fd = -1
 
 

@@ -29,6 +29,8 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 
+from strom.storage.errors import KafkaStorageError
+
 logger = logging.getLogger(__name__)
 
 Job = Callable[[], None]
@@ -97,6 +99,9 @@ class Flusher:
             return
         try:
             job()
+        except (OSError, KafkaStorageError) as exc:  # a disk's error: reported where it met
+            logger.warning("flush job %s failed: %s", getattr(job, "__qualname__", job), exc)
+            fut.set_exception(exc)
         except BaseException as exc:
             logger.exception("flush job %s failed", getattr(job, "__qualname__", job))
             fut.set_exception(exc)

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
 from strom.clock import Clock
 from strom.protocol import record_batch as rb
@@ -35,10 +35,17 @@ from strom.storage import checkpoint as ckpt
 from strom.storage import log_timestamps, read_path, segment_swap
 from strom.storage.batch_validation import AppendOrigin, validate_records, validate_shape
 from strom.storage.deferred_delete import DeferredDeleter
-from strom.storage.errors import CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError
+from strom.storage.errors import (
+    CorruptRecordError,
+    DiskError,
+    InvalidRecordError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+)
 from strom.storage.flusher import INLINE, Flusher
 from strom.storage.leader_epoch import LeaderEpochCache
 from strom.storage.log_config import LogConfig
+from strom.storage.log_dir_failures import LogDirFailures
 from strom.storage.log_recovery import load_log_dir
 from strom.storage.producer_state import (
     DEFAULT_EXPIRATION_MS,
@@ -132,6 +139,13 @@ class Log:
         #: told when the high watermark changes (the HW checkpoint writes only what moved)
         self.on_hw_change: Callable[[], None] | None = None
         self.leader_epochs = LeaderEpochCache(dir)
+        #: where disk errors are reported (the log manager's; None: they are only raised)
+        self.failures: LogDirFailures | None = None
+        #: set when the log directory went offline: appends are refused from then on
+        self.offline = False
+        #: the log start offset its checkpoint file last got (what a restart finds): below
+        #: :attr:`log_start_offset` while a write of it failed (a full disk) or is queued
+        self.log_start_written = 0
 
     # --- opening ---------------------------------------------------------------------------
 
@@ -155,7 +169,7 @@ class Log:
         loaded = load_log_dir(dir, config, clock.time_ms(), clean=clean,
                               recovery_point=recovery_point)  # fmt: skip
         log._set_segments(loaded.segments)
-        log.log_start_offset = loaded.log_start_offset
+        log.log_start_offset = log.log_start_written = loaded.log_start_offset
         log._high_watermark = log.log_end_offset
         log._rebuild_producer_state(no_snapshots=not loaded.has_snapshots)
         log.recovery_point = loaded.recovery_point
@@ -339,6 +353,8 @@ class Log:
         ascending) and skips the client rules. Every batch is checked before the first is
         written; then each goes through :meth:`_store`.
         """
+        if self.offline:
+            raise KafkaStorageError(f"the log directory of {self.dir.name} is offline")
         config = self.config
         now = self.clock.time_ms()
         pending: dict[int, ProducerEntry] = {}
@@ -350,8 +366,11 @@ class Log:
             was_empty = self._segments[-1].size == 0
             append_time = -1
             value_bytes = 0
-            for stored, batch in batches:  # stored as the leader wrote them
-                self._store(self._segments[-1], stored, None, batch, now, pending)
+            try:
+                for stored, batch in batches:  # stored as the leader wrote them
+                    self._store(self._segments[-1], stored, None, batch, now, pending)
+            except (OSError, DiskError) as exc:  # the batches before the failed one stay
+                self.disk_error(exc)
         else:
             # Every Produce: the header is parsed once, the records validated in place and
             # written as they came beside the patched header (LogSegment.append), never copied.
@@ -384,7 +403,10 @@ class Log:
                                                   seq, count))  # fmt: skip
             if max_ts != client_max_ts or attributes != header.attributes:
                 stored = stored._replace(crc=rb.crc_of(stored, records))
-            self._store(seg, stored, _pack_header(*stored), records, now, pending)
+            try:
+                self._store(seg, stored, _pack_header(*stored), records, now, pending)
+            except (OSError, DiskError) as exc:  # nothing of the batch stays (LogSegment.append)
+                self.disk_error(exc)
         self._unflushed_messages += count
         flushed = None
         if self._unflushed_messages >= config.flush_messages:
@@ -474,6 +496,31 @@ class Log:
             next_offset = header.next_offset
         return batches
 
+    def disk_error(self, exc: OSError | DiskError, *, undone: bool = True) -> NoReturn:
+        """Report ``exc``, an operation on this log's files that failed, to the log manager's
+        :class:`~strom.storage.log_dir_failures.LogDirFailures` (which may take the directory
+        offline) and raise it as a :class:`DiskError` (KAFKA_STORAGE_ERROR). ``undone``: the
+        operation left the files as they were (a :class:`DiskError` says so itself)."""
+        if isinstance(exc, DiskError):
+            if self.failures is not None:
+                self.failures.report(self.dir.parent, exc.cause, undone=exc.undone and undone)
+            raise exc
+        if self.failures is not None:
+            self.failures.report(self.dir.parent, exc, undone=undone)
+        raise DiskError(f"{self.dir.name}: {exc}", exc, undone=undone) from exc
+
+    def _submit(self, job: Callable[[], None]) -> Future[None]:
+        """Queue ``job`` (fsyncs, checkpoint writes) on the flusher; a disk error it meets is
+        reported (:meth:`disk_error`) before it fails the job's future."""
+
+        def guarded() -> None:
+            try:
+                job()
+            except (OSError, DiskError) as exc:
+                self.disk_error(exc)
+
+        return self._flusher.submit(guarded)
+
     def roll(self, base_offset: int | None = None) -> LogSegment:
         """Close the active segment for writes and start a new one; no-op if empty.
 
@@ -492,7 +539,7 @@ class Log:
         point, truncations = old.next_offset, self._truncations
         rolled = [s for s in self._segments[:-1] if s.unflushed]
         # queued before the recovery point passes the epochs it covers (KAFKA-15046)
-        self.leader_epochs.flush(self._flusher.submit)
+        self.leader_epochs.flush(self._submit)
 
         def flush_rolled() -> None:
             if self._closed:
@@ -502,7 +549,7 @@ class Log:
                 s.flush()
             self._advance_recovery_point(point, truncations)
 
-        self._flusher.submit(flush_rolled)
+        self._submit(flush_rolled)
         self._changed()
         logger.info("rolled %s at offset %d", self.dir.name, base)
         return seg
@@ -516,10 +563,15 @@ class Log:
             self.recovery_point = point
             ckpt.write_offset(self.dir / ckpt.RECOVERY_POINT_FILE, point)
 
+    def _persist_log_start(self, offset: int) -> None:
+        """Write the log-start-offset checkpoint (under ``_ckpt_lock``) and remember it."""
+        ckpt.write_offset(self.dir / ckpt.LOG_START_OFFSET_FILE, offset)
+        self.log_start_written = offset
+
     def _write_log_start_checkpoint(self) -> None:
         with self._ckpt_lock:
             if not self._closed:
-                ckpt.write_offset(self.dir / ckpt.LOG_START_OFFSET_FILE, self.log_start_offset)
+                self._persist_log_start(self.log_start_offset)
 
     def durable(self) -> Future[None]:
         """Done once every fsync and checkpoint this log asked for so far is on disk."""
@@ -538,10 +590,15 @@ class Log:
         """Where the whole batches to serve for ``offset`` lie (see
         :mod:`strom.storage.read_path`): from the batch containing ``offset``, at most
         ``max_bytes`` (but one batch if ``min_one_batch``), none starting at or after
-        ``max_offset``. None when there is nothing to serve. Reads headers only."""
+        ``max_offset``. None when there is nothing to serve. Reads headers only. A read that
+        fails (EIO) is a disk error like a write's (:meth:`disk_error`: Kafka takes the
+        directory offline on any I/O error, reads included)."""
         self._check_range(offset)
-        return read_path.locate(self._segments, self._bases, offset, max_bytes, max_offset,
-                                min_one_batch)  # fmt: skip
+        try:
+            return read_path.locate(self._segments, self._bases, offset, max_bytes, max_offset,
+                                    min_one_batch)  # fmt: skip
+        except OSError as exc:
+            self.disk_error(exc)
 
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
              min_one_batch: bool = True) -> ReadResult:  # fmt: skip
@@ -550,7 +607,10 @@ class Log:
                                  min_one_batch=min_one_batch)  # fmt: skip
         if found is None:
             return self._result(b"", offset)
-        data = found.segment.read_at(found.position, found.length)
+        try:
+            data = found.segment.read_at(found.position, found.length)
+        except OSError as exc:
+            self.disk_error(exc)
         return self._result(data, found.first_offset)
 
     def _result(self, data: bytes, first: int) -> ReadResult:
@@ -581,7 +641,7 @@ class Log:
         # Durable before the caller answers (a crash right after the response must not bring
         # the deleted records back; Kafka checkpoints within a minute): the checkpoint is the
         # flusher's, written below, and the DeleteRecords handler awaits ``durable()``.
-        self.leader_epochs.truncate_from_start(offset, self._flusher.submit)
+        self.leader_epochs.truncate_from_start(offset, self._submit)
         if offset >= self.log_end_offset and self.active.size > 0:
             self.roll()
         doomed = 0
@@ -590,7 +650,7 @@ class Log:
         if doomed:
             self._delete_oldest(doomed)  # persists the new start too
         else:  # the start moved inside a segment: persist it all the same
-            self._flusher.submit(self._write_log_start_checkpoint)
+            self._submit(self._write_log_start_checkpoint)
         self._changed()
         return self.log_start_offset
 
@@ -612,8 +672,8 @@ class Log:
         if count:
             self._set_segments(self._segments[count:])
         self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
-        self._flusher.submit(self._write_log_start_checkpoint)
-        self.leader_epochs.truncate_from_start(self.log_start_offset, self._flusher.submit)
+        self._submit(self._write_log_start_checkpoint)
+        self.leader_epochs.truncate_from_start(self.log_start_offset, self._submit)
 
     def _delete_segment(self, seg: LogSegment) -> None:
         """Rename to ``.deleted`` now, unlink after file.delete.delay.ms (deferred_delete)."""
@@ -627,9 +687,18 @@ class Log:
         """Remove everything at or after ``offset`` (whole batches).
 
         Rare (replication): it waits for the log's queued flusher work first, so no snapshot
-        or checkpoint written for the old contents lands after the truncation."""
+        or checkpoint written for the old contents lands after the truncation. A disk error
+        half way is reported as not undone (:meth:`disk_error`): the directory goes offline."""
         if offset >= self.log_end_offset:
             return
+        if self.offline:
+            raise KafkaStorageError(f"the log directory of {self.dir.name} is offline")
+        try:
+            self._truncate_to(offset)
+        except (OSError, DiskError) as exc:
+            self.disk_error(exc, undone=False)
+
+    def _truncate_to(self, offset: int) -> None:
         self._begin_truncation()
         keep = [s for s in self._segments if s.base_offset < offset]
         for seg in self._segments[len(keep) :]:
@@ -638,7 +707,7 @@ class Log:
             if not keep:
                 keep = [LogSegment.create(self.dir, offset, self.config, self.clock.time_ms())]
                 self.log_start_offset = offset
-                ckpt.write_offset(self.dir / ckpt.LOG_START_OFFSET_FILE, offset)
+                self._persist_log_start(offset)
             else:
                 keep[-1].truncate_to(offset)
             self._set_segments(keep)
@@ -651,6 +720,14 @@ class Log:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Replace the whole log by an empty one starting at ``offset`` (Kafka's
         ``truncateFullyAndStartAt``: a follower whose end is below its leader's log start)."""
+        if self.offline:
+            raise KafkaStorageError(f"the log directory of {self.dir.name} is offline")
+        try:
+            self._truncate_fully_and_start_at(offset)
+        except (OSError, DiskError) as exc:
+            self.disk_error(exc, undone=False)
+
+    def _truncate_fully_and_start_at(self, offset: int) -> None:
         self._begin_truncation()
         for seg in self._segments:
             self._delete_segment(seg)
@@ -658,7 +735,7 @@ class Log:
             self._set_segments([LogSegment.create(self.dir, offset, self.config,
                                                   self.clock.time_ms())])  # fmt: skip
             self.log_start_offset = offset
-            ckpt.write_offset(self.dir / ckpt.LOG_START_OFFSET_FILE, offset)
+            self._persist_log_start(offset)
             self._high_watermark = offset
             self.recovery_point = offset
             ckpt.write_offset(self.dir / ckpt.RECOVERY_POINT_FILE, offset)
@@ -727,7 +804,7 @@ class Log:
         point, truncations = self.log_end_offset, self._truncations
         self._unflushed_messages = 0
         self._last_flush = self.clock.monotonic()
-        self.leader_epochs.flush(self._flusher.submit)  # queued before the point moves
+        self.leader_epochs.flush(self._submit)  # queued before the point moves
 
         def flush_job() -> None:
             if self._closed:
@@ -737,7 +814,7 @@ class Log:
             self._advance_recovery_point(point, truncations)
             self._write_log_start_checkpoint()
 
-        return self._flusher.submit(flush_job)
+        return self._submit(flush_job)
 
     def flush(self) -> None:
         """fsync every unflushed segment, write the leader epochs, and move the recovery point
@@ -749,7 +826,7 @@ class Log:
         with self._ckpt_lock:
             self.recovery_point = self.log_end_offset
             ckpt.write_offset(self.dir / ckpt.RECOVERY_POINT_FILE, self.recovery_point)
-            ckpt.write_offset(self.dir / ckpt.LOG_START_OFFSET_FILE, self.log_start_offset)
+            self._persist_log_start(self.log_start_offset)
         self._unflushed_messages = 0
         self._last_flush = self.clock.monotonic()
 
@@ -814,6 +891,13 @@ class Log:
         self.on_hw_change = hw_hook
         if hw_hook is not None:
             hw_hook()
+
+    def go_offline(self) -> None:
+        """The log directory went offline: refuse appends, and skip every flusher job and
+        the clean close from now on (the files are left as they are for the restart's
+        recovery; the descriptors are closed by the cache as it needs room)."""
+        self.offline = True
+        self._closed = True
 
     def mark_clean(self) -> None:
         """Write the clean-shutdown marker (after everything the log wrote is durable)."""

@@ -23,6 +23,7 @@ the loop, then :func:`remove_log` on a thread.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import functools
 import logging
@@ -36,16 +37,25 @@ from pathlib import Path
 
 from strom.clock import Clock
 from strom.storage import atomic_file, log_dir
-from strom.storage.errors import DuplicateLogDirError, LogDirLockedError
+from strom.storage.errors import (
+    DiskError,
+    DuplicateLogDirError,
+    KafkaStorageError,
+    LogDirLockedError,
+    StorageError,
+)
 from strom.storage.flusher import INLINE, Flusher
 from strom.storage.log import Log
 from strom.storage.log_config import LogConfig
+from strom.storage.log_dir_failures import LogDirFailures
 from strom.storage.maintenance import MaintenanceSchedule
 from strom.storage.producer_state import DEFAULT_EXPIRATION_MS
 
 logger = logging.getLogger(__name__)
 
 LOCK_FILE = ".lock"
+#: a change of the wall clock against the monotonic one larger than this is a step
+WALL_STEP_MS = 1000
 LOAD_THREADS = 4
 DELETE_SUFFIX = "-delete"
 FUTURE_SUFFIX = "-future"
@@ -159,6 +169,12 @@ class LogManager:
         )
         self._last_producer_check = clock.monotonic()
         self._expiry_sweep: list[TopicPartition] = []  # logs still to check for expired ids
+        self._wall_offset: float | None = None  # wall minus monotonic ms at the last tick
+        #: disk errors and offline directories (:mod:`strom.storage.log_dir_failures`)
+        self.failures = LogDirFailures(dirs)
+        self.failures.listeners.append(self._stop_dir_logs)
+        #: partitions whose log directory went offline, with that directory (until restart)
+        self.offline_logs: dict[TopicPartition, Path] = {}
         self._lock_fds: list[int] = []
         try:
             for d in dirs:
@@ -191,13 +207,17 @@ class LogManager:
     def next_dirs(self, count: int) -> list[Path]:
         """The directories for ``count`` new partitions, each going where the fewest
         partitions are (counting the ones placed before it; ties: the order of ``log.dirs``),
-        as Kafka's ``nextLogDirs``. Thread-safe: reads a snapshot of the counts."""
-        if len(self.dirs) == 1:
-            return [self.data_dir] * count
+        as Kafka's ``nextLogDirs``; offline directories are left out (KAFKA_STORAGE_ERROR
+        when none is left). Thread-safe: reads a snapshot of the counts."""
+        online = self.failures.online()
+        if not online:
+            raise KafkaStorageError("every log directory is offline")
+        if len(online) == 1:
+            return [online[0]] * count
         counts = dict(self._counts)
         out: list[Path] = []
         for _ in range(count):
-            best = min(self.dirs, key=lambda d: counts[d])
+            best = min(online, key=lambda d: counts[d])
             counts[best] += 1
             out.append(best)
         return out
@@ -330,6 +350,9 @@ class LogManager:
         previous = self._logs.get(tp)
         if previous is not None:
             self._counts[previous.dir.parent] -= 1
+        log.failures = self.failures
+        if self.failures.is_offline(log.dir.parent):
+            log.go_offline()
         self._logs[tp] = log
         self._counts[log.dir.parent] = self._counts.get(log.dir.parent, 0) + 1
         touch = self._schedule.touch
@@ -425,6 +448,9 @@ class LogManager:
         """Open (creating) the log; validates ``overrides`` (InvalidConfigError)."""
         config = LogConfig.from_configs(overrides, self.broker_configs)
         self._overrides[topic] = dict(overrides)
+        if (topic, partition) in self.offline_logs:
+            raise KafkaStorageError(f"the log directory {self.offline_logs[topic, partition]} "
+                                    f"of {topic}-{partition} is offline")  # fmt: skip
         existing = self._logs.get((topic, partition))
         if existing is not None:
             existing.update_config(config)
@@ -473,6 +499,7 @@ class LogManager:
         says whether the caller should make it soon. The broker calls it in slices, yielding
         to the event loop in between, so no tick stalls requests for all partitions at once."""
         now = self.clock.monotonic()
+        self._notice_wall_step(now)
         if (not self._expiry_sweep
                 and (now - self._last_producer_check) * 1000 >= self.producer_id_check_interval_ms):  # fmt: skip
             self._last_producer_check = now
@@ -497,10 +524,27 @@ class LogManager:
                 log.enforce_retention()
                 log.delete_due_files()
                 log.maybe_flush_by_time()
-            except OSError:
-                logger.exception("maintenance failed for %s-%d", *tp)
+            except (OSError, DiskError) as exc:
+                logger.warning("maintenance failed for %s-%d: %s", *tp, exc)
+                with contextlib.suppress(StorageError):
+                    log.disk_error(exc, undone=False)  # a half-done roll or deletion
             self._schedule.schedule(tp, log.next_maintenance())
         return visited
+
+    def _notice_wall_step(self, mono: float) -> None:
+        """Re-plan every log's time-based maintenance when the wall clock was stepped (NTP,
+        an operator) since the last tick. Deadlines are kept in monotonic time, converted from
+        the wall-clock ones (``segment.ms``, ``retention.ms``) when planned, so a step would
+        otherwise shift them by its size: a clock set back a day and corrected again kept
+        expired segments a day longer than ``retention.ms``, where Kafka checks every log
+        against the wall clock at each ``log.retention.check.interval.ms``."""
+        offset = self.clock.time_ms() - mono * 1000
+        last, self._wall_offset = self._wall_offset, offset
+        if last is not None and abs(offset - last) > WALL_STEP_MS:
+            logger.warning("the wall clock stepped by %+d ms: re-planning the maintenance of "
+                           "%d logs", offset - last, len(self._logs))  # fmt: skip
+            for tp in self._logs:
+                self._schedule.touch(tp)
 
     def maintenance_backlog(self) -> bool:
         """Whether work is left that a ``limit``-ed :meth:`maintenance` call did not do."""
@@ -524,23 +568,67 @@ class LogManager:
             out[log.dir.parent if log is not None else self.data_dir][tp] = value
         return out
 
+    def write_checkpoints(self, name: str, split: Mapping[Path, Mapping[TopicPartition, int]]
+                          ) -> None:  # fmt: skip
+        """Write the multi-partition checkpoint ``name`` of each online log directory from
+        ``split`` (:meth:`by_dir`). Any thread. A directory whose write fails keeps its
+        previous file (:func:`strom.storage.atomic_file.replace`) and the error is reported
+        (:mod:`strom.storage.log_dir_failures`); the other directories are still written,
+        and the first error is raised after them. Offline directories are left alone: their
+        files stay as the restart's recovery will find them."""
+        failed: OSError | None = None
+        for parent, values in split.items():
+            if self.failures.is_offline(parent):
+                continue
+            try:
+                log_dir.write_offsets(parent / name, values)
+            except OSError as exc:
+                self.failures.report(parent, exc, undone=True)
+                failed = failed or exc
+        if failed is not None:
+            raise failed
+
     def checkpoint_recovery_points(self, points: Mapping[TopicPartition, int]) -> None:
         """Write each log directory's recovery-point checkpoint (thread-safe when ``points``
         was split on the owner's thread: see :meth:`checkpoint_recovery_points_async`)."""
-        for parent, values in self.by_dir(points).items():
-            log_dir.write_offsets(parent / log_dir.RECOVERY_POINT_FILE, values)
+        self.write_checkpoints(log_dir.RECOVERY_POINT_FILE, self.by_dir(points))
 
     def checkpoint_recovery_points_async(self) -> Future[None]:
         """Have the flusher write each directory's recovery-point checkpoint with every
         log's recovery point now (each moved by the flusher only after its fsync; the file is
         written after the jobs queued before, and never at the same time as shutdown's)."""
         split = self.by_dir(self.recovery_points())
+        return self.flusher.submit(lambda: self.write_checkpoints(log_dir.RECOVERY_POINT_FILE,
+                                                                  split))  # fmt: skip
 
-        def write() -> None:
-            for parent, values in split.items():
-                log_dir.write_offsets(parent / log_dir.RECOVERY_POINT_FILE, values)
+    # --- offline log directories -----------------------------------------------------------
 
-        return self.flusher.submit(write)
+    def _stop_dir_logs(self, dir: Path) -> None:
+        """(Any thread: a failure listener) ``dir`` went offline: its logs refuse appends and
+        skip their flusher work at once; :meth:`take_offline` then detaches them."""
+        for log in list(self._logs.values()):
+            if log.dir.parent == dir:
+                log.go_offline()
+
+    def take_offline(self, dir: Path) -> list[TopicPartition]:
+        """(Owner's thread) detach every log of the offline directory ``dir``: no more
+        reads, appends, maintenance or checkpoint entries; each partition is remembered in
+        :attr:`offline_logs` (a replica there answers KAFKA_STORAGE_ERROR and no new log is
+        made for it elsewhere until the broker restarts). Returns the partitions."""
+        gone: list[TopicPartition] = []
+        for tp, log in list(self._logs.items()):
+            if log.dir.parent != dir:
+                continue
+            log.go_offline()
+            self._schedule.remove(tp)
+            del self._logs[tp]
+            self._compacted.pop(tp, None)
+            self._hw_changed.pop(tp, None)
+            log.on_change = log.on_hw_change = None
+            self._counts[dir] -= 1
+            self.offline_logs[tp] = dir
+            gone.append(tp)
+        return gone
 
     def flush_all(self) -> None:
         for _tp, log in self.logs():
@@ -557,22 +645,31 @@ class LogManager:
         started = time.monotonic()
         self.flusher.drain()
         points: dict[TopicPartition, int] = {}
-        failed = 0
+        failed: set[Path] = set()
         for tp, log in self.logs():
+            if log.offline:
+                continue  # its directory is offline: left as it is for the restart's recovery
             try:
                 log.close(sync=False)
                 points[tp] = log.recovery_point
-            except OSError:
-                failed += 1
-                logger.exception("closing the log in %s failed", log.dir)
+            except (OSError, StorageError) as exc:
+                failed.add(log.dir.parent)
+                logger.error("closing the log in %s failed: %s", log.dir, exc)
         self.flusher.drain()  # jobs a close queued (none expected) before the one sync
         if points or failed:
             split = self.by_dir(points)
             for parent in self.dirs:  # one syncfs per file system would do; dirs are few
-                log_dir.sync_filesystem(parent)
-                log_dir.write_offsets(parent / log_dir.RECOVERY_POINT_FILE, split[parent])
-                if not failed:
-                    log_dir.write_clean_marker(parent)
+                if self.failures.is_offline(parent):
+                    logger.warning("log directory %s is offline: no clean shutdown for it",
+                                   parent)  # fmt: skip
+                    continue
+                try:
+                    log_dir.sync_filesystem(parent)
+                    log_dir.write_offsets(parent / log_dir.RECOVERY_POINT_FILE, split[parent])
+                    if parent not in failed:
+                        log_dir.write_clean_marker(parent)
+                except OSError as exc:  # a full or failing disk: the next start recovers
+                    logger.error("closing log directory %s failed: %s", parent, exc)
             logger.info("closed %d logs in %.2fs", len(points), time.monotonic() - started)
         self._logs.clear()
         self.flusher.close()

@@ -32,7 +32,6 @@ with :func:`read_batches`. Neither touches a ``Log``: both run on any thread giv
 from __future__ import annotations
 
 import bisect
-import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -43,6 +42,7 @@ from strom.protocol.batch_header import (
     BatchHeader,
     walk_headers,
 )
+from strom.storage import fileio
 
 if TYPE_CHECKING:
     from strom.storage.segment import LogSegment
@@ -71,7 +71,7 @@ def scan_headers(fd: int, start: int, end: int,
     """
     pos = start
     while pos + HEADER_SIZE <= end:
-        buf = os.pread(fd, min(chunk, end - pos), pos)
+        buf = fileio.pread(fd, min(chunk, end - pos), pos)
         nxt = pos
         for off, header in walk_headers(buf):
             at = pos + off
@@ -91,7 +91,7 @@ def read_batches(fd: int, start: int, end: int,
     read on its own. Same stopping rules as :func:`scan_headers`."""
     pos = start
     while pos + HEADER_SIZE <= end:
-        buf = os.pread(fd, min(chunk, end - pos), pos)
+        buf = fileio.pread(fd, min(chunk, end - pos), pos)
         nxt = pos
         for off, header in walk_headers(buf):
             at = pos + off
@@ -101,7 +101,7 @@ def read_batches(fd: int, start: int, end: int,
             if off + size <= len(buf):
                 data = buf[off : off + size]
             else:
-                data = os.pread(fd, size, at)
+                data = fileio.pread(fd, size, at)
                 if len(data) != size:
                     return
             yield at, header, data

@@ -22,7 +22,7 @@ other thread's eviction closes it meanwhile. The indexes hold none (:mod:`strom.
 
 from __future__ import annotations
 
-import os
+import errno
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,7 +34,9 @@ from strom.protocol.record_batch import (
     BatchHeader,
     verify_crc,
 )
+from strom.storage import fileio
 from strom.storage.abstract_index import CorruptIndexError
+from strom.storage.errors import DiskError
 from strom.storage.file_handles import HANDLES
 from strom.storage.flush_stats import FLUSH_STATS
 from strom.storage.index import OffsetIndex
@@ -84,7 +86,7 @@ class LogSegment:
         seg = cls(dir, base_offset, config, now_ms, suffix)
         if seg.size:
             with seg.open_fd() as fd:
-                os.ftruncate(fd, 0)
+                fileio.ftruncate(fd, 0)
         seg.size = 0
         seg.index = OffsetIndex(seg._ipath(".index"), base_offset, seg._index_bytes)
         seg.index.reset()
@@ -168,7 +170,7 @@ class LogSegment:
                 valid_end = pos + header.size
             truncated = size - valid_end
             if truncated:
-                os.ftruncate(fd, valid_end)
+                fileio.ftruncate(fd, valid_end)
         if truncated:
             self.size = valid_end
             self.txn_index.truncate_to(self.next_offset)
@@ -213,13 +215,18 @@ class LogSegment:
         fd = HANDLES.acquire(f)
         try:
             if head is None:
-                written = os.pwrite(fd, batch, position)
+                written = fileio.pwrite(fd, batch, position)
             else:
-                written = os.pwritev(fd, (head, memoryview(batch)[len(head) :]), position)
+                written = fileio.pwritev(fd, (head, memoryview(batch)[len(head) :]), position)
+            if written != size:  # the file system ran out of space part of the way
+                raise OSError(errno.ENOSPC, f"short write to {self.path}: {written} of "
+                                            f"{size} bytes")  # fmt: skip
+        except OSError as exc:
+            undone = self._undo_write(fd, position)
+            raise DiskError(f"writing {size} bytes to {self.path} failed: {exc}", exc,
+                            undone=undone) from exc  # fmt: skip
         finally:
             HANDLES.release(f)
-        if written != size:
-            raise OSError(f"short write to {self.path}: {written} of {size} bytes")
         # _index_batch inline (every Produce gets here): the header's fields read once
         last_offset = header.base_offset + header.last_offset_delta
         max_ts = header.max_timestamp
@@ -232,6 +239,17 @@ class LogSegment:
         self.size = position + size
         self.next_offset = last_offset + 1
         self._writes += 1
+
+    def _undo_write(self, fd: int, position: int) -> bool:
+        """A write at ``position`` failed: cut whatever part of it reached the file, so the
+        file ends where :attr:`size` says (nothing half-written is ever read, or found by
+        recovery as a batch). False when that failed too: the file's tail is then unknown and
+        only recovery (which truncates at the first bad batch) may trust it again."""
+        try:
+            fileio.ftruncate(fd, position)
+        except OSError:
+            return False
+        return True
 
     def fits(self, header: BatchHeader) -> bool:
         """True when the batch's offsets are expressible relative to this segment's base."""
@@ -264,7 +282,7 @@ class LogSegment:
 
     def read_at(self, position: int, length: int) -> bytes:
         with self.open_fd() as fd:
-            return os.pread(fd, length, position)
+            return fileio.pread(fd, length, position)
 
     # --- the .log descriptor -----------------------------------------------------------------
 
@@ -307,7 +325,7 @@ class LogSegment:
         position, _ = found
         removed = self.size - position
         with self.open_fd() as fd:
-            os.ftruncate(fd, position)
+            fileio.ftruncate(fd, position)
         self.size = position
         self._writes += 1
         self.index.truncate_to_position(position)
@@ -329,7 +347,13 @@ class LogSegment:
         started = time.perf_counter()
         try:
             with self.open_fd() as fd:
-                os.fsync(fd)
+                try:
+                    fileio.fsync(fd)
+                except OSError as exc:
+                    # After a failed fsync the kernel may have dropped the dirty pages it could
+                    # not write: what the file holds is unknown (never undone, never retried).
+                    raise DiskError(f"fsync of {self.path} failed: {exc}", exc,
+                                    undone=False) from exc  # fmt: skip
             self.index.flush()
             self.time_index.flush()
             self.txn_index.flush()
@@ -373,7 +397,7 @@ class LogSegment:
             if ext == ".log":
                 HANDLES.rename(self._file, dst)
             elif src.exists():
-                os.replace(src, dst)
+                fileio.replace(src, dst)
         self.suffix = suffix
         self.path = segment_path(self.dir, self.base_offset, ".log", suffix)
         self.index.path = self._ipath(".index")

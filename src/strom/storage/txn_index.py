@@ -20,11 +20,15 @@ kept in memory; a torn trailing entry is ignored on load.
 
 from __future__ import annotations
 
+import logging
+import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from strom.storage import atomic_file
+from strom.storage import atomic_file, fileio
+
+logger = logging.getLogger(__name__)
 
 _ENTRY = struct.Struct(">hqqqq")
 ENTRY_SIZE = _ENTRY.size  # 34
@@ -50,6 +54,7 @@ class TransactionIndex:
         self.path = path
         self.entries: list[AbortedTxn] = []
         self._dirty = False
+        self._stale = False  # the file misses entries (an append failed): rewrite it
         if path.exists():
             data = path.read_bytes()
             for pos in range(0, len(data) - ENTRY_SIZE + 1, ENTRY_SIZE):
@@ -64,9 +69,22 @@ class TransactionIndex:
         if self.entries and txn.last_offset <= self.entries[-1].last_offset:
             raise ValueError(f"aborted txn at {txn.last_offset} is not after the last entry")
         self.entries.append(txn)
-        with open(self.path, "ab") as f:
-            f.write(txn.encode())
         self._dirty = True
+        if self._stale:
+            return  # the next flush rewrites the whole file
+        try:
+            fd = fileio.open_fd(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                fileio.write(fd, txn.encode())
+            finally:
+                fileio.close(fd)
+        except OSError as exc:
+            # The marker's batch is already in the log: the entry stays (reads use the
+            # entries in memory) and the next flush rewrites the file whole, or fails there,
+            # which keeps the recovery point (and so a rebuild after a crash) below it.
+            logger.warning("appending to %s failed (%s): rewritten at the next flush",
+                           self.path, exc)  # fmt: skip
+            self._stale = True
 
     def collect(self, start: int, end: int) -> list[AbortedTxn]:
         """Entries overlapping ``[start, end)``: lastOffset >= start and firstOffset < end."""
@@ -81,6 +99,7 @@ class TransactionIndex:
 
     def reset(self) -> None:
         self.entries = []
+        self._stale = False
         self.path.unlink(missing_ok=True)
 
     def _rewrite(self) -> None:
@@ -91,6 +110,9 @@ class TransactionIndex:
         atomic_file.replace(self.path, b"".join(t.encode() for t in self.entries), fsync=False)
 
     def flush(self) -> None:
+        if self._stale:
+            self._rewrite()
+            self._stale = False
         if self._dirty and self.path.exists():
             atomic_file.fsync_path(self.path)
         self._dirty = False

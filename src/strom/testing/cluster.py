@@ -88,6 +88,7 @@ class ClusterProcess:
         racks: Mapping[int, str] | None = None,
         session_timeout_ms: int = TEST_SESSION_TIMEOUT_MS,
         chroot: str = "",
+        broker_env: Mapping[int, Mapping[str, str]] | None = None,
         listener_settings: Callable[[int, str, int], Mapping[str, str]] | None = None,
     ) -> None:
         self.work_dir = Path(work_dir)
@@ -102,6 +103,8 @@ class ClusterProcess:
         self.settings.update(settings or {})
         self.broker_settings = {i: dict(s) for i, s in (broker_settings or {}).items()}
         self.racks = dict(racks or {})
+        #: environment variables per broker id (on top of this process's)
+        self.broker_env = {i: dict(e) for i, e in (broker_env or {}).items()}
         #: (broker id, host, client port) -> more settings for that broker: named listeners
         #: (e.g. a TLS inter-broker listener beside the PLAINTEXT one clients and these
         #: helpers use, on ``port``)
@@ -154,6 +157,7 @@ class ClusterProcess:
             zookeeper=self.zk_connect,
             settings=settings,
             log_file=data_dir.parent / "broker.log",
+            env=self.broker_env.get(broker_id),
         )
         if self.listener_settings is not None:
             broker.settings.update(self.listener_settings(broker_id, broker.host, broker.port))

@@ -111,6 +111,9 @@ class ChildProcess:
     detach = False
     port: int
     log_file: Path
+    #: environment variables set for the child on top of this process's own (subclasses
+    #: set their own dict in ``__init__``; never mutated here)
+    env: dict[str, str] = {}  # noqa: RUF012 - read-only default
     _proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -138,7 +141,7 @@ class ChildProcess:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, **self.environment()},
+                env={**os.environ, **self.env, **self.environment()},
                 start_new_session=self.detach,
             )
         finally:
@@ -232,6 +235,8 @@ class BrokerProcess(ChildProcess):
 
     The admin listener (``/metrics``, ``/health/*``) is off unless ``admin_port`` is given
     (``admin=True`` picks a free port): two test brokers on the default 9644 would clash.
+    ``env``: environment variables of the broker on top of this process's (e.g. a disk-fault
+    injector's, :mod:`strom.testing.diskfault`).
     """
 
     def __init__(
@@ -247,9 +252,11 @@ class BrokerProcess(ChildProcess):
         host: str = "127.0.0.1",
         broker_id: int | None = None,
         zookeeper: str | None = None,
+        env: Mapping[str, str] | None = None,
         config_file: Path | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
+        self.env = dict(env or {})
         #: a server.properties given with ``--config``
         self.config_file = config_file
         self.host = host

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from strom.clock import FakeClock
-from strom.storage import file_handles
+from strom.storage import file_handles, fileio
 from strom.storage.file_handles import FileHandles, LogFile
 from strom.storage.log import Log
 from strom.storage.log_config import LogConfig
@@ -65,7 +65,7 @@ def test_open_out_of_descriptors_sheds_cached_files(tmp_path: Path, monkeypatch)
 
     cache.close(files[0])
     late = LogFile(tmp_path / "late")
-    monkeypatch.setattr(os, "open", failing_open)
+    monkeypatch.setattr(fileio, "open_fd", failing_open)
     fd = cache.acquire(late, create=True)
     cache.release(late)
     assert fd >= 0 and len(calls) == 2 and len(cache) <= 11  # half of the 19 were shed

@@ -150,7 +150,45 @@ def test_cleaner_commit_does_not_fsync(tmp_path: Path, clock: FakeClock,
     result = cleaner.clean(p, clock.time_ms())
     fsyncs: list[int] = []
     real = os.fsync
-    monkeypatch.setattr(segment_mod.os, "fsync", lambda fd: (fsyncs.append(fd), real(fd))[1])
+    monkeypatch.setattr(segment_mod.fileio, "fsync", lambda fd: (fsyncs.append(fd), real(fd))[1])
     assert cleaner.commit(log, result)
     assert fsyncs == []
     log.close()
+
+
+def test_a_wall_clock_step_replans_retention(tmp_path: Path, clock: FakeClock) -> None:
+    """Regression (issue 28): deadlines kept in monotonic time were planned from the wall
+    clock once. A clock set back a day and corrected again then kept an expired segment a
+    day past retention.ms; Kafka checks every log against the wall clock at each tick."""
+    mgr = LogManager(tmp_path, clock, {"log.segment.bytes": "100", "log.retention.ms": "60000"})
+    log = mgr.create("t", 0, {})
+    for i in range(3):  # three segments (100-byte segments hold one batch)
+        log.append(batch(clock, b"v%d" % i))
+    log.high_watermark = log.log_end_offset
+    assert len(log.segments) >= 3
+    mgr.maintenance()
+    clock.step_wall(-86_400_000)  # set back a day: nothing is old now
+    clock.advance(1000)
+    mgr.maintenance()  # plans the next retention check a day away (in monotonic time)
+    assert log.log_start_offset == 0
+    clock.step_wall(86_400_000 + 120_000)  # corrected, and two minutes passed by the wall
+    clock.advance(1000)
+    mgr.maintenance()
+    assert log.log_start_offset > 0, "retention waited for the day the clock had lost"
+    mgr.close_all()
+
+
+def test_a_wall_clock_step_back_deletes_nothing(tmp_path: Path, clock: FakeClock) -> None:
+    mgr = LogManager(tmp_path, clock, {"log.segment.bytes": "100", "log.retention.ms": "60000"})
+    log = mgr.create("t", 0, {})
+    for i in range(3):
+        log.append(batch(clock, b"v%d" % i))
+    log.high_watermark = log.log_end_offset
+    clock.advance(30_000)
+    mgr.maintenance()
+    clock.step_wall(-3_600_000)  # back an hour: the records look to be from the future
+    for _ in range(10):
+        clock.advance(10_000)  # 100 s of monotonic time: more than retention.ms
+        mgr.maintenance()
+    assert log.log_start_offset == 0 and len(log.segments) >= 3
+    mgr.close_all()

@@ -148,7 +148,7 @@ def test_reads_only_headers_near_the_index_entries(tmp_path: Path, monkeypatch: 
         read.append(len(data))
         return data
 
-    monkeypatch.setattr(read_path.os, "pread", counting)
+    monkeypatch.setattr(read_path.fileio, "pread", counting)
     for offset, max_bytes, bound in ((5000, 8 << 20, None), (5000, 8 << 20, 15000), (0, 1 << 30, 20000)):
         read.clear()
         found = log.read_region(offset, max_bytes, max_offset=bound)

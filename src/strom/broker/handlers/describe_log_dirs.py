@@ -10,7 +10,9 @@ bytes left as ``offset_lag`` (Kafka: the future log's lag behind the current one
 every topic, internal ones included; a requested topic or partition that is not hosted here is
 simply absent, as in Kafka (no per-partition error exists in this API). v4 adds the volume's
 ``total_bytes``/``usable_bytes`` (``os.statvfs`` of each directory), v5 ``is_cordoned``
-(never).
+(never). A log directory that went offline after a disk error
+(:mod:`strom.storage.log_dir_failures`) is answered with KAFKA_STORAGE_ERROR and no
+partitions, as Kafka does.
 
 Authorization: DESCRIBE on the CLUSTER, else no directory (v3+: CLUSTER_AUTHORIZATION_FAILED).
 """
@@ -79,8 +81,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 per_dir.setdefault(target, {}).setdefault(name, []).append(
                     _partition(ctx, index, copied, left, True))
     results = []
+    offline = logs.failures.offline()
     for parent, topics in per_dir.items():
         path = str(parent.resolve())
+        if parent in offline:  # Kafka: the directory with KAFKA_STORAGE_ERROR, nothing else
+            results.append(ctx.make("DescribeLogDirsResult",
+                                    error_code=ErrorCode.kafka_storage_error, log_dir=path,
+                                    topics=(), total_bytes=-1, usable_bytes=-1,
+                                    is_cordoned=False))  # fmt: skip
+            continue
         total, usable = _volume(path) if ctx.api_version >= 4 else (-1, -1)
         made = tuple(ctx.make("DescribeLogDirsTopic", name=name, partitions=tuple(parts))
                      for name, parts in topics.items())  # fmt: skip
