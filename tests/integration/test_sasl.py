@@ -542,6 +542,64 @@ def test_user_cli_online_and_admin_errors(sasl_broker: SaslBroker) -> None:
         admin.list_topics(timeout=3)
 
 
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_strom_own_connections_log_in(sasl_broker: SaslBroker, mechanism: str) -> None:
+    """strom's own wire connections (the CLI's raw requests, Spark's executors, a Connect
+    worker's group membership) log in before their first request, as librdkafka does."""
+    from strom.admin.client_security import AuthenticationError, WireSecurity
+    from strom.admin.wire import WireConnection
+
+    user, password = USERS[mechanism]
+    settings = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
+                "sasl.username": user, "sasl.password": password}  # fmt: skip
+    with WireConnection(sasl_broker.sasl, security=WireSecurity.from_properties(settings)) as c:
+        answer = c.request(3, 12, topics=None, allow_auto_topic_creation=False,
+                           include_topic_authorized_operations=False)  # fmt: skip
+    sasl_port = int(sasl_broker.sasl.rsplit(":", 1)[1])
+    assert [int(b.port) for b in answer.brokers] == [sasl_port]  # this listener's endpoint
+    over_tls = {**settings, "security.protocol": "SASL_SSL", "ssl.ca.location": str(sasl_broker.ca)}
+    with WireConnection(sasl_broker.sasl_ssl, security=WireSecurity.from_properties(over_tls)) as c:
+        answer = c.request(3, 12, topics=None, allow_auto_topic_creation=False,
+                           include_topic_authorized_operations=False)  # fmt: skip
+    assert [int(b.port) for b in answer.brokers] == [int(sasl_broker.sasl_ssl.rsplit(":", 1)[1])]
+    wrong = {**settings, "sasl.password": "wrong"}
+    with pytest.raises(AuthenticationError, match=f"SASL authentication as '{user}' failed"):
+        WireConnection(sasl_broker.sasl, security=WireSecurity.from_properties(wrong))
+    # the CLI's own wire request (the cluster-wide default configs) with -X settings
+    x = [a for k, v in settings.items() for a in ("-X", f"{k}={v}")]
+    got = strom("cluster", "config", "get", "--default", "-b", sasl_broker.sasl, *x,
+                "--format", "json")  # fmt: skip
+    assert got.returncode == 0 and isinstance(json.loads(got.stdout), list), got.stderr
+    bad = strom("cluster", "config", "get", "--default", "-b", sasl_broker.sasl, *x[:-2],
+                "-X", "sasl.password=wrong")  # fmt: skip
+    assert bad.returncode != 0 and bad.stderr.count("\n") == 1, bad.stderr
+    assert "refused the login" in bad.stderr and "wrong" not in bad.stderr
+
+
+def test_spark_executors_read_over_sasl(sasl_broker: SaslBroker) -> None:
+    pytest.importorskip("pyarrow")
+    from strom.spark.fetcher import RangePartition, read_range
+    from strom.spark.options import parse_read_options
+    from strom.spark.schema import arrow_schema
+
+    topic = "spark-sasl"
+    make_topic(sasl_broker, topic)
+    producer = Producer({"bootstrap.servers": sasl_broker.internal})
+    for i in range(12):
+        producer.produce(topic, f"v{i}".encode())
+    assert producer.flush(20) == 0
+    user, password = USERS["SCRAM-SHA-256"]
+    options = {"kafka.bootstrap.servers": sasl_broker.sasl, "subscribe": topic,
+               "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "SCRAM-SHA-256",
+               "kafka.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule "
+                                         f'required username="{user}" password="{password}";'}  # fmt: skip
+    opts = parse_read_options(options, streaming=False)
+    schema = arrow_schema(False)
+    rows = [r for b in read_range(opts, RangePartition(topic, 0, 0, 12), schema)
+            for r in b.to_pylist()]  # fmt: skip
+    assert [r["value"] for r in rows] == [f"v{i}".encode() for i in range(12)]
+
+
 def test_scram_users_survive_kill_9(tmp_path: Path) -> None:
     internal, sasl, reauth = free_port(), free_port(), free_port()
     props = tmp_path / "server.properties"

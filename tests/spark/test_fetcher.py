@@ -115,7 +115,10 @@ def test_read_committed_skips_aborted_and_markers(spark_broker: BrokerProcess) -
                                                if start <= m.offset() < stop]  # fmt: skip
 
 
-def test_sasl_is_refused_by_the_executors_connections(spark_broker: BrokerProcess) -> None:
+def test_sasl_the_executors_cannot_do_is_refused_in_one_line(spark_broker: BrokerProcess) -> None:
     for protocol in ("SASL_SSL", "SASL_PLAINTEXT"):
-        with pytest.raises(ValueError, match="PLAINTEXT or SSL connections only"):
+        with pytest.raises(ValueError, match="sasl.mechanism=GSSAPI"):  # librdkafka's default
             _rows(spark_broker.bootstrap, "any", 0, 1, **{"kafka.security.protocol": protocol})
+    with pytest.raises(ValueError, match="needs sasl.username"):
+        _rows(spark_broker.bootstrap, "any", 0, 1, **{"kafka.security.protocol": "SASL_PLAINTEXT",
+                                                      "kafka.sasl.mechanism": "PLAIN"})

@@ -38,8 +38,12 @@ refused with a line saying to convert it (Java's own format).
 librdkafka settings: ``security.protocol`` SSL gets a TLS context (``ssl.ca.location`` /
 ``ssl.ca.pem``, the client's ``ssl.certificate.*`` + ``ssl.key.*`` or PKCS12
 ``ssl.keystore.*``, ``enable.ssl.certificate.verification``,
-``ssl.endpoint.identification.algorithm``). SASL_PLAINTEXT / SASL_SSL are refused with one
-line when a wire request is made: strom's own connection has no SASL client yet.
+``ssl.endpoint.identification.algorithm``); SASL_PLAINTEXT / SASL_SSL authenticate each new
+connection before its first request, as librdkafka does — SaslHandshake v1, then
+SaslAuthenticate v2 until the exchange ends — with ``sasl.mechanism`` PLAIN, SCRAM-SHA-256 or
+SCRAM-SHA-512 and ``sasl.username`` / ``sasl.password`` (or the Java client's
+``sasl.jaas.config``), through :class:`strom.security.sasl.client.SaslClient`. Other
+mechanisms (GSSAPI, OAUTHBEARER) are refused in one line: confluent-kafka's clients have them.
 """
 
 from __future__ import annotations
@@ -47,11 +51,16 @@ from __future__ import annotations
 import re
 import socket
 import ssl
+import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from strom.admin.errors import InvalidInputError
+from strom.protocol.messages import RequestHeader, build, decode_response, encode_request
+from strom.protocol.messages import request_class as message_class
+from strom.security.sasl.client import ClientCredentials, SaslClient
 from strom.security.web_tls import TlsConfigError, client_context
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -157,12 +166,23 @@ def to_librdkafka(props: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
+class AuthenticationError(ConnectionError):
+    """The broker refused this connection's SASL login (or its proof did not check out)."""
+
+
+#: what strom's own connections can authenticate with (librdkafka's default is GSSAPI)
+WIRE_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+#: the largest SASL answer a client reads (a SCRAM challenge is a few hundred bytes)
+_MAX_SASL_ANSWER = 1 << 20
+
+
 @dataclass(frozen=True)
 class WireSecurity:
     """How a :class:`~strom.admin.wire.WireConnection` secures its socket (module doc)."""
 
     protocol: str = "PLAINTEXT"
     context: ssl.SSLContext | None = None
+    sasl: ClientCredentials | None = None
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> WireSecurity:
@@ -172,25 +192,87 @@ class WireSecurity:
         if protocol not in PROTOCOLS:
             raise InvalidInputError(f"security.protocol: expected one of {', '.join(PROTOCOLS)},"
                                     f" got {protocol!r}")
-        if protocol not in ("SSL", "SASL_SSL"):
-            return cls(protocol)
-        return cls(protocol, _client_context(conf))
+        context = _client_context(conf) if protocol in ("SSL", "SASL_SSL") else None
+        sasl = _sasl_credentials(protocol, conf) if protocol.startswith("SASL") else None
+        return cls(protocol, context, sasl)
 
     def wrap(self, sock: socket.socket, host: str) -> socket.socket:
-        """The socket secured as ``security.protocol`` says (SASL: one line, refused)."""
-        if self.protocol.startswith("SASL"):
+        """The socket secured as ``security.protocol`` says: TLS, then the SASL exchange
+        (ConnectionError when the broker refuses either)."""
+        if self.protocol.startswith("SASL") and self.sasl is None:
             sock.close()
-            raise InvalidInputError(
-                f"security.protocol={self.protocol}: strom's own admin and Spark source "
-                f"connections cannot authenticate with SASL yet (confluent-kafka's clients can)")
-        if self.context is None:
-            return sock
-        try:
-            return self.context.wrap_socket(sock, server_hostname=host)
-        except (ssl.SSLError, ssl.CertificateError) as exc:
-            sock.close()
-            raise ConnectionError(f"TLS handshake with {host} failed: "
-                                  f"{getattr(exc, 'reason', None) or exc}") from None
+            raise InvalidInputError(f"security.protocol={self.protocol} needs sasl.mechanism, "
+                                    "sasl.username and sasl.password")  # fmt: skip
+        if self.context is not None:
+            try:
+                sock = self.context.wrap_socket(sock, server_hostname=host)
+            except (ssl.SSLError, ssl.CertificateError) as exc:
+                sock.close()
+                raise ConnectionError(f"TLS handshake with {host} failed: "
+                                      f"{getattr(exc, 'reason', None) or exc}") from None
+        if self.sasl is not None:
+            try:
+                _authenticate(sock, self.sasl)
+            except BaseException:
+                sock.close()
+                raise
+        return sock
+
+
+def _sasl_credentials(protocol: str, conf: Mapping[str, str]) -> ClientCredentials:
+    mechanism = (conf.get("sasl.mechanism") or conf.get("sasl.mechanisms") or "GSSAPI")
+    mechanism = mechanism.strip().upper()
+    if mechanism not in WIRE_SASL_MECHANISMS:
+        raise InvalidInputError(f"sasl.mechanism={mechanism}: strom's own connections "
+                                f"authenticate with {', '.join(WIRE_SASL_MECHANISMS)} "
+                                "(confluent-kafka's clients have the others)")  # fmt: skip
+    username, password = conf.get("sasl.username", ""), conf.get("sasl.password", "")
+    if not username:
+        raise InvalidInputError(f"security.protocol={protocol} with {mechanism} needs "
+                                "sasl.username and sasl.password")  # fmt: skip
+    return ClientCredentials(mechanism, username, password)
+
+
+def _authenticate(sock: socket.socket, creds: ClientCredentials) -> None:
+    """SaslHandshake v1 and SaslAuthenticate v2 on a new blocking connection, as librdkafka
+    does before its first request; ConnectionError when the broker refuses."""
+    correlation = 0
+
+    def call(api_key: int, version: int, **fields: Any) -> Any:
+        nonlocal correlation
+        correlation += 1
+        header = RequestHeader(api_key, version, correlation, "strom-sasl")
+        sock.sendall(encode_request(header, build(message_class(api_key, version), **fields)))
+        size = struct.unpack(">i", _recv_exact(sock, 4))[0]
+        if not 0 <= size <= _MAX_SASL_ANSWER:
+            raise ConnectionError(f"a {size}-byte answer to a SASL request")
+        return decode_response(api_key, version, _recv_exact(sock, size))[1]
+
+    answer = call(17, 1, mechanism=creds.mechanism)
+    if answer.error_code:
+        raise AuthenticationError(f"the broker does not accept SASL {creds.mechanism} here "
+                              f"(it offers {', '.join(answer.mechanisms) or 'none'})")  # fmt: skip
+    client = SaslClient(creds)
+    token: bytes | None = client.first()
+    try:
+        while token is not None:
+            answer = call(36, 2, auth_bytes=token)
+            if answer.error_code:
+                raise AuthenticationError(f"SASL authentication as {creds.username!r} failed: "
+                                          f"{answer.error_message or answer.error_code}")  # fmt: skip
+            token = client.step(bytes(answer.auth_bytes))
+    except ValueError as exc:  # the server's SCRAM answers did not check out
+        raise AuthenticationError(f"SASL authentication as {creds.username!r} failed: {exc}") from None
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    chunks = bytearray()
+    while len(chunks) < n:
+        chunk = sock.recv(n - len(chunks))
+        if not chunk:
+            raise ConnectionError("the broker closed the connection during authentication")
+        chunks += chunk
+    return bytes(chunks)
 
 
 def _client_context(conf: Mapping[str, str]) -> ssl.SSLContext:

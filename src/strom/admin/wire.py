@@ -25,7 +25,7 @@ from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
 from strom.admin.addresses import connect_timeout_reason
-from strom.admin.client_security import WireSecurity
+from strom.admin.client_security import AuthenticationError, WireSecurity
 from strom.admin.errors import RefusedError, TimedOutError, UnreachableError
 from strom.protocol.errors import ErrorCode
 from strom.protocol.messages import (
@@ -100,6 +100,8 @@ def request(bootstrap: str, api_key: int, version: int, *, wait_s: float = 10.0,
     server = bootstrap.split(",")[0].strip()
     try:
         conn = WireConnection(server, timeout=timeout)
+    except AuthenticationError as exc:
+        raise RefusedError(f"the broker at {server} refused the login: {exc}") from None
     except TimeoutError:
         raise TimedOutError(
             f"cannot reach the broker at {server}: {connect_timeout_reason(timeout)}"

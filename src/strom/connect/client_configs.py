@@ -57,17 +57,13 @@ def worker_client(worker: Mapping[str, str]) -> dict[str, str]:
 
 
 def worker_wire_security(worker: Mapping[str, str]) -> WireSecurity:
-    """How the worker's own wire connections (group membership) are secured; a
-    WorkerConfigError at start for SASL, which that connection cannot do yet."""
+    """How the worker's own wire connections (group membership) are secured: TLS and SASL
+    PLAIN / SCRAM with the worker's top-level settings; a WorkerConfigError at start for what
+    they cannot do."""
     try:
-        security = WireSecurity.from_properties(worker_client(worker))
+        return WireSecurity.from_properties(worker_client(worker))
     except AdminError as exc:
         raise WorkerConfigError(exc.message) from None
-    if security.protocol.startswith("SASL"):
-        raise WorkerConfigError(f"security.protocol={security.protocol}: a distributed "
-                                f"worker's group membership cannot authenticate with SASL yet "
-                                f"(standalone workers can: their clients are confluent-kafka's)")
-    return security
 
 
 def admin_client(worker: Mapping[str, str]) -> dict[str, str]:

@@ -13,9 +13,9 @@ removes. So an executor speaks the Kafka protocol itself, through strom's codec
 
 One blocking connection at a time (:class:`strom.admin.wire.WireConnection`, the client side's
 one connection over strom's codec); no retries here: :mod:`strom.spark.fetcher` decides what
-an error code means. PLAINTEXT and SSL listeners (``kafka.security.protocol``, ``kafka.ssl.*``
-in librdkafka's or the Java client's names, :mod:`strom.admin.client_security`); SASL is
-refused with one readable line (strom's own connection has no SASL client yet).
+an error code means. Every listener kind (``kafka.security.protocol``, ``kafka.ssl.*``,
+``kafka.sasl.*`` in librdkafka's or the Java client's names,
+:mod:`strom.admin.client_security`): TLS, and SASL with PLAIN or SCRAM.
 """
 
 from __future__ import annotations
@@ -57,18 +57,13 @@ class FetchedPartition(NamedTuple):
 
 
 def wire_security(client: Mapping[str, str]) -> WireSecurity:
-    """How the executors' connections are secured; ValueError (one line) for what they
-    cannot honour (module doc)."""
+    """How the executors' connections are secured (TLS and SASL PLAIN / SCRAM, as
+    :class:`~strom.admin.client_security.WireSecurity` does); ValueError (one line) for what
+    they cannot honour."""
     try:
-        security = WireSecurity.from_properties(client)
+        return WireSecurity.from_properties(client)
     except AdminError as exc:
         raise ValueError(f"kafka.{exc.message}") from None
-    if security.protocol.startswith("SASL"):
-        raise ValueError(
-            f"kafka.security.protocol={client['security.protocol']}: the strom source reads "
-            "record batches over PLAINTEXT or SSL connections only (no SASL client yet)"
-        )
-    return security
 
 
 class Connection:

@@ -78,12 +78,22 @@ def test_wire_security(ca: CertificateAuthority, tmp_path: Path) -> None:
     assert loose.context is not None and loose.context.verify_mode == ssl.CERT_NONE
     with pytest.raises(InvalidInputError, match="security.protocol"):
         WireSecurity.from_properties({"security.protocol": "TLS"})
-    sasl = WireSecurity.from_properties({"security.protocol": "SASL_PLAINTEXT"})
+    with pytest.raises(InvalidInputError, match="sasl.mechanism=GSSAPI"):
+        WireSecurity.from_properties({"security.protocol": "SASL_PLAINTEXT"})
+    with pytest.raises(InvalidInputError, match="needs sasl.username"):
+        WireSecurity.from_properties({"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"})
+    sasl = WireSecurity.from_properties({
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required '
+                            'username="bob" password="secret";'})  # fmt: skip
+    assert sasl.context is None and sasl.sasl is not None
+    assert (sasl.sasl.mechanism, sasl.sasl.username, sasl.sasl.password) == (
+        "SCRAM-SHA-256", "bob", "secret")
     import socket
 
     a, b = socket.socketpair()
-    try:
-        with pytest.raises(InvalidInputError, match="cannot authenticate with SASL yet"):
-            sasl.wrap(a, "localhost")
+    try:  # no credentials at all: refused before a byte is sent
+        with pytest.raises(InvalidInputError, match="needs sasl.mechanism"):
+            WireSecurity("SASL_PLAINTEXT").wrap(a, "localhost")
     finally:
         b.close()
