@@ -29,7 +29,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import operator
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -49,7 +51,7 @@ from strom.storage.errors import StorageError
 if TYPE_CHECKING:
     from strom.replication.isr_changes import IsrChangeManager
     from strom.replication.replica_fetcher import ReplicaFetcherManager
-    from strom.storage.log import AppendResult, Log
+    from strom.storage.log import AppendResult, Log, PendingAppend
     from strom.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -62,6 +64,19 @@ TopicConfigs = Callable[[str], Mapping[str, str]]
 
 def _no_overrides(_topic: str) -> Mapping[str, str]:
     return {}
+
+
+class _Queued:
+    """A client's append waiting in :meth:`ReplicaManager.append_later`."""
+
+    __slots__ = ("part", "records", "future", "pending")
+
+    def __init__(self, part: Partition, records: bytes,
+                 future: asyncio.Future[AppendResult]) -> None:  # fmt: skip
+        self.part = part
+        self.records = records
+        self.future = future
+        self.pending: PendingAppend | None = None  # its write, once started
 
 
 class ReplicaManager:
@@ -92,6 +107,9 @@ class ReplicaManager:
         #: leaders that had another replica in their ISR when it last changed (a superset:
         #: the shrink check drops those that no longer qualify); empty on a single node
         self.with_isr_followers: dict[TopicPartition, Partition] = {}
+        #: clients' appends waiting for a slow disk, in arrival order per partition
+        #: (:meth:`append_later`)
+        self._queued: dict[TopicPartition, deque[_Queued]] = {}
 
     # --- lookups -------------------------------------------------------------------------------
 
@@ -154,6 +172,111 @@ class ReplicaManager:
         if key in self.purgatory.watched:
             self.purgatory.notify(key)
         return result
+
+    # --- appends to a slow disk (strom.storage.slow_disk) ----------------------------------
+
+    def must_wait(self, part: Partition) -> bool:
+        """True when a client's append to ``part`` must go through :meth:`append_later`: its
+        log directory is slow, or earlier appends of the partition are still being written
+        or waiting (they keep their order)."""
+        log_ = part.log
+        return log_.speed.slow or log_.in_flight is not None or part.key in self._queued
+
+    def append_later(self, part: Partition, records: bytes) -> asyncio.Future[AppendResult]:
+        """A client's append to ``part`` (as :meth:`append_to`) written by a writer thread,
+        so that the event loop never waits on a slow disk: its future is done once the batch
+        is written and part of the log (the high watermark moved over it where the leader
+        is alone in the ISR, fetchers woken), or fails with the append's error.
+
+        Ordering: the partition's appends are queued in the order this is called (a
+        producer's pipelined batches keep their sequence) and prepared one at a time, each
+        only once the one before it is part of the log (:meth:`strom.storage.log.Log.append`
+        with ``writer``: one write in flight per log). Leadership is checked again when an
+        append's turn comes (NOT_LEADER_OR_FOLLOWER if it moved meanwhile)."""
+        future: asyncio.Future[AppendResult] = asyncio.get_running_loop().create_future()
+        key = part.key
+        queue = self._queued.get(key)
+        if queue is None:
+            queue = self._queued[key] = deque()
+        queue.append(_Queued(part, records, future))
+        if len(queue) == 1:
+            self._drain(key)
+        return future
+
+    def _drain(self, key: TopicPartition) -> None:
+        """Start the queued appends of ``key`` in order until one is in flight on a writer
+        thread (its end starts the next: :meth:`_written`) or none is left."""
+        queue = self._queued.get(key)
+        while queue:
+            item = queue[0]
+            if item.pending is not None:  # being written: _written goes on from there
+                return
+            queue.popleft()
+            if item.future.done():  # cancelled (the connection went away)
+                continue
+            log_ = item.part.log
+            try:
+                part = self.leader_partition(*key)
+                if part is not item.part:
+                    raise KafkaError(ErrorCode.not_leader_or_follower,
+                                     f"the leadership of {key[0]}-{key[1]} changed while its "
+                                     "append waited for the disk")  # fmt: skip
+                result = log_.append(item.records, leader_epoch=part.leader_epoch,
+                                     writer=self.logs.writers)  # fmt: skip
+            except Exception as exc:
+                item.future.set_exception(exc)
+                continue
+            pending = log_.in_flight
+            if pending is None:  # done here: a duplicate (or the batch could not go off)
+                self._appended(part)
+                item.future.set_result(result)
+                continue
+            item.pending = pending
+            queue.appendleft(item)  # stays first until written
+            self._on_written(key, pending)
+            return
+        self._queued.pop(key, None)
+
+    def _on_written(self, key: TopicPartition, pending: PendingAppend) -> None:
+        """Call :meth:`_written` on the loop once ``pending``'s write is done (the writer
+        thread runs the future's callbacks)."""
+        loop = asyncio.get_running_loop()
+
+        def done(_f: Future[None]) -> None:
+            loop.call_soon_threadsafe(self._written, key, pending)
+
+        pending.future.add_done_callback(done)
+
+    def _written(self, key: TopicPartition, pending: PendingAppend) -> None:
+        """(loop) The write of ``pending`` is done: make it part of the log (unless a
+        truncation or a roll that had to wait for it did so already), answer its future, and
+        start the next append of the partition."""
+        queue = self._queued.get(key)
+        if not queue or queue[0].pending is not pending:
+            return
+        item = queue.popleft()
+        try:
+            result = pending.finish()
+        except Exception as exc:
+            if not item.future.done():
+                item.future.set_exception(exc)
+        else:
+            self._appended(item.part)
+            if not item.future.done():
+                item.future.set_result(result)
+        self._drain(key)
+
+    def _appended(self, part: Partition) -> None:
+        """After an append that :meth:`append_later` made part of the log: what
+        :meth:`append_to` does after its append (the HW where the leader is alone in the ISR,
+        acks=all waiters, fetchers)."""
+        if not part.is_leader:
+            return
+        key = part.key
+        if part.maybe_advance_hw() and key in self.delayed.pending:
+            self._complete_delayed(part)
+        if key in self.purgatory.watched:
+            self.purgatory.notify(key)
 
     async def append_replicated(self, topic: str, partition: int, records: bytes,
                                 origin: AppendOrigin, timeout_s: float) -> AppendResult:  # fmt: skip

@@ -19,9 +19,11 @@ state), capped by the high watermark; read_committed readers stop there.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import logging
 import shutil
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -55,6 +57,7 @@ from strom.storage.producer_state import (
 from strom.storage.read_path import SegmentSlice
 from strom.storage.retention import segments_past_retention
 from strom.storage.segment import LogSegment
+from strom.storage.slow_disk import SLOW_FSYNC_S, SLOW_WRITE_S, DiskSpeed, WriterPool
 from strom.storage.txn_index import AbortedTxn
 
 logger = logging.getLogger(__name__)
@@ -79,6 +82,7 @@ _parse_header, _pack_header = rb.parse_header, rb.HEADER_STRUCT.pack
 _Buffer = bytes | bytearray | memoryview
 _new_header = tuple.__new__  # a NamedTuple from a plain tuple, without keyword handling
 _new_result = tuple.__new__
+_perf = time.perf_counter
 
 
 class AppendResult(NamedTuple):
@@ -96,6 +100,46 @@ class AppendResult(NamedTuple):
     # set when this append triggered a flush.messages flush: done once it is on disk (a
     # response with acks must wait for it); None when nothing needs waiting for
     flushed: Future[None] | None = None
+
+
+class PendingAppend:
+    """A client batch a writer thread is writing (:meth:`Log.append` with ``writer``): its
+    write's ``future``, and what the log needs to make the batch part of itself once it is
+    written (:meth:`finish`, on the log's own thread, once: later calls repeat its outcome)."""
+
+    __slots__ = ("log", "future", "segment", "stored", "size", "position", "producers",
+                 "was_empty", "was_clean", "value_bytes", "append_time", "_outcome")  # fmt: skip
+
+    def __init__(self, log: Log, future: Future[None], segment: LogSegment,
+                 stored: rb.BatchHeader, size: int, position: int,
+                 producers: dict[int, ProducerEntry], was_empty: bool, was_clean: bool,
+                 value_bytes: int, append_time: int) -> None:  # fmt: skip
+        self.log = log
+        self.future = future
+        self.segment = segment
+        self.stored = stored  # the batch's header as written, offsets final
+        self.size = size
+        self.position = position
+        self.producers = producers  # what ProducerStateManager.check staged for it
+        self.was_empty = was_empty
+        self.was_clean = was_clean
+        self.value_bytes = value_bytes
+        self.append_time = append_time
+        self._outcome: AppendResult | BaseException | None = None
+
+    def finish(self) -> AppendResult:
+        """(the log's thread) Wait for the write if it is not done, then make the batch part
+        of the log: the append's result (``flushed`` set when it triggered a flush.messages
+        flush), or its error raised (a :class:`DiskError`: the write failed and was cut off,
+        KAFKA_STORAGE_ERROR)."""
+        if self._outcome is None:
+            try:
+                self._outcome = self.log._finish(self)
+            except Exception as exc:
+                self._outcome = exc
+        if isinstance(self._outcome, BaseException):
+            raise self._outcome
+        return self._outcome
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +190,12 @@ class Log:
         #: the log start offset its checkpoint file last got (what a restart finds): below
         #: :attr:`log_start_offset` while a write of it failed (a full disk) or is queued
         self.log_start_written = 0
+        #: whether the log directory is slow now (the log manager's, shared by the
+        #: directory's logs; :mod:`strom.storage.slow_disk`)
+        self.speed = DiskSpeed(dir.name)
+        #: the append a writer thread is writing (:meth:`append` with ``writer``), until
+        #: :meth:`PendingAppend.finish`; the log's state does not include it meanwhile
+        self.in_flight: PendingAppend | None = None
 
     # --- opening ---------------------------------------------------------------------------
 
@@ -338,7 +388,7 @@ class Log:
 
     def append(
         self, records: _Buffer, *, origin: AppendOrigin = AppendOrigin.CLIENT,
-        leader_epoch: int = 0,
+        leader_epoch: int = 0, writer: WriterPool | None = None,
     ) -> AppendResult:  # fmt: skip
         """Validate, assign offsets to and store the batches in ``records`` (all or nothing).
 
@@ -352,7 +402,20 @@ class Log:
         REPLICATION keeps the batches' offsets and epochs (above the log end offset,
         ascending) and skips the client rules. Every batch is checked before the first is
         written; then each goes through :meth:`_store`.
+
+        With ``writer`` (a log directory that is slow, :mod:`strom.storage.slow_disk`), a
+        CLIENT batch is written by a writer thread instead of the calling one: everything up
+        to the write (validation, duplicates, offsets, a roll) happens here as usual, the
+        result returned is the one the append will have (its ``flushed`` aside), and
+        :attr:`in_flight` holds the write until :meth:`PendingAppend.finish` (on this thread)
+        makes the batch part of the log: until then the log end offset, the segment's size,
+        the indexes, producer state and the high watermark do not include it, so nothing
+        reads or acknowledges a byte of it before it is written. One append is in flight at
+        a time: any other call that changes the log first waits for it (:meth:`settle`).
+        A slow write on this thread (without ``writer``) marks the directory slow.
         """
+        if self.in_flight is not None:
+            self.settle()
         if self.offline:
             raise KafkaStorageError(f"the log directory of {self.dir.name} is offline")
         config = self.config
@@ -366,11 +429,15 @@ class Log:
             was_empty = self._segments[-1].size == 0
             append_time = -1
             value_bytes = 0
+            began = _perf()
             try:
                 for stored, batch in batches:  # stored as the leader wrote them
                     self._store(self._segments[-1], stored, None, batch, now, pending)
             except (OSError, DiskError) as exc:  # the batches before the failed one stay
                 self.disk_error(exc)
+            took = _perf() - began
+            if took > SLOW_WRITE_S:
+                self.speed.note(took)
         else:
             # Every Produce: the header is parsed once, the records validated in place and
             # written as they came beside the patched header (LogSegment.append), never copied.
@@ -403,10 +470,23 @@ class Log:
                                                   seq, count))  # fmt: skip
             if max_ts != client_max_ts or attributes != header.attributes:
                 stored = stored._replace(crc=rb.crc_of(stored, records))
+            if writer is not None and not attributes & _CONTROL_BIT:
+                try:
+                    self._write_later(writer, seg, stored, records, now, pending, was_empty,
+                                      was_clean, value_bytes, append_time)  # fmt: skip
+                except (OSError, DiskError) as exc:  # a roll that failed
+                    self.disk_error(exc)
+                return _new_result(AppendResult, (first, last, append_time,
+                                                  self.log_start_offset, count, False,
+                                                  value_bytes, None))  # fmt: skip
+            began = _perf()  # a slow write marks the directory slow (two clock reads)
             try:
                 self._store(seg, stored, _pack_header(*stored), records, now, pending)
             except (OSError, DiskError) as exc:  # nothing of the batch stays (LogSegment.append)
                 self.disk_error(exc)
+            took = _perf() - began
+            if took > SLOW_WRITE_S:
+                self.speed.note(took)
         self._unflushed_messages += count
         flushed = None
         if self._unflushed_messages >= config.flush_messages:
@@ -421,6 +501,72 @@ class Log:
         return _new_result(AppendResult, (first, last, append_time, self.log_start_offset,
                                           count, False, value_bytes, flushed))  # fmt: skip
 
+    def _write_later(self, writer: WriterPool, seg: LogSegment, stored: rb.BatchHeader,
+                     records: _Buffer, now: int, pending: dict[int, ProducerEntry],
+                     was_empty: bool, was_clean: bool, value_bytes: int,
+                     append_time: int) -> None:  # fmt: skip
+        """:meth:`append`'s write of a client batch on a writer thread: roll first when it
+        does not fit (here, as :meth:`_store`), hand the write to ``writer`` and keep what
+        :meth:`_finish` needs in :attr:`in_flight`."""
+        seg = self._segment_for(seg, stored, now)
+        position = seg.size
+        head = _pack_header(*stored)
+        speed = self.speed
+
+        def write() -> None:
+            began = _perf()
+            try:
+                seg.write_at(records, head, position)
+            finally:
+                speed.note(_perf() - began)
+
+        self.in_flight = PendingAppend(self, writer.submit(write), seg, stored, len(records),
+                                       position, pending, was_empty, was_clean, value_bytes,
+                                       append_time)  # fmt: skip
+
+    def settle(self) -> None:
+        """Wait for the append in flight, if any, and make it part of the log (its error, if
+        it failed, is its own caller's: :meth:`PendingAppend.finish`). Blocks the calling
+        thread while the write is stalled: only the rare changes of a log with a write in
+        flight (a truncation, a roll, closing) come here; appends queue instead
+        (:meth:`strom.replication.replica_manager.ReplicaManager.append_later`)."""
+        pending = self.in_flight
+        if pending is not None:
+            # its error is its append's (PendingAppend.finish raises it again there)
+            with contextlib.suppress(Exception):
+                pending.finish()
+
+    def _finish(self, p: PendingAppend) -> AppendResult:
+        """(owner's thread) The write of ``p`` is done (or waited for here): make the batch
+        part of the log as :meth:`_store` and :meth:`append` would have, or report its error
+        (the write was cut off again: the log is as it was before the append)."""
+        self.in_flight = None
+        error = p.future.exception()  # waits for the write when it is not done
+        if self._closed:  # the directory went offline, or the log was deleted, meanwhile
+            raise KafkaStorageError(f"{self.dir.name} stopped before its append was written")
+        if isinstance(error, (OSError, DiskError)):
+            self.disk_error(error)
+        if error is not None:
+            raise error
+        stored = p.stored
+        p.segment.account(stored, p.position, p.size)
+        if stored[9] >= 0:  # a producer id
+            self.producer_state.update(stored, p.producers, None)
+        epoch = stored[2]
+        if epoch > self.leader_epochs.latest_epoch:
+            self.leader_epochs.assign(epoch, stored[0])
+        count = stored[12]
+        config = self.config
+        self._unflushed_messages += count
+        flushed = None
+        if self._unflushed_messages >= config.flush_messages:
+            flushed = self.flush_async()
+        if p.was_empty or (p.was_clean and config.flush_ms < 2**62) or (
+                config.retention_bytes >= 0 and config.delete):  # fmt: skip
+            self._changed()
+        return AppendResult(stored[0], stored[0] + stored[6], p.append_time,
+                            self.log_start_offset, count, False, p.value_bytes, flushed)  # fmt: skip
+
     def _store(self, seg: LogSegment, stored: rb.BatchHeader, head: bytes | None, batch: _Buffer,
                now: int, pending: dict[int, ProducerEntry]) -> None:  # fmt: skip
         """Write one checked batch whose offsets are final into the active segment ``seg``
@@ -428,21 +574,8 @@ class Log:
         the batch's first bytes): roll first when it does not fit, then keep the transaction
         index, producer state (``pending``: what :meth:`ProducerStateManager.check` staged)
         and the leader epochs in step."""
-        # BatchHeader's fields by position: cheaper than attributes or a 13-name unpack on
-        # the Produce path (base offset, batch length, ..., last offset delta)
-        offset, length, delta = stored[0], stored[1], stored[6]
-        config = self.config
-        seg_size = seg.size
-        # The roll test. A batch fits when its offsets are expressible relative to the
-        # segment's base and, unless the segment is empty, it stays within segment.bytes,
-        # segment.ms (less the jitter) and the offset index's size.
-        if not (0 <= offset + delta - seg.base_offset <= _INT32_MAX and (seg_size == 0 or (
-                seg_size + length + _LOG_OVERHEAD <= config.segment_bytes
-                and now - seg.created_ms <= config.segment_ms - config.segment_jitter_ms
-                and not seg.index.is_full))):  # fmt: skip
-            if seg_size == 0:  # an empty segment's base is the log end: the offsets are wrong
-                raise InvalidRecordError(f"batch offsets {offset} do not fit {seg}")
-            seg = self.roll(offset)
+        seg = self._segment_for(seg, stored, now)
+        offset = stored[0]
         coordinator_epoch = None
         if stored[5] & _CONTROL_BIT:  # attributes: a control batch (a transaction marker)
             marker = _marker(batch)
@@ -459,6 +592,25 @@ class Log:
         epoch = stored[2]  # the partition leader epoch
         if epoch > self.leader_epochs.latest_epoch:
             self.leader_epochs.assign(epoch, offset)
+
+    def _segment_for(self, seg: LogSegment, stored: rb.BatchHeader, now: int) -> LogSegment:
+        """The active segment ``seg``, or a new one rolled for the batch ``stored`` when it
+        does not fit. A batch fits when its offsets are expressible relative to the segment's
+        base and, unless the segment is empty, it stays within segment.bytes, segment.ms
+        (less the jitter) and the offset index's size."""
+        # BatchHeader's fields by position: cheaper than attributes or a 13-name unpack on
+        # the Produce path (base offset, batch length, ..., last offset delta)
+        offset, length, delta = stored[0], stored[1], stored[6]
+        config = self.config
+        seg_size = seg.size
+        if not (0 <= offset + delta - seg.base_offset <= _INT32_MAX and (seg_size == 0 or (
+                seg_size + length + _LOG_OVERHEAD <= config.segment_bytes
+                and now - seg.created_ms <= config.segment_ms - config.segment_jitter_ms
+                and not seg.index.is_full))):  # fmt: skip
+            if seg_size == 0:  # an empty segment's base is the log end: the offsets are wrong
+                raise InvalidRecordError(f"batch offsets {offset} do not fit {seg}")
+            seg = self.roll(offset)
+        return seg
 
     @staticmethod
     def _split(records: _Buffer) -> list[tuple[rb.BatchHeader, memoryview]]:
@@ -527,6 +679,7 @@ class Log:
         The old segment's fsync, the producer snapshot and the recovery-point checkpoint are
         handed to the flusher (Kafka's asynchronous flush on roll): the caller does not wait
         on the disk. The recovery point moves only once that fsync is done."""
+        self.settle()
         old = self.active
         if old.size == 0:
             return old
@@ -546,13 +699,21 @@ class Log:
                 return
             self.producer_state.write_snapshot(base, entries)
             for s in rolled:
-                s.flush()
+                self._fsync(s)
             self._advance_recovery_point(point, truncations)
 
         self._submit(flush_rolled)
         self._changed()
         logger.info("rolled %s at offset %d", self.dir.name, base)
         return seg
+
+    def _fsync(self, seg: LogSegment) -> None:
+        """(Flusher thread) fsync ``seg``; a slow fsync marks the directory slow (a slow disk
+        shows in its fsyncs first, and an append may wait for the journal commit a stalled
+        fsync holds: :mod:`strom.storage.slow_disk`)."""
+        began = _perf()
+        seg.flush()
+        self.speed.note(_perf() - began, SLOW_FSYNC_S)
 
     def _advance_recovery_point(self, point: int, truncations: int) -> None:
         """(Flusher thread) everything below ``point`` is fsynced: move the recovery point
@@ -637,6 +798,7 @@ class Log:
             )
         if offset <= self.log_start_offset:
             return self.log_start_offset
+        self.settle()  # a roll may follow
         self.log_start_offset = offset
         # Durable before the caller answers (a crash right after the response must not bring
         # the deleted records back; Kafka checkpoints within a minute): the checkpoint is the
@@ -689,6 +851,7 @@ class Log:
         Rare (replication): it waits for the log's queued flusher work first, so no snapshot
         or checkpoint written for the old contents lands after the truncation. A disk error
         half way is reported as not undone (:meth:`disk_error`): the directory goes offline."""
+        self.settle()
         if offset >= self.log_end_offset:
             return
         if self.offline:
@@ -720,6 +883,7 @@ class Log:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Replace the whole log by an empty one starting at ``offset`` (Kafka's
         ``truncateFullyAndStartAt``: a follower whose end is below its leader's log start)."""
+        self.settle()
         if self.offline:
             raise KafkaStorageError(f"the log directory of {self.dir.name} is offline")
         try:
@@ -786,6 +950,8 @@ class Log:
         return removed
 
     def maybe_roll_by_time(self) -> None:
+        if self.in_flight is not None:  # the next maintenance rolls (never wait on a write)
+            return
         seg = self.active
         cfg = self.config
         if seg.size > 0 and self.clock.time_ms() - seg.created_ms > cfg.segment_ms:
@@ -810,7 +976,7 @@ class Log:
             if self._closed:
                 return
             for seg in segments:
-                seg.flush()
+                self._fsync(seg)
             self._advance_recovery_point(point, truncations)
             self._write_log_start_checkpoint()
 
@@ -819,6 +985,7 @@ class Log:
     def flush(self) -> None:
         """fsync every unflushed segment, write the leader epochs, and move the recovery point
         to the log end offset, on the calling thread (closing, tools)."""
+        self.settle()
         for seg in self._segments:
             if seg.unflushed:
                 seg.flush()
@@ -842,6 +1009,7 @@ class Log:
         """
         if self._closed:
             return
+        self.settle()
         self._flusher.drain()
         end = self.log_end_offset
         changed = (
@@ -885,6 +1053,7 @@ class Log:
         log directory) in place: partitions, fetch sessions and coordinators hold this object,
         so a replica moved between log directories keeps its identity. The high watermark
         and the maintenance hook (not on disk) stay; ``other`` must not be used afterwards."""
+        self.settle()
         hw, hook, hw_hook = self._high_watermark, self.on_change, self.on_hw_change
         self.__dict__.update(other.__dict__)
         self._high_watermark, self.on_change = min(hw, self.log_end_offset), hook

@@ -50,6 +50,7 @@ from strom.storage.log_config import LogConfig
 from strom.storage.log_dir_failures import LogDirFailures
 from strom.storage.maintenance import MaintenanceSchedule
 from strom.storage.producer_state import DEFAULT_EXPIRATION_MS
+from strom.storage.slow_disk import DiskSpeed, WriterPool
 
 logger = logging.getLogger(__name__)
 
@@ -175,6 +176,10 @@ class LogManager:
         self.failures.listeners.append(self._stop_dir_logs)
         #: partitions whose log directory went offline, with that directory (until restart)
         self.offline_logs: dict[TopicPartition, Path] = {}
+        #: whether each log directory is slow now, and the threads that write its clients'
+        #: appends while it is (:mod:`strom.storage.slow_disk`)
+        self.speeds: dict[Path, DiskSpeed] = {d: DiskSpeed(str(d)) for d in dirs}
+        self.writers = WriterPool()
         self._lock_fds: list[int] = []
         try:
             for d in dirs:
@@ -195,6 +200,13 @@ class LogManager:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
         self._lock_fds = []
+
+    def speed_of(self, log_dir: Path) -> DiskSpeed:
+        """Whether ``log_dir`` is slow now (:mod:`strom.storage.slow_disk`)."""
+        speed = self.speeds.get(log_dir)
+        if speed is None:  # not one of log.dirs (a test's own layout): its own
+            speed = self.speeds[log_dir] = DiskSpeed(str(log_dir))
+        return speed
 
     def dir_of(self, log: Log) -> Path:
         """The log directory holding ``log``."""
@@ -351,6 +363,7 @@ class LogManager:
         if previous is not None:
             self._counts[previous.dir.parent] -= 1
         log.failures = self.failures
+        log.speed = self.speed_of(log.dir.parent)
         if self.failures.is_offline(log.dir.parent):
             log.go_offline()
         self._logs[tp] = log
@@ -428,6 +441,9 @@ class LogManager:
     def moved(self, topic: str, partition: int, old_parent: Path) -> None:
         """A registered log now lives in another log directory (it adopted a moved copy)."""
         log = self._logs[(topic, partition)]
+        # the adopted copy was opened on its own: it reports to this broker's directories
+        log.failures = self.failures
+        log.speed = self.speed_of(log.dir.parent)
         self._hw_changed[(topic, partition)] = log  # its HW checkpoint entry changes file
         self._counts[old_parent] -= 1
         self._counts[log.dir.parent] = self._counts.get(log.dir.parent, 0) + 1
@@ -673,4 +689,5 @@ class LogManager:
             logger.info("closed %d logs in %.2fs", len(points), time.monotonic() - started)
         self._logs.clear()
         self.flusher.close()
+        self.writers.close()
         self._unlock()

@@ -208,9 +208,21 @@ class LogSegment:
         log's appends, the compactor's ``.cleaned`` segments). ``header`` is the batch's header
         as stored, its offsets final. With ``head`` (that header packed), the batch's first
         ``len(head)`` bytes are replaced by it in the same ``pwritev``: a leader's assigned
-        offsets reach the file without the records being copied."""
-        f = self._file
+        offsets reach the file without the records being copied. :meth:`write_at` then
+        :meth:`account`, the two halves a slow disk's append runs on two threads."""
         position = self.size
+        self.write_at(batch, head, position)
+        self.account(header, position, len(batch))
+
+    def write_at(self, batch: bytes | bytearray | memoryview, head: bytes | None,
+                 position: int) -> None:  # fmt: skip
+        """Write ``batch`` (its first bytes replaced by ``head``) at ``position``, the end of
+        the file, and nothing else: :attr:`size` and the indexes do not move (:meth:`account`
+        does that), so readers, which stop at :attr:`size`, never see the bytes before they
+        are all written. Safe on a writer thread while the owner's thread reads the segment
+        (the descriptor is pinned). A failed or short write is cut off again before the
+        :class:`DiskError` is raised (``undone`` says whether that worked)."""
+        f = self._file
         size = len(batch)
         fd = HANDLES.acquire(f)
         try:
@@ -227,6 +239,11 @@ class LogSegment:
                             undone=undone) from exc  # fmt: skip
         finally:
             HANDLES.release(f)
+
+    def account(self, header: BatchHeader, position: int, size: int) -> None:
+        """The batch ``header`` (``size`` bytes) is written at ``position``, the end of the
+        file: index it, and move :attr:`size` and :attr:`next_offset` over it (from here on
+        readers see it)."""
         # _index_batch inline (every Produce gets here): the header's fields read once
         last_offset = header.base_offset + header.last_offset_delta
         max_ts = header.max_timestamp

@@ -58,9 +58,10 @@ from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
 from strom.protocol.hot_path import ProducePartition, ProduceResponse
 from strom.protocol.produce_fast import OnePartition
 from strom.protocol.produce_request import ProduceRequest
+from strom.replication.partition import Partition
 from strom.replication.replica_manager import ReplicaManager
 from strom.storage.errors import RecordValidationError
-from strom.storage.log import Log
+from strom.storage.log import AppendResult, Log
 
 API_KEY = 0
 _new = tuple.__new__  # a NamedTuple from a plain tuple (per request: no keyword handling)
@@ -168,7 +169,7 @@ async def _verify_remote(ctx: RequestContext, request: ProduceRequest
 
 
 def _append_one(services: BrokerServices, topic: str, index: int, records: bytes | None, acks: int,
-                durable: list[Future[None]], replicated: list[_Waiter],
+                durable: list[Future[None]], replicated: list[_Waiter], later: list[_Later],
                 remote: dict[tuple[str, int], ErrorCode] | None = None,
                 txn_id: str | None = None) -> ProducePartition:  # fmt: skip
     info = services.topics.get(topic)
@@ -191,21 +192,16 @@ def _append_one(services: BrokerServices, topic: str, index: int, records: bytes
             replicas.check_min_isr(part)
         if len(records) > _ATTRS_LOW_BYTE and records[_ATTRS_LOW_BYTE] & rb.TRANSACTIONAL_BIT:
             _verify_transaction(services, part.log, topic, index, records, txn_id, remote or {})
+        if replicas.must_wait(part):  # a slow disk: written off the loop, answered later
+            waiting = _new(ProducePartition, (index, 0, -1, -1, -1, None, (), None))
+            later.append(_Later(replicas.append_later(part, records), waiting, part, topic,
+                                records))  # fmt: skip
+            return waiting
         result = replicas.append_to(part, records)
         if result.flushed is not None:  # flush.messages reached: answer once it is on disk
             durable.append(result.flushed)
-    except RecordValidationError as exc:  # KIP-467: the client fails only these records
-        counters.failed_produce_requests += 1
-        counters.bytes_rejected += len(records)
-        return _partition(services, index, exc.error_code, error_message=str(exc)[:500],
-                          record_errors=exc.record_errors)  # fmt: skip
     except Exception as exc:
-        code = error_code_of(exc)
-        if code == ErrorCode.unknown_server_error:
-            log.exception("append to %s-%s failed", topic, index)
-        counters.failed_produce_requests += 1
-        counters.bytes_rejected += len(records)
-        return _partition(services, index, code, error_message=str(exc)[:500])
+        return _refused(services, counters, topic, index, records, exc)
     if not result.duplicate:  # a retried batch already counted
         counters.messages_in += result.record_count
         counters.bytes_in += len(records)
@@ -218,6 +214,73 @@ def _append_one(services: BrokerServices, topic: str, index: int, records: bytes
         future = replicas.delayed.watch((topic, index), result.last_offset)
         replicated.append(_Waiter(future, answer))
     return answer
+
+
+def _refused(services: BrokerServices, counters: Any, topic: str, index: int, records: bytes,
+             exc: Exception) -> ProducePartition:  # fmt: skip
+    """The answer of a partition whose append raised ``exc``."""
+    counters.failed_produce_requests += 1
+    counters.bytes_rejected += len(records)
+    if isinstance(exc, RecordValidationError):  # KIP-467: the client fails only these records
+        return _partition(services, index, exc.error_code, error_message=str(exc)[:500],
+                          record_errors=exc.record_errors)  # fmt: skip
+    code = error_code_of(exc)
+    if code == ErrorCode.unknown_server_error:
+        log.error("append to %s-%s failed", topic, index, exc_info=exc)
+    return _partition(services, index, code, error_message=str(exc)[:500])
+
+
+class _Later:
+    """A partition's append waiting for a slow disk
+    (:meth:`strom.replication.replica_manager.ReplicaManager.append_later`): ``answer`` is
+    the placeholder in the response, replaced once the append is done."""
+
+    __slots__ = ("future", "answer", "part", "topic", "records")
+
+    def __init__(self, future: asyncio.Future[AppendResult], answer: ProducePartition,
+                 part: Partition, topic: str, records: bytes) -> None:  # fmt: skip
+        self.future = future
+        self.answer = answer
+        self.part = part
+        self.topic = topic
+        self.records = records
+
+
+async def _appended_later(services: BrokerServices, item: _Later, acks: int,
+                          durable: list[Future[None]], replicated: list[_Waiter]) -> ProducePartition:  # fmt: skip
+    """The answer of an append :class:`_Later` waited for: as :func:`_append_one`'s, once the
+    batch is in the log (never before: acks=1 means written, acks=all replicated past it)."""
+    index, records = item.answer[0], item.records
+    counters = services.metrics.topic(item.topic)
+    try:
+        result = await item.future
+    except Exception as exc:
+        return _refused(services, counters, item.topic, index, records, exc)
+    if result.flushed is not None:
+        durable.append(result.flushed)
+    if not result.duplicate:
+        counters.messages_in += result.record_count
+        counters.bytes_in += len(records)
+        counters.value_bytes_in += result.value_bytes
+    answer: ProducePartition = _new(ProducePartition, (
+        index, 0, result.base_offset, result.log_append_time, result.log_start_offset, None, (),
+        None))  # fmt: skip
+    if acks == -1 and item.part.log.high_watermark <= result.last_offset:
+        future = services.replicas.delayed.watch((item.topic, index), result.last_offset)
+        replicated.append(_Waiter(future, answer))
+    return answer
+
+
+def _forget_later(later: list[_Later]) -> None:
+    """acks=0: nobody waits for the appends :class:`_Later` queued (they are written all the
+    same); their errors are only logged."""
+
+    def done(future: asyncio.Future[AppendResult]) -> None:
+        if not future.cancelled() and future.exception() is not None:
+            log.debug("an acks=0 append failed: %s", future.exception())
+
+    for item in later:
+        item.future.add_done_callback(done)
 
 
 class _Waiter:
@@ -273,6 +336,7 @@ def handle(ctx: RequestContext, request: ProduceRequest, remote: Remote | None =
     version = ctx.header[1]
     durable: list[Future[None]] = []
     replicated: list[_Waiter] = []
+    later: list[_Later] = []
     responses = []
     records = request.records
     valid_acks = acks in (0, 1, -1)
@@ -295,14 +359,15 @@ def handle(ctx: RequestContext, request: ProduceRequest, remote: Remote | None =
                 parts.append(_partition(services, index, ErrorCode.unknown_topic_id))
             else:
                 parts.append(_append_one(services, name, index, records[i], acks, durable,
-                                         replicated, remote, txn_id))  # fmt: skip
+                                         replicated, later, remote, txn_id))  # fmt: skip
             i += 1
         responses.append((name, parts, topic_id))
     if acks == 0:
+        _forget_later(later)
         _fail_unanswered([p for _, parts, _ in responses for p in parts])
         return None
-    if durable or replicated:
-        return _answer_later(ctx, request, responses, durable, replicated)
+    if durable or replicated or later:
+        return _answer_later(ctx, request, responses, durable, replicated, later)
     if i == 1 and len(responses) == 1 and not parts[0][1] and version < 13:  # one partition appended: nothing to hint
         return _new(OnePartition, (name, parts[0]))
     if version >= LEADER_HINTS_VERSION:
@@ -331,7 +396,14 @@ async def _verify_then_produce(ctx: RequestContext, request: ProduceRequest
 
 
 async def _answer_later(ctx: RequestContext, request: ProduceRequest, responses: list[Any],
-                        durable: list[Future[None]], replicated: list[_Waiter]) -> ProduceResponse:  # fmt: skip
+                        durable: list[Future[None]], replicated: list[_Waiter],
+                        later: list[_Later]) -> ProduceResponse:  # fmt: skip
+    if later:  # appends written off the loop (a slow disk): their answers replace placeholders
+        done = {id(item.answer): await _appended_later(ctx.services, item, request.acks,
+                                                       durable, replicated)
+                for item in later}  # fmt: skip
+        responses = [(name, [done.get(id(p), p) for p in parts], topic_id)
+                     for name, parts, topic_id in responses]  # fmt: skip
     for fut in durable:  # the flusher thread fsyncs; the loop serves others meanwhile
         await asyncio.wrap_future(fut)
     if replicated:
