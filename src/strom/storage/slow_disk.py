@@ -29,13 +29,16 @@ Thread-safe: marks come from the loop (appends), the flusher (fsyncs) and the wr
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 #: a write into the page cache takes microseconds: one this long was throttled or stalled
-SLOW_WRITE_S = 0.05
+#: (not lower: on a loaded machine the loop thread can be descheduled for tens of
+#: milliseconds inside a write, and a false mark costs every append a thread hand-off)
+SLOW_WRITE_S = 0.1
 #: an fsync of a busy but healthy disk can take a few hundred milliseconds
 SLOW_FSYNC_S = 1.0
 #: how long a directory stays slow after its last slow write or fsync
@@ -45,6 +48,7 @@ SLOW_HOLD_S = 10.0
 WRITER_THREADS = 8
 
 _now = time.monotonic
+logger = logging.getLogger(__name__)
 
 
 class DiskSpeed:
@@ -68,11 +72,19 @@ class DiskSpeed:
             with self._lock:
                 self._until = _now() + SLOW_HOLD_S
                 self.slow_events += 1
-                self.slow = True
+                was, self.slow = self.slow, True
+            if not was:
+                logger.warning("log directory %s is slow (a %s took %.2f s): its appends are "
+                               "written off the event loop", self.name,
+                               "write" if bound == SLOW_WRITE_S else "fsync", seconds)  # fmt: skip
         elif self.slow:
             with self._lock:
-                if _now() >= self._until:
+                cleared = _now() >= self._until and self.slow
+                if cleared:
                     self.slow = False
+            if cleared:
+                logger.info("log directory %s is fast again: its appends are written on the "
+                            "event loop", self.name)  # fmt: skip
 
     def __repr__(self) -> str:
         return f"DiskSpeed({self.name}, slow={self.slow})"
