@@ -108,8 +108,9 @@ class ReplicaManager:
         #: the shrink check drops those that no longer qualify); empty on a single node
         self.with_isr_followers: dict[TopicPartition, Partition] = {}
         #: clients' appends waiting for a slow disk, in arrival order per partition
-        #: (:meth:`append_later`)
-        self._queued: dict[TopicPartition, deque[_Queued]] = {}
+        #: (:meth:`append_later`; the one being written stays first until it is part of the
+        #: log): a partition is here exactly while it has any
+        self.waiting_appends: dict[TopicPartition, deque[_Queued]] = {}
 
     # --- lookups -------------------------------------------------------------------------------
 
@@ -177,10 +178,10 @@ class ReplicaManager:
 
     def must_wait(self, part: Partition) -> bool:
         """True when a client's append to ``part`` must go through :meth:`append_later`: its
-        log directory is slow, or earlier appends of the partition are still being written
-        or waiting (they keep their order)."""
-        log_ = part.log
-        return log_.speed.slow or log_.in_flight is not None or part.key in self._queued
+        log directory is slow, or earlier appends of the partition are still queued there
+        (being written or waiting: they keep their order). The Produce path tests the same
+        two things inline (``part.log.speed.slow``, ``part.key in waiting_appends``)."""
+        return part.log.speed.slow or part.key in self.waiting_appends
 
     def append_later(self, part: Partition, records: bytes) -> asyncio.Future[AppendResult]:
         """A client's append to ``part`` (as :meth:`append_to`) written by a writer thread,
@@ -195,9 +196,9 @@ class ReplicaManager:
         append's turn comes (NOT_LEADER_OR_FOLLOWER if it moved meanwhile)."""
         future: asyncio.Future[AppendResult] = asyncio.get_running_loop().create_future()
         key = part.key
-        queue = self._queued.get(key)
+        queue = self.waiting_appends.get(key)
         if queue is None:
-            queue = self._queued[key] = deque()
+            queue = self.waiting_appends[key] = deque()
         queue.append(_Queued(part, records, future))
         if len(queue) == 1:
             self._drain(key)
@@ -206,7 +207,7 @@ class ReplicaManager:
     def _drain(self, key: TopicPartition) -> None:
         """Start the queued appends of ``key`` in order until one is in flight on a writer
         thread (its end starts the next: :meth:`_written`) or none is left."""
-        queue = self._queued.get(key)
+        queue = self.waiting_appends.get(key)
         while queue:
             item = queue[0]
             if item.pending is not None:  # being written: _written goes on from there
@@ -235,7 +236,7 @@ class ReplicaManager:
             queue.appendleft(item)  # stays first until written
             self._on_written(key, pending)
             return
-        self._queued.pop(key, None)
+        self.waiting_appends.pop(key, None)
 
     def _on_written(self, key: TopicPartition, pending: PendingAppend) -> None:
         """Call :meth:`_written` on the loop once ``pending``'s write is done (the writer
@@ -251,7 +252,7 @@ class ReplicaManager:
         """(loop) The write of ``pending`` is done: make it part of the log (unless a
         truncation or a roll that had to wait for it did so already), answer its future, and
         start the next append of the partition."""
-        queue = self._queued.get(key)
+        queue = self.waiting_appends.get(key)
         if not queue or queue[0].pending is not pending:
             return
         item = queue.popleft()

@@ -514,15 +514,11 @@ class Log:
         speed = self.speed
 
         def write() -> None:
-            began = _perf()
-            try:
-                seg.write_at(records, head, position)
-            finally:
-                speed.note(_perf() - began)
+            seg.write_at(records, head, position)
 
-        self.in_flight = PendingAppend(self, writer.submit(write), seg, stored, len(records),
-                                       position, pending, was_empty, was_clean, value_bytes,
-                                       append_time)  # fmt: skip
+        self.in_flight = PendingAppend(self, writer.submit(lambda: speed.timed(write)), seg,
+                                       stored, len(records), position, pending, was_empty,
+                                       was_clean, value_bytes, append_time)  # fmt: skip
 
     def settle(self) -> None:
         """Wait for the append in flight, if any, and make it part of the log (its error, if

@@ -16,9 +16,12 @@ threads (:class:`WriterPool`) while it is *slow*:
   flight per partition (:meth:`strom.storage.log.Log.append` with ``writer``; the order and
   the wait for it are :meth:`strom.replication.replica_manager.ReplicaManager.append_later`'s),
   so the loop goes on serving every other partition and client;
-- the mark is held :data:`SLOW_HOLD_S` after the last slow write or fsync: a disk that stalls
-  now and then stays off the loop for as long, not only until its next fast write (that
-  could be another partition's, and the next stall would land on the loop again).
+- the mark is held while a writer thread's write has been going for longer than
+  :data:`SLOW_WRITE_S`, and :data:`SLOW_HOLD_S` after the last slow write or fsync ended: a
+  disk that stalls now and then stays off the loop for as long, not only until its next fast
+  write (that could be another partition's, and the next stall would land on the loop
+  again); a false mark (a write that waited for a CPU, not for the disk) costs no more than
+  that.
 
 What this cannot do: the first stalled write of a directory that was fast is on the loop
 (nothing told the broker yet that the disk is slow; timing every write off the loop is the
@@ -36,13 +39,15 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 #: a write into the page cache takes microseconds: one this long was throttled or stalled
-#: (not lower: on a loaded machine the loop thread can be descheduled for tens of
-#: milliseconds inside a write, and a false mark costs every append a thread hand-off)
-SLOW_WRITE_S = 0.1
+#: (not lower: a loaded machine's writes take 100-200 ms now and then, its thread waiting for
+#: a CPU or the kernel throttling a busy disk's writers, and each mark costs every append
+#: of the directory a thread hand-off, about 5x its CPU, for :data:`SLOW_HOLD_S`)
+SLOW_WRITE_S = 0.25
 #: an fsync of a busy but healthy disk can take a few hundred milliseconds
 SLOW_FSYNC_S = 1.0
-#: how long a directory stays slow after its last slow write or fsync
-SLOW_HOLD_S = 10.0
+#: how long a directory stays slow after its last slow write or fsync ended (and a write
+#: still going past :data:`SLOW_WRITE_S` keeps it slow)
+SLOW_HOLD_S = 5.0
 #: writer threads (Kafka's ``num.io.threads`` default): partitions stalled at the same time
 #: past this many wait for a thread, the others' appends are still written
 WRITER_THREADS = 8
@@ -61,6 +66,7 @@ class DiskSpeed:
         self.slow = False
         self._until = 0.0
         self._lock = threading.Lock()
+        self._writing: dict[int, float] = {}  # writer threads' writes going on: id -> start
         #: how many times the directory was found slow (a write or fsync past its bound)
         self.slow_events = 0
 
@@ -79,12 +85,29 @@ class DiskSpeed:
                                "write" if bound == SLOW_WRITE_S else "fsync", seconds)  # fmt: skip
         elif self.slow:
             with self._lock:
-                cleared = _now() >= self._until and self.slow
+                now = _now()
+                cleared = now >= self._until and self.slow and not any(
+                    now - began > SLOW_WRITE_S for began in self._writing.values())
                 if cleared:
                     self.slow = False
             if cleared:
                 logger.info("log directory %s is fast again: its appends are written on the "
                             "event loop", self.name)  # fmt: skip
+
+    def timed(self, write: Callable[[], None]) -> None:
+        """Run ``write`` (on a writer thread) and :meth:`note` how long it took; while it
+        runs, it keeps the directory slow once it has taken longer than :data:`SLOW_WRITE_S`
+        (a stalled write: nothing may clear the mark before it is over)."""
+        token = id(write)
+        began = _now()
+        with self._lock:
+            self._writing[token] = began
+        try:
+            write()
+        finally:
+            with self._lock:
+                del self._writing[token]
+            self.note(_now() - began)
 
     def __repr__(self) -> str:
         return f"DiskSpeed({self.name}, slow={self.slow})"
