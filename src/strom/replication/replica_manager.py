@@ -244,7 +244,8 @@ class ReplicaManager:
         loop = asyncio.get_running_loop()
 
         def done(_f: Future[None]) -> None:
-            loop.call_soon_threadsafe(self._written, key, pending)
+            if not loop.is_closed():  # (a broker shutting down closes logs, settling writes)
+                loop.call_soon_threadsafe(self._written, key, pending)
 
         pending.future.add_done_callback(done)
 
