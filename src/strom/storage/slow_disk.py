@@ -41,7 +41,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 #: a write into the page cache takes microseconds: one this long was throttled or stalled
 #: (not lower: a loaded machine's writes take 100-200 ms now and then, its thread waiting for
 #: a CPU or the kernel throttling a busy disk's writers, and each mark costs every append
-#: of the directory a thread hand-off, about 6x its CPU, for :data:`SLOW_HOLD_S`)
+#: of the directory a thread hand-off, several times its CPU, for :data:`SLOW_HOLD_S`)
 SLOW_WRITE_S = 0.25
 #: an fsync of a busy but healthy disk can take a few hundred milliseconds
 SLOW_FSYNC_S = 1.0
