@@ -280,6 +280,7 @@ def handle(ctx: RequestContext, request: ProduceRequest, remote: Remote | None =
         # Nearly every request (a producer with linger.ms=0): the loop below for one
         # partition, without its lists and tests (this runs per request).
         name = request.topics[0][0]
+        assert name is not None  # below v13 topics are named, not identified
         part = _append_one(services, name, request.topics[0][2][0], records[0], acks, durable,
                            replicated, remote, txn_id)  # fmt: skip
         if durable or replicated:
