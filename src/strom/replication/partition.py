@@ -138,6 +138,9 @@ class Partition:
                            controller_epoch)  # fmt: skip
         now = self.clock.time_ms()
         if new_epoch:
+            # a follower's fetched batches being written (a slow disk) are part of the log
+            # before the epoch starts after them (waits for the write: rare)
+            self.log.settle()
             end = self.log.log_end_offset
             self.leader_epoch_start = end
             self.log.leader_epochs.assign(leader_epoch, end)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +40,9 @@ from strom.replication.task_stop import cancel_and_wait
 from strom.storage.batch_validation import AppendOrigin
 
 if TYPE_CHECKING:
+    from strom.replication.partition import Partition
     from strom.replication.replica_manager import ReplicaManager
+    from strom.storage.log import PendingAppend
 
 log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
@@ -330,13 +333,49 @@ class LeaderFetcher:
         records = p.records
         if records:
             try:
-                log_.append(records, origin=AppendOrigin.REPLICATION)
+                if log_.speed.slow:  # a slow disk: written by a writer thread, not here
+                    log_.append(records, origin=AppendOrigin.REPLICATION,
+                                writer=self.replicas.logs.writers)  # fmt: skip
+                    pending = log_.in_flight
+                    if pending is not None:
+                        self._written_later(tp, state, part, pending, int(p.high_watermark))
+                        return
+                else:
+                    log_.append(records, origin=AppendOrigin.REPLICATION)
             except Exception:
                 log.exception("appending fetched records to %s-%d failed", *tp)
                 state.delayed_until = now + self.config.backoff_ms / 1000
                 return
             self.replicas.purgatory.notify(tp)
         part.follower_high_watermark(int(p.high_watermark))
+
+    def _written_later(self, tp: TopicPartition, state: FetchState, part: Partition,
+                       pending: PendingAppend, leader_hw: int) -> None:  # fmt: skip
+        """The fetched batches of ``tp`` are being written by a writer thread (its log
+        directory is slow, :mod:`strom.storage.slow_disk`): the partition is not fetched
+        again until they are part of the log (the next fetch starts at its end), then the
+        high watermark follows the leader's as after any append. Other partitions go on."""
+        state.delayed_until = math.inf
+        loop = asyncio.get_running_loop()
+
+        def written() -> None:
+            try:
+                pending.finish()
+            except Exception:
+                log.exception("appending fetched records to %s-%d failed", *tp)
+                state.delayed_until = loop.time() + self.config.backoff_ms / 1000
+            else:
+                state.delayed_until = 0.0
+                self.replicas.purgatory.notify(tp)
+                if self.replicas.partitions.get(tp) is part and not part.is_leader:  # still
+                    part.follower_high_watermark(leader_hw)  # following: the leader's HW
+            self.wake.set()
+
+        def done(_f: Any) -> None:
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(written)
+
+        pending.future.add_done_callback(done)
 
 
 class FollowerSession:

@@ -103,24 +103,23 @@ class AppendResult(NamedTuple):
 
 
 class PendingAppend:
-    """A client batch a writer thread is writing (:meth:`Log.append` with ``writer``): its
-    write's ``future``, and what the log needs to make the batch part of itself once it is
-    written (:meth:`finish`, on the log's own thread, once: later calls repeat its outcome)."""
+    """Batches a writer thread is writing (:meth:`Log.append` with ``writer``): the write's
+    ``future``, and what the log needs to make them part of itself once they are written
+    (:meth:`finish`, on the log's own thread, once: later calls repeat its outcome)."""
 
-    __slots__ = ("log", "future", "segment", "stored", "size", "position", "producers",
-                 "was_empty", "was_clean", "value_bytes", "append_time", "_outcome")  # fmt: skip
+    __slots__ = ("log", "future", "segment", "batches", "producers", "was_empty", "was_clean",
+                 "value_bytes", "append_time", "_outcome")  # fmt: skip
 
     def __init__(self, log: Log, future: Future[None], segment: LogSegment,
-                 stored: rb.BatchHeader, size: int, position: int,
+                 batches: list[tuple[rb.BatchHeader, _Buffer, int]],
                  producers: dict[int, ProducerEntry], was_empty: bool, was_clean: bool,
                  value_bytes: int, append_time: int) -> None:  # fmt: skip
         self.log = log
         self.future = future
         self.segment = segment
-        self.stored = stored  # the batch's header as written, offsets final
-        self.size = size
-        self.position = position
-        self.producers = producers  # what ProducerStateManager.check staged for it
+        #: (header as written with its offsets final, the batch's bytes, its position)
+        self.batches = batches
+        self.producers = producers  # what ProducerStateManager.check staged for them
         self.was_empty = was_empty
         self.was_clean = was_clean
         self.value_bytes = value_bytes
@@ -429,6 +428,11 @@ class Log:
             was_empty = self._segments[-1].size == 0
             append_time = -1
             value_bytes = 0
+            if writer is not None and self._fits_whole(batches, len(records), now):
+                self._write_later(writer, self._segments[-1], batches, records, None, pending,
+                                  was_empty, was_clean, 0, -1)  # fmt: skip
+                return _new_result(AppendResult, (first, last, -1, self.log_start_offset,
+                                                  count, False, 0, None))  # fmt: skip
             began = _perf()
             try:
                 for stored, batch in batches:  # stored as the leader wrote them
@@ -472,10 +476,12 @@ class Log:
                 stored = stored._replace(crc=rb.crc_of(stored, records))
             if writer is not None and not attributes & _CONTROL_BIT:
                 try:
-                    self._write_later(writer, seg, stored, records, now, pending, was_empty,
-                                      was_clean, value_bytes, append_time)  # fmt: skip
+                    seg = self._segment_for(seg, stored, now)
                 except (OSError, DiskError) as exc:  # a roll that failed
                     self.disk_error(exc)
+                self._write_later(writer, seg, [(stored, records)], records,
+                                  _pack_header(*stored), pending, was_empty, was_clean,
+                                  value_bytes, append_time)  # fmt: skip
                 return _new_result(AppendResult, (first, last, append_time,
                                                   self.log_start_offset, count, False,
                                                   value_bytes, None))  # fmt: skip
@@ -501,24 +507,43 @@ class Log:
         return _new_result(AppendResult, (first, last, append_time, self.log_start_offset,
                                           count, False, value_bytes, flushed))  # fmt: skip
 
-    def _write_later(self, writer: WriterPool, seg: LogSegment, stored: rb.BatchHeader,
-                     records: _Buffer, now: int, pending: dict[int, ProducerEntry],
-                     was_empty: bool, was_clean: bool, value_bytes: int,
-                     append_time: int) -> None:  # fmt: skip
-        """:meth:`append`'s write of a client batch on a writer thread: roll first when it
-        does not fit (here, as :meth:`_store`), hand the write to ``writer`` and keep what
-        :meth:`_finish` needs in :attr:`in_flight`."""
-        seg = self._segment_for(seg, stored, now)
+    def _write_later(self, writer: WriterPool, seg: LogSegment,
+                     batches: Sequence[tuple[rb.BatchHeader, _Buffer]], records: _Buffer,
+                     head: bytes | None, pending: dict[int, ProducerEntry], was_empty: bool,
+                     was_clean: bool, value_bytes: int, append_time: int) -> None:  # fmt: skip
+        """:meth:`append`'s write on a writer thread: ``records`` (its first bytes replaced by
+        ``head``), the ``batches`` back to back, at the end of ``seg`` (which they fit in:
+        the caller rolled or checked); what :meth:`_finish` needs goes in :attr:`in_flight`."""
         position = seg.size
-        head = _pack_header(*stored)
+        placed = []
+        for stored, batch in batches:
+            placed.append((stored, batch, position))
+            position += len(batch)
         speed = self.speed
+        start = seg.size
 
         def write() -> None:
-            seg.write_at(records, head, position)
+            seg.write_at(records, head, start)
 
         self.in_flight = PendingAppend(self, writer.submit(lambda: speed.timed(write)), seg,
-                                       stored, len(records), position, pending, was_empty,
-                                       was_clean, value_bytes, append_time)  # fmt: skip
+                                       placed, pending, was_empty, was_clean, value_bytes,
+                                       append_time)  # fmt: skip
+
+    def _fits_whole(self, batches: Sequence[tuple[rb.BatchHeader, _Buffer]], size: int,
+                    now: int) -> bool:  # fmt: skip
+        """True when a follower's ``batches`` (``size`` bytes) all fit in the active segment
+        as it is, with no roll before any of them (:meth:`_segment_for`'s test for the
+        whole): they can be written with one write. A roll (rare) is done on the caller's
+        thread instead."""
+        seg = self._segments[-1]
+        config = self.config
+        index = seg.index
+        return (seg.size > 0
+                and batches[0][0].base_offset >= seg.base_offset
+                and batches[-1][0].last_offset - seg.base_offset <= _INT32_MAX
+                and seg.size + size + len(batches) * _LOG_OVERHEAD <= config.segment_bytes
+                and now - seg.created_ms <= config.segment_ms - config.segment_jitter_ms
+                and len(index) + len(batches) < index.max_entries)  # fmt: skip
 
     def settle(self) -> None:
         """Wait for the append in flight, if any, and make it part of the log (its error, if
@@ -544,14 +569,25 @@ class Log:
             self.disk_error(error)
         if error is not None:
             raise error
-        stored = p.stored
-        p.segment.account(stored, p.position, p.size)
-        if stored[9] >= 0:  # a producer id
-            self.producer_state.update(stored, p.producers, None)
-        epoch = stored[2]
-        if epoch > self.leader_epochs.latest_epoch:
-            self.leader_epochs.assign(epoch, stored[0])
-        count = stored[12]
+        seg = p.segment
+        for stored, batch, position in p.batches:  # as _store, the write aside
+            coordinator_epoch = None
+            if stored[5] & _CONTROL_BIT:  # a transaction marker (a follower's)
+                marker = _marker(batch)
+                aborted = self._aborted_by(stored, marker)  # before producer state applies it
+                seg.account(stored, position, len(batch))
+                if aborted is not None:
+                    seg.txn_index.append(aborted)
+                if marker is not None:
+                    coordinator_epoch = marker.coordinator_epoch
+            else:
+                seg.account(stored, position, len(batch))
+            if stored[9] >= 0:  # a producer id
+                self.producer_state.update(stored, p.producers, coordinator_epoch)
+            epoch = stored[2]
+            if epoch > self.leader_epochs.latest_epoch:
+                self.leader_epochs.assign(epoch, stored[0])
+        count = sum(stored[12] for stored, _b, _p in p.batches)
         config = self.config
         self._unflushed_messages += count
         flushed = None
@@ -560,8 +596,9 @@ class Log:
         if p.was_empty or (p.was_clean and config.flush_ms < 2**62) or (
                 config.retention_bytes >= 0 and config.delete):  # fmt: skip
             self._changed()
-        return AppendResult(stored[0], stored[0] + stored[6], p.append_time,
-                            self.log_start_offset, count, False, p.value_bytes, flushed)  # fmt: skip
+        first, last = p.batches[0][0], p.batches[-1][0]
+        return AppendResult(first[0], last[0] + last[6], p.append_time, self.log_start_offset,
+                            count, False, p.value_bytes, flushed)  # fmt: skip
 
     def _store(self, seg: LogSegment, stored: rb.BatchHeader, head: bytes | None, batch: _Buffer,
                now: int, pending: dict[int, ProducerEntry]) -> None:  # fmt: skip
