@@ -403,9 +403,10 @@ class Log:
         written; then each goes through :meth:`_store`.
 
         With ``writer`` (a log directory that is slow, :mod:`strom.storage.slow_disk`), a
-        CLIENT batch is written by a writer thread instead of the calling one: everything up
-        to the write (validation, duplicates, offsets, a roll) happens here as usual, the
-        result returned is the one the append will have (its ``flushed`` aside), and
+        CLIENT batch, or REPLICATION batches that fit the active segment (one write for all),
+        are written by a writer thread instead of the calling one: everything up to the write
+        (validation, duplicates, offsets, a roll) happens here as usual, the result returned
+        is the one the append will have (its ``flushed`` aside), and
         :attr:`in_flight` holds the write until :meth:`PendingAppend.finish` (on this thread)
         makes the batch part of the log: until then the log end offset, the segment's size,
         the indexes, producer state and the high watermark do not include it, so nothing

@@ -12,10 +12,11 @@ threads (:class:`WriterPool`) while it is *slow*:
 - a write that took more than :data:`SLOW_WRITE_S`, or an fsync more than
   :data:`SLOW_FSYNC_S` (an fsync is slow on a slow disk first, and an append waits for the
   journal commit a stalled fsync holds), marks its directory slow (:meth:`DiskSpeed.note`);
-- while a directory is slow, clients' appends to its logs go to the writers, one write in
-  flight per partition (:meth:`strom.storage.log.Log.append` with ``writer``; the order and
-  the wait for it are :meth:`strom.replication.replica_manager.ReplicaManager.append_later`'s),
-  so the loop goes on serving every other partition and client;
+- while a directory is slow, clients' appends to its logs and a follower's appends of what
+  it fetched go to the writers, one write in flight per partition
+  (:meth:`strom.storage.log.Log.append` with ``writer``; the order and the wait for it are
+  :meth:`strom.replication.replica_manager.ReplicaManager.append_later`'s and the replica
+  fetcher's), so the loop goes on serving every other partition and client;
 - the mark is held while a writer thread's write has been going for longer than
   :data:`SLOW_WRITE_S`, and :data:`SLOW_HOLD_S` after the last slow write or fsync ended: a
   disk that stalls now and then stays off the loop for as long, not only until its next fast
@@ -26,6 +27,7 @@ threads (:class:`WriterPool`) while it is *slow*:
 What this cannot do: the first stalled write of a directory that was fast is on the loop
 (nothing told the broker yet that the disk is slow; timing every write off the loop is the
 cost above), so the loop waits for it once; the marks after it take the rest off the loop.
+The coordinators' appends (offsets, group and transaction state, markers) stay on the loop.
 
 Thread-safe: marks come from the loop (appends), the flusher (fsyncs) and the writers.
 """
