@@ -208,11 +208,13 @@ class _Injector:
                     self.left[rid] = left - 1
                 self.struck[rid] = self.struck.get(rid, 0) + 1
                 hit = rule
-                counts = json.dumps({str(k): v for k, v in self.struck.items()})
+                # under the lock: threads striking at once (the loop, the flusher, writer
+                # threads) must not write older counts over newer ones
+                _write(self.dir / f"struck-{self.pid}.json",
+                       json.dumps({str(k): v for k, v in self.struck.items()}))  # fmt: skip
                 break
         if hit is None:
             return
-        _write(self.dir / f"struck-{self.pid}.json", counts)
         if hit["delay"]:
             time.sleep(float(hit["delay"]))
         if hit["errno"]:
@@ -234,8 +236,10 @@ def _matches(pattern: str, path: str) -> bool:
 
 
 def _write(path: Path, text: str) -> None:
-    """Write a control file with the real ``os`` calls (never through the wrapped ones)."""
-    tmp = path.with_name(path.name + ".tmp")
+    """Write a control file with the real ``os`` calls (never through the wrapped ones); the
+    temporary file is the calling thread's own (two threads sharing one would rename it from
+    under each other, and that ``OSError`` would reach the storage call being checked)."""
+    tmp = path.with_name(f"{path.name}.{threading.get_ident()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         os.write(fd, text.encode())
