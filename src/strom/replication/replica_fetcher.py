@@ -204,6 +204,11 @@ class LeaderFetcher:
         topics: dict[str, list[Any]] = {}
         for (topic, index), state in states.items():
             log_ = self.replicas.logs.get(topic, index)
+            if log_ is not None:
+                # fetched batches still being written (a slow disk; the partition restarts
+                # fetching, from a new leader): part of the log before it is compared with
+                # the leader's (waits for the write on the loop: rare)
+                log_.settle()
             latest = log_.leader_epochs.latest_epoch if log_ is not None else -1
             topics.setdefault(topic, []).append(build(ofle_req.OffsetForLeaderPartition,
                 partition=index, current_leader_epoch=state.leader_epoch, leader_epoch=latest))  # fmt: skip
@@ -257,7 +262,7 @@ class LeaderFetcher:
         wanted: dict[TopicPartition, tuple[int, int, int]] = {}
         for tp, state in states.items():
             log_ = self.replicas.logs.get(*tp)
-            if log_ is not None:
+            if log_ is not None and log_.in_flight is None:  # (else fetched when written)
                 wanted[tp] = (log_.log_end_offset, state.leader_epoch,
                               log_.leader_epochs.latest_epoch)  # fmt: skip
         session = self.session
