@@ -51,11 +51,12 @@ Throttle times:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from strom.metadata.entity_configs import desanitize, sanitize
+from strom.protocol.errors import ErrorCode, KafkaError
 
 DEFAULT = "<default>"
 USER, CLIENT_ID = "user", "client-id"
@@ -72,7 +73,7 @@ QUOTA_KEYS: dict[str, str] = {
     CONTROLLER_MUTATION_RATE: "DOUBLE",
 }
 #: the keys a broker enforces (a manager each)
-ENFORCED = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE)
+ENFORCED = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE)
 #: request time is recorded as percent of a second per nanosecond (Kafka's NanosToPercentagePerSecond)
 PERCENT_PER_SECOND = 100.0
 
@@ -475,7 +476,9 @@ class ClientQuotas:
     """Every entity's quota configs, and the enforced keys' managers.
 
     ``active`` is False while no entity sets an enforced key: the connection skips every
-    quota step then (the produce hot path pays one attribute test). :meth:`update` replaces an
+    quota step then (the produce hot path pays one attribute test). A
+    ``controller_mutation_rate`` makes it True as well: the connection mutes a client for the
+    throttle time its CreateTopics, CreatePartitions or DeleteTopics answer carries. :meth:`update` replaces an
     entity's whole quota set (as a store node holds it)."""
 
     def __init__(self, samples: int = 11, window_s: int = 1) -> None:
@@ -487,7 +490,10 @@ class ClientQuotas:
         self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, samples, window_s, bucket=True)
         self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, samples, window_s, bucket=True)
         self.request = ClientQuotaManager(REQUEST_PERCENTAGE, samples, window_s, bounded=True)
-        self.managers = {m.key: m for m in (self.produce, self.fetch, self.request)}
+        self.mutation = ClientQuotaManager(CONTROLLER_MUTATION_RATE, samples, window_s,
+                                           bucket=True)  # fmt: skip
+        self.managers = {m.key: m for m in (self.produce, self.fetch, self.request,
+                                            self.mutation)}  # fmt: skip
         self.active = False
 
     def update(self, entity: Entity, configs: Mapping[str, float]) -> bool:
@@ -566,6 +572,79 @@ class ClientQuotas:
             return None
         user = sanitize(user_name(principal))
         return manager.limit(manager.tags(user, client_id))
+
+
+class QuotaExceeded(KafkaError):
+    """A strict controller mutation quota refused a mutation (Kafka's
+    ``ThrottlingQuotaExceededException``, with its message)."""
+
+    error_code = ErrorCode.throttling_quota_exceeded
+
+    def __init__(self, throttle_ms: int) -> None:
+        super().__init__(message="The throttling quota has been exceeded.")
+        self.throttle_ms = throttle_ms
+
+
+class MutationQuota:
+    """One request's ``controller_mutation_rate`` (KIP-599; Kafka's
+    ``StrictControllerMutationQuota`` / ``PermissiveControllerMutationQuota``), for the
+    (user, client id) that sent it. The permits are partitions: created by CreateTopics and
+    CreatePartitions, deleted by DeleteTopics.
+
+    ``strict`` (the request versions from KIP-599 on): a mutation is refused with
+    :class:`QuotaExceeded` while the bucket is below zero, and taken in full (whatever it
+    costs) while it is not; the answer is throttled only when something was refused.
+    Permissive (older versions, whose clients know no THROTTLING_QUOTA_EXCEEDED): every
+    mutation is taken, and the answer is throttled for what the bucket owes after it.
+
+    The throttle time is the latest one given, less the time since (the request may have
+    waited for its mutations): :meth:`throttle_ms` when answering. The connection counts it
+    in the quota metrics when it mutes the client for it."""
+
+    __slots__ = ("manager", "user", "client", "strict", "clock_ms", "_throttle_ms", "_at_ms")
+
+    def __init__(self, manager: ClientQuotaManager, user: str, client: str, strict: bool,
+                 clock_ms: Callable[[], int]) -> None:  # fmt: skip
+        self.manager = manager
+        self.user = user
+        self.client = client
+        self.strict = strict
+        self.clock_ms = clock_ms
+        self._throttle_ms = 0
+        self._at_ms = 0
+
+    def record(self, permits: float) -> None:
+        """Take ``permits`` (partitions); raises :class:`QuotaExceeded` (strict only)."""
+        manager = self.manager
+        if not manager.enabled:
+            return
+        sensor = manager.sensor(self.user, self.client)
+        if sensor is None or sensor.bucket is None:
+            return
+        now = self.clock_ms()
+        bound = sensor.bound
+        burst = bound * manager.burst_s
+        bucket = sensor.bucket
+        if self.strict:
+            owed = bucket.refill(bound, burst, now)
+            if owed < 0:
+                self._given(bucket_throttle_ms(owed, bound), now)
+                raise QuotaExceeded(self._throttle_ms)
+        sensor.rate.record(permits, now)
+        sensor.recorded += permits
+        sensor.last_ms = now
+        left = bucket.record(permits, bound, burst, now)
+        if not self.strict and left < 0:
+            self._given(bucket_throttle_ms(left, bound), now)
+
+    def _given(self, ms: int, now: int) -> None:
+        self._throttle_ms, self._at_ms = ms, now
+
+    def throttle_ms(self) -> int:
+        """The throttle time the answer carries (0: none)."""
+        if self._throttle_ms <= 0:
+            return 0
+        return max(0, self._throttle_ms - (self.clock_ms() - self._at_ms))
 
 
 def apply_ops(current: Mapping[str, object],

@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import pytest
 
+from strom.protocol.errors import ErrorCode
 from strom.security.quotas import (
     CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
     DEFAULT,
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
     ClientQuotaManager,
     ClientQuotas,
     Entity,
+    MutationQuota,
     QuotaError,
+    QuotaExceeded,
     Rate,
     apply_ops,
     check_value,
@@ -87,6 +91,50 @@ def test_byte_rates_are_throttled_by_a_token_bucket() -> None:
     assert q.fetch.record("u", "c", 3000, T0) == 0
 
 
+class _Clock:
+    def __init__(self) -> None:
+        self.ms = T0
+
+    def __call__(self) -> int:
+        return self.ms
+
+
+def test_strict_mutation_quota_refuses_once_exhausted_and_throttles_the_refusal() -> None:
+    q = ClientQuotas(3, 1)
+    q.update(Entity(None, "c"), {CONTROLLER_MUTATION_RATE: 2.0})  # a burst of 6 partitions
+    clock = _Clock()
+    quota = MutationQuota(q.mutation, "u", "c", True, clock)
+    quota.record(4)
+    quota.record(4)  # not exhausted before it: taken in full, 2 partitions owed
+    assert quota.throttle_ms() == 0  # strict: nothing refused, no throttle
+    with pytest.raises(QuotaExceeded) as refused:
+        quota.record(1)
+    assert refused.value.error_code == ErrorCode.throttling_quota_exceeded
+    assert refused.value.throttle_ms == 1000  # 2 owed at 2 a second
+    clock.ms += 400  # answered later: what is left of it
+    assert quota.throttle_ms() == 600
+    clock.ms += 600
+    again = MutationQuota(q.mutation, "u", "c", True, clock)
+    again.record(1)  # the bucket is back at zero: taken
+    assert again.throttle_ms() == 0
+    # another client id is measured on its own; no quota at all: never refused
+    MutationQuota(q.mutation, "u", "d", True, clock).record(1000)
+    q.update(Entity(None, "c"), {})
+    MutationQuota(q.mutation, "u", "c", True, clock).record(1000)
+
+
+def test_permissive_mutation_quota_takes_everything_and_throttles_the_answer() -> None:
+    q = ClientQuotas(3, 1)
+    q.update(Entity("u", None), {CONTROLLER_MUTATION_RATE: 2.0})
+    clock = _Clock()
+    quota = MutationQuota(q.mutation, "u", "c", False, clock)
+    quota.record(6)
+    assert quota.throttle_ms() == 0
+    quota.record(4)
+    assert quota.throttle_ms() == 2000  # 4 owed at 2 a second
+    assert q.mutation.sensors[("u", "")].recorded == 10
+
+
 def test_precedence_is_kafkas_order() -> None:
     m = ClientQuotaManager(PRODUCER_BYTE_RATE, 11, 1)
     entities = [
@@ -134,7 +182,8 @@ def test_quotas_resolve_each_key_on_its_own_and_active_follows_enforced_keys() -
     q.update(Entity(None, "c"), {})
     assert not q.active and q.entities == {}
     q.update(Entity(None, "c"), {"controller_mutation_rate": 5.0})
-    assert not q.active  # stored and described, not enforced
+    assert q.active  # the connection mutes for the throttle time of a mutation's answer
+    assert q.quota_of("controller_mutation_rate", "User:u", "c") == 5.0
 
 
 def test_changing_a_bound_applies_to_measurements_under_way() -> None:
