@@ -20,9 +20,9 @@ one-shot watches, re-armed as they fire: the children of ``/config/users``,
 data of each entity node (its quotas change), and the creation of a parent not there yet. A
 change written through any broker therefore applies on every broker without a restart; the
 broker that wrote it applies it at once as well. After a lost store session everything is
-listed and read again. (Kafka's ZooKeeper brokers learn of a change through a sequential
-``/config/changes/config_change_<n>`` node instead; strom's store has no sequential nodes and
-its brokers do not need one, so none is written.)
+listed and read again. Kafka's ZooKeeper brokers learn of a change through a sequential
+``/config/changes/config_change_<n>`` node instead: one is written after each alteration
+(:mod:`strom.metadata.config_changes`), so a Kafka broker sharing the store applies it too.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from strom.metadata import config_changes
 from strom.metadata.store import (
     BadVersionError,
     MetadataStore,
@@ -143,6 +144,7 @@ class QuotaStore:
                     await self.store.set(path, encode(doc), version)
             except (BadVersionError, NodeExistsError, NoNodeError):
                 continue  # another writer came between (SCRAM credentials, another broker)
+            await config_changes.notify(self.store, path.removeprefix("/config/"))
             if self.quotas.update(entity, quotas):
                 log.info("client quotas of %s now %s", entity.describe(), quotas or "none")
             return quotas
