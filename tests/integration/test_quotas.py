@@ -284,8 +284,8 @@ def test_controller_mutation_rate_refuses_topic_changes_once_exhausted(broker: A
     from kafka.admin import KafkaAdminClient, NewPartitions
 
     client = _id("mutator")
-    # 2 partitions a second; the bucket holds 3 windows' worth: 6 partitions
-    _set(broker, ["--client", client], "controller_mutation_rate=2")
+    # 1 partition a second; the bucket holds 3 windows' worth: 3 partitions
+    _set(broker, ["--client", client], "controller_mutation_rate=1")
     a, b, c = _id("mut-a"), _id("mut-b"), _id("mut-c")
 
     def admin_call(call: str, *args: Any) -> list[tuple[str, int]]:
@@ -306,48 +306,46 @@ def test_controller_mutation_rate_refuses_topic_changes_once_exhausted(broker: A
         return admin_call("create_topics", {name: {"num_partitions": n, "replication_factor": 1}
                                             for name, n in topics.items()})  # fmt: skip
 
-    assert create({a: 5}) == [(a, 0)]  # 1 partition left
-    # b is taken in full while the bucket is not below zero (strict: it goes 3 below); c is
-    # refused: the bucket is back at zero in 1.5 s
-    started = time.monotonic()
-    assert create({b: 4, c: 1}) == [(b, 0), (c, THROTTLING_QUOTA_EXCEEDED)]
+    assert create({a: 2}) == [(a, 0)]  # 1 partition left
+    # b is taken in full while the bucket is not below zero (strict: it goes 8 below); c is
+    # refused: the bucket is back at zero in 8 s
+    assert create({b: 9, c: 1}) == [(b, 0), (c, THROTTLING_QUOTA_EXCEEDED)]
     # every mutation is refused until then, and changes nothing
     assert admin_call("delete_topics", [a]) == [(a, THROTTLING_QUOTA_EXCEEDED)]
-    assert admin_call("create_partitions", {b: NewPartitions(total_count=5)}) == [
+    assert admin_call("create_partitions", {b: NewPartitions(total_count=10)}) == [
         (b, THROTTLING_QUOTA_EXCEEDED)]
-    # the refusal's answer carries the time left, and the connection is muted for it
+    # the refusal's answer carries the time left
     with RawConnection(broker.bootstrap, client_id=client) as conn:
-        resp = conn.request(37, 3, topics=(part(37, 3, "CreatePartitionsTopic", name=b, count=5,
+        resp = conn.request(37, 3, topics=(part(37, 3, "CreatePartitionsTopic", name=b, count=10,
                                                 assignments=None),),
                             timeout=datetime.timedelta(seconds=15), validate_only=False)  # fmt: skip
         assert [(t.name, int(t.error_code)) for t in resp.results] == [
             (b, THROTTLING_QUOTA_EXCEEDED)]
-        throttle_ms = int(resp.throttle_time.total_seconds() * 1000)
-        assert 0 < throttle_ms <= 1500, throttle_ms
-        sent = time.monotonic()
-        conn.request(18, 3, client_software_name="t", client_software_version="1")
-        assert time.monotonic() - sent >= throttle_ms / 1000 * 0.8  # the channel was muted
+        assert 0 < resp.throttle_time.total_seconds() <= 8, resp.throttle_time
     listed = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=15).topics
-    assert a in listed and c not in listed and len(listed[b].partitions) == 4
-    time.sleep(max(0.0, started + 3.0 - time.monotonic()))  # the bucket holds 3 again
+    assert a in listed and c not in listed and len(listed[b].partitions) == 9
+    # a higher bound applies at once: the 8 partitions owed are paid back in 8 ms
+    _set(broker, ["--client", client], "controller_mutation_rate=1000")
     assert create({c: 1}) == [(c, 0)]
-    assert admin_call("create_partitions", {b: NewPartitions(total_count=5)}) == [(b, 0)]
-    assert admin_call("delete_topics", [a]) == [(a, 0)]  # 5 partitions: the bucket below zero
+    assert admin_call("create_partitions", {b: NewPartitions(total_count=10)}) == [(b, 0)]
+    assert admin_call("delete_topics", [a]) == [(a, 0)]
     # before KIP-599's versions the quota is permissive: the topic is created, the answer
     # throttled for what the bucket owes and the connection muted for that time
+    _set(broker, ["--client", client], "controller_mutation_rate=2")  # a bucket of 6 again
     d = _id("mut-d")
     with RawConnection(broker.bootstrap, client_id=client) as conn:
-        resp = conn.request(19, 5, topics=(part(19, 5, "CreatableTopic", name=d, num_partitions=2,
+        resp = conn.request(19, 5, topics=(part(19, 5, "CreatableTopic", name=d, num_partitions=11,
                                                 replication_factor=1, assignments=(), configs=()),),
                             timeout=datetime.timedelta(seconds=15), validate_only=False)  # fmt: skip
         assert [(t.name, int(t.error_code)) for t in resp.topics] == [(d, 0)]
         throttle_ms = int(resp.throttle_time.total_seconds() * 1000)
-        assert throttle_ms >= 1000, throttle_ms  # about 4 partitions owed, at 2 a second
+        # 5 partitions owed at 2 a second: 2.5 s, less the time the creation took
+        assert 0 < throttle_ms <= 2500, throttle_ms
         sent = time.monotonic()
         conn.request(18, 3, client_software_name="t", client_software_version="1")
         assert time.monotonic() - sent >= throttle_ms / 1000 * 0.8  # the channel was muted
     listed = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=15).topics
-    assert c in listed and d in listed and a not in listed and len(listed[b].partitions) == 5
+    assert c in listed and d in listed and a not in listed and len(listed[b].partitions) == 10
     Cli(broker.bootstrap).ok("quota", "alter", "--client", client, "--delete-config",
                              "controller_mutation_rate")  # fmt: skip
     # another client id was never limited
