@@ -93,9 +93,11 @@ def test_a_quota_applies_on_every_broker_without_restart(tmp_path: Path) -> None
             Cli(third).ok("quota", "alter", "--client", CLIENT, "--delete-config",
                           "producer_byte_rate")  # fmt: skip
             for broker in (first, second, third):
-                wait_until(lambda b=broker: _described(b) == {}, 15, f"the removal seen at {broker}")
+                wait_until(lambda b=broker: _described(b) == {}, 15,
+                           f"the removal seen at {broker}")  # fmt: skip
             *_, (removed_at, note) = _notifications(zk)
-            assert removed_at > set_at and note == {"version": 2, "entity_path": f"clients/{CLIENT}"}
+            assert removed_at > set_at
+            assert note == {"version": 2, "entity_path": f"clients/{CLIENT}"}
         finally:
             zk.stop()
             zk.close()

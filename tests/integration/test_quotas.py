@@ -356,7 +356,8 @@ def test_controller_mutation_rate_refuses_topic_changes_once_exhausted(broker: A
                                       for n in names}, raise_errors=False)  # fmt: skip
     finally:
         admin.close()
-    assert sorted((t["name"], t["error_code"]) for t in result["topics"]) == [(n, 0) for n in sorted(names)]
+    assert sorted((t["name"], t["error_code"]) for t in result["topics"]) == [
+        (n, 0) for n in sorted(names)]
 
 
 def _metrics(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

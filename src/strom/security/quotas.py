@@ -478,8 +478,8 @@ class ClientQuotas:
     ``active`` is False while no entity sets an enforced key: the connection skips every
     quota step then (the produce hot path pays one attribute test). A
     ``controller_mutation_rate`` makes it True as well: the connection mutes a client for the
-    throttle time its CreateTopics, CreatePartitions or DeleteTopics answer carries. :meth:`update` replaces an
-    entity's whole quota set (as a store node holds it)."""
+    throttle time its CreateTopics, CreatePartitions or DeleteTopics answer carries.
+    :meth:`update` replaces an entity's whole quota set (as a store node holds it)."""
 
     def __init__(self, samples: int = 11, window_s: int = 1) -> None:
         if samples < 1 or window_s < 1:
