@@ -192,12 +192,13 @@ def _append_one(services: BrokerServices, topic: str, index: int, records: bytes
             replicas.check_min_isr(part)
         if len(records) > _ATTRS_LOW_BYTE and records[_ATTRS_LOW_BYTE] & rb.TRANSACTIONAL_BIT:
             _verify_transaction(services, part.log, topic, index, records, txn_id, remote or {})
-        if part.log.speed.slow or part.key in replicas.waiting_appends:  # replicas.must_wait:
+        waiting = replicas.waiting_appends  # replicas.must_wait(part), inline (per request;
+        if part.log.speed.slow or (waiting and part.key in waiting):  # no hash when empty)
             # a slow disk: written off the loop, answered once it is part of the log
-            waiting = _new(ProducePartition, (index, 0, -1, -1, -1, None, (), None))
-            later.append(_Later(replicas.append_later(part, records), waiting, part, topic,
+            placeholder = _new(ProducePartition, (index, 0, -1, -1, -1, None, (), None))
+            later.append(_Later(replicas.append_later(part, records), placeholder, part, topic,
                                 records))  # fmt: skip
-            return waiting
+            return placeholder
         result = replicas.append_to(part, records)
         if result.flushed is not None:  # flush.messages reached: answer once it is on disk
             durable.append(result.flushed)
