@@ -320,15 +320,15 @@ class ReplicaManager:
                 self.fetchers.remove(key)
             if part.make_leader(leader_epoch, role.partition_epoch, replicas, isr,
                                 controller_epoch):  # fmt: skip
-                log.debug("became leader of %s-%d at epoch %d (isr %s, end offset %d)",
-                         topic, index, leader_epoch, list(isr), log_.log_end_offset)  # fmt: skip
+                log.info("became leader of %s-%d at epoch %d (isr %s, end offset %d)",
+                     topic, index, leader_epoch, list(isr), log_.log_end_offset)  # fmt: skip
             self._hw_moved(part)
             self.ownership.elected(topic, index, leader_epoch)
         else:
             was_leader = part.is_leader
             if part.make_follower(leader, leader_epoch, role.partition_epoch, replicas,
                                   isr, controller_epoch):  # fmt: skip
-                log.debug("following broker %d for %s-%d at epoch %d (end offset %d)",
+                log.info("following broker %d for %s-%d at epoch %d (end offset %d)",
                          leader, topic, index, leader_epoch, log_.log_end_offset)  # fmt: skip
                 if self.fetchers is not None:
                     self.fetchers.add(key, leader, leader_epoch)

@@ -29,7 +29,11 @@ the run: a nemesis that injects nothing proves nothing):
 After each fault is healed the run waits until the cluster is whole again (every broker
 registered, every workload partition led with its full ISR) and the writers have made
 progress; a cluster that does not recover fails the run. At the end every writer stops, every
-topic is read to its end, and both checkers must find nothing. The seed is printed first and
+topic is read to its end, and both checkers must find nothing. A worker that fails (a writer
+ended by a fatal client error, a wait for progress that timed out) does not skip the checks:
+every worker is stopped, the topics are read and checked all the same, the brokers' log lines
+about the idempotent topic are printed (the data directory may be gone when the failure is
+read), and the failure is reported with the checkers' findings. The seed is printed first and
 is in every failure's message, so ``run(seed=...)`` replays a failing schedule (the faults and
 their timing; the interleaving with the workload is the machine's).
 
@@ -277,6 +281,34 @@ class Nemesis:
         return time.monotonic() - began
 
 
+def _stop_all(workers: Sequence[Any]) -> list[str]:
+    """Stop every worker, even after one failed; the failures' messages."""
+    failed = []
+    for w in workers:
+        try:
+            w.stop()
+        except AssertionError as exc:
+            failed.append(str(exc))
+    return failed
+
+
+def _broker_lines(cluster: ClusterProcess, topic: str, lines: int = 60) -> str:
+    """The last ``lines`` lines of each broker's log that name ``topic`` or warn (leadership,
+    truncation, refused appends): printed when a worker failed, since a test's data
+    directory may be gone by the time someone reads the failure."""
+    out = []
+    for b in BROKERS:
+        broker = cluster.broker(b)
+        try:
+            text = broker.log_file.read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        found = [ln for ln in text if topic in ln or " WARNING " in ln or " ERROR " in ln]
+        out.append(f"--- broker {b} ({broker.log_file}), last {lines} lines about {topic}:")
+        out += found[-lines:]
+    return "\n".join(out)
+
+
 def _registered(cluster: ClusterProcess, ask: set[int]) -> set[int]:
     """The brokers the metadata of the brokers in ``ask`` lists (any that answers)."""
     config: dict[str, Any] = {"bootstrap.servers": ",".join(cluster.broker(b).bootstrap
@@ -319,6 +351,7 @@ def run(work_dir: Path, seed: int, *, faults: int | None = None, duration_s: flo
     started = time.monotonic()
     disk = DiskFaults(work_dir / "diskfaults")
     history, txns = History(), TxnHistory()
+    failures: list[str] = []  # a worker's failure: the run still reads and checks (below)
     try:
         with _disks(work_dir, tmpfs_available()) as mounts, ClusterProcess(
             work_dir, brokers=len(BROKERS), settings=SETTINGS, session_timeout_ms=SESSION_MS,
@@ -365,14 +398,18 @@ def run(work_dir: Path, seed: int, *, faults: int | None = None, duration_s: flo
                     say(f"[seed {seed}] fault {number} {kind} on {record.target}: "
                         f"{record.evidence}; held {record.held_s} s, whole again in "
                         f"{record.recovered_s} s")  # fmt: skip
+            except AssertionError as exc:
+                failures.append(str(exc))
             finally:
-                for w in workers:
-                    w.stop()
+                failures += _stop_all(workers)
             report.acked = sum(w.acked for w in writers)
+            if failures:  # what the brokers said about the partitions, before the logs go
+                say(_broker_lines(cluster, IDEMPOTENT_TOPIC))
             read_to_end(cluster.bootstrap, IDEMPOTENT_TOPIC, history, timeout=180)
             read_committed_to_end(cluster.bootstrap, TXN_TOPIC, txns, timeout=180)
     except AssertionError as exc:
-        raise NemesisFailure(f"[nemesis seed {seed}] {exc}") from exc
+        failures.append(str(exc))
+        raise NemesisFailure(f"[nemesis seed {seed}] " + "; ".join(failures)) from exc
     report.seconds = time.monotonic() - started
     idem, txn = history.check(), txns.check()
     report.idempotent, report.transactional = str(idem), str(txn)
@@ -381,8 +418,9 @@ def run(work_dir: Path, seed: int, *, faults: int | None = None, duration_s: flo
                         **{f"txn_{k}": len(v) for k, v in txn.anomalies.items()}}  # fmt: skip
     say(f"[seed {seed}] idempotent: {idem}")
     say(f"[seed {seed}] transactional: {txn}")
-    if not idem.ok or not txn.ok:
-        raise NemesisFailure(f"[nemesis seed {seed}] anomalies:\n{idem}\n{txn}")
+    if failures or not idem.ok or not txn.ok:
+        failed = "".join(f"{f}\n" for f in dict.fromkeys(failures))
+        raise NemesisFailure(f"[nemesis seed {seed}] {failed}anomalies:\n{idem}\n{txn}")
     say(json.dumps(report.summary()))
     return report
 
