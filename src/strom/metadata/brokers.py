@@ -15,6 +15,12 @@ Kafka's ZooKeeper-mode rules (``KafkaZkClient.registerBroker``, ``getOrGenerateC
 * After ``SessionState.LOST`` the node is gone with the session: :class:`BrokerMembership`
   registers again as soon as the new session is CONNECTED, giving a new, higher epoch, and tells
   its listeners. Until then :attr:`BrokerMembership.registered` is False.
+* :meth:`BrokerMembership.still_registered` asks the store itself whether the registration
+  is alive, rather than trusting the session state this process last saw: a process stopped
+  past its session (SIGSTOP, a long GC-like stall) wakes with a session the store has already
+  expired and may read requests the controller sent before, ahead of the client library
+  noticing the expiry. The LeaderAndIsr handler asks it before taking any role, so such a
+  stale request cannot make this broker a leader the controller has replaced meanwhile.
 """
 
 from __future__ import annotations
@@ -169,6 +175,28 @@ class BrokerMembership:
         log.debug("broker %d's epoch is %d", self.registration.broker_id, self.broker_epoch)
         for listener in list(self._listeners):
             listener(self.broker_epoch)
+
+    async def still_registered(self, margin_s: float = 5.0) -> bool:
+        """Whether this broker's registration is still alive, asked of the store (module doc):
+        True when ``/brokers/ids/<id>`` exists, is owned by the current session and has the
+        epoch this broker registered with. While the store cannot answer (its connection was
+        lost) it is asked again, for at most the session timeout plus ``margin_s``: a session
+        that survives comes back CONNECTED and answers; one that expired ends LOST (or under a
+        new session, a new registration): False."""
+        deadline = time.monotonic() + self.session_timeout_ms / 1000.0 + margin_s
+        while self.registered and not self._closed:
+            session, epoch = self.store.session_id, self.broker_epoch
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                stat = await asyncio.wait_for(self.store.exists(self.path), left)
+            except (StoreError, TimeoutError):
+                await asyncio.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+                continue
+            return (stat is not None and stat.created == epoch == self.broker_epoch
+                    and stat.ephemeral_owner == session == self.store.session_id)  # fmt: skip
+        return False
 
     async def _holder(self) -> tuple[int, BrokerRegistration | None] | None:
         try:

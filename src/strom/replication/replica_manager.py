@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import operator
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -67,6 +67,7 @@ def _no_overrides(_topic: str) -> Mapping[str, str]:
 class ReplicaManager:
     def __init__(self, logs: LogManager, node_id: int, clock: Clock | None = None, *,
                  broker_epoch: Callable[[], int] = lambda: -1,
+                 still_registered: Callable[[], Awaitable[bool]] | None = None,
                  topic_configs: TopicConfigs = _no_overrides) -> None:  # fmt: skip
         self.logs = logs
         self.node_id = node_id
@@ -74,6 +75,9 @@ class ReplicaManager:
         #: this broker's registration epoch (-1 before it registered): commands meant for an
         #: older registration are STALE_BROKER_EPOCH
         self.broker_epoch = broker_epoch
+        #: asks the metadata store whether this broker's registration is alive
+        #: (:meth:`strom.metadata.brokers.BrokerMembership.still_registered`); None: no store
+        self._still_registered = still_registered
         self.topic_configs = topic_configs
         #: set while this broker is its own controller (a single node,
         #: :mod:`strom.replication.local_leadership`): other controllers' commands are refused
@@ -240,6 +244,14 @@ class ReplicaManager:
             return ErrorCode.stale_broker_epoch
         self.controller_epoch = controller_epoch
         return ErrorCode.none
+
+    async def registration_alive(self) -> bool:
+        """Whether this broker's registration is alive in the metadata store, asked of the
+        store (True without one). A LeaderAndIsr is applied only then: one read by a process
+        that was stopped past its session was sent to the registration that expired, and the
+        controller has given its partitions other leaders meanwhile (it sends the current
+        state again once this broker registered anew)."""
+        return self._still_registered is None or await self._still_registered()
 
     def apply_leader_and_isr(self, command: LeaderAndIsr
                              ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:  # fmt: skip
