@@ -133,8 +133,13 @@ class Nemesis:
     """The faults, on one cluster (see the module doc)."""
 
     def __init__(self, cluster: ClusterProcess, rng: random.Random, disk: DiskFaults,
-                 mounts: dict[int, Path] | None, say: Callable[[str], None]) -> None:  # fmt: skip
+                 mounts: dict[int, Path] | None, say: Callable[[str], None],
+                 target: int | None = None) -> None:  # fmt: skip
         self.cluster = cluster
+        #: aim every fault that picks a broker at this one (the seed's draws still happen, so
+        #: the schedule and timings stay the seed's): replays a run whose faults all struck
+        #: one broker, when the seed alone picks by who leads at the time
+        self.target = target
         self.rng = rng
         self.disk = disk
         self.mounts = mounts
@@ -148,10 +153,14 @@ class Nemesis:
     # -- targets -------------------------------------------------------------------------
     def _some_leader(self) -> int:
         topic = self.rng.choice((IDEMPOTENT_TOPIC, TXN_TOPIC))
-        return self.cluster.leader_of(topic, self.rng.randrange(PARTITIONS), timeout=60)
+        index = self.rng.randrange(PARTITIONS)
+        if self.target is not None:
+            return self.target
+        return self.cluster.leader_of(topic, index, timeout=60)
 
     def _some_broker(self) -> int:
-        return self.rng.choice(BROKERS)
+        chosen = self.rng.choice(BROKERS)
+        return chosen if self.target is None else self.target
 
     # -- the faults ----------------------------------------------------------------------
     def strike(self, number: int, kind: str) -> FaultRecord:
@@ -338,9 +347,11 @@ def _disks(work_dir: Path, use_tmpfs: bool) -> Iterator[dict[int, Path] | None]:
 
 
 def run(work_dir: Path, seed: int, *, faults: int | None = None, duration_s: float | None = None,
-        kinds: Sequence[str] = FAULTS, say: Callable[[str], None] = print) -> Report:  # fmt: skip
+        kinds: Sequence[str] = FAULTS, say: Callable[[str], None] = print,
+        target: int | None = None) -> Report:  # fmt: skip
     """The nemesis run (module doc): ``faults`` faults, or as many as fit in ``duration_s``
-    (at least one of each kind asked for when it fits). Raises :class:`NemesisFailure` (or the
+    (at least one of each kind asked for when it fits); ``target``: every fault that picks a
+    broker strikes this one (:class:`Nemesis`). Raises :class:`NemesisFailure` (or the
     checkers' AssertionError, prefixed with the seed) on any finding."""
     if faults is None and duration_s is None:
         raise ValueError("give faults or duration_s")
@@ -359,7 +370,7 @@ def run(work_dir: Path, seed: int, *, faults: int | None = None, duration_s: flo
         ) as cluster:  # fmt: skip
             for topic in (IDEMPOTENT_TOPIC, TXN_TOPIC):
                 cluster.create_topic(topic, PARTITIONS, 3, TOPIC_CONFIG)
-            nemesis = Nemesis(cluster, rng, disk, mounts, say)
+            nemesis = Nemesis(cluster, rng, disk, mounts, say, target)
             nemesis.wait_whole()
             chosen = nemesis.kinds(kinds)
             writers = [Writer(cluster.bootstrap, IDEMPOTENT_TOPIC, history, name=f"w{i}",
@@ -433,6 +444,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--faults", type=int, default=None)
     parser.add_argument("--duration", type=float, default=None, help="seconds")
     parser.add_argument("--kinds", default=",".join(FAULTS))
+    parser.add_argument("--target", type=int, default=None,
+                        help="aim every fault that picks a broker at this broker id")
     parser.add_argument("--work-dir", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None, help="write the report here")
     args = parser.parse_args(argv)
@@ -441,7 +454,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     faults = args.faults if args.faults is not None or args.duration else 20
     try:
         report = run(work, seed, faults=faults, duration_s=args.duration,
-                     kinds=args.kinds.split(","))  # fmt: skip
+                     kinds=args.kinds.split(","), target=args.target)  # fmt: skip
     except AssertionError as exc:
         print(exc, file=sys.stderr)
         return 1
