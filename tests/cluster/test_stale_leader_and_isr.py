@@ -110,7 +110,7 @@ def test_leader_and_isr_read_after_the_session_expired_is_refused(tmp_path: Path
         )
         log = cluster.broker(stale).log_file.read_text(errors="replace")
         assert f"became leader of {TOPIC}-0" not in log
-        assert "registration is gone" in log
+        assert "LeaderAndIsr of controller" in log and "that is gone" in log
         # it registers again, learns the real state and follows the real leader
         wait_until(lambda: stale in _registered(cluster, other), 60, "re-registered")
         wait_until(lambda: cluster.leader_of(TOPIC, 0) != stale

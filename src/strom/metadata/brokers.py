@@ -176,26 +176,33 @@ class BrokerMembership:
         for listener in list(self._listeners):
             listener(self.broker_epoch)
 
-    async def still_registered(self, margin_s: float = 5.0) -> bool:
-        """Whether this broker's registration is still alive, asked of the store (module doc):
-        True when ``/brokers/ids/<id>`` exists, is owned by the current session and has the
-        epoch this broker registered with. While the store cannot answer (its connection was
-        lost) it is asked again, for at most the session timeout plus ``margin_s``: a session
-        that survives comes back CONNECTED and answers; one that expired ends LOST (or under a
-        new session, a new registration): False."""
+    async def still_registered(self, epoch: int = -1, margin_s: float = 5.0) -> bool:
+        """Whether the registration of broker epoch ``epoch`` (a controller request's; -1:
+        whichever is current) is this broker's live registration, asked of the store (module
+        doc): ``/brokers/ids/<id>`` exists, is owned by the current session and was created
+        with that epoch. While the store cannot answer (its connection lost) it is asked again,
+        and while this broker is registering anew (a session lost) that is waited for, for at
+        most the session timeout plus ``margin_s``: a request for the new registration may
+        arrive before this process has seen its own registration complete. A request meant
+        for the registration that expired is then older than the current one: False."""
         deadline = time.monotonic() + self.session_timeout_ms / 1000.0 + margin_s
-        while self.registered and not self._closed:
-            session, epoch = self.store.session_id, self.broker_epoch
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
+        while not self._closed and time.monotonic() < deadline:
+            if not self.registered:
+                await asyncio.sleep(0.05)
+                continue
+            session, current = self.store.session_id, self.broker_epoch
+            if 0 <= epoch < current:
+                return False  # meant for a registration that expired
             try:
+                left = max(0.0, deadline - time.monotonic())
                 stat = await asyncio.wait_for(self.store.exists(self.path), left)
             except (StoreError, TimeoutError):
-                await asyncio.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+                await asyncio.sleep(0.05)
                 continue
-            return (stat is not None and stat.created == epoch == self.broker_epoch
-                    and stat.ephemeral_owner == session == self.store.session_id)  # fmt: skip
+            if stat is None or stat.ephemeral_owner != session or stat.created != current:
+                await asyncio.sleep(0.05)  # gone with the session: registering anew
+                continue
+            return epoch < 0 or epoch == current
         return False
 
     async def _holder(self) -> tuple[int, BrokerRegistration | None] | None:

@@ -67,7 +67,7 @@ def _no_overrides(_topic: str) -> Mapping[str, str]:
 class ReplicaManager:
     def __init__(self, logs: LogManager, node_id: int, clock: Clock | None = None, *,
                  broker_epoch: Callable[[], int] = lambda: -1,
-                 still_registered: Callable[[], Awaitable[bool]] | None = None,
+                 still_registered: Callable[[int], Awaitable[bool]] | None = None,
                  topic_configs: TopicConfigs = _no_overrides) -> None:  # fmt: skip
         self.logs = logs
         self.node_id = node_id
@@ -245,13 +245,14 @@ class ReplicaManager:
         self.controller_epoch = controller_epoch
         return ErrorCode.none
 
-    async def registration_alive(self) -> bool:
-        """Whether this broker's registration is alive in the metadata store, asked of the
-        store (True without one). A LeaderAndIsr is applied only then: one read by a process
-        that was stopped past its session was sent to the registration that expired, and the
-        controller has given its partitions other leaders meanwhile (it sends the current
-        state again once this broker registered anew)."""
-        return self._still_registered is None or await self._still_registered()
+    async def registration_alive(self, broker_epoch: int) -> bool:
+        """Whether the registration of ``broker_epoch`` (a controller request's, -1: any) is
+        this broker's live one, asked of the metadata store (True without one). A LeaderAndIsr
+        is applied only then: one read by a process that was stopped past its session was sent
+        to the registration that expired, and the controller has given its partitions other
+        leaders meanwhile (it sends the current state again once this broker registered
+        anew)."""
+        return self._still_registered is None or await self._still_registered(broker_epoch)
 
     def apply_leader_and_isr(self, command: LeaderAndIsr
                              ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:  # fmt: skip

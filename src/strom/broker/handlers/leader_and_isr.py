@@ -77,11 +77,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     replicas = ctx.replicas
     if replicas.led_locally:
         return ctx.respond(error_code=ErrorCode.stale_controller_epoch, topics=())
-    if not await replicas.registration_alive():
+    if not await replicas.registration_alive(int(request.broker_epoch)):
         # sent to a registration whose session expired (this process was stopped past it):
         # the controller has moved on; it sends the current state after the new registration
-        log.warning("LeaderAndIsr of controller %s (epoch %s) refused: this broker's "
-                    "registration is gone", request.controller_id, request.controller_epoch)
+        log.warning("LeaderAndIsr of controller %s (epoch %s) refused: meant for a registration "
+                    "of this broker (epoch %s) that is gone", request.controller_id,
+                    request.controller_epoch, request.broker_epoch)  # fmt: skip
         return ctx.respond(error_code=ErrorCode.stale_broker_epoch, topics=())
     topics = ctx.topics.registry
     for topic in request.topic_states:
