@@ -41,6 +41,7 @@ from strom.metadata.store import (
     StoreError,
     WatchEvent,
 )
+from strom.metadata.watch_tasks import WatchTasks
 from strom.metadata.zk_model import TOPIC_CONFIGS_PATH, TOPICS_PATH
 from strom.protocol.errors import ErrorCode, KafkaError
 
@@ -135,10 +136,9 @@ class TopicRegistry:
         self._local: set[str] = set()  # names with a write of this registry in flight
         self._watched: set[str] = set()  # names whose topic node has a watch armed
         self._cfg_watched: set[str] = set()  # names whose config node has a watch armed
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._background = WatchTasks("topic registry")  # re-reads started by watches
         self._listeners: list[TopicListener] = []
         self._lost = False
-        self._closed = False
 
     async def start(self) -> None:
         """Read every topic and set the watches."""
@@ -146,11 +146,7 @@ class TopicRegistry:
         await self._read_all()
 
     async def close(self) -> None:
-        self._closed = True
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._background.close()
 
     def add_listener(self, listener: TopicListener) -> None:
         """``listener(name, info)`` at every topic change seen; ``info`` None once it is gone."""
@@ -236,7 +232,7 @@ class TopicRegistry:
             await self._read_topic(name)  # the winner's topic, in the view before we answer
             raise KafkaError(ErrorCode.topic_already_exists, f"topic {name!r} already exists")
         # Arm its watches later: the caller registers the logs in this step of the loop.
-        self._spawn(self._read_topic(name))
+        self._background.spawn(self._read_topic(name))
         return info
 
     async def add_partitions(self, name: str, replicas: Mapping[int, list[int]]) -> TopicInfo:
@@ -307,19 +303,6 @@ class TopicRegistry:
 
     # --- reads and watches -----------------------------------------------------------------
 
-    def _spawn(self, coro: Any) -> None:
-        if self._closed:
-            coro.close()
-            return
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
-
-    def _done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.warning("topic registry: re-reading failed: %s", task.exception())
-
     async def _read_all(self) -> None:
         while True:
             try:
@@ -385,18 +368,18 @@ class TopicRegistry:
         self._install(TopicInfo(name, topic_id, replicas, configs, stat.version))
 
     def _on_names(self, event: WatchEvent) -> None:
-        self._spawn(self._read_all())
+        self._background.spawn(self._read_all())
 
     def _on_topic(self, event: WatchEvent) -> None:
         name = event.path.rsplit("/", 1)[1]
         self._watched.discard(name)
-        self._spawn(self._read_topic(name))
+        self._background.spawn(self._read_topic(name))
 
     def _on_config(self, event: WatchEvent) -> None:
         name = event.path.rsplit("/", 1)[1]
         self._cfg_watched.discard(name)
         if name in self._topics:
-            self._spawn(self._read_topic(name))
+            self._background.spawn(self._read_topic(name))
 
     def _on_session(self, state: SessionState) -> None:
         if state is SessionState.LOST:  # every watch is gone with the session
@@ -405,7 +388,7 @@ class TopicRegistry:
             self._cfg_watched.clear()
         elif state is SessionState.CONNECTED and self._lost:
             self._lost = False
-            self._spawn(self._read_all())
+            self._background.spawn(self._read_all())
 
 
 __all__ = ["StoreError", "TopicInfo", "TopicRegistry", "validate_topic_name"]

@@ -37,6 +37,7 @@ from strom.metadata.store import (
     StoreError,
     WatchEvent,
 )
+from strom.metadata.watch_tasks import WatchTasks
 from strom.protocol.errors import ErrorCode
 from strom.security.sasl.scram import (
     MAX_ITERATIONS,
@@ -215,9 +216,8 @@ class ScramCredentials:
         self._store = store
         self._users: dict[str, dict[str, ScramCredential]] = {}
         self._watched: set[str] = set()  # node names with a data watch armed
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._background = WatchTasks("SCRAM credentials")  # re-reads started by watches
         self._lost = False
-        self._closed = False
 
     async def start(self) -> None:
         self._store.add_session_listener(self._on_session)
@@ -226,11 +226,7 @@ class ScramCredentials:
         await self._read_all()
 
     async def close(self) -> None:
-        self._closed = True
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._background.close()
 
     def lookup(self, mechanism: str, user: str) -> ScramCredential | None:
         """The user's credential of ``mechanism``, None if none (no I/O: a login's lookup)."""
@@ -252,19 +248,6 @@ class ScramCredentials:
         return await describe_in_store(self._store, users)
 
     # the cache ------------------------------------------------------------------------------
-    def _spawn(self, coro: Any) -> None:
-        if self._closed:
-            coro.close()
-            return
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
-
-    def _done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.warning("SCRAM credentials: re-reading failed: %s", task.exception())
-
     async def _read_all(self) -> None:
         try:
             nodes = await self._store.children(USERS_PATH, watch=self._on_children)
@@ -303,12 +286,12 @@ class ScramCredentials:
             self._users.pop(user, None)
 
     def _on_children(self, event: WatchEvent) -> None:
-        self._spawn(self._read_all())
+        self._background.spawn(self._read_all())
 
     def _on_user(self, event: WatchEvent) -> None:
         node = event.path.rsplit("/", 1)[1]
         self._watched.discard(node)
-        self._spawn(self._read_user(node))
+        self._background.spawn(self._read_user(node))
 
     def _on_session(self, state: SessionState) -> None:
         if state is SessionState.LOST:
@@ -316,7 +299,7 @@ class ScramCredentials:
             self._watched.clear()
         elif state is SessionState.CONNECTED and self._lost:
             self._lost = False
-            self._spawn(self._read_all())
+            self._background.spawn(self._read_all())
 
 
 

@@ -10,29 +10,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import authz, dispatch
+from strom.broker import dispatch
 from strom.broker.context import RequestContext
-from strom.protocol.errors import KafkaError
+from strom.broker.share.coordinator import Key
+from strom.broker.share.state_wire import answer_partitions
 
 API_KEY = 86
 
 
 @dispatch.handler(API_KEY, 0, 0)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    authz.require_cluster(ctx, authz.CLUSTER_ACTION)
-    group = str(request.group_id)
-    results = []
-    for topic in request.topics:
-        parts = []
-        for p in topic.partitions:
-            message = None
-            try:
-                code = await ctx.shares.state.delete((group, topic.topic_id, int(p.partition)))
-            except KafkaError as exc:
-                code, message = exc.error_code, str(exc)
-            if code:
-                ctx.metrics.request_error(API_KEY, code)
-            parts.append(ctx.make("PartitionResult", partition=p.partition, error_code=code,
-                                  error_message=message))  # fmt: skip
-        results.append(ctx.make("DeleteStateResult", topic_id=topic.topic_id, partitions=tuple(parts)))
-    return ctx.respond(results=tuple(results))
+    async def delete(key: Key, p: Any) -> tuple[int, str | None, dict[str, Any]]:
+        return await ctx.shares.state.delete(key), None, {}
+
+    return await answer_partitions(ctx, request, API_KEY, "DeleteStateResult", delete)

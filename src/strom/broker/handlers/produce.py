@@ -273,10 +273,25 @@ def handle(ctx: RequestContext, request: ProduceRequest, remote: Remote | None =
     version = ctx.header[1]
     durable: list[Future[None]] = []
     replicated: list[_Waiter] = []
-    responses = []
     records = request.records
-    valid_acks = acks in (0, 1, -1)
     secured = services.authorizer is not None  # no authorizer: one test per request, no more
+    if (len(records) == 1 and not secured and version < 13 and (acks == 1 or acks == -1)
+            and len(request.topics) == 1):  # fmt: skip
+        # Nearly every request (a producer with linger.ms=0): the loop below for one
+        # partition, without its lists and tests (this runs per request).
+        name = request.topics[0][0]
+        assert name is not None  # below v13 topics are named, not identified
+        part = _append_one(services, name, request.topics[0][2][0], records[0], acks, durable,
+                           replicated, remote, txn_id)  # fmt: skip
+        if durable or replicated:
+            return _answer_later(ctx, request, [(name, [part], None)], durable, replicated)
+        if not part[1]:
+            return _new(OnePartition, (name, part))
+        if version >= LEADER_HINTS_VERSION:
+            return _with_leader_hints(services, [(name, [part], None)], ctx.client.listener)
+        return _new(ProduceResponse, ([(name, [part], None)], 0, ()))
+    responses = []
+    valid_acks = acks in (0, 1, -1)
     if secured and remote is None:
         _check_transactional_id(ctx, request)
     i = 0

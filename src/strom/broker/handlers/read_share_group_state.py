@@ -12,34 +12,28 @@ from __future__ import annotations
 
 from typing import Any
 
-from strom.broker import authz, dispatch
+from strom.broker import dispatch
 from strom.broker.context import RequestContext
-from strom.broker.share.coordinator import ReadResult
-from strom.protocol.errors import KafkaError
+from strom.broker.share.coordinator import Key, ReadResult
+from strom.broker.share.state_wire import answer_partitions
+from strom.protocol.errors import ErrorCode
 
 API_KEY = 84
 
 
 @dispatch.handler(API_KEY, 0, 0)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    authz.require_cluster(ctx, authz.CLUSTER_ACTION)
-    group = str(request.group_id)
-    results = []
-    for topic in request.topics:
-        parts = []
-        for p in topic.partitions:
-            try:
-                r = await ctx.shares.state.read((group, topic.topic_id, int(p.partition)),
-                                                int(p.leader_epoch))  # fmt: skip
-            except KafkaError as exc:
-                r = ReadResult(exc.error_code, str(exc))
-            if r.error:
-                ctx.metrics.request_error(API_KEY, r.error)
-            parts.append(ctx.make(
-                "PartitionResult", partition=p.partition, error_code=r.error,
-                error_message=r.message, state_epoch=r.state_epoch, start_offset=r.start_offset,
-                state_batches=tuple(ctx.make("StateBatch", first_offset=b.first, last_offset=b.last,
-                                             delivery_state=b.state, delivery_count=b.deliveries)
-                                    for b in r.batches)))  # fmt: skip
-        results.append(ctx.make("ReadStateResult", topic_id=topic.topic_id, partitions=tuple(parts)))
-    return ctx.respond(results=tuple(results))
+    async def read(key: Key, p: Any) -> tuple[int, str | None, dict[str, Any]]:
+        r = await ctx.shares.state.read(key, int(p.leader_epoch))
+        return r.error, r.message, _fields(ctx, r)
+
+    return await answer_partitions(ctx, request, API_KEY, "ReadStateResult", read,
+                                   _fields(ctx, ReadResult(ErrorCode.none)))  # fmt: skip
+
+
+def _fields(ctx: RequestContext, r: ReadResult) -> dict[str, Any]:
+    return {"state_epoch": r.state_epoch, "start_offset": r.start_offset,
+            "state_batches": tuple(ctx.make("StateBatch", first_offset=b.first,
+                                            last_offset=b.last, delivery_state=b.state,
+                                            delivery_count=b.deliveries)
+                                   for b in r.batches)}  # fmt: skip

@@ -21,8 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Coroutine, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from strom.metadata.store import (
     BadVersionError,
@@ -33,6 +32,7 @@ from strom.metadata.store import (
     StoreError,
     WatchEvent,
 )
+from strom.metadata.watch_tasks import WatchTasks
 from strom.security.acl import codec
 from strom.security.acl.authorizer import Authorizer
 from strom.security.acl.model import (
@@ -56,8 +56,7 @@ class AclStore:
         self.authorizer = authorizer
         self._seen: dict[str, int] = {root: -1 for root in _CHANGE_ROOTS}
         self._lock = asyncio.Lock()  # one refresh at a time
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._closed = False
+        self._background = WatchTasks("ACLs")  # change reads started by watches
 
     # --- loading and watching ------------------------------------------------------------
     async def start(self) -> None:
@@ -104,18 +103,12 @@ class AclStore:
 
     async def _watch_changes(self, root: str) -> list[str]:
         def fired(_event: WatchEvent) -> None:
-            if not self._closed:
-                self._spawn(self._on_changes(root))
+            self._background.spawn(self._on_changes(root))
 
         try:
             return await self.store.children(root, watch=fired)
         except NoNodeError:
             return []
-
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     async def _on_changes(self, root: str) -> None:
         async with self._lock:
@@ -150,8 +143,8 @@ class AclStore:
             self.authorizer.set_acls(pattern, await self._read(pattern))
 
     def _on_session(self, state: SessionState) -> None:
-        if state == SessionState.CONNECTED and not self._closed:
-            self._spawn(self._resync())
+        if state == SessionState.CONNECTED and not self._background.closed:
+            self._background.spawn(self._resync())
 
     async def _resync(self) -> None:
         async with self._lock:
@@ -163,9 +156,7 @@ class AclStore:
                 log.warning("ACLs not reloaded after the session came back: %s", exc)
 
     async def close(self) -> None:
-        self._closed = True
-        for task in list(self._tasks):
-            task.cancel()
+        await self._background.close()
 
     # --- writing -------------------------------------------------------------------------
     async def _update(self, pattern: ResourcePattern, add: set[AccessControlEntry],
