@@ -7,9 +7,10 @@ committed offset go backwards. The seed is printed (and in any failure): set
 ``STROM_NEMESIS_SEED`` to replay it.
 
 CI runs one fixed seed (:data:`CI_SEED`, which passed), so that a red run is a regression, not
-the luck of a draw; ``STROM_NEMESIS_SEED=random`` draws one. Drawn seeds found one open anomaly:
-seed 1381750404 ended an idempotent writer with librdkafka's fatal OUT_OF_ORDER_SEQUENCE_NUMBER
-(sequence desynchronization with a broker after a retried batch) — see docs/faults.md.
+the luck of a draw; ``STROM_NEMESIS_SEED=random`` draws one. Drawn seed 1381750404 once ended an
+idempotent writer with librdkafka's fatal OUT_OF_ORDER_SEQUENCE_NUMBER: a broker stopped past
+its ZooKeeper session acted, once resumed, on a LeaderAndIsr the controller had superseded
+meanwhile (fixed; docs/faults.md, tests/cluster/test_stale_leader_and_isr.py).
 
 CI's run: :data:`CI_FAULTS` faults (each kind first, in a shuffled order, then any), stopped
 after :data:`CI_SECONDS` of faults, so that the whole test stays near 3 minutes of wall time on

@@ -236,6 +236,7 @@ class Broker:
             return membership.broker_epoch
 
         replicas = ReplicaManager(logs, node_id, clock, broker_epoch=broker_epoch,
+                                  still_registered=membership.still_registered,
                                   topic_configs=overrides)  # fmt: skip
         replication = ReplicationService(replicas, registry, config, self.periodic,
                                          BrokerInfo(node_id, host, port, rack, tuple(

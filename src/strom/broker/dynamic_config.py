@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from strom.broker import broker_config_defs as defs
 from strom.kafka_configs import ConfigValueError
+from strom.metadata import config_changes
 from strom.metadata.store import (
     MetadataStore,
     NodeExistsError,
@@ -64,6 +65,8 @@ async def read(store: MetadataStore, entity: str, watch: WatchCallback | None = 
 
 
 async def write(store: MetadataStore, entity: str, configs: Mapping[str, str]) -> None:
+    """Replace ``entity``'s configs, announced in ``/config/changes`` for Kafka's brokers
+    sharing the store (:mod:`strom.metadata.config_changes`)."""
     data = json.dumps({"version": 1, "config": dict(configs)}, sort_keys=True).encode()
     path = f"{PATH}/{entity}"
     try:
@@ -73,6 +76,7 @@ async def write(store: MetadataStore, entity: str, configs: Mapping[str, str]) -
             await store.create(path, data)
         except NodeExistsError:
             await store.set(path, data)
+    await config_changes.notify(store, f"brokers/{entity}")
 
 
 class DynamicConfig:

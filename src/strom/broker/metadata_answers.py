@@ -21,7 +21,8 @@ class MetadataAnswers:
     MAX_TOPICS = 10_000
 
     def __init__(self) -> None:
-        #: (version, topic) -> (info, its replicas, partition count, cache version, entry)
-        self.topics: dict[tuple[int, str], tuple[TopicInfo, Any, int, int, Any]] = {}
-        #: (version, cache version, ids of the entries) -> (the entries, body)
+        #: (version, topic, listener) -> (info, its replicas, partition count, cache version,
+        #: entry): a leader without an endpoint on the listener is an error on that one
+        self.topics: dict[tuple[int, str, str], tuple[TopicInfo, Any, int, int, Any]] = {}
+        #: (version, cache version, listener, ids of the entries) -> (the entries, body)
         self.bodies: dict[tuple[Any, ...], tuple[tuple[Any, ...], EncodedBody]] = {}

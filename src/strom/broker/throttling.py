@@ -20,6 +20,12 @@ What is recorded, per (user, client id) as the matching entity groups them
   step by step by :class:`BusyTime`, its waits left out), as percent of a second; the
   controller's and the brokers' own APIs are exempt (Kafka's ``ClusterAction`` requests).
 
+- ``controller_mutation_rate``: the partitions CreateTopics, CreatePartitions and DeleteTopics
+  create or delete, recorded by their handlers through :func:`mutation_quota` (Kafka's
+  ``ControllerMutationQuotaManager.newQuotaFor``: strict from the version KIP-599 gave each
+  API, permissive before); the throttle time a handler puts in its answer is one of the
+  quotas' here.
+
 The throttle time is the largest of the quotas' (Kafka's ``max(bandwidth, request)``); it is
 written into the response's ``throttle_time_ms`` and the connection is muted for that long
 after sending it (KIP-219: the client waits as well; a client that does not is not read).
@@ -32,17 +38,22 @@ import struct
 from collections.abc import Coroutine, Generator
 from datetime import timedelta
 from time import perf_counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from strom.broker import zero_copy
 from strom.protocol import hot_path
 from strom.protocol.produce_fast import OnePartition
-from strom.security.quotas import ClientQuotas, sanitize, user_name
+from strom.security.quotas import ClientQuotas, MutationQuota, sanitize, user_name
+
+if TYPE_CHECKING:
+    from strom.broker.context import RequestContext
 
 PRODUCE, FETCH, METADATA = 0, 1, 3
 #: Kafka's ClusterAction requests (controller to broker, broker to broker): never throttled
 EXEMPT = frozenset({4, 5, 6, 7, 27, 56, 83, 84, 85, 86, 87})
 _I32 = struct.Struct(">i")
+#: the APIs a controller_mutation_rate applies to -> their first strict version (KIP-599)
+MUTATIONS = {19: 6, 20: 5, 37: 3}
 
 
 class QuotaUser:
@@ -143,7 +154,29 @@ def record(quotas: ClientQuotas, user: str, client_id: str, api_key: int, api_ve
         if fetch_ms:
             quotas.fetch.throttled(user, client_id, fetch_ms)
             ms = max(ms, fetch_ms)
+    elif api_key in MUTATIONS and response is not None:
+        mutation_ms = given_throttle_ms(response)
+        if mutation_ms > 0:
+            quotas.mutation.throttled(user, client_id, mutation_ms)
+            ms = max(ms, mutation_ms)
     return ms
+
+
+def mutation_quota(ctx: RequestContext) -> MutationQuota:
+    """The ``controller_mutation_rate`` of the client sending ``ctx``'s request (a
+    CreateTopics, CreatePartitions or DeleteTopics), strict or permissive by its version."""
+    clock = ctx.clock
+    return MutationQuota(ctx.services.quotas.quotas.mutation, sanitize(user_name(ctx.principal)),
+                         ctx.client_id, ctx.api_version >= MUTATIONS[ctx.header.api_key],
+                         lambda: int(clock.monotonic() * 1000))  # fmt: skip
+
+
+def given_throttle_ms(response: Any) -> int:
+    """The throttle time a handler put in its (kio) answer."""
+    given = getattr(response, "throttle_time", None)
+    if isinstance(given, timedelta):
+        return round(given.total_seconds() * 1000)
+    return int(given or 0)
 
 
 def with_throttle(api_key: int, api_version: int, response: Any, ms: int) -> Any:

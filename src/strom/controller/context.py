@@ -14,7 +14,8 @@ new leader (or None) and the ISR that goes with it:
 * offline: the first replica of the assignment that is live and in the ISR; with unclean
   election enabled, else the first live replica, whose ISR is then just itself;
 * reassignment: the first of the target replicas that is live and in the ISR;
-* preferred: the first replica of the assignment, if live and in the ISR;
+* preferred: the first replica of the assignment, if live (its log directory online) and in
+  the ISR;
 * controlled shutdown: the first live replica in the ISR that is not shutting down; the ISR
   loses the brokers shutting down.
 """
@@ -168,8 +169,10 @@ def reassignment_election(ctx: ControllerContext, target: Sequence[int],
 
 
 def preferred_election(ctx: ControllerContext, assignment: Sequence[int],
-                       isr: Sequence[int]) -> Elected:  # fmt: skip
-    if assignment and ctx.live(assignment[0]) and assignment[0] in isr:
+                       isr: Sequence[int], tp: TP | None = None) -> Elected:  # fmt: skip
+    """``tp``: a preferred replica in an offline log directory is not elected (Kafka's
+    ``isReplicaOnline``): it would refuse the leadership with KAFKA_STORAGE_ERROR."""
+    if assignment and ctx.replica_online(assignment[0], tp) and assignment[0] in isr:
         return assignment[0], tuple(isr)
     return None
 

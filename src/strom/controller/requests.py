@@ -191,7 +191,7 @@ async def elect_leaders(term: Term, election_type: int,
         if election_type == ELECTION_PREFERRED:
             if s.leader == replicas[0]:
                 results[tp] = (ErrorCode.election_not_needed, "Leader is already the preferred replica.")
-            elif preferred_election(ctx, replicas, s.isr) is None:
+            elif preferred_election(ctx, replicas, s.isr, tp) is None:
                 results[tp] = (ErrorCode.preferred_leader_not_available,
                                f"Failed to elect leader for partition {tp[0]}-{tp[1]} under "
                                "strategy PreferredReplicaPartitionLeaderElectionStrategy")  # fmt: skip
@@ -207,7 +207,7 @@ async def elect_leaders(term: Term, election_type: int,
     states = term.states()
     batch = term.batch()
     if election_type == ELECTION_PREFERRED:
-        elector = states.elect(lambda tp, s: preferred_election(ctx, ctx.replicas(tp), s.isr))
+        elector = states.elect(lambda tp, s: preferred_election(ctx, ctx.replicas(tp), s.isr, tp))
     else:
         elector = states.elect(lambda tp, s: offline_election(ctx, ctx.replicas(tp), s.isr, True, tp))
     changed = await states.update(todo, elector, batch)

@@ -15,6 +15,12 @@ Kafka's ZooKeeper-mode rules (``KafkaZkClient.registerBroker``, ``getOrGenerateC
 * After ``SessionState.LOST`` the node is gone with the session: :class:`BrokerMembership`
   registers again as soon as the new session is CONNECTED, giving a new, higher epoch, and tells
   its listeners. Until then :attr:`BrokerMembership.registered` is False.
+* :meth:`BrokerMembership.still_registered` asks the store itself whether the registration
+  is alive, rather than trusting the session state this process last saw: a process stopped
+  past its session (SIGSTOP, a long GC-like stall) wakes with a session the store has already
+  expired and may read requests the controller sent before, ahead of the client library
+  noticing the expiry. The LeaderAndIsr handler asks it before taking any role, so such a
+  stale request cannot make this broker a leader the controller has replaced meanwhile.
 """
 
 from __future__ import annotations
@@ -169,6 +175,35 @@ class BrokerMembership:
         log.debug("broker %d's epoch is %d", self.registration.broker_id, self.broker_epoch)
         for listener in list(self._listeners):
             listener(self.broker_epoch)
+
+    async def still_registered(self, epoch: int = -1, margin_s: float = 5.0) -> bool:
+        """Whether the registration of broker epoch ``epoch`` (a controller request's; -1:
+        whichever is current) is this broker's live registration, asked of the store (module
+        doc): ``/brokers/ids/<id>`` exists, is owned by the current session and was created
+        with that epoch. While the store cannot answer (its connection lost) it is asked again,
+        and while this broker is registering anew (a session lost) that is waited for, for at
+        most the session timeout plus ``margin_s``: a request for the new registration may
+        arrive before this process has seen its own registration complete. A request meant
+        for the registration that expired is then older than the current one: False."""
+        deadline = time.monotonic() + self.session_timeout_ms / 1000.0 + margin_s
+        while not self._closed and time.monotonic() < deadline:
+            if not self.registered:
+                await asyncio.sleep(0.05)
+                continue
+            session, current = self.store.session_id, self.broker_epoch
+            if 0 <= epoch < current:
+                return False  # meant for a registration that expired
+            try:
+                left = max(0.0, deadline - time.monotonic())
+                stat = await asyncio.wait_for(self.store.exists(self.path), left)
+            except (StoreError, TimeoutError):
+                await asyncio.sleep(0.05)
+                continue
+            if stat is None or stat.ephemeral_owner != session or stat.created != current:
+                await asyncio.sleep(0.05)  # gone with the session: registering anew
+                continue
+            return epoch < 0 or epoch == current
+        return False
 
     async def _holder(self) -> tuple[int, BrokerRegistration | None] | None:
         try:

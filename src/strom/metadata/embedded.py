@@ -133,6 +133,17 @@ class EmbeddedStore:
         await self.durable()
         return node.stat()
 
+    async def create_sequential(self, prefix: str, data: bytes = b"") -> str:
+        self._make_parents(prefix)
+        parent = self._nodes[_parent(prefix)]
+        number = parent.cversion
+        while f"{prefix}{number:010d}" in self._nodes:  # a node made with that name by hand
+            number += 1
+        path = f"{prefix}{number:010d}"
+        self._create(path, data, False)
+        await self.durable()
+        return path
+
     async def get(self, path: str, watch: WatchCallback | None = None) -> tuple[bytes, Stat]:
         if watch is not None:
             self._add_watch(self._data_watches, path, watch)

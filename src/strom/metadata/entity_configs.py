@@ -13,8 +13,10 @@ Names are sanitized as Kafka's ``Sanitizer.sanitize`` does: URL-encoded UTF-8 wi
 ``%2A`` and a space as ``%20`` (so ``/`` and every other non-``[A-Za-z0-9._-]`` character is
 escaped, and a name is always one path element).
 
-Kafka also writes a change notification (``/config/changes/config_change_<seq>``) so its
-brokers re-read the node; strom's brokers watch the nodes themselves and write none.
+After each write a change notification (``/config/changes/config_change_<seq>``,
+:mod:`strom.metadata.config_changes`) tells Kafka's brokers sharing the store to re-read the
+node, as Kafka's ``AdminZkClient.changeConfigs`` does; strom's brokers watch the nodes
+themselves.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import json
 from collections.abc import Callable, Mapping
 from urllib.parse import quote, unquote
 
+from strom.metadata import config_changes
 from strom.metadata.store import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
 
 CONFIG_PATH = "/config"
@@ -77,7 +80,7 @@ async def update(store: MetadataStore, entity_type: str, name: str,
                  change: Callable[[dict[str, str]], dict[str, str]]) -> dict[str, str]:  # fmt: skip
     """Apply ``change`` (given a copy of the current config, returning the new one) as a
     conditional write, retried on a concurrent change; the config written. ``change`` may
-    raise to abort (nothing is written)."""
+    raise to abort (nothing is written). A change notification follows the write."""
     path = entity_path(entity_type, name)
     for _attempt in range(_ATTEMPTS):
         try:
@@ -88,12 +91,14 @@ async def update(store: MetadataStore, entity_type: str, name: str,
                 await store.create(path, document(new))
             except NodeExistsError:
                 continue  # made meanwhile: apply the change to what it holds
+            await config_changes.notify(store, path.removeprefix(CONFIG_PATH + "/"))
             return new
         new = change(parse_document(data))
         try:
             await store.set(path, document(new), stat.version)
         except (BadVersionError, NoNodeError):
             continue
+        await config_changes.notify(store, path.removeprefix(CONFIG_PATH + "/"))
         return new
     raise ConcurrentChangeError(f"{path} kept changing; nothing written")
 

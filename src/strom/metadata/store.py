@@ -161,6 +161,14 @@ class MetadataStore(Protocol):
         """NodeExistsError if present; NoNodeError if a parent is missing and not made."""
         ...
 
+    async def create_sequential(self, prefix: str, data: bytes = b"") -> str:
+        """Create the persistent node ``prefix`` + a 10-digit number, parents made as needed,
+        as ZooKeeper's SEQUENTIAL flag does (a number ZooKeeper takes from the parent's count
+        of child changes: unique under the parent, never given twice, increasing, shared with
+        anyone else creating sequential nodes there, Kafka's brokers included); the path
+        created."""
+        ...
+
     async def get(self, path: str, watch: WatchCallback | None = None) -> tuple[bytes, Stat]:
         """(data, stat); NoNodeError if absent (a watch is still set, firing at its creation)."""
         ...

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from strom.metadata import config_changes
 from strom.metadata.store import (
     BadVersionError,
     MetadataStore,
@@ -265,8 +266,11 @@ class TopicRegistry:
             self._local.discard(name)
 
     async def set_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo:
+        """Replace the topic's overrides; announced in ``/config/changes`` for Kafka's brokers
+        sharing the store (:mod:`strom.metadata.config_changes`; strom's watch the node)."""
         info = self._require(name)
         await self._write_configs(name, configs)
+        await config_changes.notify(self._store, f"topics/{name}")
         info.configs = dict(configs)
         self._tell(name, info)
         return info

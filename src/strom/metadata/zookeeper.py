@@ -294,6 +294,12 @@ class ZooKeeperStore:
             include_data=True))  # fmt: skip
         return _stat(result[1])
 
+    async def create_sequential(self, prefix: str, data: bytes = b"") -> str:
+        created = await self._wait(self._client.create_async(
+            self._path(prefix), bytes(data), sequence=True, makepath=True))  # fmt: skip
+        # kazoo answers the path without its own chroot; strom's chroot is in the path itself
+        return created[len(self.chroot):] if self.chroot else created
+
     async def get(self, path: str, watch: WatchCallback | None = None) -> tuple[bytes, Stat]:
         full = self._path(path)
         watcher = self._watcher(path, watch, "data") if watch else None

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import operator
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -67,6 +67,7 @@ def _no_overrides(_topic: str) -> Mapping[str, str]:
 class ReplicaManager:
     def __init__(self, logs: LogManager, node_id: int, clock: Clock | None = None, *,
                  broker_epoch: Callable[[], int] = lambda: -1,
+                 still_registered: Callable[[int], Awaitable[bool]] | None = None,
                  topic_configs: TopicConfigs = _no_overrides) -> None:  # fmt: skip
         self.logs = logs
         self.node_id = node_id
@@ -74,6 +75,9 @@ class ReplicaManager:
         #: this broker's registration epoch (-1 before it registered): commands meant for an
         #: older registration are STALE_BROKER_EPOCH
         self.broker_epoch = broker_epoch
+        #: asks the metadata store whether this broker's registration is alive
+        #: (:meth:`strom.metadata.brokers.BrokerMembership.still_registered`); None: no store
+        self._still_registered = still_registered
         self.topic_configs = topic_configs
         #: set while this broker is its own controller (a single node,
         #: :mod:`strom.replication.local_leadership`): other controllers' commands are refused
@@ -241,6 +245,15 @@ class ReplicaManager:
         self.controller_epoch = controller_epoch
         return ErrorCode.none
 
+    async def registration_alive(self, broker_epoch: int) -> bool:
+        """Whether the registration of ``broker_epoch`` (a controller request's, -1: any) is
+        this broker's live one, asked of the metadata store (True without one). A LeaderAndIsr
+        is applied only then: one read by a process that was stopped past its session was sent
+        to the registration that expired, and the controller has given its partitions other
+        leaders meanwhile (it sends the current state again once this broker registered
+        anew)."""
+        return self._still_registered is None or await self._still_registered(broker_epoch)
+
     def apply_leader_and_isr(self, command: LeaderAndIsr
                              ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:  # fmt: skip
         """Fence ``command``, then apply each partition's role: (top-level error, error per
@@ -320,15 +333,15 @@ class ReplicaManager:
                 self.fetchers.remove(key)
             if part.make_leader(leader_epoch, role.partition_epoch, replicas, isr,
                                 controller_epoch):  # fmt: skip
-                log.debug("became leader of %s-%d at epoch %d (isr %s, end offset %d)",
-                         topic, index, leader_epoch, list(isr), log_.log_end_offset)  # fmt: skip
+                log.info("became leader of %s-%d at epoch %d (isr %s, end offset %d)",
+                     topic, index, leader_epoch, list(isr), log_.log_end_offset)  # fmt: skip
             self._hw_moved(part)
             self.ownership.elected(topic, index, leader_epoch)
         else:
             was_leader = part.is_leader
             if part.make_follower(leader, leader_epoch, role.partition_epoch, replicas,
                                   isr, controller_epoch):  # fmt: skip
-                log.debug("following broker %d for %s-%d at epoch %d (end offset %d)",
+                log.info("following broker %d for %s-%d at epoch %d (end offset %d)",
                          leader, topic, index, leader_epoch, log_.log_end_offset)  # fmt: skip
                 if self.fetchers is not None:
                     self.fetchers.add(key, leader, leader_epoch)

@@ -20,19 +20,19 @@ one-shot watches, re-armed as they fire: the children of ``/config/users``,
 data of each entity node (its quotas change), and the creation of a parent not there yet. A
 change written through any broker therefore applies on every broker without a restart; the
 broker that wrote it applies it at once as well. After a lost store session everything is
-listed and read again. (Kafka's ZooKeeper brokers learn of a change through a sequential
-``/config/changes/config_change_<n>`` node instead; strom's store has no sequential nodes and
-its brokers do not need one, so none is written.)
+listed and read again. Kafka's ZooKeeper brokers learn of a change through a sequential
+``/config/changes/config_change_<n>`` node instead: one is written after each alteration
+(:mod:`strom.metadata.config_changes`), so a Kafka broker sharing the store applies it too.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from strom.metadata import config_changes
 from strom.metadata.store import (
     BadVersionError,
     MetadataStore,
@@ -42,6 +42,7 @@ from strom.metadata.store import (
     StoreError,
     WatchEvent,
 )
+from strom.metadata.watch_tasks import WatchTasks
 from strom.security.quotas import ClientQuotas, Entity, apply_ops, parse_configs
 
 log = logging.getLogger(__name__)
@@ -97,8 +98,7 @@ class QuotaStore:
         self._data_armed: set[str] = set()  # paths with a data watch pending
         self._child_armed: set[str] = set()  # paths with a child watch pending
         self._lost = False
-        self._closed = False
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._background = WatchTasks("client quotas")  # re-reads started by watches
 
     async def start(self) -> None:
         self.store.add_session_listener(self._on_session)
@@ -108,11 +108,7 @@ class QuotaStore:
             log.info("client quotas: %d entities", len(self.quotas.entities))
 
     async def close(self) -> None:
-        self._closed = True
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._background.close()
 
     # --- writing ------------------------------------------------------------------------------
     async def alter(self, entity: Entity, ops: Iterable[tuple[str, float, bool]],
@@ -143,30 +139,23 @@ class QuotaStore:
                     await self.store.set(path, encode(doc), version)
             except (BadVersionError, NodeExistsError, NoNodeError):
                 continue  # another writer came between (SCRAM credentials, another broker)
+            await config_changes.notify(self.store, path.removeprefix("/config/"))
             if self.quotas.update(entity, quotas):
                 log.info("client quotas of %s now %s", entity.describe(), quotas or "none")
             return quotas
         raise StoreError(f"{path} kept changing: quota alteration not written")
 
     # --- watching -----------------------------------------------------------------------------
-    def _spawn(self, coro: Any) -> None:
-        if self._closed:
-            coro.close()
-            return
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     def _on_child(self, event: WatchEvent) -> None:
         self._child_armed.discard(event.path)
-        self._spawn(self._guarded(self._list(event.path)))
+        self._background.spawn(self._list(event.path))
 
     def _on_data(self, event: WatchEvent) -> None:
         self._data_armed.discard(event.path)
         if path_entity(event.path) is not None:
-            self._spawn(self._guarded(self._read(event.path)))
+            self._background.spawn(self._read(event.path))
         else:  # a parent created (or gone): list it
-            self._spawn(self._guarded(self._list(event.path)))
+            self._background.spawn(self._list(event.path))
 
     def _on_session(self, state: SessionState) -> None:
         if state is SessionState.LOST:
@@ -175,21 +164,13 @@ class QuotaStore:
             self._lost = False
             self._data_armed.clear()  # a lost session's watches never fire
             self._child_armed.clear()
-            self._spawn(self._guarded(self._reload_all()))
+            self._background.spawn(self._reload_all())
 
     async def _reload_all(self) -> None:
         await self._list(USERS)
         await self._list(CLIENTS)
         for path in sorted(self._known):
             await self._read(path)
-
-    async def _guarded(self, coro: Any) -> None:
-        try:
-            await coro
-        except asyncio.CancelledError:
-            raise
-        except StoreError as exc:  # the session is gone: everything is re-read when it is back
-            log.warning("client quotas could not be re-read: %s", exc)
 
     async def _list(self, parent: str) -> None:
         """List ``parent``'s entities (watching it), read the new ones, drop the gone ones."""
@@ -200,7 +181,7 @@ class QuotaStore:
             watch = None if parent in self._data_armed else self._on_data
             self._data_armed.add(parent)
             if await self.store.exists(parent, watch=watch) is not None:
-                self._spawn(self._guarded(self._list(parent)))  # made meanwhile
+                self._background.spawn(self._list(parent))  # made meanwhile
             kids = []
         else:
             self._child_armed.add(parent)

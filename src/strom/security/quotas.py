@@ -12,8 +12,8 @@ Entities
 Keys
     ``producer_byte_rate`` and ``consumer_byte_rate`` (bytes/s, Kafka's LONG),
     ``request_percentage`` (percent of one request thread's time, DOUBLE) and
-    ``controller_mutation_rate`` (DOUBLE; accepted, stored and described: strom enforces it
-    nowhere yet, see ``docs/quotas.md``).
+    ``controller_mutation_rate`` (DOUBLE: partitions created or deleted per second, KIP-599;
+    enforced by CreateTopics, CreatePartitions and DeleteTopics, see ``docs/quotas.md``).
 
 Precedence (Kafka's ``DefaultQuotaCallback``), resolved separately for each key: the first of
 ``users/<u>/clients/<c>``, ``users/<u>/clients/<default>``, ``users/<u>``,
@@ -23,23 +23,40 @@ shares one rate measurement (Kafka's metric tags): a user-and-client entity meas
 (user, client id) pair, a user entity each user across its client ids, a client-id entity
 each client id across users; a default stands for each name it matches, never for all of them.
 
-Measurement (Kafka's ``Rate`` over a ``SampledStat``): ``quota.window.num`` samples of
-``quota.window.size.seconds`` each; the rate is the samples' sum over the window elapsed, at
-least ``num - 1`` whole windows. A value is recorded, then the rate checked: above the bound,
-the throttle time is ``(rate - bound) / bound * window`` ms, rounded (Kafka's
-``QuotaUtils.throttleTime``): the time after which the rate is back at the bound if the client
-sends nothing more. The request-time quota's throttle is at most one window
-(``ClientRequestQuotaManager``), the byte rates' are not bounded.
+Measurement: every quota is measured as Kafka's ``Rate`` over a ``SampledStat``
+(``quota.window.num`` samples of ``quota.window.size.seconds`` each; the rate is the samples'
+sum over the window elapsed, at least ``num - 1`` whole windows): the quota metrics.
+
+Throttle times:
+
+- ``request_percentage`` (Kafka's ``ClientRequestQuotaManager``): a value is recorded, then
+  the rate checked; above the bound the throttle time is ``(rate - bound) / bound * window``
+  ms, rounded (Kafka's ``QuotaUtils.throttleTime``), at most one window.
+- the byte rates and ``controller_mutation_rate``: a **token bucket** (Kafka's
+  ``TokenBucket``, which Kafka uses for ``controller_mutation_rate``, KIP-599): credits refill
+  at the bound per second up to a burst of ``bound * num * window``; a value takes its credits;
+  below zero the throttle time is ``-credits / bound`` s, the time to refill to zero. Kafka
+  throttles the byte rates from the windowed rate instead; with a client that always has a
+  request ready (a producer with a backlog) that formula settles into a standing wave: a burst
+  fills one sample, the client is throttled until the rate is back at the bound, and when the
+  burst's sample leaves the window the rate drops far below it and the next burst follows (a
+  simulation with 3 samples: 3.0, 0.1, 0.1, 1.7, 1.3, 0.1, 0.7, 2.3 times the bound in
+  successive seconds; with 11 samples one 11-second burst every 11 s). The long-run rate is
+  the bound either way, but a 15 s measurement of it lands anywhere between 0.85 and 1.1 of
+  it, depending on how many bursts it holds. The bucket gives the same long-run rate and the
+  same allowance after a pause (the burst), and a steady rate at the bound while the client
+  keeps sending.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from strom.metadata.entity_configs import desanitize, sanitize
+from strom.protocol.errors import ErrorCode, KafkaError
 
 DEFAULT = "<default>"
 USER, CLIENT_ID = "user", "client-id"
@@ -56,7 +73,7 @@ QUOTA_KEYS: dict[str, str] = {
     CONTROLLER_MUTATION_RATE: "DOUBLE",
 }
 #: the keys a broker enforces (a manager each)
-ENFORCED = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE)
+ENFORCED = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE)
 #: request time is recorded as percent of a second per nanosecond (Kafka's NanosToPercentagePerSecond)
 PERCENT_PER_SECOND = 100.0
 
@@ -240,14 +257,50 @@ class Rate:
         return total, max(elapsed, 1)
 
 
+class TokenBucket:
+    """Kafka's ``TokenBucket``: ``credits`` refill at ``bound`` per second up to ``burst``
+    (``bound * samples * window``); it starts full. A value recorded takes its credits, which
+    may go below zero (then the client owes them: the throttle time)."""
+
+    __slots__ = ("credits", "last_ms")
+
+    def __init__(self) -> None:
+        self.credits = math.inf  # full: capped at the burst by the first refill
+        self.last_ms = 0
+
+    def refill(self, bound: float, burst: float, now_ms: int) -> float:
+        """The credits at ``now_ms`` (never before the last update: a clock read late)."""
+        elapsed = now_ms - self.last_ms
+        if elapsed > 0:
+            self.last_ms = now_ms
+            self.credits = min(burst, self.credits + bound * elapsed / 1000.0)
+        elif self.credits > burst:
+            self.credits = burst
+        return self.credits
+
+    def record(self, value: float, bound: float, burst: float, now_ms: int) -> float:
+        """Take ``value`` credits at ``now_ms``; the credits left."""
+        self.credits = min(burst, self.refill(bound, burst, now_ms) - value)
+        return self.credits
+
+
+def bucket_throttle_ms(credits: float, bound: float) -> int:
+    """The time to refill ``credits`` to zero (Kafka's ``ControllerMutationQuotaManager
+    .throttleTimeMs``); 0 when there are credits."""
+    return round(-credits / bound * 1000.0) if credits < 0 else 0
+
+
 class Sensor:
-    """One measured rate with its bound, and what was throttled (the quota metrics)."""
+    """One measurement with its bound: the windowed rate (the metric), the token bucket of a
+    quota throttled by it (module doc), and what was throttled (the quota metrics)."""
 
-    __slots__ = ("rate", "bound", "throttle_ms_total", "throttled", "recorded", "last_ms")
+    __slots__ = ("rate", "bound", "bucket", "throttle_ms_total", "throttled", "recorded",
+                 "last_ms")  # fmt: skip
 
-    def __init__(self, rate: Rate, bound: float) -> None:
+    def __init__(self, rate: Rate, bound: float, bucket: TokenBucket | None = None) -> None:
         self.rate = rate
         self.bound = bound
+        self.bucket = bucket
         self.last_ms = 0  # of the latest record (an idle measurement is dropped after an hour)
         self.throttle_ms_total = 0  # sum of the throttle times given (Kafka's throttle-time avg)
         self.throttled = 0  # responses throttled
@@ -265,13 +318,19 @@ class ClientQuotaManager:
     """One quota key's overrides and measurements (Kafka's ``ClientQuotaManager`` of a type).
 
     ``enabled`` is False while no entity sets this key: nothing is looked up or recorded then.
+    ``bucket``: throttled by a token bucket (module doc), else by the windowed rate, the
+    throttle time at most one window when ``bounded``.
     """
 
-    def __init__(self, key: str, samples: int, window_s: int, *, bounded: bool = False) -> None:
+    def __init__(self, key: str, samples: int, window_s: int, *, bounded: bool = False,
+                 bucket: bool = False) -> None:  # fmt: skip
         self.key = key
         self.samples = samples
         self.window_ms = window_s * 1000
         self.max_throttle_ms = self.window_ms if bounded else None
+        self.bucket = bucket
+        #: a bucket's burst, in seconds of the bound
+        self.burst_s = samples * window_s
         self.overrides: dict[Entity, float] = {}
         self.enabled = False  # some entity sets this key
         self.sensors: dict[Tags, Sensor] = {}
@@ -337,7 +396,8 @@ class ClientQuotaManager:
             if bound is not None:
                 if len(self.sensors) >= MAX_SENSORS:
                     self._drop_idle()
-                sensor = self.sensors[tags] = Sensor(Rate(self.samples, self.window_ms), bound)
+                sensor = self.sensors[tags] = Sensor(Rate(self.samples, self.window_ms), bound,
+                                                     TokenBucket() if self.bucket else None)
         if len(self._resolved) >= MAX_SENSORS:
             self._resolved.clear()
         self._resolved[(user, client)] = sensor
@@ -359,6 +419,11 @@ class ClientQuotaManager:
         rate.record(value, now_ms)
         sensor.recorded += value
         sensor.last_ms = now_ms
+        bucket = sensor.bucket
+        if bucket is not None:
+            bound = sensor.bound
+            return bucket_throttle_ms(bucket.record(value, bound, bound * self.burst_s, now_ms),
+                                      bound)  # fmt: skip
         total, window_ms = rate.total_and_window(now_ms)
         measured = total * 1000.0 / window_ms
         bound = sensor.bound
@@ -376,6 +441,8 @@ class ClientQuotaManager:
         if sensor is not None:
             sensor.rate.record(-value, now_ms)
             sensor.recorded -= value
+            if sensor.bucket is not None:
+                sensor.bucket.record(-value, sensor.bound, sensor.bound * self.burst_s, now_ms)
 
     def throttled(self, user: str, client: str, throttle_ms: int) -> None:
         """Count a throttle given (the throttle-time metric)."""
@@ -409,8 +476,10 @@ class ClientQuotas:
     """Every entity's quota configs, and the enforced keys' managers.
 
     ``active`` is False while no entity sets an enforced key: the connection skips every
-    quota step then (the produce hot path pays one attribute test). :meth:`update` replaces an
-    entity's whole quota set (as a store node holds it)."""
+    quota step then (the produce hot path pays one attribute test). A
+    ``controller_mutation_rate`` makes it True as well: the connection mutes a client for the
+    throttle time its CreateTopics, CreatePartitions or DeleteTopics answer carries.
+    :meth:`update` replaces an entity's whole quota set (as a store node holds it)."""
 
     def __init__(self, samples: int = 11, window_s: int = 1) -> None:
         if samples < 1 or window_s < 1:
@@ -418,10 +487,13 @@ class ClientQuotas:
         self.samples = samples
         self.window_s = window_s
         self.entities: dict[Entity, dict[str, float]] = {}
-        self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, samples, window_s)
-        self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, samples, window_s)
+        self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, samples, window_s, bucket=True)
+        self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, samples, window_s, bucket=True)
         self.request = ClientQuotaManager(REQUEST_PERCENTAGE, samples, window_s, bounded=True)
-        self.managers = {m.key: m for m in (self.produce, self.fetch, self.request)}
+        self.mutation = ClientQuotaManager(CONTROLLER_MUTATION_RATE, samples, window_s,
+                                           bucket=True)  # fmt: skip
+        self.managers = {m.key: m for m in (self.produce, self.fetch, self.request,
+                                            self.mutation)}  # fmt: skip
         self.active = False
 
     def update(self, entity: Entity, configs: Mapping[str, float]) -> bool:
@@ -500,6 +572,79 @@ class ClientQuotas:
             return None
         user = sanitize(user_name(principal))
         return manager.limit(manager.tags(user, client_id))
+
+
+class QuotaExceeded(KafkaError):
+    """A strict controller mutation quota refused a mutation (Kafka's
+    ``ThrottlingQuotaExceededException``, with its message)."""
+
+    error_code = ErrorCode.throttling_quota_exceeded
+
+    def __init__(self, throttle_ms: int) -> None:
+        super().__init__(message="The throttling quota has been exceeded.")
+        self.throttle_ms = throttle_ms
+
+
+class MutationQuota:
+    """One request's ``controller_mutation_rate`` (KIP-599; Kafka's
+    ``StrictControllerMutationQuota`` / ``PermissiveControllerMutationQuota``), for the
+    (user, client id) that sent it. The permits are partitions: created by CreateTopics and
+    CreatePartitions, deleted by DeleteTopics.
+
+    ``strict`` (the request versions from KIP-599 on): a mutation is refused with
+    :class:`QuotaExceeded` while the bucket is below zero, and taken in full (whatever it
+    costs) while it is not; the answer is throttled only when something was refused.
+    Permissive (older versions, whose clients know no THROTTLING_QUOTA_EXCEEDED): every
+    mutation is taken, and the answer is throttled for what the bucket owes after it.
+
+    The throttle time is the latest one given, less the time since (the request may have
+    waited for its mutations): :meth:`throttle_ms` when answering. The connection counts it
+    in the quota metrics when it mutes the client for it."""
+
+    __slots__ = ("manager", "user", "client", "strict", "clock_ms", "_throttle_ms", "_at_ms")
+
+    def __init__(self, manager: ClientQuotaManager, user: str, client: str, strict: bool,
+                 clock_ms: Callable[[], int]) -> None:  # fmt: skip
+        self.manager = manager
+        self.user = user
+        self.client = client
+        self.strict = strict
+        self.clock_ms = clock_ms
+        self._throttle_ms = 0
+        self._at_ms = 0
+
+    def record(self, permits: float) -> None:
+        """Take ``permits`` (partitions); raises :class:`QuotaExceeded` (strict only)."""
+        manager = self.manager
+        if not manager.enabled:
+            return
+        sensor = manager.sensor(self.user, self.client)
+        if sensor is None or sensor.bucket is None:
+            return
+        now = self.clock_ms()
+        bound = sensor.bound
+        burst = bound * manager.burst_s
+        bucket = sensor.bucket
+        if self.strict:
+            owed = bucket.refill(bound, burst, now)
+            if owed < 0:
+                self._given(bucket_throttle_ms(owed, bound), now)
+                raise QuotaExceeded(self._throttle_ms)
+        sensor.rate.record(permits, now)
+        sensor.recorded += permits
+        sensor.last_ms = now
+        left = bucket.record(permits, bound, burst, now)
+        if not self.strict and left < 0:
+            self._given(bucket_throttle_ms(left, bound), now)
+
+    def _given(self, ms: int, now: int) -> None:
+        self._throttle_ms, self._at_ms = ms, now
+
+    def throttle_ms(self) -> int:
+        """The throttle time the answer carries (0: none)."""
+        if self._throttle_ms <= 0:
+            return 0
+        return max(0, self._throttle_ms - (self.clock_ms() - self._at_ms))
 
 
 def apply_ops(current: Mapping[str, object],

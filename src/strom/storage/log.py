@@ -41,6 +41,7 @@ from strom.storage.errors import (
     InvalidRecordError,
     KafkaStorageError,
     OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
 )
 from strom.storage.flusher import INLINE, Flusher
 from strom.storage.leader_epoch import LeaderEpochCache
@@ -383,7 +384,14 @@ class Log:
             (_, length, _, magic, crc, attributes, delta, base_ts, client_max_ts, pid, epoch,
              seq, count) = header  # fmt: skip
             if pid >= 0:
-                dup = self.producer_state.check(header, pending)
+                try:
+                    dup = self.producer_state.check(header, pending)
+                except OutOfOrderSequenceError as exc:  # a client's retry gone wrong: say why
+                    logger.info("%s refused a batch (epoch %d, sequences %d..%d): %s; producer "
+                                "state here %s; log end offset %d", self.dir.name, epoch, seq,
+                                header.last_sequence, exc, self.producer_state.producers.get(pid),
+                                self.log_end_offset)  # fmt: skip
+                    raise
                 if dup is not None:
                     return AppendResult(dup.first_offset, dup.last_offset, -1,
                                         self.log_start_offset, count, True)  # fmt: skip

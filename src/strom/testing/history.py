@@ -17,6 +17,13 @@ offset the broker assigned), every definite *failure*, and every message a consu
 - **unexpected**: read but never attempted, or read though the producer was told it definitely
   failed (a false negative acknowledgement).
 
+An acknowledgement may come without an offset (:data:`UNKNOWN_OFFSET`): librdkafka's
+idempotent producer, when a later batch of a partition is acknowledged while an earlier one's
+outcome was unknown (a timeout, a dropped connection), acknowledges the earlier messages
+*implicitly* (``rd_kafka_dr_implicit_ack``: persisted, offset unknown). Such an ack counts for
+*lost* and *duplicated* (it must be read exactly once), and for *reordered* by where it was
+read; it has no offset to be *inconsistent* with.
+
 A message is identified by its topic and value, so a test must write unique values (a counter,
 a producer id plus a sequence). Keys are kept for the report only. Recording is thread-safe:
 confluent-kafka calls delivery callbacks from ``poll``/``flush``, tests may run producers in
@@ -33,11 +40,15 @@ from typing import Any
 
 #: How many examples of each anomaly the text report shows.
 SHOWN = 10
+#: The offset of an acknowledgement that came without one (librdkafka's implicit ack; the
+#: confluent-kafka message's ``offset()`` is then None)
+UNKNOWN_OFFSET = -1
 
 
 @dataclass(frozen=True)
 class Ack:
-    """The broker acknowledged ``value`` at ``offset`` of ``topic``/``partition``."""
+    """The broker acknowledged ``value`` at ``offset`` of ``topic``/``partition``
+    (:data:`UNKNOWN_OFFSET` when the acknowledgement came without one)."""
 
     topic: str
     partition: int
@@ -199,7 +210,9 @@ class History:
                 self.fail(msg.topic(), value, producer)
             else:
                 key = msg.key()
-                self.ack(msg.topic(), msg.partition(), msg.offset(),
+                offset = msg.offset()  # None: implicitly acknowledged (module doc)
+                self.ack(msg.topic(), msg.partition(),
+                         UNKNOWN_OFFSET if offset is None else offset,
                          None if key is None else bytes(key), value, producer)  # fmt: skip
 
         return on_delivery
@@ -243,7 +256,8 @@ def check(
         tp = (r.topic, r.partition)
         max_read[tp] = max(max_read.get(tp, -1), r.offset)
     for a in acks:
-        acked_at[(a.topic, a.value)].add((a.partition, a.offset))
+        if a.offset != UNKNOWN_OFFSET:
+            acked_at[(a.topic, a.value)].add((a.partition, a.offset))
 
     _lost(acks, read_at, max_read, found["lost"])
     _duplicated(read_at, acked_at, found["duplicated"])
@@ -271,7 +285,10 @@ def _lost(
             continue
         reached = max_read.get((a.topic, a.partition), -1)
         detail = (
-            f"acknowledged to {a.producer}, never read; reads reached offset {reached}"
+            f"acknowledged to {a.producer} (offset unknown), never read; reads reached "
+            f"offset {reached}"
+            if a.offset == UNKNOWN_OFFSET
+            else f"acknowledged to {a.producer}, never read; reads reached offset {reached}"
             if reached >= a.offset
             else f"acknowledged to {a.producer}, never read; reads stopped at offset {reached}"
         )
@@ -307,6 +324,8 @@ def _inconsistent(
             out.append(Anomaly("inconsistent", topic, partition, offset, min(values),
                                f"offset read with different values: {shown}"))  # fmt: skip
     for a in acks:
+        if a.offset == UNKNOWN_OFFSET:  # nothing to compare (module doc)
+            continue
         there = at_offset.get((a.topic, a.partition, a.offset), set())
         if there and a.value not in there:
             shown = ", ".join(repr(v) for v in sorted(there))
@@ -332,6 +351,8 @@ def _reordered(
         stream = (a.topic, a.partition, a.producer)
         read = [o for p, o in read_at.get((a.topic, a.value), ()) if p == a.partition]
         place = min(read) if read else a.offset
+        if place == UNKNOWN_OFFSET:  # neither read nor acknowledged at an offset: _lost's
+            continue
         prev = last.get(stream)
         if prev is not None and place <= prev[0] and a.value != prev[1].value:
             how = "read" if read else "stored"

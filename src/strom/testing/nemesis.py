@@ -29,7 +29,11 @@ the run: a nemesis that injects nothing proves nothing):
 After each fault is healed the run waits until the cluster is whole again (every broker
 registered, every workload partition led with its full ISR) and the writers have made
 progress; a cluster that does not recover fails the run. At the end every writer stops, every
-topic is read to its end, and both checkers must find nothing. The seed is printed first and
+topic is read to its end, and both checkers must find nothing. A worker that fails (a writer
+ended by a fatal client error, a wait for progress that timed out) does not skip the checks:
+every worker is stopped, the topics are read and checked all the same, the brokers' log lines
+about the idempotent topic are printed (the data directory may be gone when the failure is
+read), and the failure is reported with the checkers' findings. The seed is printed first and
 is in every failure's message, so ``run(seed=...)`` replays a failing schedule (the faults and
 their timing; the interleaving with the workload is the machine's).
 
@@ -129,8 +133,13 @@ class Nemesis:
     """The faults, on one cluster (see the module doc)."""
 
     def __init__(self, cluster: ClusterProcess, rng: random.Random, disk: DiskFaults,
-                 mounts: dict[int, Path] | None, say: Callable[[str], None]) -> None:  # fmt: skip
+                 mounts: dict[int, Path] | None, say: Callable[[str], None],
+                 target: int | None = None) -> None:  # fmt: skip
         self.cluster = cluster
+        #: aim every fault that picks a broker at this one (the seed's draws still happen, so
+        #: the schedule and timings stay the seed's): replays a run whose faults all struck
+        #: one broker, when the seed alone picks by who leads at the time
+        self.target = target
         self.rng = rng
         self.disk = disk
         self.mounts = mounts
@@ -144,10 +153,14 @@ class Nemesis:
     # -- targets -------------------------------------------------------------------------
     def _some_leader(self) -> int:
         topic = self.rng.choice((IDEMPOTENT_TOPIC, TXN_TOPIC))
-        return self.cluster.leader_of(topic, self.rng.randrange(PARTITIONS), timeout=60)
+        index = self.rng.randrange(PARTITIONS)
+        if self.target is not None:
+            return self.target
+        return self.cluster.leader_of(topic, index, timeout=60)
 
     def _some_broker(self) -> int:
-        return self.rng.choice(BROKERS)
+        chosen = self.rng.choice(BROKERS)
+        return chosen if self.target is None else self.target
 
     # -- the faults ----------------------------------------------------------------------
     def strike(self, number: int, kind: str) -> FaultRecord:
@@ -277,6 +290,34 @@ class Nemesis:
         return time.monotonic() - began
 
 
+def _stop_all(workers: Sequence[Any]) -> list[str]:
+    """Stop every worker, even after one failed; the failures' messages."""
+    failed = []
+    for w in workers:
+        try:
+            w.stop()
+        except AssertionError as exc:
+            failed.append(str(exc))
+    return failed
+
+
+def _broker_lines(cluster: ClusterProcess, topic: str, lines: int = 60) -> str:
+    """The last ``lines`` lines of each broker's log that name ``topic`` or warn (leadership,
+    truncation, refused appends): printed when a worker failed, since a test's data
+    directory may be gone by the time someone reads the failure."""
+    out = []
+    for b in BROKERS:
+        broker = cluster.broker(b)
+        try:
+            text = broker.log_file.read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        found = [ln for ln in text if topic in ln or " WARNING " in ln or " ERROR " in ln]
+        out.append(f"--- broker {b} ({broker.log_file}), last {lines} lines about {topic}:")
+        out += found[-lines:]
+    return "\n".join(out)
+
+
 def _registered(cluster: ClusterProcess, ask: set[int]) -> set[int]:
     """The brokers the metadata of the brokers in ``ask`` lists (any that answers)."""
     config: dict[str, Any] = {"bootstrap.servers": ",".join(cluster.broker(b).bootstrap
@@ -306,9 +347,11 @@ def _disks(work_dir: Path, use_tmpfs: bool) -> Iterator[dict[int, Path] | None]:
 
 
 def run(work_dir: Path, seed: int, *, faults: int | None = None, duration_s: float | None = None,
-        kinds: Sequence[str] = FAULTS, say: Callable[[str], None] = print) -> Report:  # fmt: skip
+        kinds: Sequence[str] = FAULTS, say: Callable[[str], None] = print,
+        target: int | None = None) -> Report:  # fmt: skip
     """The nemesis run (module doc): ``faults`` faults, or as many as fit in ``duration_s``
-    (at least one of each kind asked for when it fits). Raises :class:`NemesisFailure` (or the
+    (at least one of each kind asked for when it fits); ``target``: every fault that picks a
+    broker strikes this one (:class:`Nemesis`). Raises :class:`NemesisFailure` (or the
     checkers' AssertionError, prefixed with the seed) on any finding."""
     if faults is None and duration_s is None:
         raise ValueError("give faults or duration_s")
@@ -319,6 +362,7 @@ def run(work_dir: Path, seed: int, *, faults: int | None = None, duration_s: flo
     started = time.monotonic()
     disk = DiskFaults(work_dir / "diskfaults")
     history, txns = History(), TxnHistory()
+    failures: list[str] = []  # a worker's failure: the run still reads and checks (below)
     try:
         with _disks(work_dir, tmpfs_available()) as mounts, ClusterProcess(
             work_dir, brokers=len(BROKERS), settings=SETTINGS, session_timeout_ms=SESSION_MS,
@@ -326,7 +370,7 @@ def run(work_dir: Path, seed: int, *, faults: int | None = None, duration_s: flo
         ) as cluster:  # fmt: skip
             for topic in (IDEMPOTENT_TOPIC, TXN_TOPIC):
                 cluster.create_topic(topic, PARTITIONS, 3, TOPIC_CONFIG)
-            nemesis = Nemesis(cluster, rng, disk, mounts, say)
+            nemesis = Nemesis(cluster, rng, disk, mounts, say, target)
             nemesis.wait_whole()
             chosen = nemesis.kinds(kinds)
             writers = [Writer(cluster.bootstrap, IDEMPOTENT_TOPIC, history, name=f"w{i}",
@@ -365,14 +409,18 @@ def run(work_dir: Path, seed: int, *, faults: int | None = None, duration_s: flo
                     say(f"[seed {seed}] fault {number} {kind} on {record.target}: "
                         f"{record.evidence}; held {record.held_s} s, whole again in "
                         f"{record.recovered_s} s")  # fmt: skip
+            except AssertionError as exc:
+                failures.append(str(exc))
             finally:
-                for w in workers:
-                    w.stop()
+                failures += _stop_all(workers)
             report.acked = sum(w.acked for w in writers)
+            if failures:  # what the brokers said about the partitions, before the logs go
+                say(_broker_lines(cluster, IDEMPOTENT_TOPIC))
             read_to_end(cluster.bootstrap, IDEMPOTENT_TOPIC, history, timeout=180)
             read_committed_to_end(cluster.bootstrap, TXN_TOPIC, txns, timeout=180)
     except AssertionError as exc:
-        raise NemesisFailure(f"[nemesis seed {seed}] {exc}") from exc
+        failures.append(str(exc))
+        raise NemesisFailure(f"[nemesis seed {seed}] " + "; ".join(failures)) from exc
     report.seconds = time.monotonic() - started
     idem, txn = history.check(), txns.check()
     report.idempotent, report.transactional = str(idem), str(txn)
@@ -381,8 +429,9 @@ def run(work_dir: Path, seed: int, *, faults: int | None = None, duration_s: flo
                         **{f"txn_{k}": len(v) for k, v in txn.anomalies.items()}}  # fmt: skip
     say(f"[seed {seed}] idempotent: {idem}")
     say(f"[seed {seed}] transactional: {txn}")
-    if not idem.ok or not txn.ok:
-        raise NemesisFailure(f"[nemesis seed {seed}] anomalies:\n{idem}\n{txn}")
+    if failures or not idem.ok or not txn.ok:
+        failed = "".join(f"{f}\n" for f in dict.fromkeys(failures))
+        raise NemesisFailure(f"[nemesis seed {seed}] {failed}anomalies:\n{idem}\n{txn}")
     say(json.dumps(report.summary()))
     return report
 
@@ -395,6 +444,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--faults", type=int, default=None)
     parser.add_argument("--duration", type=float, default=None, help="seconds")
     parser.add_argument("--kinds", default=",".join(FAULTS))
+    parser.add_argument("--target", type=int, default=None,
+                        help="aim every fault that picks a broker at this broker id")
     parser.add_argument("--work-dir", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None, help="write the report here")
     args = parser.parse_args(argv)
@@ -403,7 +454,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     faults = args.faults if args.faults is not None or args.duration else 20
     try:
         report = run(work, seed, faults=faults, duration_s=args.duration,
-                     kinds=args.kinds.split(","))  # fmt: skip
+                     kinds=args.kinds.split(","), target=args.target)  # fmt: skip
     except AssertionError as exc:
         print(exc, file=sys.stderr)
         return 1

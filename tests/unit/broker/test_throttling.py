@@ -33,11 +33,13 @@ def _decoded(api_key: int, version: int, response: object) -> object:
 def test_produce_records_the_request_size_and_answers_with_the_throttle() -> None:
     quotas = _quotas(producer_byte_rate=1000.0)
     answer = OnePartition("t", hot_path.ProducePartition(0, 0, 41, -1, 0))
-    assert throttling.record(quotas, "ANONYMOUS", "c", 0, 9, None, answer, 1500, 0.0, T0) == 0
+    # a bucket of 3 windows x 1000 B/s: two requests of 1500 B empty it, a third owes 1500 B
+    for _ in range(2):
+        assert throttling.record(quotas, "ANONYMOUS", "c", 0, 9, None, answer, 1500, 0.0, T0) == 0
     ms = throttling.record(quotas, "ANONYMOUS", "c", 0, 9, None, answer, 1500, 0.0, T0)
-    assert ms == 1000  # 3000 B over the 2 s minimum window: 1500 B/s, 50 % over: half of 2 s
+    assert ms == 1500  # the time 1000 B/s takes to refill 1500 B
     response = _decoded(0, 9, throttling.with_throttle(0, 9, answer, ms))
-    assert response.throttle_time == datetime.timedelta(milliseconds=1000)  # type: ignore[attr-defined]
+    assert response.throttle_time == datetime.timedelta(milliseconds=1500)  # type: ignore[attr-defined]
     [topic] = response.responses  # type: ignore[attr-defined]
     assert topic.name == "t" and topic.partition_responses[0].base_offset == 41
 
@@ -52,7 +54,7 @@ def test_fetch_records_record_bytes_of_consumers_only() -> None:
     assert throttling.record(quotas, "u", "c", 1, 12, follower, answer, 60, 0.0, T0) == 0
     consumer = SimpleNamespace(replica_id=-1)
     ms = throttling.record(quotas, "u", "c", 1, 12, consumer, answer, 60, 0.0, T0)
-    assert ms == round((2500 - 100) / 100 * 2000)
+    assert ms == round((5000 - 300) / 100 * 1000)  # beyond the 300 B bucket, refilled at 100 B/s
     throttled = throttling.with_throttle(1, 12, answer, ms)
     assert throttled.throttle_time_ms == ms and throttled.topics == answer.topics
 

@@ -182,6 +182,18 @@ class Session:
         await asyncio.sleep(0)
         return stat
 
+    async def create_sequential(self, prefix: str, data: bytes = b"") -> str:
+        self._live()
+        parts = prefix.strip("/").split("/")[:-1]
+        for i in range(len(parts)):
+            p = "/" + "/".join(parts[: i + 1])
+            if p not in self.tree.nodes:
+                self.tree.run([CreateOp(p)], 0)
+        path = f"{prefix}{self.tree.nodes[_parent(prefix)].cversion:010d}"
+        self.tree.run([CreateOp(path, data)], self._id)
+        await asyncio.sleep(0)
+        return path
+
     async def get(self, path: str, watch: WatchCallback | None = None) -> tuple[bytes, Stat]:
         self._live()
         if watch is not None:

@@ -217,6 +217,10 @@ def test_context_elections_are_kafkas() -> None:
     assert c.offline_election(ctx, [4, 3, 2], [4], True) == (3, (3,))
     assert c.preferred_election(ctx, [2, 3], [3]) is None
     assert c.preferred_election(ctx, [2, 3], [3, 2]) == (2, (3, 2))
+    ctx.offline_dirs[2] = {("t", 0)}  # its replica of t-0 is in an offline log directory
+    assert c.preferred_election(ctx, [2, 3], [3, 2], ("t", 0)) is None
+    assert c.preferred_election(ctx, [2, 3], [3, 2], ("t", 1)) == (2, (3, 2))
+    ctx.offline_dirs.clear()
     ctx.shutting_down.add(2)
     assert c.shutdown_election(ctx, [2, 3, 1], [2, 1, 3]) == (3, (1, 3))
     assert PartitionState.from_json(PartitionState(1, 2, (1,), 3).to_json()).leader_epoch == 2

@@ -182,6 +182,24 @@ def test_children_sorted_and_children_version(backend: Backend) -> None:
     run(backend, scenario)
 
 
+def test_sequential_nodes_are_numbered_in_order(backend: Backend) -> None:
+    async def scenario(s: MetadataStore) -> None:
+        first = await s.create_sequential("/seq/changes/change_", b"one")  # parents made
+        assert first == "/seq/changes/change_0000000000"
+        await s.create("/seq/changes/other")
+        await s.delete("/seq/changes/other")
+        second = await s.create_sequential("/seq/changes/change_", b"two")
+        # the embedded store counts the delete as a child change, Debian's ZooKeeper does not
+        assert second in ("/seq/changes/change_0000000002", "/seq/changes/change_0000000003")
+        await s.delete(second)
+        third = await s.create_sequential("/seq/changes/change_", b"three")
+        assert third > second  # never given again, even once deleted
+        assert await s.children("/seq/changes") == ["change_0000000000", third.rsplit("/", 1)[1]]
+        assert (await s.get(third))[0] == b"three"
+
+    run(backend, scenario)
+
+
 def test_created_is_monotonic_and_higher_for_a_recreated_node(backend: Backend) -> None:
     async def scenario(s: MetadataStore) -> None:
         a = await s.create("/m/a")

@@ -91,9 +91,14 @@ def test_a_second_registry_follows_every_change(
             await a.add_partitions("t1", {2: [1, 2]})
             await eventually(lambda: (i := b.get("t1")) is not None and i.partition_count == 3,
                              "b to see the new partition")  # fmt: skip
+            assert not await a_store.exists("/config/changes")  # a creation announces nothing
             await a.set_configs("t1", {"retention.ms": "200", "cleanup.policy": "compact"})
             await eventually(lambda: (i := b.get("t1")) is not None
                              and i.configs.get("retention.ms") == "200", "b to see the configs")
+            # announced for Kafka's brokers sharing the store, as Kafka's AdminZkClient does
+            [node] = await a_store.children("/config/changes")
+            assert json.loads((await a_store.get(f"/config/changes/{node}"))[0]) == {
+                "version": 2, "entity_path": "topics/t1"}
             # b's view is current: its own conditional write succeeds on a's change
             await b.add_partitions("t1", {3: [2, 1]})
             await eventually(lambda: (i := a.get("t1")) is not None and i.partition_count == 4,

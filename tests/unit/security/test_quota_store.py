@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from strom.metadata import config_changes
 from strom.metadata.embedded import EmbeddedStore
 from strom.metadata.store import MetadataStore
 from strom.metadata.zookeeper import ZooKeeperStore
@@ -107,8 +108,40 @@ def test_alter_writes_kafkas_document_and_keeps_other_keys(opener: Opener) -> No
             assert await store.exists("/config/clients/c") is None
             await quotas.alter(Entity(DEFAULT, "c"), [(P, 7.0, False)])
             assert await store.exists("/config/users/<default>/clients/c") is not None
+            # each write announced as Kafka's AdminZkClient does, for Kafka's brokers, in
+            # order; validate_only and refused alterations announce nothing
+            assert await _notifications(store) == [
+                "users/alice", "users/alice", "users/<default>/clients/c"]
         finally:
             await quotas.close()
+            await store.close()
+
+    run(scenario)
+
+
+async def _notifications(store: MetadataStore) -> list[str]:
+    """The entity paths of /config/changes' notifications, oldest first (checked to be
+    Kafka's sequential nodes and version-2 documents)."""
+    out = []
+    for node in await store.children("/config/changes"):
+        assert node.startswith("config_change_") and len(node) == len("config_change_") + 10
+        doc = json.loads((await store.get(f"/config/changes/{node}"))[0])
+        assert doc["version"] == 2 and set(doc) == {"version", "entity_path"}
+        out.append(doc["entity_path"])
+    return out
+
+
+def test_change_notifications_are_pruned_to_the_newest(opener: Opener) -> None:
+    async def scenario() -> None:
+        store = await opener()
+        try:
+            for i in range(config_changes.KEEP + 5):
+                await config_changes.notify(store, f"clients/c{i}")
+            nodes = await store.children("/config/changes")
+            assert len(nodes) == config_changes.KEEP
+            assert (await _notifications(store))[0] == "clients/c5"
+            assert (await _notifications(store))[-1] == f"clients/c{config_changes.KEEP + 4}"
+        finally:
             await store.close()
 
     run(scenario)

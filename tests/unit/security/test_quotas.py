@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import pytest
 
+from strom.protocol.errors import ErrorCode
 from strom.security.quotas import (
     CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
     DEFAULT,
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
     ClientQuotaManager,
     ClientQuotas,
     Entity,
+    MutationQuota,
     QuotaError,
+    QuotaExceeded,
     Rate,
     apply_ops,
     check_value,
@@ -49,17 +53,86 @@ def test_rate_is_kafkas_windowed_rate() -> None:
     assert rate.measure(T0 + 29_000 + 11_000) == 0.0
 
 
-def test_throttle_time_is_excess_over_bound_times_window() -> None:
-    manager = ClientQuotaManager(PRODUCER_BYTE_RATE, 11, 1)
+def test_windowed_throttle_time_is_excess_over_bound_times_window() -> None:
+    manager = ClientQuotaManager(REQUEST_PERCENTAGE, 11, 1)  # unbounded, to see the formula
     manager.set(Entity(None, "c"), 100.0)
     assert manager.record("ANONYMOUS", "c", 500, T0) == 0  # 500 B over 10 s: 50 B/s
     # 1500 B over the 10 s window: 150 B/s, 50 % above: half the window
     assert manager.record("ANONYMOUS", "c", 1000, T0) == 5000
     assert manager.record("ANONYMOUS", "other", 10**9, T0) == 0  # no quota: never throttled
     # request_percentage's throttle is bounded by one window (ClientRequestQuotaManager)
-    request = ClientQuotaManager(REQUEST_PERCENTAGE, 11, 1, bounded=True)
+    request = ClientQuotas(11, 1).request
     request.set(Entity(None, DEFAULT), 1.0)
     assert request.record("u", "c", 5000.0, T0) == 1000
+
+
+def test_byte_rates_are_throttled_by_a_token_bucket() -> None:
+    q = ClientQuotas(3, 1)
+    q.update(Entity(None, "c"), {PRODUCER_BYTE_RATE: 1000.0, CONSUMER_BYTE_RATE: 1000.0})
+    # starts full: the burst is bound x samples x window = 3000 B
+    assert q.produce.record("u", "c", 3000, T0) == 0
+    assert q.produce.record("u", "c", 500, T0) == 500  # 500 B owed, refilled at 1000 B/s
+    # a client that waits its throttle time and sends again owes exactly its request: a steady
+    # pace at the bound, whatever the samples of the windowed rate do meanwhile
+    now = T0 + 500
+    for _ in range(50):
+        ms = q.produce.record("u", "c", 250, now)
+        assert ms == 250
+        now += ms
+    # the windowed rate is measured all along (the metric)
+    sensor = q.produce.sensors[("", "c")]
+    assert sensor.rate.measure(now) == pytest.approx(1000.0, rel=0.05)
+    # a pause refills the bucket, up to the burst and no further
+    assert q.produce.record("u", "c", 3000, now + 60_000) == 0
+    assert q.produce.record("u", "c", 1, now + 60_000) == 1
+    # a throttled Fetch taken back gives its credits back
+    assert q.fetch.record("u", "c", 4000, T0) == 1000
+    q.fetch.unrecord("u", "c", 4000, T0)
+    assert q.fetch.record("u", "c", 3000, T0) == 0
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.ms = T0
+
+    def __call__(self) -> int:
+        return self.ms
+
+
+def test_strict_mutation_quota_refuses_once_exhausted_and_throttles_the_refusal() -> None:
+    q = ClientQuotas(3, 1)
+    q.update(Entity(None, "c"), {CONTROLLER_MUTATION_RATE: 2.0})  # a burst of 6 partitions
+    clock = _Clock()
+    quota = MutationQuota(q.mutation, "u", "c", True, clock)
+    quota.record(4)
+    quota.record(4)  # not exhausted before it: taken in full, 2 partitions owed
+    assert quota.throttle_ms() == 0  # strict: nothing refused, no throttle
+    with pytest.raises(QuotaExceeded) as refused:
+        quota.record(1)
+    assert refused.value.error_code == ErrorCode.throttling_quota_exceeded
+    assert refused.value.throttle_ms == 1000  # 2 owed at 2 a second
+    clock.ms += 400  # answered later: what is left of it
+    assert quota.throttle_ms() == 600
+    clock.ms += 600
+    again = MutationQuota(q.mutation, "u", "c", True, clock)
+    again.record(1)  # the bucket is back at zero: taken
+    assert again.throttle_ms() == 0
+    # another client id is measured on its own; no quota at all: never refused
+    MutationQuota(q.mutation, "u", "d", True, clock).record(1000)
+    q.update(Entity(None, "c"), {})
+    MutationQuota(q.mutation, "u", "c", True, clock).record(1000)
+
+
+def test_permissive_mutation_quota_takes_everything_and_throttles_the_answer() -> None:
+    q = ClientQuotas(3, 1)
+    q.update(Entity("u", None), {CONTROLLER_MUTATION_RATE: 2.0})
+    clock = _Clock()
+    quota = MutationQuota(q.mutation, "u", "c", False, clock)
+    quota.record(6)
+    assert quota.throttle_ms() == 0
+    quota.record(4)
+    assert quota.throttle_ms() == 2000  # 4 owed at 2 a second
+    assert q.mutation.sensors[("u", "")].recorded == 10
 
 
 def test_precedence_is_kafkas_order() -> None:
@@ -109,15 +182,17 @@ def test_quotas_resolve_each_key_on_its_own_and_active_follows_enforced_keys() -
     q.update(Entity(None, "c"), {})
     assert not q.active and q.entities == {}
     q.update(Entity(None, "c"), {"controller_mutation_rate": 5.0})
-    assert not q.active  # stored and described, not enforced
+    assert q.active  # the connection mutes for the throttle time of a mutation's answer
+    assert q.quota_of("controller_mutation_rate", "User:u", "c") == 5.0
 
 
 def test_changing_a_bound_applies_to_measurements_under_way() -> None:
     q = ClientQuotas()
     q.update(Entity(None, "c"), {PRODUCER_BYTE_RATE: 100.0})
-    assert q.produce.record("ANONYMOUS", "c", 2000, T0) > 0
+    assert q.produce.record("ANONYMOUS", "c", 2000, T0) == 9000  # 900 B owed at 100 B/s
     q.update(Entity(None, "c"), {PRODUCER_BYTE_RATE: 10_000.0})
-    assert q.produce.record("ANONYMOUS", "c", 1, T0) == 0
+    assert q.produce.record("ANONYMOUS", "c", 1, T0) == 90  # the 901 B owed, at the new bound
+    assert q.produce.record("ANONYMOUS", "c", 1, T0 + 100) == 0
     assert q.fetch.max_value_in_window("ANONYMOUS", "c") is None
     q.update(Entity(None, "c"), {CONSUMER_BYTE_RATE: 1000.0})
     assert q.fetch.max_value_in_window("ANONYMOUS", "c") == 10_000.0  # bound * (11 - 1) * 1 s

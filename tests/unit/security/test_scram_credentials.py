@@ -106,6 +106,11 @@ def test_alter_describe_kafka_rules_and_node_format(make_store) -> None:  # type
             assert set(doc["config"]) == {"producer_byte_rate", "SCRAM-SHA-256", "SCRAM-SHA-512"}
             assert doc["config"]["SCRAM-SHA-512"].endswith(",iterations=8192")
             assert "pw-a" not in data.decode()
+            # each write (the quota's, the credentials') announced for Kafka's brokers, as
+            # Kafka's AdminZkClient.changeConfigs does; the refused users wrote nothing
+            notes = [json.loads((await store.get(f"/config/changes/{node}"))[0])
+                     for node in await store.children("/config/changes")]  # fmt: skip
+            assert notes == [{"version": 2, "entity_path": "users/alice"}] * 2
 
             described = await describe_in_store(store, None)
             assert [(r.user, sorted(r.credentials)) for r in described] == [
@@ -117,6 +122,7 @@ def test_alter_describe_kafka_rules_and_node_format(make_store) -> None:  # type
 
             results = await alter_in_store(store, [], [Deletion("alice", 1), Deletion("alice", 2)])
             assert [(r.user, r.error) for r in results] == [("alice", ErrorCode.none)]
+            assert len(await store.children("/config/changes")) == 3
             config = await entity_configs.read(store, "users", "alice")
             assert config == {"producer_byte_rate": "1024"}
         finally:

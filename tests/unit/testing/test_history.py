@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from strom.testing.history import KINDS, History
+from strom.testing.history import KINDS, UNKNOWN_OFFSET, History
 
 T = "t"
 
@@ -184,6 +184,39 @@ def test_report_shows_at_most_ten_examples() -> None:
     assert "... and 15 more" in str(report)
 
 
+def test_implicit_acknowledgement_without_an_offset() -> None:
+    """librdkafka acknowledges earlier messages implicitly (no offset) when a later batch of
+    the partition is acknowledged: read once, that is fine; a real anomaly is still found."""
+    h = History()
+    for i in range(3):
+        h.attempt(T, None, v(i))
+    h.ack(T, 0, UNKNOWN_OFFSET, None, v(0))  # implicitly acknowledged
+    h.ack(T, 0, 1, None, v(1))
+    h.ack(T, 0, 2, None, v(2))
+    for i in range(3):
+        h.read(T, 0, i, None, v(i))
+    assert h.check().ok, str(h.check())
+    h.read(T, 0, 3, None, v(0))  # and read a second time: duplicated
+    only(h.check(), "duplicated")
+    unread = History()
+    unread.attempt(T, None, v(0))
+    unread.ack(T, 0, UNKNOWN_OFFSET, None, v(0))
+    report = unread.check()
+    only(report, "lost")
+    assert "offset unknown" in report.lost[0].detail
+
+
+def test_implicit_acknowledgement_read_out_of_order_is_reordered() -> None:
+    h = History()
+    for i in range(2):
+        h.attempt(T, None, v(i))
+    h.ack(T, 0, UNKNOWN_OFFSET, None, v(0))
+    h.ack(T, 0, 0, None, v(1))
+    h.read(T, 0, 0, None, v(1))
+    h.read(T, 0, 1, None, v(0))  # acknowledged first, stored after
+    only(h.check(), "reordered")
+
+
 def _msg(topic: str, partition: int, offset: int, key: bytes | None, value: bytes) -> object:
     return SimpleNamespace(
         topic=lambda: topic, partition=lambda: partition, offset=lambda: offset,
@@ -198,10 +231,14 @@ def test_confluent_kafka_adapters() -> None:
     h.attempt(T, b"k", b"y")
     cb(None, _msg(T, 3, 10, b"k", b"x"))
     cb(object(), _msg(T, -1, -1, b"k", b"y"))  # an error: indefinite failure
+    h.attempt(T, b"k", b"z")
+    cb(None, _msg(T, 3, None, b"k", b"z"))  # implicitly acknowledged: offset() is None
     h.record_message(_msg(T, 3, 10, b"k", b"x"), "c1")
+    h.record_message(_msg(T, 3, 11, b"k", b"z"), "c1")
     report = h.check()
-    assert report.ok and (report.acknowledged, report.failed, report.read) == (1, 1, 1)
+    assert report.ok and (report.acknowledged, report.failed, report.read) == (2, 1, 2)
     assert h.acks[0].producer == "p1" and h.acks[0].key == b"k"
+    assert h.acks[1].offset == UNKNOWN_OFFSET
 
 
 def test_recording_from_threads() -> None:

@@ -10,6 +10,12 @@ The new partitions are made all or nothing, their files on a worker thread
 changes nothing. The answer comes within ``timeout_ms`` (REQUEST_TIMED_OUT, the growth
 goes on), as CreateTopics.
 
+Quota: the partitions added to a topic are taken from the client's ``controller_mutation_rate``
+(KIP-599) once the growth is validated, before it is made (``validate_only`` takes nothing); from
+v3 strictly (once exhausted, THROTTLING_QUOTA_EXCEEDED and nothing is added), before v3 the
+answer is only throttled. In cluster mode the controller validates the growth: the partitions
+are taken when the broker's metadata shows the topic with fewer partitions than asked for.
+
 Authorization: ALTER on each topic, else TOPIC_AUTHORIZATION_FAILED and no partition is added.
 """
 
@@ -20,19 +26,24 @@ import logging
 from collections import Counter
 from typing import Any
 
-from strom.broker import authz, dispatch
+from strom.broker import authz, dispatch, throttling
 from strom.broker.context import RequestContext
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
+from strom.security.quotas import MutationQuota
 
 API_KEY = 37
 log = logging.getLogger(__name__)
 
 
-async def _grow(ctx: RequestContext, topic: Any, validate_only: bool, timeout: float) -> None:
+async def _grow(ctx: RequestContext, topic: Any, validate_only: bool, timeout: float,
+                quota: MutationQuota) -> None:  # fmt: skip
     authz.require(ctx, authz.ALTER, authz.TOPIC, str(topic.name))
     topics = ctx.topics
     node_id = ctx.node.node_id
     if topics.cluster:  # cluster mode: the controller makes them (strom.controller.admin)
+        known = topics.get(topic.name)
+        if not validate_only and known is not None and int(topic.count) > known.partition_count:
+            quota.record(int(topic.count) - known.partition_count)
         assignment = None
         if topic.assignments is not None and len(topic.assignments) > 0:
             assignment = [[int(b) for b in a.broker_ids] for a in topic.assignments]
@@ -87,6 +98,7 @@ async def _grow(ctx: RequestContext, topic: Any, validate_only: bool, timeout: f
         new = {p: [node_id] for p in range(current, count)}
     if validate_only:
         return
+    quota.record(count - current)
     await topics.add_partitions(info.name, new)
     log.info("topic %s grew from %d to %d partitions", info.name, current, count)
 
@@ -108,6 +120,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     counts = Counter(t.name for t in request.topics)
     results = []
     reported: set[str] = set()
+    quota = throttling.mutation_quota(ctx)
     for topic in request.topics:
         if counts[topic.name] > 1:
             if topic.name in reported:
@@ -118,7 +131,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             try:
                 timeout = _timeout_s(request)  # <= 0: wait (NONE means they exist)
                 task = asyncio.ensure_future(
-                    _grow(ctx, topic, bool(request.validate_only), timeout))
+                    _grow(ctx, topic, bool(request.validate_only), timeout, quota))
                 await asyncio.wait({task}, timeout=timeout if timeout > 0 else None)
                 if not task.done():
                     task.add_done_callback(_log_outcome)
@@ -141,4 +154,4 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 error_message=message,
             )
         )
-    return ctx.respond(throttle_time=0, results=tuple(results))
+    return ctx.respond(throttle_time=quota.throttle_ms(), results=tuple(results))

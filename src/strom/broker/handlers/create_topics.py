@@ -19,6 +19,12 @@ In cluster mode (:mod:`strom.controller.admin`) the replicas are assigned over t
 (rack-aware, leaders spread; explicit assignments must name live brokers), the assignment is
 written to the store and the answer waits until the controller gave every partition a state.
 
+Quota: each topic created takes its partitions from the client's ``controller_mutation_rate``
+(KIP-599, :func:`strom.broker.throttling.mutation_quota`), after it is validated and before it
+is created (``validate_only`` takes nothing). From v6 the quota is strict: once exhausted, a
+topic is answered THROTTLING_QUOTA_EXCEEDED and not created, and the answer carries the time
+until the quota is back; before v6 every topic is created and the answer is throttled.
+
 Authorization: CREATE on the CLUSTER or on the topic, else that topic is
 TOPIC_AUTHORIZATION_FAILED and not created; v5+ returns its configs only with DESCRIBE_CONFIGS on
 it (else topic_config_error_code TOPIC_AUTHORIZATION_FAILED).
@@ -35,7 +41,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from strom.broker import authz, dispatch
+from strom.broker import authz, dispatch, throttling
 from strom.broker import config_resources as cr
 from strom.broker.context import RequestContext
 from strom.metadata.topics import validate_topic_name
@@ -205,6 +211,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     done: set[str] = set()
     live = await ctx.topics.live_brokers()
     may_create_any = authz.authorize_cluster(ctx, authz.CREATE)
+    quota = throttling.mutation_quota(ctx)
     for topic in request.topics:
         name = topic.name
         if counts[name] > 1:
@@ -231,6 +238,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if validate_only:
             results.append(_created(ctx, plan, uuid.UUID(int=0)))
             continue
+        try:
+            quota.record(plan.partitions)
+        except KafkaError as exc:  # THROTTLING_QUOTA_EXCEEDED (strict)
+            results.append(_failed(ctx, name, exc))
+            continue
         task = asyncio.ensure_future(ctx.topics.create_assigned(
             plan.name, plan.partitions, plan.replication_factor, plan.configs, plan.assignment,
             live, _timeout_s(request)))  # fmt: skip
@@ -252,7 +264,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 results[i] = _failed(ctx, plan.name, task.exception())
             else:
                 results[i] = _created(ctx, plan, task.result())
-    return ctx.respond(throttle_time=0, topics=tuple(results))
+    return ctx.respond(throttle_time=quota.throttle_ms(), topics=tuple(results))
 
 
 def _failed(ctx: RequestContext, name: str, exc: BaseException | None) -> Any:

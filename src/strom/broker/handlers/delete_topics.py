@@ -9,6 +9,10 @@ event loop (:mod:`strom.broker.topic_lifecycle`). In cluster mode the deletion i
 from the controller (``/admin/delete_topics``) and answered once done or at ``timeout_ms``
 (REQUEST_TIMED_OUT; it goes on), see :mod:`strom.controller.admin`.
 
+Quota: each topic deleted takes its partitions from the client's ``controller_mutation_rate``
+(KIP-599), after the checks above and before it is deleted; from v5 strictly (once exhausted,
+THROTTLING_QUOTA_EXCEEDED and the topic stays), before v5 the answer is only throttled.
+
 Authorization: DELETE on each topic, else TOPIC_AUTHORIZATION_FAILED (whether it exists or not; a
 topic named by id keeps its name unsaid).
 """
@@ -19,9 +23,10 @@ import logging
 import uuid
 from typing import Any
 
-from strom.broker import authz, dispatch
+from strom.broker import authz, dispatch, throttling
 from strom.broker.context import RequestContext
 from strom.protocol.errors import ErrorCode, KafkaError, error_code_of
+from strom.security.quotas import MutationQuota
 
 API_KEY = 20
 ZERO_UUID = uuid.UUID(int=0)
@@ -29,7 +34,8 @@ log = logging.getLogger(__name__)
 
 
 async def _delete(
-    ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None, timeout: float
+    ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None, timeout: float,
+    quota: MutationQuota,
 ) -> tuple[str | None, uuid.UUID]:
     topics = ctx.topics
     if ctx.services.authorizer is not None:
@@ -42,6 +48,11 @@ async def _delete(
     if topics.cluster:  # cluster mode: the controller deletes it (strom.controller.admin)
         if not ctx.config.get_bool("delete.topic.enable"):
             raise KafkaError(ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")
+        by_id = topic_id is not None and topic_id != ZERO_UUID
+        known = topics.by_id(topic_id) if topic_id is not None and by_id else \
+            topics.get(name) if name else None  # fmt: skip
+        if known is not None and not known.is_internal:  # else the controller refuses it
+            quota.record(known.partition_count)
         return await topics.delete_in_cluster(name, topic_id, timeout)
     if topic_id is not None and topic_id != ZERO_UUID:
         info = topics.by_id(topic_id)
@@ -60,6 +71,7 @@ async def _delete(
             ErrorCode.invalid_request,
             f"Topic {info.name} is an internal topic and cannot be deleted.",
         )
+    quota.record(info.partition_count)
     await topics.delete(info)
     log.info("deleted topic %s (%s)", info.name, info.topic_id)
     return info.name, info.topic_id
@@ -79,9 +91,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     else:
         wanted = [(n, None) for n in request.topic_names]
     results = []
+    quota = throttling.mutation_quota(ctx)
     for name, topic_id in wanted:
         try:
-            found_name, found_id = await _delete(ctx, name, topic_id, _timeout_s(request))
+            found_name, found_id = await _delete(ctx, name, topic_id, _timeout_s(request), quota)
             code, message = ErrorCode.none, None
         except Exception as exc:
             code, message = error_code_of(exc), str(exc)
@@ -97,4 +110,4 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 error_message=message,
             )
         )
-    return ctx.respond(throttle_time=0, responses=tuple(results))
+    return ctx.respond(throttle_time=quota.throttle_ms(), responses=tuple(results))

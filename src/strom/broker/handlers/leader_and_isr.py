@@ -2,8 +2,17 @@
 
 Served only at v7 (Kafka 3.x's last ZooKeeper-mode version; Kafka 4 has no such API). The
 request becomes a :class:`~strom.replication.commands.LeaderAndIsr` command applied by the
-replica manager (:meth:`~strom.replication.replica_manager.ReplicaManager.apply_leader_and_isr`):
-fenced first (a controller epoch lower than one already seen is STALE_CONTROLLER_EPOCH, a
+replica manager (:meth:`~strom.replication.replica_manager.ReplicaManager.apply_leader_and_isr`).
+
+It is refused first (STALE_BROKER_EPOCH) when this broker's registration is gone from the store
+(:meth:`~strom.metadata.brokers.BrokerMembership.still_registered`, asked of the store itself):
+a broker stopped past its session (SIGSTOP) reads, once resumed, requests the controller sent
+before the session expired, ahead of noticing the expiry, and would otherwise lead partitions
+the controller has given to others meanwhile (nemesis seed 1381750404: such a zombie leader
+answered an idempotent producer's next batch with OUT_OF_ORDER_SEQUENCE_NUMBER, fatal for
+librdkafka). The controller sends the current state once the broker has registered again.
+
+Then it is fenced (a controller epoch lower than one already seen is STALE_CONTROLLER_EPOCH, a
 broker epoch older than this broker's registration STALE_BROKER_EPOCH), then every partition
 state applied: the log is created if this broker has none (Kafka creates replicas' logs here,
 not at topic creation), a partition whose state carries an older leader epoch than known is
@@ -68,6 +77,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     replicas = ctx.replicas
     if replicas.led_locally:
         return ctx.respond(error_code=ErrorCode.stale_controller_epoch, topics=())
+    if not await replicas.registration_alive(int(request.broker_epoch)):
+        # sent to a registration whose session expired (this process was stopped past it):
+        # the controller has moved on; it sends the current state after the new registration
+        log.warning("LeaderAndIsr of controller %s (epoch %s) refused: meant for a registration "
+                    "of this broker (epoch %s) that is gone", request.controller_id,
+                    request.controller_epoch, request.broker_epoch)  # fmt: skip
+        return ctx.respond(error_code=ErrorCode.stale_broker_epoch, topics=())
     topics = ctx.topics.registry
     for topic in request.topic_states:
         if await topics.load(str(topic.topic_name)) is None:

@@ -76,7 +76,7 @@ async def auto_create(ctx: RequestContext, name: str) -> TopicInfo:
 def topic_metadata(ctx: RequestContext, info: TopicInfo) -> Any:
     """The topic's entry for this request's version (cached, see the module docstring)."""
     topics = ctx.services.metadata_answers.topics
-    key = (ctx.api_version, info.name)
+    key = (ctx.api_version, info.name, ctx.client.listener)
     cached = topics.get(key)
     version = ctx.replicas.cache.version
     if (cached is not None and cached[0] is info and cached[1] is info.replicas
@@ -87,6 +87,23 @@ def topic_metadata(ctx: RequestContext, info: TopicInfo) -> Any:
         topics.clear()
     topics[key] = (info, info.replicas, len(info.replicas), version, entry)
     return entry
+
+
+def _leader_error(ctx: RequestContext, leader: int) -> ErrorCode:
+    """Kafka's error for a partition led by ``leader`` as this request's listener sees it:
+    LEADER_NOT_AVAILABLE while it has no leader; when the leader has no endpoint on the
+    client's listener (a cluster whose brokers' listeners differ), LISTENER_NOT_FOUND from v6
+    on (LEADER_NOT_AVAILABLE before); either way no leader is named: the client could not
+    reach it.
+    A leader the cache does not list as live keeps its id (the controller's next update
+    settles it)."""
+    if leader < 0:
+        return ErrorCode.leader_not_available
+    broker = ctx.replicas.cache.brokers.get(leader)
+    if broker is not None and broker.on(ctx.client.listener) is None:
+        return (ErrorCode.listener_not_found if ctx.api_version >= 6
+                else ErrorCode.leader_not_available)  # fmt: skip
+    return ErrorCode.none
 
 
 def _build_topic(ctx: RequestContext, info: TopicInfo) -> Any:
@@ -101,10 +118,11 @@ def _build_topic(ctx: RequestContext, info: TopicInfo) -> Any:
                 replica_nodes=tuple(replicas), isr_nodes=(), offline_replicas=(),
             ))  # fmt: skip
             continue
+        error = _leader_error(ctx, state.leader)
         partitions.append(ctx.make(
-            "MetadataResponsePartition",
-            error_code=ErrorCode.none if state.leader >= 0 else ErrorCode.leader_not_available,
-            partition_index=index, leader_id=state.leader, leader_epoch=state.leader_epoch,
+            "MetadataResponsePartition", error_code=error, partition_index=index,
+            leader_id=state.leader if error == ErrorCode.none else -1,
+            leader_epoch=state.leader_epoch,
             replica_nodes=state.replicas, isr_nodes=state.isr, offline_replicas=state.offline,
         ))  # fmt: skip
     return ctx.make(

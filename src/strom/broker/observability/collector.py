@@ -330,6 +330,7 @@ QUOTA_TYPES = (
     ("produce", "produce", "byte_rate", "Produce request bytes per second"),
     ("fetch", "fetch", "byte_rate", "Fetch response record bytes per second"),
     ("request", "request", "request_time", "Request handling time, percent of a second"),
+    ("mutation", "controller_mutation", "rate", "Partitions created or deleted per second"),
 )  # fmt: skip
 
 
