@@ -143,6 +143,8 @@ def streaming(spark: Any, args: argparse.Namespace, bs: str, batch: int, work: P
         "topic_to_topic_eo": lambda: strom_stream("strom", exactlyOnce="true", **sink),
         "topic_to_python_discard": lambda: strom_stream("strom_discard"),
     }
+    if args.phases:
+        phases = {name: phases[name] for name in args.phases.split(",")}
     log("warm-up: strom -> strom")
     strom_stream("strom", **sink)
     rates: dict[str, list[float]] = {name: [] for name in phases}
@@ -153,6 +155,8 @@ def streaming(spark: Any, args: argparse.Namespace, bs: str, batch: int, work: P
             rates[name].append(phases[name]())
     for name, values in rates.items():
         result[name] = summary(values)
+    if "topic_to_topic" not in rates or "source_arrow" not in rates:
+        return
     result["per_repeat_topic_to_topic/source_arrow"] = [
         round(a / b, 3) for a, b in zip(rates["topic_to_topic"], rates["source_arrow"], strict=True)
     ]
@@ -166,6 +170,10 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--repeat", type=int, default=3, help="batch reads per source")
     parser.add_argument("--skip-streaming", action="store_true")
+    parser.add_argument("--streaming-only", action="store_true",
+                        help="no batch reads, no client ceiling")  # fmt: skip
+    parser.add_argument("--phases", default="",
+                        help="streaming phases to run, comma-separated (default: all)")  # fmt: skip
     args = parser.parse_args()
     import pyspark  # noqa: PLC0415
 
@@ -198,6 +206,12 @@ def main() -> None:
 
         if not args.skip_streaming:
             streaming(spark, args, bs, batch, work, result)
+        if args.streaming_only:
+            spark.stop()
+            result["env"] = {"cpus": os.cpu_count(), "load": os.getloadavg()[0],
+                             "pyspark": pyspark.__version__, "master": args.master}  # fmt: skip
+            print(json.dumps(result))
+            return
         from strom.spark.fetcher import DEFAULT_PARTITION_FETCH_BYTES  # noqa: PLC0415
 
         # the memory source's batches: as many rows as one strom Fetch gives (~13 bytes of

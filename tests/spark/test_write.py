@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from strom.testing import BrokerProcess
 
@@ -140,3 +140,43 @@ def test_topic_to_topic_streaming_exactly_once(
         assert recorded.offset == 1 and recorded.metadata == "strom-spark batch 0"
         group.close()
     consumer.close()
+
+
+def test_at_least_once_tasks_of_a_worker_share_a_kept_producer(spark_broker: BrokerProcess) -> None:
+    """The sink's at-least-once tasks run in one Python worker one after another (Spark reuses
+    its workers): the second task with the same settings writes through the producer the first
+    one kept; a task whose write fails leaves no producer kept, and the next task makes a new
+    one. Every acknowledged row is in the topic, in order."""
+    import pyarrow as pa
+
+    from strom.spark.options import WriteOptions
+    from strom.spark.row_producer import drop_kept_producers, kept_producer, write_at_least_once
+
+    bs = spark_broker.bootstrap
+    topic = f"kept-{uuid.uuid4().hex[:8]}"
+    create_topic(bs, topic, 1)
+    options = WriteOptions(client={"bootstrap.servers": bs}, topic=topic)
+
+    def batch(*values: bytes) -> pa.RecordBatch:
+        return pa.RecordBatch.from_pydict({"value": pa.array(values, pa.binary())})
+
+    assert kept_producer(options) is None
+    try:
+        assert write_at_least_once(options, iter([batch(b"a0", b"a1"), batch(b"a2")])) == 3
+        first = kept_producer(options)
+        assert first is not None
+        assert write_at_least_once(options, iter([batch(b"b0", b"b1")])) == 2
+        assert kept_producer(options) is first  # the second task used it and kept it again
+        # a task that fails (a value above the client's message.max.bytes): it raises, and
+        # its producer is not kept
+        with pytest.raises(KafkaException, match="MSG_SIZE_TOO_LARGE"):
+            write_at_least_once(options, iter([batch(b"x" * 2_000_000, b"never")]))
+        assert kept_producer(options) is None
+        assert write_at_least_once(options, iter([batch(b"c0")])) == 1
+        again = kept_producer(options)
+        assert again is not None and again is not first
+    finally:
+        drop_kept_producers()
+    assert kept_producer(options) is None
+    got = [m.value() for m in consume_all(bs, topic, [0])]
+    assert got == [b"a0", b"a1", b"a2", b"b0", b"b1", b"c0"]

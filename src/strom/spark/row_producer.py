@@ -1,9 +1,18 @@
 """Rows of Arrow batches produced through one confluent-kafka Producer: the part of the sink
 both delivery modes share (at-least-once here, exactly-once in :mod:`strom.spark.exactly_once`).
+
+At-least-once producers outlive their task: Spark reuses its Python workers, and a worker keeps
+the producer of a task that ended well (every record acknowledged, no error) for the next task
+with the same client settings, as Spark's own Kafka sink caches its producers. A new Producer
+per task cost every task of every micro-batch the client's start, its bootstrap connection,
+a Metadata round trip and the leader's connection before its first record left. A producer is
+never kept after a failed task (its queue may still hold that task's records) nor used in
+another process than the one that made it (librdkafka's threads do not survive a fork).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -103,6 +112,13 @@ class RowProducer:
             except BufferError:
                 continue
 
+    def close(self) -> None:
+        """Close the client now, not when the garbage collector finds it (the delivery
+        callback makes a reference cycle). confluent-kafka before 2.x has no ``close``."""
+        close = getattr(self.producer, "close", None)
+        if close is not None:
+            close()
+
     def check(self) -> None:
         if self.error is not None:
             raise KafkaException(self.error)
@@ -121,9 +137,56 @@ def _producer_config(options: WriteOptions) -> dict[str, Any]:
     return config
 
 
+#: producers kept between a worker's tasks (module doc), by client settings and topic; the
+#: pid is the process that made them
+_idle: dict[tuple[Any, ...], tuple[int, RowProducer]] = {}
+#: at most this many kept (one per distinct sink a worker writes: usually one)
+IDLE_PRODUCERS = 4
+
+
+def _settings_key(config: dict[str, Any], topic: str | None) -> tuple[Any, ...]:
+    return (topic, *sorted((str(k), str(v)) for k, v in config.items()))
+
+
+def _take_idle(key: tuple[Any, ...]) -> RowProducer | None:
+    kept = _idle.pop(key, None)
+    if kept is None or kept[0] != os.getpid():
+        return None
+    return kept[1]
+
+
+def _keep_idle(key: tuple[Any, ...], rows: RowProducer) -> None:
+    while len(_idle) >= IDLE_PRODUCERS:
+        pid, oldest = _idle.pop(next(iter(_idle)))  # the longest idle one
+        if pid == os.getpid():
+            oldest.close()
+    _idle[key] = (os.getpid(), rows)
+
+
+def kept_producer(options: WriteOptions) -> RowProducer | None:
+    """The producer this process keeps for ``options`` (module doc), if any."""
+    kept = _idle.get(_settings_key(_producer_config(options), options.topic))
+    return kept[1] if kept is not None and kept[0] == os.getpid() else None
+
+
+def drop_kept_producers() -> None:
+    """Close every producer this process keeps (their queues are empty: each was flushed)."""
+    kept = list(_idle.values())
+    _idle.clear()
+    for pid, rows in kept:
+        if pid == os.getpid():
+            rows.close()
+
+
 def write_at_least_once(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> int:
-    rows = RowProducer(_producer_config(options), options.topic)
+    """Produce every row of ``batches``; return once each is acknowledged (raise if one is
+    not). The producer is a kept one when this worker has one for these settings."""
+    config = _producer_config(options)
+    key = _settings_key(config, options.topic)
+    rows = _take_idle(key) or RowProducer(config, options.topic)
+    rows.count = 0
     for batch in batches:
         rows.produce_batch(batch)
     rows.flush(timeout=FLUSH_TIMEOUT_S)
+    _keep_idle(key, rows)  # only now: after an error it is dropped with what it still holds
     return rows.count
