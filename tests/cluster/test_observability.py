@@ -98,6 +98,8 @@ def test_metrics_and_health_follow_the_cluster(cluster: ClusterProcess) -> None:
         writer.wait_acked(50, timeout=60)
         before = scrape(urls[leader])
         assert before.get(RM + "leadercount") >= 1
+        # acks=all is parked until the followers have the batch: Kafka's RemoteTime
+        assert before.get("kafka_network_requestmetrics_remotetimems_sum", request="Produce") > 0
         assert before.get(RM + "underreplicatedpartitions") == 0
 
         cluster.kill(follower)  # kill -9

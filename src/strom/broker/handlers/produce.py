@@ -46,6 +46,7 @@ import logging
 import uuid
 from collections.abc import Coroutine
 from concurrent.futures import Future
+from time import perf_counter
 from typing import Any
 
 from strom.broker import authz, dispatch
@@ -425,7 +426,10 @@ async def _answer_later(ctx: RequestContext, request: ProduceRequest, responses:
     for fut in durable:  # the flusher thread fsyncs; the loop serves others meanwhile
         await asyncio.wrap_future(fut)
     if replicated:
+        parked = perf_counter()
         outcome = await _wait_replicated(replicated, request.timeout_ms / 1000)
+        # Kafka's RemoteTime: acks=all parked in the produce purgatory until the ISR has it
+        ctx.remote_time += perf_counter() - parked
         responses = [(name, [p._replace(error_code=outcome[id(p)]) if id(p) in outcome else p
                              for p in parts], topic_id)
                      for name, parts, topic_id in responses]  # fmt: skip

@@ -51,7 +51,8 @@ REQUEST_PARTS = (
      "Time a request waited behind earlier requests of its connection (ms)"),
     ("localtimems", "local_s", "Time a request was handled on the event loop, fsync waits "
      "included (ms)"),
-    ("remotetimems", "remote_s", "Time a request waited in the purgatory (long-poll Fetch) (ms)"),
+    ("remotetimems", "remote_s", "Time a request waited in the purgatory (long-poll Fetch, "
+     "acks=all Produce) (ms)"),
 )  # fmt: skip
 
 
