@@ -445,7 +445,7 @@ def read_committed_to_end(bootstrap: str, topic: str, history: TxnHistory,
                           timeout: float = 120.0) -> int:  # fmt: skip
     """Once no transaction is open on ``topic`` (every partition's last stable offset at its
     high watermark), read it all read_committed into ``history.final``; how many values."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
     def consumer(isolation: str) -> Any:
         return Consumer({"bootstrap.servers": bootstrap, "group.id": f"final-{time.time_ns()}",
@@ -458,10 +458,15 @@ def read_committed_to_end(bootstrap: str, topic: str, history: TxnHistory,
         parts = sorted(committed.list_topics(topic, timeout=30).topics[topic].partitions)
         deadline = time.monotonic() + timeout
         while True:  # every transaction ended (or timed out): LSO == HW everywhere
-            lso = {p: committed.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                   for p in parts}  # fmt: skip
-            hw = {p: uncommitted.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                  for p in parts}  # fmt: skip
+            try:
+                lso = {p: committed.get_watermark_offsets(TopicPartition(topic, p),
+                                                          timeout=10)[1] for p in parts}  # fmt: skip
+                hw = {p: uncommitted.get_watermark_offsets(TopicPartition(topic, p),
+                                                           timeout=10)[1] for p in parts}  # fmt: skip
+            except KafkaException as exc:
+                # a leader moving after the faults (NOT_LEADER_OR_FOLLOWER): the client
+                # refreshes its metadata; asked again below, within the deadline
+                lso, hw = {0: str(exc)}, {}
             if lso == hw:
                 break
             if time.monotonic() > deadline:
