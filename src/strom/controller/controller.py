@@ -188,16 +188,18 @@ class Controller:
         ctx.on_election = self.on_election
         channel = ChannelManager(self.broker_id, self.network,
                                  request_timeout=self.settings.request_timeout_s)  # fmt: skip
-        self.office = Term(self.term, self.store, self.broker_id, ctx, channel, self.settings,
-                           self._submit, lambda: self.term)  # fmt: skip
+        held = self.office = Term(self.term, self.store, self.broker_id, ctx, channel,
+                                  self.settings, self._submit, lambda: self.term)  # fmt: skip
         log.info("broker %d is the controller, epoch %d", self.broker_id, office.epoch)
         try:
             await election.active_controller(self.store,
-                                             watch=self.office.watch(self._check_office))  # fmt: skip
-            await failover.take_office(self.office)
-            if self.settings.auto_rebalance:
+                                             watch=held.watch(self._check_office))  # fmt: skip
+            if self.office is not held:  # resigned meanwhile (stopping, session lost)
+                return
+            await failover.take_office(held)
+            if self.settings.auto_rebalance and self.office is held:
                 self._timer = asyncio.get_running_loop().create_task(
-                    self._rebalance_timer(self.office))  # fmt: skip
+                    self._rebalance_timer(held))  # fmt: skip
         except ControllerMovedError:
             await self._resign("a newer controller exists")
         except (SessionLostError, StoreError) as exc:
