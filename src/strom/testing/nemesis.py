@@ -24,7 +24,7 @@ the run: a nemesis that injects nothing proves nothing):
 - ``full_disk``: a broker's tmpfs filled to the last byte (the broker takes its log directory
   offline when it next writes, and is restarted once the space is freed: Kafka's rule);
   landed: the file system had no space left;
-- ``slow_disk``: every fsync of a broker takes seconds for a while; landed: fsyncs stalled.
+- ``slow_disk``: every write and fsync of a broker takes seconds for a while; landed: writes or fsyncs stalled.
 
 After each fault is healed the run waits until the cluster is whole again (every broker
 registered, every workload partition led with its full ISR) and the writers have made
@@ -255,7 +255,7 @@ class Nemesis:
     def _slow_disk(self, record: FaultRecord, hold: float) -> None:
         b = record.target = self._some_broker()
         data = str(self.cluster.broker(b).data_dir)
-        rule = self.disk.stall(self.rng.uniform(1.0, 3.0), ops=("fsync",), path=data)
+        rule = self.disk.stall(self.rng.uniform(1.0, 3.0), ops=("fsync", "write"), path=data)
         try:
             deadline = time.monotonic() + hold + 10
             time.sleep(hold)
@@ -265,8 +265,8 @@ class Nemesis:
         finally:
             self.disk.clear(rule)
         if struck <= 0:
-            raise NemesisFailure(f"no fsync of broker {b} stalled")
-        record.evidence = f"{struck} fsyncs stalled"
+            raise NemesisFailure(f"no write or fsync of broker {b} stalled")
+        record.evidence = f"{struck} writes/fsyncs stalled"
 
     # -- recovery ------------------------------------------------------------------------
     def wait_whole(self, timeout: float = 180.0) -> float:
