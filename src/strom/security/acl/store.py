@@ -143,8 +143,8 @@ class AclStore:
             self.authorizer.set_acls(pattern, await self._read(pattern))
 
     def _on_session(self, state: SessionState) -> None:
-        if state == SessionState.CONNECTED and not self._background.closed:
-            self._background.spawn(self._resync())
+        if state == SessionState.CONNECTED:
+            self._background.spawn(self._resync())  # dropped unstarted once closed
 
     async def _resync(self) -> None:
         async with self._lock:
