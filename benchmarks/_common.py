@@ -348,17 +348,38 @@ def warm_up(broker: Broker, seconds: float, transactions: bool = False) -> dict[
     return {"seconds": seconds, "produced": sent, "consumed": received, "transactions": txns}
 
 
+#: partitions per step when a broker refuses to create a large topic in one operation
+PARTITION_STEP = 5000
+
+
 def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> None:
     """Create ``topic`` with AdminClient and wait until its metadata shows every partition."""
-    from confluent_kafka.admin import AdminClient, NewTopic  # noqa: PLC0415
+    from confluent_kafka import KafkaError, KafkaException  # noqa: PLC0415
+    from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic  # noqa: PLC0415
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics(
-        [NewTopic(topic, num_partitions=partitions, replication_factor=1)],
-        operation_timeout=timeout,
-        request_timeout=timeout,
-    )
-    futures[topic].result(timeout=timeout)
+
+    def create(count: int) -> None:
+        futures = admin.create_topics(
+            [NewTopic(topic, num_partitions=count, replication_factor=1)],
+            operation_timeout=timeout,
+            request_timeout=timeout,
+        )
+        futures[topic].result(timeout=timeout)
+
+    try:
+        create(partitions)
+    except KafkaException as exc:
+        # Kafka's KRaft controller refuses an operation of more than 10,000 records
+        # (POLICY_VIOLATION): a topic and its partitions are one record each. Such a topic
+        # is created smaller and grown by CreatePartitions, PARTITION_STEP at a time.
+        if exc.args[0].code() != KafkaError.POLICY_VIOLATION or partitions <= PARTITION_STEP:
+            raise
+        create(PARTITION_STEP)
+        for total in range(2 * PARTITION_STEP, partitions + PARTITION_STEP, PARTITION_STEP):
+            grow = admin.create_partitions([NewPartitions(topic, min(total, partitions))],
+                                           operation_timeout=timeout, request_timeout=timeout)
+            grow[topic].result(timeout=timeout)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         md = admin.list_topics(topic, timeout=5)

@@ -73,6 +73,7 @@ def _own_cpu() -> float:
 
 def ack_run(bootstrap: str, topic: str, partitions: int, messages: int, rate: int,
             linger_ms: int, warmup: bool, pid: int | None, timeout: float,
+            client_stats: bool = False,
             on_start: Callable[[], None] | None = None,
             on_end: Callable[[], None] | None = None) -> dict[str, Any]:  # fmt: skip
     """One paced producer; returns the ack latency percentiles of every message.
@@ -88,9 +89,11 @@ def ack_run(bootstrap: str, topic: str, partitions: int, messages: int, rate: in
             if b.get("nodeid", -1) >= 0 and b.get("rtt", {}).get("cnt"):
                 windows.append({k: b[k]["p99"] / 1000 for k in STAT_WINDOWS})
 
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": linger_ms, "acks": 1,
-                         "queue.buffering.max.messages": 1_000_000,
-                         "statistics.interval.ms": 1000, "stats_cb": on_stats})  # fmt: skip
+    config: dict[str, Any] = {"bootstrap.servers": bootstrap, "linger.ms": linger_ms,
+                              "acks": 1, "queue.buffering.max.messages": 1_000_000}
+    if client_stats:
+        config.update({"statistics.interval.ms": 1000, "stats_cb": on_stats})
+    producer = Producer(config)
     producer.list_topics(topic, timeout=30)  # connected, the topic known
     if warmup:  # one message per partition, delivered before the clock starts
         for p in range(partitions):
@@ -171,7 +174,7 @@ def one_broker(broker: Broker, args: argparse.Namespace, rnd: int) -> dict[str, 
                 profile = Profile(broker, args.pyspy)
                 res = ack_run(broker.bootstrap, topic, n, args.messages, args.rate,
                               args.linger_ms, not args.no_warmup, broker.pid, args.timeout,
-                              profile.start, profile.stop)  # fmt: skip
+                              args.client_stats, profile.start, profile.stop)  # fmt: skip
                 res["create_topic_s"] = round(created, 2)
                 res.update(profile.results())
             except Exception as exc:  # noqa: BLE001 - report, never fake a figure
@@ -283,6 +286,11 @@ def main() -> int:
     parser.add_argument("--settle", type=float, default=2.0,
                         help="seconds between creating a topic and producing to it")
     parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--client-stats", action="store_true",
+                        help="also collect librdkafka's statistics each second (rtt, queue "
+                             "and output-buffer latency); at 10,000 partitions each report is "
+                             "megabytes of JSON, built and parsed in the producer's thread, "
+                             "and its pause lands in the ack latency")
     parser.add_argument("--probe", action="store_true",
                         help="run strom with benchmarks/loop_probe.py: loop time per request "
                              "type, loop lag, stalls, per measurement (figures change a little)")
