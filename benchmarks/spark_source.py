@@ -100,6 +100,20 @@ def streaming_rate(query: Any) -> tuple[int, float]:
     return rows, rows / (ms / 1000.0) if ms else 0.0
 
 
+def duration_parts(query: Any) -> dict[str, int]:
+    """The query's progress ``durationMs`` summed over its micro-batches (``addBatch``: the
+    batch's job, writer planning and commit included; ``latestOffset``, ``queryPlanning``,
+    ``walCommit``, ``commitOffsets``: the driver's work around it), and the batch count."""
+    parts: dict[str, int] = {"batches": 0}
+    for progress in query.recentProgress:
+        if not progress["numInputRows"]:
+            continue
+        parts["batches"] += 1
+        for key, ms in progress["durationMs"].items():
+            parts[key] = parts.get(key, 0) + int(ms)
+    return parts
+
+
 def streaming(spark: Any, args: argparse.Namespace, bs: str, batch: int, work: Path,
               result: dict[str, Any]) -> None:  # fmt: skip
     """The streaming phases, ``--repeat`` times each in rotating order after a warm-up query:
@@ -133,7 +147,11 @@ def streaming(spark: Any, args: argparse.Namespace, bs: str, batch: int, work: P
         query.awaitTermination()
         got, rate = streaming_rate(query)
         assert got == rows, (got, rows)
+        parts[sink + ("_eo" if opts.get("exactlyOnce") else "")].append(duration_parts(query))
         return rate
+
+    parts: dict[str, list[dict[str, int]]] = {"noop": [], "strom": [], "strom_eo": [],
+                                              "strom_discard": []}  # fmt: skip
 
     sink = {"topic": "bench-out", "kafka.bootstrap.servers": bs}
     phases = {
@@ -147,6 +165,7 @@ def streaming(spark: Any, args: argparse.Namespace, bs: str, batch: int, work: P
         phases = {name: phases[name] for name in args.phases.split(",")}
     log("warm-up: strom -> strom")
     strom_stream("strom", **sink)
+    parts["strom"].clear()
     rates: dict[str, list[float]] = {name: [] for name in phases}
     for r in range(args.repeat):
         names = list(phases)
@@ -155,6 +174,7 @@ def streaming(spark: Any, args: argparse.Namespace, bs: str, batch: int, work: P
             rates[name].append(phases[name]())
     for name, values in rates.items():
         result[name] = summary(values)
+    result["duration_ms_by_sink"] = {sink: runs_ for sink, runs_ in parts.items() if runs_}
     if "topic_to_topic" not in rates or "source_arrow" not in rates:
         return
     result["per_repeat_topic_to_topic/source_arrow"] = [
