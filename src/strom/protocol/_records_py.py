@@ -35,11 +35,13 @@ raises ``InvalidRecordError``, the decoders ``CorruptRecordError``):
 
 from __future__ import annotations
 
+import operator
+import struct
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from strom.protocol.varint import Buffer, VarintError, read_raw_varint
+from strom.protocol.varint import Buffer, VarintError, encode_varint, read_raw_varint, varint_size
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _MASK64 = 2**64 - 1
@@ -343,4 +345,204 @@ def columns(segments: Sequence[Segment], lo: int, hi: int, with_headers: bool,
     if with_headers:
         out += (lists.bitmap(), lists.offsets.tobytes(), *hkeys.buffers()[1:],
                 *hvalues.buffers())  # fmt: skip
+    return out
+
+
+# --- encode: Arrow key/value columns into record batches, partitioned as Kafka's Java client --
+
+ArrowBinary = tuple[Buffer | None, Buffer, Buffer | None, int, int]
+"""An Arrow binary/string array's buffers: ``(validity bitmap or None, int32 little-endian
+offsets, data (None: no bytes), array offset, length)``."""
+
+_M32 = 0xFFFFFFFF
+_INT32_MAX = 2**31 - 1
+_HEADER_SIZE = 61  # strom.protocol.batch_header.HEADER_SIZE (the layout is written out below)
+_BATCH_LENGTH_BASE = _HEADER_SIZE - 12  # batchLength counts the bytes after itself
+_ENCODE_HEADER = struct.Struct(">qiibIhiqqqhii")  # batch_header.HEADER_STRUCT
+
+
+def murmur2(data: Buffer) -> int:
+    """Kafka's ``Utils.murmur2`` (the Java client's key hash, also librdkafka's
+    ``murmur2_random``): seed 0x9747b28c, m 0x5bd1e995, r 24, 4-byte little-endian chunks, the
+    tail folded in as Java's switch does, 32-bit wrapping; the signed 32-bit result Java
+    returns."""
+    data = bytes(data)
+    length = len(data)
+    m = 0x5BD1E995
+    h = (0x9747B28C ^ length) & _M32
+    tail = length & ~3
+    for i in range(0, tail, 4):
+        k = (int.from_bytes(data[i : i + 4], "little") * m) & _M32
+        k ^= k >> 24
+        k = (k * m) & _M32
+        h = ((h * m) & _M32) ^ k
+    rest = length & 3
+    if rest == 3:
+        h ^= data[tail + 2] << 16
+    if rest >= 2:
+        h ^= data[tail + 1] << 8
+    if rest >= 1:
+        h ^= data[tail]
+        h = (h * m) & _M32
+    h ^= h >> 13
+    h = (h * m) & _M32
+    h ^= h >> 15
+    return h - 2**32 if h > _INT32_MAX else h
+
+
+class _Column:
+    """One checked Arrow binary column: row ``i`` is ``None`` (validity bit clear) or
+    ``data[starts[i] : starts[i + 1]]``."""
+
+    def __init__(self, name: str, column: object) -> None:
+        if not isinstance(column, tuple) or len(column) != 5:
+            raise TypeError(f"{name} must be a tuple (validity, offsets, data, offset, length)")
+        self.name = name
+        validity, offsets, data, offset, length = column
+        self.offset: int = operator.index(offset)
+        self.length: int = operator.index(length)
+        if self.offset < 0 or self.length < 0:
+            raise ValueError(f"{name}: array offset {self.offset} and length {self.length} "
+                             "must not be negative")  # fmt: skip
+        self._buffers = (validity, offsets, data)
+
+    def check(self) -> None:
+        """Check the buffers against the offset and length (the module's rule order)."""
+        name, first, rows = self.name, self.offset, self.length
+        validity, offsets, data = self._buffers
+        self.bits = None if validity is None else bytes(validity)
+        if self.bits is not None and len(self.bits) * 8 < first + rows:
+            raise ValueError(f"{name}: a validity bitmap of {len(self.bits)} bytes is too short "
+                             f"for {first + rows} rows")  # fmt: skip
+        raw = bytes(offsets)
+        if len(raw) < 4 * (first + rows + 1):
+            raise ValueError(f"{name}: an offsets buffer of {len(raw)} bytes is too short for "
+                             f"{first + rows + 1} offsets")  # fmt: skip
+        self.data = b"" if data is None else bytes(data)
+        self.starts = struct.unpack_from(f"<{rows + 1}i", raw, 4 * first)
+        previous = 0
+        for i, start in enumerate(self.starts):
+            if start < 0:
+                raise ValueError(f"{name}: offset {first + i} is negative ({start})")
+            if i and start < previous:
+                raise ValueError(f"{name}: offsets decrease at {first + i} ({previous}, then "
+                                 f"{start})")  # fmt: skip
+            previous = start
+        if previous > len(self.data):
+            raise ValueError(f"{name}: offset {first + rows} points past the data ({previous} > "
+                             f"{len(self.data)} bytes)")  # fmt: skip
+
+    def row(self, i: int) -> bytes | None:
+        if self.bits is not None:
+            bit = self.offset + i
+            if not self.bits[bit >> 3] >> (bit & 7) & 1:
+                return None
+        return self.data[self.starts[i] : self.starts[i + 1]]
+
+
+def _field_size(data: bytes | None) -> int:
+    return 1 if data is None else varint_size(len(data)) + len(data)
+
+
+def _record_size(index: int, key: bytes | None, value: bytes | None) -> int:
+    """Bytes of the record at ``index`` of its batch, its length varint included."""
+    body = 2 + varint_size(index) + _field_size(key) + _field_size(value) + 1
+    return varint_size(body) + body
+
+
+def _record(index: int, key: bytes | None, value: bytes | None) -> bytes:
+    # attributes 0, timestampDelta 0 (every record has the batch's timestamp), offsetDelta
+    body = bytearray(b"\x00\x00") + encode_varint(index)
+    for data in (key, value):
+        if data is None:
+            body += encode_varint(-1)
+        else:
+            body += encode_varint(len(data)) + data
+    body.append(0)  # no headers
+    return encode_varint(len(body)) + body
+
+
+def _batch(rows: list[tuple[bytes | None, bytes | None]], timestamp_ms: int,
+           crc: Callable[[Buffer], int]) -> bytes:  # fmt: skip
+    payload = b"".join(_record(i, key, value) for i, (key, value) in enumerate(rows))
+    out = bytearray(_HEADER_SIZE)
+    _ENCODE_HEADER.pack_into(
+        out, 0, 0, _BATCH_LENGTH_BASE + len(payload), -1, 2, 0, 0, len(rows) - 1,
+        timestamp_ms, timestamp_ms, -1, -1, -1, len(rows),
+    )  # fmt: skip
+    out += payload
+    struct.pack_into(">I", out, 17, crc(out) & _M32)
+    return bytes(out)
+
+
+def encode(keys: ArrowBinary | None, values: ArrowBinary, partitions: int,
+           null_key_partition: int, timestamp_ms: int, max_batch_bytes: int,
+           crc: Callable[[Buffer], int]) -> dict[int, list[bytes]]:  # fmt: skip
+    """Rows of Arrow key/value columns (``keys`` None: every key null) as record batches per
+    partition: ``{partition: [batch, ...]}``, partitions that got rows, ascending.
+
+    A row's partition: ``null_key_partition`` for a null key, else
+    ``(murmur2(key) & 0x7fffffff) % partitions`` (Kafka's ``BuiltInPartitioner``; an empty key
+    is hashed). Each partition's rows, in row order, fill batches as
+    ``records.build_batch([(key, value, [], timestamp_ms), ...])`` would encode them (base
+    offset 0, offset deltas 0..n-1, timestamp deltas 0, no headers, attributes 0, producer id,
+    epoch, sequence and partition leader epoch -1); ``crc(batch)`` is the CRC-32C of its bytes
+    21..end, written at byte 17. A batch is cut before the record that would make its whole size
+    (61-byte header and records) pass ``max_batch_bytes``, or pass 2**31 - 1 bytes; it holds at
+    least one record, so a record larger than the cap gets a batch of its own.
+
+    Argument errors, in this order (``name`` is "keys" or "values"):
+    ``partitions`` outside [1, 2**31 - 1], ``null_key_partition`` outside [0, partitions),
+    ``timestamp_ms`` or ``max_batch_bytes`` outside 64 bits: ValueError; a column that is not a
+    5-tuple: TypeError; negative array offset or length (keys, then values), row counts that
+    differ; then each column's buffers (keys, then values): bitmap too short, offsets buffer too
+    short, a negative offset, decreasing offsets, the last offset past the data: ValueError;
+    then, in row order, a record too large for any batch ("row {i}: ...").
+    """
+    partitions = operator.index(partitions)
+    null_key_partition = operator.index(null_key_partition)
+    timestamp_ms = operator.index(timestamp_ms)
+    max_batch_bytes = operator.index(max_batch_bytes)
+    if not 1 <= partitions <= _INT32_MAX:
+        raise ValueError(f"partitions {partitions} outside [1, {_INT32_MAX}]")
+    if not 0 <= null_key_partition < partitions:
+        raise ValueError(f"null_key_partition {null_key_partition} outside [0, {partitions})")
+    for name, number in (("timestamp_ms", timestamp_ms), ("max_batch_bytes", max_batch_bytes)):
+        if not _INT64_MIN <= number <= _INT64_MAX:
+            raise ValueError(f"{name} {number} outside 64 bits")
+    key_column = None if keys is None else _Column("keys", keys)
+    value_column = _Column("values", values)
+    rows = value_column.length
+    if key_column is not None and key_column.length != rows:
+        raise ValueError(f"{key_column.length} keys for {rows} values")
+    if key_column is not None:
+        key_column.check()
+    value_column.check()
+    cap = min(max_batch_bytes, _INT32_MAX)
+    groups: dict[int, list[tuple[bytes | None, bytes | None]]] = {}
+    for i in range(rows):
+        key = None if key_column is None else key_column.row(i)
+        value = value_column.row(i)
+        size = _record_size(0, key, value)
+        if _BATCH_LENGTH_BASE + size > _INT32_MAX:
+            raise ValueError(f"row {i}: a record of {size} bytes does not fit a batch")
+        if key is None:
+            partition = null_key_partition
+        else:
+            partition = (murmur2(key) & 0x7FFFFFFF) % partitions
+        groups.setdefault(partition, []).append((key, value))
+    out: dict[int, list[bytes]] = {}
+    for partition in sorted(groups):
+        batches = out[partition] = []
+        batch: list[tuple[bytes | None, bytes | None]] = []
+        size = _HEADER_SIZE
+        for key, value in groups[partition]:
+            record_size = _record_size(len(batch), key, value)
+            if batch and size + record_size > cap:
+                batches.append(_batch(batch, timestamp_ms, crc))
+                batch, size = [], _HEADER_SIZE
+                record_size = _record_size(0, key, value)
+            batch.append((key, value))
+            size += record_size
+        batches.append(_batch(batch, timestamp_ms, crc))
     return out

@@ -15,7 +15,10 @@ Every per-record walk of the code base goes through this module, in one pass ove
   transaction markers (transaction index), the group and transaction log replays, timestamp
   lookups;
 * :func:`decode_columns` — batches' records as Arrow column buffers, no object per record: the
-  Spark source.
+  Spark source;
+* :func:`encode_rows` — the other way: Arrow key/value columns as record batches per partition,
+  keys partitioned as Kafka's Java client does (:func:`murmur2`), no object per row: the Spark
+  sink's Produce path.
 
 Two implementations give the same answers byte for byte: the native codec
 (:mod:`strom.protocol._records_native`, C, built by ``pip install`` when a compiler is there)
@@ -242,6 +245,44 @@ def decode_columns(segments: Sequence[Segment], lo: int = _LONG_MIN, hi: int = _
     buffers, in one pass and without an object per record. At most 2 GiB of records per call.
     Raises :class:`CorruptRecordError` on any malformed record."""
     return Columns(*_impl.columns(segments, lo, hi, with_headers, CorruptRecordError))
+
+
+ArrowBinary = tuple[Buffer | None, Buffer, Buffer | None, int, int]
+"""An Arrow binary/string array's buffers, what :func:`encode_rows` reads: ``(validity bitmap
+or None, int32 little-endian offsets, data, array offset, length)``, i.e. ``(*arr.buffers(),
+arr.offset, len(arr))`` of a pyarrow ``binary`` or ``string`` array (any object with the buffer
+protocol serves; a None data buffer is no bytes). Row ``i`` is null when bit ``offset + i`` of
+the bitmap (LSB first) is clear, else ``data[offsets[offset + i] : offsets[offset + i + 1]]``.
+strom.protocol never imports pyarrow: only the buffers cross."""
+
+
+def encode_rows(keys: ArrowBinary | None, values: ArrowBinary, partitions: int,
+                null_key_partition: int, timestamp_ms: int,
+                max_batch_bytes: int) -> dict[int, list[bytes]]:  # fmt: skip
+    """Rows of Arrow key/value columns as uncompressed v2 record batches per partition, in one
+    pass and without a Python object per row: ``{partition: [batch, ...]}`` for the partitions
+    that got rows, in ascending order. ``keys`` None: every key null.
+
+    A null key goes to ``null_key_partition``; any other key (an empty one too) to
+    ``(murmur2(key) & 0x7fffffff) % partitions``, the partition Kafka's Java client and
+    librdkafka's ``murmur2_random`` pick. Each partition's rows, in row order, fill batches that
+    are byte for byte ``build_batch([(key, value, [], timestamp_ms), ...])`` of their rows (base
+    offset 0, no producer id, CreateTime ``timestamp_ms``, valid CRC-32C). A batch is cut before
+    the record that would make its whole size pass ``max_batch_bytes``; it always holds at least
+    one record, so a record larger than the cap gets a batch of its own (the broker answers
+    MESSAGE_TOO_LARGE, which the caller wants to see). Bad arguments (partitions < 1, a
+    ``null_key_partition`` outside ``[0, partitions)``, short or inconsistent buffers, negative
+    or decreasing offsets, offsets past the data, row counts that differ) raise ``ValueError``
+    with one line; the rules and messages: :func:`strom.protocol._records_py.encode`.
+    """
+    return _impl.encode(keys, values, partitions, null_key_partition,  # type: ignore[no-any-return]
+                        timestamp_ms, max_batch_bytes, compute_crc)  # fmt: skip
+
+
+def murmur2(data: Buffer) -> int:
+    """Kafka's ``Utils.murmur2`` of ``data``: the signed 32-bit hash the Java client partitions
+    keys by (``toPositive(murmur2(key)) % partitions``)."""
+    return _impl.murmur2(data)  # type: ignore[no-any-return]
 
 
 def build_batch(
