@@ -14,6 +14,9 @@
  *           value validity, value offsets, value data[, header list validity, header list
  *           offsets, header key offsets, header key data, header value validity, header value
  *           offsets, header value data])
+ *   murmur2(buf) -> Kafka's Utils.murmur2, signed 32 bits
+ *   encode(keys, values, partitions, null_key_partition, timestamp_ms, max_batch_bytes, crc)
+ *       -> {partition: [record batch bytes, ...]}  (Arrow columns in, no object per row)
  *
  * One pass over the records' bytes; no Python object per record except where the caller asks
  * for objects (decode). Buffers are read through the buffer protocol (bytes, bytearray,
@@ -873,6 +876,504 @@ done:
     return result;
 }
 
+/* ---- murmur2 and encode: Arrow columns into record batches ---------------------------------- */
+
+static inline uint32_t load_le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Kafka's Utils.murmur2 (the Java client's key hash): 32-bit arithmetic wraps as Java's int. */
+static uint32_t murmur2_of(const uint8_t *data, Py_ssize_t length)
+{
+    const uint32_t m = 0x5bd1e995u;
+    uint32_t h = 0x9747b28cu ^ (uint32_t)length;
+    Py_ssize_t tail = length & ~(Py_ssize_t)3;
+    for (Py_ssize_t i = 0; i < tail; i += 4) {
+        uint32_t k = load_le32(data + i) * m;
+        k ^= k >> 24;
+        h = (h * m) ^ (k * m);
+    }
+    switch (length & 3) {
+    case 3:
+        h ^= (uint32_t)data[tail + 2] << 16;
+        /* fall through */
+    case 2:
+        h ^= (uint32_t)data[tail + 1] << 8;
+        /* fall through */
+    case 1:
+        h ^= data[tail];
+        h *= m;
+    }
+    h ^= h >> 13;
+    h *= m;
+    h ^= h >> 15;
+    return h;
+}
+
+static PyObject *murmur2(PyObject *self, PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    uint32_t h = murmur2_of((const uint8_t *)view.buf, view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromLong((long)(int32_t)h);
+}
+
+/* Bytes of the varint of the non-negative (already zigzagged) u. */
+static inline int uvarint_size(uint64_t u)
+{
+    int n = 1;
+    while (u > 0x7F) {
+        u >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static inline uint8_t *put_uvarint(uint8_t *w, uint64_t u)
+{
+    while (u > 0x7F) {
+        *w++ = (uint8_t)(u | 0x80);
+        u >>= 7;
+    }
+    *w++ = (uint8_t)u;
+    return w;
+}
+
+/* A key or value field: length varint (-1 null) and bytes. */
+static inline int64_t field_size(int32_t len)
+{
+    return len < 0 ? 1 : uvarint_size((uint64_t)len << 1) + (int64_t)len;
+}
+
+/* The record at index of its batch, its length varint included (_records_py._record_size). */
+static inline int64_t record_size(int64_t index, int32_t klen, int32_t vlen)
+{
+    int64_t body = 2 + uvarint_size((uint64_t)index << 1) + field_size(klen) + field_size(vlen) + 1;
+    return uvarint_size((uint64_t)body << 1) + body;
+}
+
+static inline void put_be(uint8_t *w, uint64_t v, int bytes)
+{
+    for (int k = bytes - 1; k >= 0; k--) {
+        w[k] = (uint8_t)v;
+        v >>= 8;
+    }
+}
+
+#define ENCODE_HEADER 61
+#define BATCH_LENGTH_BASE (ENCODE_HEADER - 12)
+#define INDEX_BOUND ((long long)1 << 60) /* array offsets and lengths: 4 * (first + rows + 1)
+                                          * stays inside 64 unsigned bits */
+
+/* One Arrow binary column as read once: per row the start in data and the length (-1 null).
+ * Every offset and validity bit is read exactly once, checked, and kept here, so no later step
+ * reads the caller's offsets again (another thread may write a bytearray while the GIL is
+ * released or a CRC callback runs: the data may then change, never the bounds). */
+typedef struct {
+    PyObject *tuple;
+    long long offset, rows;
+    Py_buffer views[3];
+    int held[3];
+    const uint8_t *data;
+    int32_t *start;
+    int32_t *len;
+} column_t;
+
+static void column_clear(column_t *c)
+{
+    for (int k = 0; k < 3; k++)
+        if (c->held[k]) {
+            PyBuffer_Release(&c->views[k]);
+            c->held[k] = 0;
+        }
+    PyMem_Free(c->start);
+    PyMem_Free(c->len);
+    c->start = c->len = NULL;
+}
+
+/* The shape of a column: a 5-tuple whose offset and length are in [0, 2**60]. */
+static int column_shape(PyObject *obj, const char *name, column_t *c)
+{
+    if (!PyTuple_Check(obj) || PyTuple_GET_SIZE(obj) != 5) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s must be a tuple (validity, offsets, data, offset, length)", name);
+        return -1;
+    }
+    c->tuple = obj;
+    PyObject *offset = PyNumber_Index(PyTuple_GET_ITEM(obj, 3));
+    if (offset == NULL)
+        return -1;
+    PyObject *length = PyNumber_Index(PyTuple_GET_ITEM(obj, 4));
+    if (length == NULL) {
+        Py_DECREF(offset);
+        return -1;
+    }
+    int o1, o2;
+    c->offset = PyLong_AsLongLongAndOverflow(offset, &o1);
+    c->rows = PyLong_AsLongLongAndOverflow(length, &o2);
+    int failed = 0;
+    if (PyErr_Occurred())
+        failed = 1;
+    else if (o1 || o2 || c->offset < 0 || c->rows < 0 || c->offset > INDEX_BOUND ||
+             c->rows > INDEX_BOUND) {
+        PyErr_Format(PyExc_ValueError, "%s: array offset %S and length %S must be in [0, 2**60]",
+                     name, offset, length);
+        failed = 1;
+    }
+    Py_DECREF(offset);
+    Py_DECREF(length);
+    return failed ? -1 : 0;
+}
+
+/* Read the column's buffers once (module rule order: bitmap, offsets buffer, each offset, the
+ * last against the data); runs without the GIL after taking the views. */
+static int column_read(column_t *c, const char *name)
+{
+    PyObject *items[3] = {PyTuple_GET_ITEM(c->tuple, 0), PyTuple_GET_ITEM(c->tuple, 1),
+                          PyTuple_GET_ITEM(c->tuple, 2)};
+    for (int k = 0; k < 3; k++) {
+        if (items[k] == Py_None && k != 1)
+            continue;
+        if (PyObject_GetBuffer(items[k], &c->views[k], PyBUF_SIMPLE) < 0)
+            return -1;
+        c->held[k] = 1;
+    }
+    long long first = c->offset, rows = c->rows;
+    const uint8_t *bits = c->held[0] ? (const uint8_t *)c->views[0].buf : NULL;
+    if (bits != NULL && (long long)c->views[0].len * 8 < first + rows) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: a validity bitmap of %zd bytes is too short for %lld rows", name,
+                     c->views[0].len, first + rows);
+        return -1;
+    }
+    /* unsigned: 4 * (2**61 + 1) passes 2**63 */
+    if ((unsigned long long)c->views[1].len < 4 * (unsigned long long)(first + rows + 1)) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: an offsets buffer of %zd bytes is too short for %lld offsets", name,
+                     c->views[1].len, first + rows + 1);
+        return -1;
+    }
+    Py_ssize_t data_len = c->held[2] ? c->views[2].len : 0;
+    static const uint8_t no_data[1] = {0};
+    c->data = c->held[2] ? (const uint8_t *)c->views[2].buf : no_data;
+    size_t n = (size_t)rows;
+    c->start = PyMem_Malloc(n ? n * sizeof(int32_t) : 1);
+    c->len = PyMem_Malloc(n ? n * sizeof(int32_t) : 1);
+    if (c->start == NULL || c->len == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    const uint8_t *offs = (const uint8_t *)c->views[1].buf + 4 * first;
+    long long bad = -1; /* the offset index that broke a rule */
+    int32_t bad_value = 0, previous = 0, kind = 0;
+    Py_BEGIN_ALLOW_THREADS
+    previous = (int32_t)load_le32(offs);
+    if (previous < 0) {
+        bad = 0;
+        bad_value = previous;
+        kind = 1;
+    }
+    for (long long i = 0; i < rows && bad < 0; i++) {
+        int32_t next = (int32_t)load_le32(offs + 4 * (i + 1));
+        if (next < 0) {
+            bad = i + 1;
+            bad_value = next;
+            kind = 1;
+            break;
+        }
+        if (next < previous) {
+            bad = i + 1;
+            bad_value = next;
+            kind = 2;
+            break;
+        }
+        long long bit = first + i;
+        int present = bits == NULL || (bits[bit >> 3] >> (bit & 7)) & 1;
+        c->start[i] = previous;
+        c->len[i] = present ? next - previous : -1;
+        previous = next;
+    }
+    Py_END_ALLOW_THREADS
+    if (kind == 1) {
+        PyErr_Format(PyExc_ValueError, "%s: offset %lld is negative (%d)", name, first + bad,
+                     (int)bad_value);
+        return -1;
+    }
+    if (kind == 2) {
+        PyErr_Format(PyExc_ValueError, "%s: offsets decrease at %lld (%d, then %d)", name,
+                     first + bad, (int)previous, (int)bad_value);
+        return -1;
+    }
+    if ((Py_ssize_t)previous > data_len) {
+        PyErr_Format(PyExc_ValueError, "%s: offset %lld points past the data (%d > %zd bytes)",
+                     name, first + rows, (int)previous, data_len);
+        return -1;
+    }
+    return 0;
+}
+
+/* One batch of the rows order[s..e) (records of size bytes after the header) as a new bytes
+ * object, its CRC filled by crc(batch). */
+static PyObject *write_batch(const Py_ssize_t *order, Py_ssize_t s, Py_ssize_t e, int64_t size,
+                             const column_t *keys, const column_t *values, int64_t timestamp,
+                             PyObject *crc)
+{
+    PyObject *batch = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
+    if (batch == NULL)
+        return NULL;
+    uint8_t *out = (uint8_t *)PyBytes_AS_STRING(batch);
+    int32_t count = (int32_t)(e - s);
+    put_be(out, 0, 8);                                  /* baseOffset */
+    put_be(out + 8, (uint64_t)(size - 12), 4);          /* batchLength */
+    put_be(out + 12, (uint64_t)-1, 4);                  /* partitionLeaderEpoch */
+    out[16] = 2;                                        /* magic */
+    put_be(out + 17, 0, 4);                             /* crc, below */
+    put_be(out + 21, 0, 2);                             /* attributes */
+    put_be(out + 23, (uint64_t)(uint32_t)(count - 1), 4); /* lastOffsetDelta */
+    put_be(out + 27, (uint64_t)timestamp, 8);           /* baseTimestamp */
+    put_be(out + 35, (uint64_t)timestamp, 8);           /* maxTimestamp */
+    put_be(out + 43, (uint64_t)-1, 8);                  /* producerId */
+    put_be(out + 51, (uint64_t)-1, 2);                  /* producerEpoch */
+    put_be(out + 53, (uint64_t)-1, 4);                  /* baseSequence */
+    put_be(out + 57, (uint64_t)(uint32_t)count, 4);     /* recordsCount */
+    uint8_t *w = out + ENCODE_HEADER;
+    for (Py_ssize_t j = s; j < e; j++) {
+        Py_ssize_t row = order[j];
+        int32_t klen = keys == NULL ? -1 : keys->len[row];
+        int32_t vlen = values->len[row];
+        uint64_t index = (uint64_t)(j - s);
+        int64_t body = 2 + uvarint_size(index << 1) + field_size(klen) + field_size(vlen) + 1;
+        w = put_uvarint(w, (uint64_t)body << 1);
+        *w++ = 0; /* attributes */
+        *w++ = 0; /* timestampDelta 0: every record has the batch's timestamp */
+        w = put_uvarint(w, index << 1);
+        if (klen < 0)
+            *w++ = 1;
+        else {
+            w = put_uvarint(w, (uint64_t)klen << 1);
+            if (klen > 0)
+                memcpy(w, keys->data + keys->start[row], (size_t)klen);
+            w += klen;
+        }
+        if (vlen < 0)
+            *w++ = 1;
+        else {
+            w = put_uvarint(w, (uint64_t)vlen << 1);
+            if (vlen > 0)
+                memcpy(w, values->data + values->start[row], (size_t)vlen);
+            w += vlen;
+        }
+        *w++ = 0; /* no headers */
+    }
+    PyObject *sum = PyObject_CallOneArg(crc, batch);
+    if (sum == NULL) {
+        Py_DECREF(batch);
+        return NULL;
+    }
+    unsigned long value = PyLong_AsUnsignedLongMask(sum);
+    Py_DECREF(sum);
+    if (value == (unsigned long)-1 && PyErr_Occurred()) {
+        Py_DECREF(batch);
+        return NULL;
+    }
+    put_be(out + 17, (uint64_t)(value & 0xFFFFFFFFu), 4);
+    return batch;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* An integer argument converted as operator.index; *overflow set when it does not fit 64 bits. */
+static PyObject *index_arg(PyObject *obj, long long *value, int *overflow)
+{
+    PyObject *idx = PyNumber_Index(obj);
+    if (idx == NULL)
+        return NULL;
+    *value = PyLong_AsLongLongAndOverflow(idx, overflow);
+    if (*value == -1 && PyErr_Occurred()) {
+        Py_DECREF(idx);
+        return NULL;
+    }
+    return idx;
+}
+
+static PyObject *encode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "encode() takes 7 arguments");
+        return NULL;
+    }
+    PyObject *crc = args[6];
+    PyObject *nums[4] = {NULL, NULL, NULL, NULL};
+    long long v[4];
+    int ovf[4];
+    column_t keys_c, values_c;
+    memset(&keys_c, 0, sizeof keys_c);
+    memset(&values_c, 0, sizeof values_c);
+    column_t *keys = args[0] == Py_None ? NULL : &keys_c, *values = &values_c;
+    int32_t *part = NULL;
+    Py_ssize_t *order = NULL, *counts = NULL;
+    uint64_t *pairs = NULL;
+    PyObject *result = NULL, *list = NULL;
+
+    for (int k = 0; k < 4; k++)
+        if ((nums[k] = index_arg(args[2 + k], &v[k], &ovf[k])) == NULL)
+            goto done;
+    long long partitions = v[0], null_key = v[1];
+    int64_t timestamp = v[2];
+    if (ovf[0] || partitions < 1 || partitions > INT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "partitions %S outside [1, 2147483647]", nums[0]);
+        goto done;
+    }
+    if (ovf[1] || null_key < 0 || null_key >= partitions) {
+        PyErr_Format(PyExc_ValueError, "null_key_partition %S outside [0, %lld)", nums[1],
+                     partitions);
+        goto done;
+    }
+    if (ovf[2]) {
+        PyErr_Format(PyExc_ValueError, "timestamp_ms %S outside 64 bits", nums[2]);
+        goto done;
+    }
+    if (ovf[3]) {
+        PyErr_Format(PyExc_ValueError, "max_batch_bytes %S outside 64 bits", nums[3]);
+        goto done;
+    }
+    int64_t cap = v[3] < INT32_MAX ? v[3] : INT32_MAX;
+    if ((keys != NULL && column_shape(args[0], "keys", keys) < 0) ||
+        column_shape(args[1], "values", values) < 0)
+        goto done;
+    Py_ssize_t n = (Py_ssize_t)values->rows;
+    if (keys != NULL && keys->rows != values->rows) {
+        PyErr_Format(PyExc_ValueError, "%lld keys for %lld values", keys->rows, values->rows);
+        goto done;
+    }
+    if ((keys != NULL && column_read(keys, "keys") < 0) || column_read(values, "values") < 0)
+        goto done;
+
+    /* Each row's partition (and the one record-size rule), in row order. */
+    part = PyMem_Malloc(n ? (size_t)n * sizeof(int32_t) : 1);
+    order = PyMem_Malloc(n ? (size_t)n * sizeof(Py_ssize_t) : 1);
+    if (part == NULL || order == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t too_big = -1;
+    int64_t too_big_size = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t klen = keys == NULL ? -1 : keys->len[i];
+        int64_t size = record_size(0, klen, values->len[i]);
+        if (BATCH_LENGTH_BASE + size > INT32_MAX) {
+            too_big = i;
+            too_big_size = size;
+            break;
+        }
+        if (klen < 0)
+            part[i] = (int32_t)null_key;
+        else
+            part[i] = (int32_t)((murmur2_of(keys->data + keys->start[i], klen) & 0x7FFFFFFFu) %
+                                (uint32_t)partitions);
+    }
+    Py_END_ALLOW_THREADS
+    if (too_big >= 0) {
+        PyErr_Format(PyExc_ValueError, "row %zd: a record of %lld bytes does not fit a batch",
+                     too_big, (long long)too_big_size);
+        goto done;
+    }
+
+    /* The rows grouped by partition, row order kept: a counting sort when the partitions are
+     * few for the rows, else a sort of (partition, row) (then rows < partitions < 2**31). */
+    if (partitions <= (long long)n + 65536) {
+        counts = PyMem_Calloc((size_t)partitions + 1, sizeof(Py_ssize_t));
+        if (counts == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (Py_ssize_t i = 0; i < n; i++)
+            counts[part[i] + 1]++;
+        for (long long p = 0; p < partitions; p++)
+            counts[p + 1] += counts[p];
+        for (Py_ssize_t i = 0; i < n; i++)
+            order[counts[part[i]]++] = i;
+    }
+    else {
+        pairs = PyMem_Malloc(n ? (size_t)n * sizeof(uint64_t) : 1);
+        if (pairs == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (Py_ssize_t i = 0; i < n; i++)
+            pairs[i] = (uint64_t)(uint32_t)part[i] << 32 | (uint64_t)i;
+        qsort(pairs, (size_t)n, sizeof(uint64_t), cmp_u64);
+        for (Py_ssize_t i = 0; i < n; i++)
+            order[i] = (Py_ssize_t)(pairs[i] & 0xFFFFFFFFu);
+    }
+
+    result = PyDict_New();
+    if (result == NULL)
+        goto done;
+    for (Py_ssize_t a = 0; a < n;) {
+        int32_t p = part[order[a]];
+        Py_ssize_t b = a;
+        while (b < n && part[order[b]] == p)
+            b++;
+        list = PyList_New(0);
+        if (list == NULL)
+            goto fail;
+        for (Py_ssize_t s = a; s < b;) {
+            /* the batch from s: records while the whole size stays within the cap, one at least */
+            int64_t size = ENCODE_HEADER;
+            Py_ssize_t e = s;
+            while (e < b) {
+                Py_ssize_t row = order[e];
+                int64_t rs = record_size(e - s, keys == NULL ? -1 : keys->len[row],
+                                         values->len[row]);
+                if (e > s && size + rs > cap)
+                    break;
+                size += rs;
+                e++;
+            }
+            PyObject *batch = write_batch(order, s, e, size, keys, values, timestamp, crc);
+            if (batch == NULL)
+                goto fail;
+            int failed = PyList_Append(list, batch);
+            Py_DECREF(batch);
+            if (failed < 0)
+                goto fail;
+            s = e;
+        }
+        PyObject *key = PyLong_FromLong(p);
+        if (key == NULL)
+            goto fail;
+        int failed = PyDict_SetItem(result, key, list);
+        Py_DECREF(key);
+        Py_CLEAR(list);
+        if (failed < 0)
+            goto fail;
+        a = b;
+    }
+    goto done;
+fail:
+    Py_CLEAR(result);
+done:
+    Py_XDECREF(list);
+    for (int k = 0; k < 4; k++)
+        Py_XDECREF(nums[k]);
+    column_clear(&keys_c);
+    column_clear(&values_c);
+    PyMem_Free(part);
+    PyMem_Free(order);
+    PyMem_Free(counts);
+    PyMem_Free(pairs);
+    return result;
+}
+
 /* ---- module ---------------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -882,6 +1383,11 @@ static PyMethodDef methods[] = {
      "Decode a batch's records into objects (strom.protocol._records_py.decode)."},
     {"columns", (PyCFunction)(void (*)(void))columns, METH_FASTCALL,
      "Decode batches' records into Arrow column buffers (strom.protocol._records_py.columns)."},
+    {"murmur2", (PyCFunction)murmur2, METH_O,
+     "Kafka's Utils.murmur2 of a buffer, signed 32 bits (strom.protocol._records_py.murmur2)."},
+    {"encode", (PyCFunction)(void (*)(void))encode, METH_FASTCALL,
+     "Arrow key/value columns into record batches per partition "
+     "(strom.protocol._records_py.encode)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,6 +1,6 @@
 # The native record codec (_records_native.c); see strom/protocol/_records_py.py for the
 # specification of each function (same arguments, results and errors).
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from strom.protocol.varint import Buffer
@@ -13,3 +13,8 @@ def decode(buf: Buffer, start: int, end: int, count: int, base_offset: int, base
            record: type[Any]) -> list[Any]: ...
 def columns(segments: Sequence[tuple[Buffer, int, int, int, int, int, int, int]], lo: int,
             hi: int, with_headers: bool, error: type[Exception]) -> tuple[Any, ...]: ...
+def murmur2(data: Buffer) -> int: ...
+def encode(keys: tuple[Buffer | None, Buffer, Buffer | None, int, int] | None,
+           values: tuple[Buffer | None, Buffer, Buffer | None, int, int], partitions: int,
+           null_key_partition: int, timestamp_ms: int, max_batch_bytes: int,
+           crc: Callable[[Buffer], int]) -> dict[int, list[bytes]]: ...

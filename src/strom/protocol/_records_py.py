@@ -358,6 +358,7 @@ _M32 = 0xFFFFFFFF
 _INT32_MAX = 2**31 - 1
 _HEADER_SIZE = 61  # strom.protocol.batch_header.HEADER_SIZE (the layout is written out below)
 _BATCH_LENGTH_BASE = _HEADER_SIZE - 12  # batchLength counts the bytes after itself
+_INDEX_BOUND = 2**60
 _ENCODE_HEADER = struct.Struct(">qiibIhiqqqhii")  # batch_header.HEADER_STRUCT
 
 
@@ -401,9 +402,10 @@ class _Column:
         validity, offsets, data, offset, length = column
         self.offset: int = operator.index(offset)
         self.length: int = operator.index(length)
-        if self.offset < 0 or self.length < 0:
+        # bounded so that 4 * (offset + length + 1) stays inside 64 bits (the native codec)
+        if not (0 <= self.offset <= _INDEX_BOUND and 0 <= self.length <= _INDEX_BOUND):
             raise ValueError(f"{name}: array offset {self.offset} and length {self.length} "
-                             "must not be negative")  # fmt: skip
+                             "must be in [0, 2**60]")  # fmt: skip
         self._buffers = (validity, offsets, data)
 
     def check(self) -> None:
@@ -494,10 +496,12 @@ def encode(keys: ArrowBinary | None, values: ArrowBinary, partitions: int,
     Argument errors, in this order (``name`` is "keys" or "values"):
     ``partitions`` outside [1, 2**31 - 1], ``null_key_partition`` outside [0, partitions),
     ``timestamp_ms`` or ``max_batch_bytes`` outside 64 bits: ValueError; a column that is not a
-    5-tuple: TypeError; negative array offset or length (keys, then values), row counts that
-    differ; then each column's buffers (keys, then values): bitmap too short, offsets buffer too
-    short, a negative offset, decreasing offsets, the last offset past the data: ValueError;
-    then, in row order, a record too large for any batch ("row {i}: ...").
+    5-tuple: TypeError; an array offset or length outside [0, 2**60] (keys, then values), row
+    counts that differ; then each column's buffers (keys, then values): bitmap too short,
+    offsets buffer too short, a negative offset, decreasing offsets, the last offset past the
+    data: ValueError; then, in row order, a record too large for any batch ("row {i}: ...").
+    Each offset and validity bit is read once (the native codec keeps what it read: a buffer
+    written meanwhile by another thread changes the bytes copied, never the bounds).
     """
     partitions = operator.index(partitions)
     null_key_partition = operator.index(null_key_partition)
@@ -526,10 +530,8 @@ def encode(keys: ArrowBinary | None, values: ArrowBinary, partitions: int,
         size = _record_size(0, key, value)
         if _BATCH_LENGTH_BASE + size > _INT32_MAX:
             raise ValueError(f"row {i}: a record of {size} bytes does not fit a batch")
-        if key is None:
-            partition = null_key_partition
-        else:
-            partition = (murmur2(key) & 0x7FFFFFFF) % partitions
+        # Kafka's BuiltInPartitioner: Utils.toPositive(Utils.murmur2(key)) % partitions
+        partition = null_key_partition if key is None else (murmur2(key) & 0x7FFFFFFF) % partitions
         groups.setdefault(partition, []).append((key, value))
     out: dict[int, list[bytes]] = {}
     for partition in sorted(groups):

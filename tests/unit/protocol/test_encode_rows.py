@@ -91,7 +91,8 @@ def check_against_build_batch(out: dict[int, list[bytes]], keys: list[bytes | No
     ``build_batch`` of their rows, decode back and pass the CRC check, cut by the size rule."""
     expected: dict[int, list[tuple[bytes | None, bytes | None, list[Any], int]]] = {}
     for key, value in zip(keys, values, strict=True):
-        expected.setdefault(partition_of(key, partitions, null_key), []).append((key, value, [], TS))
+        partition = partition_of(key, partitions, null_key)
+        expected.setdefault(partition, []).append((key, value, [], TS))
     assert list(out) == sorted(expected)
     for partition, rows in expected.items():
         start = 0
@@ -232,7 +233,11 @@ def bad_argument_cases() -> list[tuple[tuple[Any, ...], type[Exception], str]]:
         ((None, GOOD, 0, 0, TS, 100), ValueError, "partitions 0 outside [1, 2147483647]"),
         ((None, GOOD, 2**31, 0, TS, 100), ValueError,
          "partitions 2147483648 outside [1, 2147483647]"),
+        ((None, GOOD, 2**70, 0, TS, 100), ValueError, f"partitions {2**70} outside [1, 2147483647]"),
+        ((None, GOOD, "3", 0, TS, 100), TypeError, "'str' object cannot be interpreted as an integer"),
         ((None, GOOD, 3, 3, TS, 100), ValueError, "null_key_partition 3 outside [0, 3)"),
+        ((None, GOOD, 3, -(2**64), TS, 100), ValueError,
+         f"null_key_partition {-(2**64)} outside [0, 3)"),
         ((None, GOOD, 3, -1, TS, 100), ValueError, "null_key_partition -1 outside [0, 3)"),
         ((None, GOOD, 3, 0, 2**63, 100), ValueError, f"timestamp_ms {2**63} outside 64 bits"),
         ((None, GOOD, 3, 0, TS, -(2**63) - 1), ValueError,
@@ -242,9 +247,15 @@ def bad_argument_cases() -> list[tuple[tuple[Any, ...], type[Exception], str]]:
         (([1, 2, 3, 4, 5], GOOD, 3, 0, TS, 100), TypeError,
          "keys must be a tuple (validity, offsets, data, offset, length)"),
         (((None, GOOD[1], b"abc", -1, 2), GOOD, 3, 0, TS, 100), ValueError,
-         "keys: array offset -1 and length 2 must not be negative"),
+         "keys: array offset -1 and length 2 must be in [0, 2**60]"),
         ((None, (None, GOOD[1], b"abc", 0, -2), 3, 0, TS, 100), ValueError,
-         "values: array offset 0 and length -2 must not be negative"),
+         "values: array offset 0 and length -2 must be in [0, 2**60]"),
+        ((None, (None, GOOD[1], b"abc", 2**70, 2), 3, 0, TS, 100), ValueError,
+         f"values: array offset {2**70} and length 2 must be in [0, 2**60]"),
+        ((None, (None, GOOD[1], b"abc", 0, 2**60 + 1), 3, 0, TS, 100), ValueError,
+         f"values: array offset 0 and length {2**60 + 1} must be in [0, 2**60]"),
+        ((None, (None, GOOD[1], b"abc", 2**60, 2**60), 3, 0, TS, 100), ValueError,
+         f"values: an offsets buffer of 12 bytes is too short for {2**61 + 1} offsets"),
         ((GOOD[:4] + (1,), GOOD, 3, 0, TS, 100), ValueError, "1 keys for 2 values"),
         ((None, (b"\xff", GOOD[1], b"abc", 7, 2), 3, 0, TS, 100), ValueError,
          "values: a validity bitmap of 1 bytes is too short for 9 rows"),
@@ -271,6 +282,16 @@ def test_bad_arguments_answer_one_line(case: int) -> None:
         return
     assert (kind, result) == (error, message)
     assert "\n" not in message
+
+
+def test_a_failing_crc_function_fails_the_call() -> None:
+    def broken(batch: Any) -> int:
+        raise ValueError("no crc today")
+
+    for encode in (_records_py.encode, native.encode if native is not None else None):
+        if encode is not None:
+            with pytest.raises(ValueError, match="no crc today"):
+                encode(None, GOOD, 3, 0, TS, 100, broken)
 
 
 @FAST
