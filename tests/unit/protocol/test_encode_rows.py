@@ -201,15 +201,23 @@ def test_splits_and_a_record_larger_than_the_cap(impl: str) -> None:
     check_against_build_batch(out, [None] * len(values), values, 4, 2, cap)
 
 
-def test_many_rows_many_partitions(impl: str) -> None:
-    """Enough rows for several batches per partition, keys spread over the partitions."""
+@pytest.mark.parametrize("partitions", [8, 10**6])
+def test_many_rows_many_partitions(impl: str, partitions: int) -> None:
+    """Enough rows for several batches per partition, keys spread over the partitions; with
+    10**6 partitions (more than the rows) the native codec ranks the partitions present
+    instead of counting over all of them."""
     n = 5000
-    keys = [i.to_bytes(8, "little") for i in range(n)]
-    values = [bytes([i % 251]) * (i % 150) for i in range(n)]
-    out = records.encode_rows(buffers(pa.array(keys)), buffers(pa.array(values)), 8, 0, TS,
-                              16_384)  # fmt: skip
-    assert len(out) == 8 and all(len(batches) > 1 for batches in out.values())
-    check_against_build_batch(out, keys, values, 8, 0, 16_384)  # type: ignore[arg-type]
+    keys: list[bytes | None] = [i.to_bytes(8, "little") for i in range(n)]
+    keys[::7] = [None] * len(keys[::7])
+    values: list[bytes | None] = [bytes([i % 251]) * (i % 150) for i in range(n)]
+    cap = 16_384 if partitions == 8 else 200
+    out = records.encode_rows(buffers(pa.array(keys)), buffers(pa.array(values)), partitions, 3,
+                              TS, cap)  # fmt: skip
+    if partitions == 8:
+        assert len(out) == 8 and all(len(batches) > 1 for batches in out.values())
+    else:
+        assert len(out) > 4000 and len(out[3]) > 1
+    check_against_build_batch(out, keys, values, partitions, 3, cap)
 
 
 def test_empty_and_all_null_columns(impl: str) -> None:
