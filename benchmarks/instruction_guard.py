@@ -13,7 +13,10 @@ counted once, under ``valgrind --tool=callgrind``:
 * ``fetch``: 20 Fetch v12 requests (64 KiB each) reading the produced batches back through the
   same connection;
 * ``decode``: the batches decoded into one Arrow RecordBatch, as the Spark source does
-  (``records.segment`` per batch, ``records.decode_columns``, ``spark.schema.arrow_from_columns``).
+  (``records.segment`` per batch, ``records.decode_columns``, ``spark.schema.arrow_from_columns``);
+* ``encode``: the other way, as the Spark sink's Produce path does: the same 10,000 rows (8-byte
+  keys, 100-byte values) as pyarrow binary columns into batches of at most 64 KiB for 8
+  partitions (``records.encode_rows``: murmur2 partitioning, the records, a CRC per batch).
 
 Valgrind starts with instrumentation off (``--instr-atstart=no``: the imports and the broker's
 start-up run at a few times native speed, not fifty). Around each counted workload the script
@@ -57,6 +60,8 @@ BATCHES = 200
 RECORDS_PER_BATCH = 50
 FETCH_REQUESTS = 20
 FETCH_BYTES = 64 * 1024
+ENCODE_PARTITIONS = 8
+ENCODE_MAX_BATCH_BYTES = 64 * 1024
 
 HELPER_C = """
 #include <valgrind/callgrind.h>
@@ -83,6 +88,18 @@ def make_batches(now_ms: int) -> list[bytes]:
         codec = compression.LZ4 if b % 4 == 3 else compression.NONE
         out.append(rb.build_batch(recs, compression=codec))
     return out
+
+
+def encode_columns() -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """The ``encode`` workload's rows: make_batches' keys and values as pyarrow binary columns,
+    passed as their buffers (what the Spark sink hands ``records.encode_rows``)."""
+    import pyarrow as pa
+
+    rows = range(BATCHES * RECORDS_PER_BATCH)
+    keys = pa.array([b"key-%04d" % (i % 1000) for i in rows], pa.binary())
+    values = pa.array([bytes([65 + i % 26]) * 100 for i in rows], pa.binary())
+    key_buffers = (*keys.buffers(), keys.offset, len(keys))
+    return key_buffers, (*values.buffers(), values.offset, len(values))
 
 
 def produce_frames(batches: list[bytes], first_correlation: int) -> list[bytes]:
@@ -230,6 +247,16 @@ def run_workloads(helper: str | None) -> dict[str, Any]:
             if counted:
                 counter.end("decode")
             facts["decode_rows"] = table.num_rows
+        keys, values = encode_columns()
+        for counted in (False, True):
+            if counted:
+                counter.begin()
+            encoded = records.encode_rows(keys, values, ENCODE_PARTITIONS, 0, now,
+                                          ENCODE_MAX_BATCH_BYTES)  # fmt: skip
+            if counted:
+                counter.end("encode")
+            facts["encode_rows"] = sum(rb.parse_header(b).record_count
+                                       for part in encoded.values() for b in part)  # fmt: skip
         asyncio.run(_broker_workloads(counter, batches, facts))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -314,7 +341,7 @@ def measure() -> tuple[dict[str, int], dict[str, Any]]:
             raise GuardError(f"the workloads failed under valgrind:\n{done.stderr[-3000:]}")
         facts = json.loads(done.stdout.strip().splitlines()[-1])
         counts = parse_parts(work)
-        missing = {"append", "decode", "produce", "fetch"} - counts.keys()
+        missing = {"append", "decode", "encode", "produce", "fetch"} - counts.keys()
         if missing:
             raise GuardError(f"no instruction count for {sorted(missing)}:\n{done.stderr[-2000:]}")
         return counts, facts
@@ -359,6 +386,7 @@ def main() -> int:
         return 2
     expected = {"append_end_offset": BATCHES * RECORDS_PER_BATCH,
                 "decode_rows": BATCHES * RECORDS_PER_BATCH,
+                "encode_rows": BATCHES * RECORDS_PER_BATCH,
                 "produce_end_offset": 2 * BATCHES * RECORDS_PER_BATCH}  # fmt: skip
     wrong = {k: (facts.get(k), v) for k, v in expected.items() if facts.get(k) != v}
     if wrong:
