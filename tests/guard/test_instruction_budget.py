@@ -1,7 +1,6 @@
 """CI's guard on the hot paths (issue 20): instruction counts of fixed workloads (append with
 validation, Produce and Fetch through a broker, decoding to Arrow, encoding Arrow columns into
-batches) under valgrind's callgrind,
-against ``benchmarks/instruction_budget.json``. A workload over 1.5x its budget fails; a change
+batches) under valgrind's callgrind, against ``benchmarks/instruction_budget.json``. A workload over 1.5x its budget fails; a change
 that means to cost more runs ``python benchmarks/instruction_guard.py --update`` and commits
 the new budget with it. See ``benchmarks/instruction_guard.py``."""
 

@@ -367,7 +367,7 @@ def murmur2(data: Buffer) -> int:
     ``murmur2_random``): seed 0x9747b28c, m 0x5bd1e995, r 24, 4-byte little-endian chunks, the
     tail folded in as Java's switch does, 32-bit wrapping; the signed 32-bit result Java
     returns."""
-    data = bytes(data)
+    data = bytes(memoryview(data))  # buffers only, as the native codec (bytes(5) is 5 zeros)
     length = len(data)
     m = 0x5BD1E995
     h = (0x9747B28C ^ length) & _M32
@@ -412,15 +412,16 @@ class _Column:
         """Check the buffers against the offset and length (the module's rule order)."""
         name, first, rows = self.name, self.offset, self.length
         validity, offsets, data = self._buffers
-        self.bits = None if validity is None else bytes(validity)
+        # memoryview first: buffers only, as the native codec (bytes(5) would be 5 zeros)
+        self.bits = None if validity is None else bytes(memoryview(validity))
         if self.bits is not None and len(self.bits) * 8 < first + rows:
             raise ValueError(f"{name}: a validity bitmap of {len(self.bits)} bytes is too short "
                              f"for {first + rows} rows")  # fmt: skip
-        raw = bytes(offsets)
+        raw = bytes(memoryview(offsets))
         if len(raw) < 4 * (first + rows + 1):
             raise ValueError(f"{name}: an offsets buffer of {len(raw)} bytes is too short for "
                              f"{first + rows + 1} offsets")  # fmt: skip
-        self.data = b"" if data is None else bytes(data)
+        self.data = b"" if data is None else bytes(memoryview(data))
         self.starts = struct.unpack_from(f"<{rows + 1}i", raw, 4 * first)
         previous = 0
         for i, start in enumerate(self.starts):

@@ -253,7 +253,8 @@ or None, int32 little-endian offsets, data, array offset, length)``, i.e. ``(*ar
 arr.offset, len(arr))`` of a pyarrow ``binary`` or ``string`` array (any object with the buffer
 protocol serves; a None data buffer is no bytes). Row ``i`` is null when bit ``offset + i`` of
 the bitmap (LSB first) is clear, else ``data[offsets[offset + i] : offsets[offset + i + 1]]``.
-strom.protocol never imports pyarrow: only the buffers cross."""
+``large_binary`` / ``large_string`` arrays (int64 offsets) are cast to ``binary`` / ``string``
+first. strom.protocol never imports pyarrow: only the buffers cross."""
 
 
 def encode_rows(keys: ArrowBinary | None, values: ArrowBinary, partitions: int,

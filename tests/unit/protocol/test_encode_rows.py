@@ -292,6 +292,20 @@ def test_bad_arguments_answer_one_line(case: int) -> None:
     assert "\n" not in message
 
 
+def test_only_buffers_are_read() -> None:
+    """An int is not a buffer (``bytes(5)`` would be five zero bytes): both refuse it."""
+    for fn in (_records_py.murmur2, native.murmur2 if native is not None else None):
+        if fn is not None:
+            with pytest.raises(TypeError):
+                fn(5)  # type: ignore[arg-type]
+    for encode in (_records_py.encode, native.encode if native is not None else None):
+        if encode is not None:
+            with pytest.raises(TypeError):
+                encode(None, (None, 12, b"abc", 0, 2), 3, 0, TS, 100, compute_crc)
+            with pytest.raises(TypeError):
+                encode(None, (4, GOOD[1], b"abc", 0, 2), 3, 0, TS, 100, compute_crc)
+
+
 def test_a_failing_crc_function_fails_the_call() -> None:
     def broken(batch: Any) -> int:
         raise ValueError("no crc today")
