@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from strom.spark.batch_sender import BatchSender, eligible
 from strom.spark.options import WriteOptions
 
 # librdkafka's default delivery.timeout.ms is 300 s: past it every record is delivered or failed.
@@ -35,26 +36,43 @@ def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
 
 
 class RowProducer:
-    """Produces the rows of Arrow batches through one confluent-kafka Producer; remembers the
-    first delivery error.
+    """Produces the rows of Arrow batches; remembers the first delivery error.
 
-    The Python work per row is one ``produce()`` call: columns are converted once per batch,
-    arguments are positional, and delivery reports come back for failures only
-    (``delivery.report.only.error``, one callback set in the configuration), not as a Python
-    callback per acknowledged row."""
+    Rows of the common shape (key and value only, to the ``topic`` option) go as record
+    batches through :class:`~strom.spark.batch_sender.BatchSender` when the client settings
+    allow it (:func:`~strom.spark.batch_sender.eligible`): no Python per row. Every other row
+    goes through one confluent-kafka Producer, made when first needed: the Python work per row
+    is one ``produce()`` call (columns converted once per batch, positional arguments), and
+    delivery reports come back for failures only (``delivery.report.only.error``, one callback
+    set in the configuration), not as a Python callback per acknowledged row."""
 
     def __init__(self, config: dict[str, Any], default_topic: str | None) -> None:
-        self.producer = Producer({**config, "on_delivery": self._delivered,
-                                  "delivery.report.only.error": True})  # fmt: skip
+        self.config = config
+        self.sender = (BatchSender(config, default_topic)
+                       if default_topic and eligible(config, default_topic) else None)  # fmt: skip
+        self._producer: Producer | None = None
         self.default_topic = default_topic
         self.error: KafkaError | None = None
         self.count = 0
+
+    @property
+    def producer(self) -> Producer:
+        if self._producer is None:
+            self._producer = Producer({**self.config, "on_delivery": self._delivered,
+                                       "delivery.report.only.error": True})  # fmt: skip
+        return self._producer
 
     def _delivered(self, err: KafkaError | None, _msg: Any) -> None:
         if err is not None and self.error is None:
             self.error = err
 
     def produce_batch(self, batch: pa.RecordBatch) -> None:
+        names = batch.schema.names
+        if self.sender is not None and not {"topic", "partition", "headers"} & set(names):
+            keys = batch.column(names.index("key")) if "key" in names else None
+            self.sender.send(keys, batch.column(names.index("value")))
+            self.count += batch.num_rows
+            return
         values = _column(batch, "value")
         assert values is not None
         keys = _column(batch, "key")
@@ -113,9 +131,11 @@ class RowProducer:
                 continue
 
     def close(self) -> None:
-        """Close the client now, not when the garbage collector finds it (the delivery
+        """Close the clients now, not when the garbage collector finds them (the delivery
         callback makes a reference cycle). confluent-kafka before 2.x has no ``close``."""
-        close = getattr(self.producer, "close", None)
+        if self.sender is not None:
+            self.sender.close()
+        close = getattr(self._producer, "close", None)
         if close is not None:
             close()
 
@@ -124,7 +144,11 @@ class RowProducer:
             raise KafkaException(self.error)
 
     def flush(self, timeout: float) -> None:
-        remaining = self.producer.flush(timeout)
+        """Wait for the Producer's rows (the sender's are acknowledged when ``send`` returns)."""
+        if self._producer is None:
+            self.check()
+            return
+        remaining = self._producer.flush(timeout)
         self.check()
         if remaining:
             raise TimeoutError(f"{remaining} records not acknowledged within {timeout:.0f}s")
