@@ -1,9 +1,10 @@
 """The record walks of :mod:`strom.protocol.records` in pure Python: the fallback of the native
 codec (:mod:`strom.protocol._records_native`, ``_records_native.c``), and its specification.
 
-Both implementations export the same three functions with the same arguments, results and
-errors, byte for byte (the differential tests in ``tests/unit/protocol/test_record_codec.py``
-hold them to it). Callers use them through :mod:`strom.protocol.records`, never directly.
+Both implementations export the same functions with the same arguments, results and errors,
+byte for byte (the differential tests in ``tests/unit/protocol/test_record_codec.py`` and, for
+:func:`encode` and :func:`murmur2` at the end of this module, ``test_encode_rows.py`` hold them
+to it). Callers use them through :mod:`strom.protocol.records`, never directly.
 
 ``buf`` is a whole (uncompressed) records section or a buffer holding one: records are read
 from ``start`` to ``end``. Record layout: see :mod:`strom.protocol.records`. The walk of one

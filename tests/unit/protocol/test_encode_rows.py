@@ -144,6 +144,17 @@ def test_partitions_as_the_java_client(impl: str) -> None:
     assert [r.key for r in records.decode_records(out[7][0])] == [None]
 
 
+def test_string_keys_hash_their_utf8_bytes(impl: str) -> None:
+    """A string column is read as its UTF-8 bytes, what the Java client's StringSerializer
+    hashes."""
+    words = ["é", "\U0001f600", "straße", "", "abc"]
+    keys, values = pa.array(words, pa.string()), pa.array(words[::-1], pa.string())
+    out = records.encode_rows(buffers(keys), buffers(values), 5, 0, TS, 1 << 20)
+    encoded = [w.encode() for w in words]
+    check_against_build_batch(out, encoded, encoded[::-1], 5, 0, 1 << 20)  # type: ignore[arg-type]
+    assert records.murmur2("abc".encode()) == KAFKA_MURMUR2[b"abc"]
+
+
 # --- results -----------------------------------------------------------------------------------
 
 optional = st.one_of(st.none(), st.binary(max_size=30), st.just(b""))
