@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from strom.spark.batch_sender import BatchSender, eligible
+from strom.spark.batch_sender import BatchSender, eligible, sendable
 from strom.spark.options import WriteOptions
 
 # librdkafka's default delivery.timeout.ms is 300 s: past it every record is delivered or failed.
@@ -70,9 +70,11 @@ class RowProducer:
         names = batch.schema.names
         if self.sender is not None and not {"topic", "partition", "headers"} & set(names):
             keys = batch.column(names.index("key")) if "key" in names else None
-            self.sender.send(keys, batch.column(names.index("value")))
-            self.count += batch.num_rows
-            return
+            values = batch.column(names.index("value"))
+            if sendable(values) and (keys is None or sendable(keys)):
+                self.sender.send(keys, values)
+                self.count += batch.num_rows
+                return
         values = _column(batch, "value")
         assert values is not None
         keys = _column(batch, "key")

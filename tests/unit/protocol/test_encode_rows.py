@@ -152,7 +152,7 @@ def test_string_keys_hash_their_utf8_bytes(impl: str) -> None:
     out = records.encode_rows(buffers(keys), buffers(values), 5, 0, TS, 1 << 20)
     encoded = [w.encode() for w in words]
     check_against_build_batch(out, encoded, encoded[::-1], 5, 0, 1 << 20)  # type: ignore[arg-type]
-    assert records.murmur2("abc".encode()) == KAFKA_MURMUR2[b"abc"]
+    assert records.murmur2(b"abc") == KAFKA_MURMUR2[b"abc"]
 
 
 # --- results -----------------------------------------------------------------------------------
