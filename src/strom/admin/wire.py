@@ -6,7 +6,8 @@ dir APIs and the cluster-wide default broker config (librdkafka cannot name the 
 resource). One request per connection to the address given. Not a Kafka client: no metadata,
 no retries; which broker a request must go to in a cluster (a leader, a coordinator, every
 broker) is :mod:`strom.admin.routing`'s job, and data goes through confluent-kafka, except the
-Spark source's reads of raw record batches (:mod:`strom.spark.wire` uses this connection).
+Spark source's reads of raw record batches and the Spark sink's writes of them
+(:mod:`strom.spark.wire` and :mod:`strom.spark.batch_sender` use this connection).
 
 Security: a connection is secured as its :class:`~strom.admin.client_security.WireSecurity`
 says (TLS for ``security.protocol=SSL``; SASL is refused in one line), given explicitly (the

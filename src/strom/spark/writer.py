@@ -4,9 +4,12 @@ Columns: ``value`` (required, binary or string), ``key`` (binary or string), ``t
 else the ``topic`` option), ``partition`` (int; else the partitioner decides), ``headers``
 (array<struct<key string, value binary>>). Other columns are ignored, as Spark's sink does.
 
-Each task receives Arrow batches (``DataSourceArrowWriter``) and produces with confluent-kafka,
-partitioning keys with ``murmur2_random`` (the Java client's partitioner) unless the user sets
-``kafka.partitioner``.
+Each task receives Arrow batches (``DataSourceArrowWriter``). Keys are partitioned as the Java
+client partitions them (murmur2; ``murmur2_random`` in librdkafka's names) unless the user sets
+``kafka.partitioner``. At-least-once rows of key and value only, to the ``topic`` option, go as
+natively encoded record batches over strom's codec (:mod:`strom.spark.batch_sender`: its module
+doc says which settings it honours); every other write produces with confluent-kafka
+(:mod:`strom.spark.row_producer`).
 
 At-least-once (the default): a task returns only when every record is acknowledged, and fails if
 any is not; a retried task or batch may write records again. ``exactlyOnce=true`` hands each
