@@ -948,6 +948,19 @@ static inline int64_t field_size(int32_t len)
     return len < 0 ? 1 : uvarint_size((uint64_t)len << 1) + (int64_t)len;
 }
 
+/* A key or value: its length as a zigzag varint (-1, one byte 0x01, for null), then its bytes. */
+static inline uint8_t *put_field(uint8_t *w, const uint8_t *data, int32_t len)
+{
+    if (len < 0) {
+        *w++ = 1;
+        return w;
+    }
+    w = put_uvarint(w, (uint64_t)len << 1);
+    if (len > 0)
+        memcpy(w, data, (size_t)len);
+    return w + len;
+}
+
 /* The record at index of its batch, its length varint included (_records_py._record_size). */
 static inline int64_t record_size(int64_t index, int32_t klen, int32_t vlen)
 {
@@ -1142,22 +1155,8 @@ static inline uint8_t *write_record(uint8_t *w, uint64_t index, const uint8_t *k
     *w++ = 0; /* attributes */
     *w++ = 0; /* timestampDelta 0: every record has the batch's timestamp */
     w = put_uvarint(w, index << 1);
-    if (klen < 0)
-        *w++ = 1;
-    else {
-        w = put_uvarint(w, (uint64_t)klen << 1);
-        if (klen > 0)
-            memcpy(w, key, (size_t)klen);
-        w += klen;
-    }
-    if (vlen < 0)
-        *w++ = 1;
-    else {
-        w = put_uvarint(w, (uint64_t)vlen << 1);
-        if (vlen > 0)
-            memcpy(w, value, (size_t)vlen);
-        w += vlen;
-    }
+    w = put_field(w, key, klen);
+    w = put_field(w, value, vlen);
     *w++ = 0; /* no headers */
     return w;
 }

@@ -48,10 +48,10 @@ from strom.protocol import records
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records import encode_rows
 from strom.spark.wire import (
-    METADATA,
-    METADATA_VERSION,
     Connection,
     WireError,
+    any_server,
+    topic_metadata,
     wire_security,
 )
 
@@ -298,39 +298,26 @@ class BatchSender:
             time.sleep(RETRY_BACKOFF_S)
 
     def _ask_metadata(self) -> _Leaders | None:
-        errors = []
-        for address in self.bootstrap:
-            try:
-                conn = Connection(address, self.socket_timeout_s, self.client_id, self.security)
-            except WireError as exc:
-                errors.append(str(exc))
+        conn = any_server(self.bootstrap, self.socket_timeout_s, self.client_id, self.security)
+        try:
+            response = topic_metadata(conn, self.topic, auto_create=True)
+        finally:
+            conn.close()
+        addresses = {int(b.node_id): f"{b.host}:{int(b.port)}" for b in response.brokers}
+        for topic in response.topics:
+            if str(topic.name) != self.topic:
                 continue
-            try:
-                response = conn.request(
-                    METADATA, METADATA_VERSION,
-                    topics=(part(METADATA, METADATA_VERSION, "MetadataRequestTopic",
-                                 name=self.topic),),
-                    allow_auto_topic_creation=True, include_cluster_authorized_operations=False,
-                    include_topic_authorized_operations=False,
-                )  # fmt: skip
-            finally:
-                conn.close()
-            addresses = {int(b.node_id): f"{b.host}:{int(b.port)}" for b in response.brokers}
-            for topic in response.topics:
-                if str(topic.name) != self.topic:
-                    continue
-                code = ErrorCode(topic.error_code)
-                if code in RETRIABLE:
-                    return None
-                if code != ErrorCode.none:
-                    raise KafkaException(KafkaError(int(code),
-                                                    f"metadata of {self.topic}: {code.name.upper()}"))
-                if not topic.partitions:
-                    return None
-                leader_of = {int(p.partition_index): int(p.leader_id) for p in topic.partitions}
-                return _Leaders(len(leader_of), leader_of, addresses, time.monotonic())
-            return None
-        raise WireError("; ".join(errors) or "no bootstrap servers")
+            code = ErrorCode(topic.error_code)
+            if code in RETRIABLE:
+                return None
+            if code != ErrorCode.none:
+                raise KafkaException(KafkaError(int(code),
+                                                f"metadata of {self.topic}: {code.name.upper()}"))
+            if not topic.partitions:
+                return None
+            leader_of = {int(p.partition_index): int(p.leader_id) for p in topic.partitions}
+            return _Leaders(len(leader_of), leader_of, addresses, time.monotonic())
+        return None
 
 
 def _retriable(exc: KafkaException) -> bool:

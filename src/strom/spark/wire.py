@@ -89,6 +89,30 @@ class Connection:
         self.wire.close()
 
 
+def any_server(bootstrap: list[str], timeout: float, client_id: str,
+               security: WireSecurity) -> Connection:  # fmt: skip
+    """A connection to the first of the ``bootstrap`` addresses that answers (WireError naming
+    every failure when none does)."""
+    errors = []
+    for address in bootstrap:
+        try:
+            return Connection(address.strip(), timeout, client_id, security)
+        except WireError as exc:
+            errors.append(str(exc))
+    raise WireError("; ".join(errors) or "no bootstrap servers")
+
+
+def topic_metadata(conn: Connection, topic: str, *, auto_create: bool) -> Any:
+    """One Metadata request for ``topic``: the brokers, its partitions and their leaders
+    (``auto_create``: as a producer asks, letting the broker create the topic)."""
+    return conn.request(
+        METADATA, METADATA_VERSION,
+        topics=(part(METADATA, METADATA_VERSION, "MetadataRequestTopic", name=topic),),
+        allow_auto_topic_creation=auto_create, include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False,
+    )  # fmt: skip
+
+
 class PartitionClient:
     """The requests about one partition, sent to its leader (found through Metadata)."""
 
@@ -112,28 +136,13 @@ class PartitionClient:
         a broken connection)."""
         self.close()
 
-    def _any_server(self) -> Connection:
-        errors = []
-        for address in self.bootstrap:
-            try:
-                return Connection(address.strip(), self.timeout, self.client_id, self.security)
-            except WireError as exc:
-                errors.append(str(exc))
-        raise WireError("; ".join(errors) or "no bootstrap servers")
-
     def leader(self) -> Connection:
         """The connection to the partition's leader (looked up once, kept until reset)."""
         if self._leader is not None:
             return self._leader
-        conn = self._any_server()
+        conn = any_server(self.bootstrap, self.timeout, self.client_id, self.security)
         try:
-            response = conn.request(
-                METADATA, METADATA_VERSION,
-                topics=(part(METADATA, METADATA_VERSION, "MetadataRequestTopic",
-                             name=self.topic),),
-                allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
-                include_topic_authorized_operations=False,
-            )  # fmt: skip
+            response = topic_metadata(conn, self.topic, auto_create=False)
         finally:
             conn.close()
         brokers = {int(b.node_id): f"{b.host}:{int(b.port)}" for b in response.brokers}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -27,7 +27,6 @@ try:
 except ImportError:  # test_native_built fails; the native half of these tests skips
     native = None
 
-IMPLS = ["python", "native"]
 needs_native = pytest.mark.skipif(native is None, reason="the native record codec is not built")
 FAST = settings(max_examples=int(os.environ.get("STROM_CODEC_EXAMPLES", "150")), deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
@@ -45,16 +44,10 @@ KAFKA_MURMUR2 = {
 }
 
 
-@pytest.fixture(params=IMPLS)
-def impl(request: pytest.FixtureRequest) -> Iterator[str]:
-    if request.param == "native" and native is None:
-        pytest.skip("the native record codec is not built")
-    before = records.IMPLEMENTATION
-    records.use(request.param)
-    try:
-        yield request.param
-    finally:
-        records.use(before)
+@pytest.fixture
+def impl(record_codec: str) -> str:
+    """Each test once per codec (tests/unit/conftest.py's ``record_codec``)."""
+    return record_codec
 
 
 def buffers(arr: pa.Array) -> tuple[Any, ...]:
