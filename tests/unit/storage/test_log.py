@@ -9,7 +9,6 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from strom.clock import FakeClock
-from strom.protocol.control import build_marker
 from strom.protocol.record_batch import iter_batches, parse_header
 from strom.storage.batch_validation import AppendOrigin
 from strom.storage.errors import (
@@ -23,7 +22,7 @@ from strom.storage.errors import (
 from strom.storage.log import Log
 from strom.storage.log_config import LogConfig
 
-from .conftest import batch, values
+from .conftest import batch, leader_log_and_batches, values
 
 # the record walks run on the native codec and on its pure-Python fallback
 pytestmark = pytest.mark.usefixtures("record_codec")
@@ -260,23 +259,8 @@ def test_a_follower_copy_is_the_leaders_log_byte_for_byte(tmp_path: Path,
     index entries, time index) give the follower the leader's files, whatever the chunks the
     leader's bytes arrive in; aborted transactions and producer state follow too."""
     cfg = LogConfig(segment_bytes=700, index_interval_bytes=150)
-    leader = Log.open(tmp_path / "leader-0", cfg, clock)
-    seq = 0
-    for i in range(30):
-        txn = i % 7 == 3
-        leader.append(batch(clock, b"v%d" % i, b"w" * i, producer_id=9 if txn else -1,
-                            producer_epoch=0 if txn else -1, base_sequence=seq if txn else -1,
-                            is_transactional=txn), leader_epoch=1 + i // 10)  # fmt: skip
-        if txn:
-            seq += 2
-            leader.append(build_marker(9, 0, commit=i % 2 == 0, coordinator_epoch=4,
-                                       timestamp_ms=clock.time_ms()),
-                          origin=AppendOrigin.COORDINATOR, leader_epoch=1 + i // 10)  # fmt: skip
-        clock.advance(3)
+    leader, chunks = leader_log_and_batches(tmp_path / "leader-0", cfg, clock)
     follower = Log.open(tmp_path / "follower-0", cfg, clock)
-    chunks: list[bytes] = []
-    while (offset := len(chunks) and parse_header(chunks[-1]).next_offset) < leader.log_end_offset:
-        chunks += [bytes(b) for _h, b in iter_batches(leader.read(offset, 1 << 20).records)]
     for i in range(0, len(chunks), 4):  # fetches of up to four batches
         follower.append(b"".join(chunks[i : i + 4]), origin=AppendOrigin.REPLICATION)
     assert [s.base_offset for s in follower.segments] == [s.base_offset for s in leader.segments]

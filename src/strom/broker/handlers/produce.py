@@ -201,10 +201,21 @@ def _append_one(services: BrokerServices, topic: str, index: int, records: bytes
                                 records))  # fmt: skip
             return placeholder
         result = replicas.append_to(part, records)
-        if result.flushed is not None:  # flush.messages reached: answer once it is on disk
-            durable.append(result.flushed)
     except Exception as exc:
         return _refused(services, counters, topic, index, records, exc)
+    return _appended(services, counters, part, topic, index, records, result, acks, durable,
+                     replicated)  # fmt: skip
+
+
+def _appended(services: BrokerServices, counters: Any, part: Partition, topic: str, index: int,
+              records: bytes, result: AppendResult, acks: int, durable: list[Future[None]],
+              replicated: list[_Waiter]) -> ProducePartition:  # fmt: skip
+    """The answer of a partition whose batch is in the log (``result``), appended at once or
+    after a slow disk: counted, and waited for as ``acks`` asks (``durable``: the fsync of
+    flush.messages; ``replicated``: acks=all, once the ISR has it, through
+    strom.replication.delayed_produce)."""
+    if result.flushed is not None:  # flush.messages reached: answer once it is on disk
+        durable.append(result.flushed)
     if not result.duplicate:  # a retried batch already counted
         counters.messages_in += result.record_count
         counters.bytes_in += len(records)
@@ -213,8 +224,7 @@ def _append_one(services: BrokerServices, topic: str, index: int, records: bytes
         index, 0, result.base_offset, result.log_append_time, result.log_start_offset, None, (),
         None))  # fmt: skip
     if acks == -1 and part.log.high_watermark <= result.last_offset:
-        # acks=all: answered once the ISR has it (strom.replication.delayed_produce)
-        future = replicas.delayed.watch((topic, index), result.last_offset)
+        future = services.replicas.delayed.watch((topic, index), result.last_offset)
         replicated.append(_Waiter(future, answer))
     return answer
 
@@ -259,19 +269,8 @@ async def _appended_later(services: BrokerServices, item: _Later, acks: int,
         result = await item.future
     except Exception as exc:
         return _refused(services, counters, item.topic, index, records, exc)
-    if result.flushed is not None:
-        durable.append(result.flushed)
-    if not result.duplicate:
-        counters.messages_in += result.record_count
-        counters.bytes_in += len(records)
-        counters.value_bytes_in += result.value_bytes
-    answer: ProducePartition = _new(ProducePartition, (
-        index, 0, result.base_offset, result.log_append_time, result.log_start_offset, None, (),
-        None))  # fmt: skip
-    if acks == -1 and item.part.log.high_watermark <= result.last_offset:
-        future = services.replicas.delayed.watch((item.topic, index), result.last_offset)
-        replicated.append(_Waiter(future, answer))
-    return answer
+    return _appended(services, counters, item.part, item.topic, index, records, result, acks,
+                     durable, replicated)  # fmt: skip
 
 
 def _forget_later(later: list[_Later]) -> None:
