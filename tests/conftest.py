@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from strom.testing import BrokerProcess
+from tests.handles import HandleGuard
 from tests.parallel import ParallelRun, add_options, is_controller
 from tests.topology import CLUSTER3, SINGLE, default_topology, module_broker
 
@@ -39,8 +40,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     """Ports, units of work, order and the ``serial`` lock of a run (``tests/parallel.py``);
-    the processes the tests start import no hypothesis (``tests/child_site``)."""
+    no librdkafka handle outlives its test (``tests/handles.py``); the processes the tests
+    start import no hypothesis (``tests/child_site``)."""
     config.pluginmanager.register(ParallelRun(config), "strom-parallel-run")
+    config.pluginmanager.register(HandleGuard(), "strom-handle-guard")
     if not is_controller(config):  # its environment is the workers', who need hypothesis
         inherited = os.environ.get("PYTHONPATH")
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CHILD_SITE), inherited]))

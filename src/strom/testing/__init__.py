@@ -10,6 +10,10 @@ context manager::
 :class:`ConnectWorkerProcess` does the same for a ``strom connect standalone`` worker, and
 :class:`ZooKeeperProcess` for a ZooKeeper server from Debian's ``zookeeper`` package (cluster
 mode: ``BrokerProcess(..., extra_args=["--zookeeper", zk.connect_string, "--broker-id", "1"])``).
+
+:mod:`strom.testing.handles` counts the librdkafka handles (confluent-kafka clients) alive in the
+process and frees the ones only a reference cycle holds, so that no client outlives the broker
+of its test and keeps reconnecting to it.
 """
 
 from strom.testing.connect import ConnectWorkerProcess

@@ -1,0 +1,69 @@
+"""No librdkafka handle outlives its test (registered by ``tests/conftest.py``).
+
+A confluent-kafka client that outlives the broker of its test keeps reconnecting to it and
+floods the run's output with ``Connect to ... failed: Connection refused`` lines (hiding real
+failures), costs CPU, and can connect to a later test's broker that reuses the port (see
+:mod:`strom.testing.handles`). This plugin, after every test's teardown:
+
+- frees the handles only a reference cycle still holds (``gc.collect()``, only when the
+  process has a handle at all), and drops the locals of a failed test's frames, which pytest
+  keeps in ``sys.last_value`` for post-mortem debugging;
+- when the tests of a module (or of one topology of a ``both_topologies`` module) are over,
+  and with them every fixture that might rightly hold a client, fails that last teardown if
+  any handle is still alive, naming what holds each one (a module's global, a thread's frame).
+  A handle that something still holds between two tests of one module is allowed: a module
+  fixture may keep a client next to its broker.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Generator
+
+import pytest
+
+from strom.testing.handles import (
+    describe_holders,
+    drop_exception_locals,
+    live_handles,
+    release_unreachable_handles,
+)
+
+
+def _unit_ends(item: pytest.Item, nextitem: pytest.Item | None) -> bool:
+    """Whether the module-scoped fixtures of ``item`` are torn down after it: the next test is
+    in another module, or runs another parameter of a module-scoped fixture (a topology)."""
+    if nextitem is None or nextitem.module is not item.module:
+        return True
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    next_params = getattr(getattr(nextitem, "callspec", None), "params", {})
+    return bool(params.get("topology") != next_params.get("topology"))
+
+
+def _holders_report() -> str:
+    """One line per live handle: its type and what holds it."""
+    handles = live_handles()
+    lines = []
+    for handle in handles:
+        holders = "; ".join(describe_holders(handle, ignore=[handles])) or "?"
+        lines.append(f"  {type(handle).__name__} held by: {holders}")
+    return "\n".join(lines)
+
+
+class HandleGuard:
+    """The pytest plugin: see the module's docstring."""
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None
+                                ) -> Generator[None, None, None]:  # fmt: skip
+        result = yield
+        left = release_unreachable_handles()
+        if left and getattr(sys, "last_value", None) is not None:
+            drop_exception_locals(sys.last_value)
+            left = release_unreachable_handles()
+        if left and _unit_ends(item, nextitem):
+            raise AssertionError(
+                f"{left} librdkafka handle(s) still alive after the tests of "
+                f"{item.nodeid.partition('::')[0]} (close consumers, drop producers and admin "
+                "clients before the test ends):\n" + _holders_report())
+        return result
