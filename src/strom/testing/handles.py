@@ -41,7 +41,10 @@ def live_handle_count() -> int:
 
     On Linux the count of threads named :data:`MAIN_THREAD_NAME` (``/proc/self/task``: a few
     small reads, cheap enough after every test; it also counts a handle whose Python object is
-    already garbage, which is the point). Elsewhere, the count of :func:`live_handles`.
+    already garbage, which is the point). A thread that a handle's main thread has just started
+    bears its name for a moment, until it names itself (``rdk:broker...``): while a handle
+    starts up or meets a new broker the count may be too high, never too low once the handle's
+    constructor returned. Elsewhere, the count of :func:`live_handles`.
     """
     try:
         tasks = os.listdir(_TASKS)
@@ -64,7 +67,8 @@ def live_handles() -> list[object]:
 
 
 def release_unreachable_handles() -> int:
-    """Free the handles that nothing reachable holds any more; return how many are left.
+    """Free the handles that nothing reachable holds any more; return how many are left (as
+    :func:`live_handle_count` counts them: confirm with :func:`live_handles`).
 
     Collects garbage only when some handle is alive, so it costs next to nothing after a test
     that left none.
@@ -142,20 +146,21 @@ def _keys_of(mapping: dict[Any, object], value: object) -> list[str]:
 
 
 def _owner_of(ref: object, skip: set[int]) -> str:
-    """What holds the dict or cell ``ref``: a module, an instance, a function, or "?"."""
+    """What ``ref`` (a dict or a cell) belongs to: the module or the instance whose namespace it
+    is, the frame whose locals it holds, the function whose closure it is in; or "?". (Functions
+    also refer to their module's dict, as their globals: they do not own it.)"""
     for holder in gc.get_referrers(ref):
         if id(holder) in skip:
             continue
-        if isinstance(holder, types.FrameType):  # the dict of its local variables
-            return f"the frame of {holder.f_code.co_name}() ({holder.f_code.co_filename})"
-        if isinstance(holder, types.ModuleType):
+        if isinstance(holder, types.ModuleType) and vars(holder) is ref:
             return f"module {holder.__name__}"
-        if isinstance(holder, types.FunctionType):
-            return f"function {holder.__qualname__}()"
-        if isinstance(holder, tuple):  # a function's __closure__
+        if isinstance(holder, types.FrameType) and (
+                isinstance(ref, types.CellType) or holder.f_locals is ref):  # fmt: skip
+            return f"the frame of {holder.f_code.co_name}() ({holder.f_code.co_filename})"
+        if isinstance(holder, tuple):
             for func in gc.get_referrers(holder):
-                if isinstance(func, types.FunctionType):
+                if isinstance(func, types.FunctionType) and func.__closure__ is holder:
                     return f"function {func.__qualname__}()"
-        if getattr(holder, "__dict__", None) is ref:
+        if not isinstance(holder, type) and getattr(holder, "__dict__", None) is ref:
             return f"a {type(holder).__qualname__}"
     return "?"
