@@ -58,7 +58,9 @@ def _holders_report() -> str:
 class HandleGuard:
     """The pytest plugin: see the module's docstring."""
 
-    @pytest.hookimpl(wrapper=True)
+    # trylast: inside the capture plugin's wrapper, so that what librdkafka logs while the
+    # collector destroys a handle is the teardown's captured output, as any test output is
+    @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None
                                 ) -> Generator[None, None, None]:  # fmt: skip
         result = yield
