@@ -34,7 +34,7 @@ from strom.testing.handles import (
 def _unit_ends(item: pytest.Item, nextitem: pytest.Item | None) -> bool:
     """Whether the module-scoped fixtures of ``item`` are torn down after it: the next test is
     in another module, or runs another parameter of a module-scoped fixture (a topology)."""
-    if nextitem is None or nextitem.module is not item.module:
+    if nextitem is None or getattr(nextitem, "module", None) is not getattr(item, "module", None):
         return True
     params = getattr(getattr(item, "callspec", None), "params", {})
     next_params = getattr(getattr(nextitem, "callspec", None), "params", {})

@@ -1,0 +1,73 @@
+"""tests/handles.py, the suite's guard, in a pytest run of its own (a subprocess): it frees the
+clients a cycle holds after each test, and fails a module that leaves one reachable."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from strom.testing import free_port
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                reason="counts librdkafka's threads in /proc")
+
+CONFTEST = """
+from tests.handles import HandleGuard
+
+def pytest_configure(config):
+    config.pluginmanager.register(HandleGuard(), "strom-handle-guard")
+"""
+
+CYCLIC = """
+import gc
+from confluent_kafka import Producer
+from strom.testing.handles import live_handle_count
+
+gc.disable()  # only the guard collects in this run
+
+def test_leaves_a_cycle():
+    box = {{"producer": Producer({{"bootstrap.servers": "{nowhere}"}})}}
+    box["self"] = box
+
+def test_starts_without_it():
+    assert live_handle_count() == 0
+"""
+
+LEAKY = """
+from confluent_kafka import Producer
+
+KEPT = None
+
+def test_keeps_one():
+    global KEPT
+    KEPT = Producer({{"bootstrap.servers": "{nowhere}"}})
+
+def test_then_another():
+    pass
+"""
+
+
+def test_the_guard_frees_cycles_and_names_what_holds_the_rest(tmp_path: Path) -> None:
+    nowhere = f"127.0.0.1:{free_port()}"
+    (tmp_path / "conftest.py").write_text(CONFTEST)
+    (tmp_path / "test_cyclic.py").write_text(CYCLIC.format(nowhere=nowhere))
+    (tmp_path / "test_leaky.py").write_text(LEAKY.format(nowhere=nowhere))
+    root = Path(__file__).resolve().parents[3]  # where ``tests`` is a package
+    env = {**os.environ,
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+         "test_cyclic.py", "test_leaky.py"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    out = run.stdout
+    assert run.returncode == 1, out
+    assert out.startswith("....E"), out  # four tests passed: the cycle was freed in between
+    assert "FAILED" not in out, out
+    assert out.count("ERROR at teardown") == 1, out  # only after the module that leaks
+    assert "ERROR at teardown of test_then_another" in out, out
+    assert "librdkafka handle(s) still alive after the tests of test_leaky.py" in out, out
+    assert "Producer held by: KEPT of module test_leaky" in out, out
