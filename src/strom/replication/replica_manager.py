@@ -338,7 +338,11 @@ class ReplicaManager:
         so records still in it below the leader's HW are committed."""
         part.follower_high_watermark(leader_hw)
         if part.key in self.delayed.pending:
-            self.delayed.complete(part.key, part.log.high_watermark, ErrorCode.none)
+            done = self.delayed.complete(part.key, part.log.high_watermark, ErrorCode.none)
+            if done:  # rare (a leadership moved under waiting requests): worth a line
+                log.info("%s-%d: %d acks=all request(s) of the leader this broker was answered: "
+                         "the new leader's high watermark %d covers them", *part.key, done,
+                         part.log.high_watermark)  # fmt: skip
 
     def truncated(self, part_key: TopicPartition, everything: bool = False) -> None:
         """A follower's log was cut to its leader's (``everything``: replaced by an empty one
@@ -347,11 +351,16 @@ class ReplicaManager:
         if part_key not in self.delayed.pending:
             return
         log_ = self.logs.get(*part_key)
+        before = self.delayed.waiting(part_key)
         if everything or log_ is None:
             self.delayed.fail_all(part_key, ErrorCode.not_leader_or_follower)
         else:
             self.delayed.truncated(part_key, log_.log_end_offset,
                                    ErrorCode.not_leader_or_follower)
+        if gone := before - self.delayed.waiting(part_key):
+            log.info("%s-%d: %d acks=all request(s) of the leader this broker was answered "
+                     "NOT_LEADER_OR_FOLLOWER: the truncation removed their records", *part_key,
+                     gone)  # fmt: skip
 
     def high_watermark(self, topic: str, partition: int) -> int:
         return self.get_log(topic, partition).high_watermark
