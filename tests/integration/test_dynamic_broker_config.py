@@ -170,12 +170,15 @@ def test_dynamic_broker_configs_apply_live_persist_and_describe(
         proc.stop()
 
 
-def alter_default_raw(bootstrap: str, configs: dict[str, str]) -> Any:
-    """AlterConfigs v1 on the cluster default (no client library can name ``""``)."""
+def alter_default_raw(bootstrap: str, configs: dict[str, str], broker: str = "",
+                      validate_only: bool = False) -> Any:  # fmt: skip
+    """AlterConfigs v1 on the cluster default (no client library can name ``""``), or on
+    ``broker``."""
     entries = tuple(nested(33, 1, "AlterableConfig", name=k, value=v) for k, v in configs.items())
-    resource = nested(33, 1, "AlterConfigsResource", resource_type=4, resource_name="",
+    resource = nested(33, 1, "AlterConfigsResource", resource_type=4, resource_name=broker,
                       configs=entries)  # fmt: skip
-    [result] = raw_call(bootstrap, 33, 1, resources=(resource,), validate_only=False).responses
+    [result] = raw_call(bootstrap, 33, 1, resources=(resource,),
+                        validate_only=validate_only).responses  # fmt: skip
     return result
 
 
@@ -351,6 +354,10 @@ def test_keystore_password_is_encrypted_at_rest_and_opens_the_keystore_after_a_r
         assert (entry.value, entry.is_sensitive, entry.config_source) == (None, True,
                                                                           DYNAMIC_BROKER)
         assert synonyms(entry) == [(prefix + "ssl.keystore.password", None, DYNAMIC_BROKER)]
+        secret = describe_raw(bootstrap, 4, "1", ("password.encoder.secret",))[
+            "password.encoder.secret"]  # fmt: skip
+        assert (secret.value, secret.is_sensitive, secret.config_source, secret.read_only) == (
+            None, True, STATIC, True)
     # the stopped broker's store: the password encrypted with the secret, nowhere in plain
     configs, everything = stored_broker_configs(data_dir, "1")
     assert configs[prefix + "ssl.keystore.location"] == str(store)  # the rest as before
@@ -377,13 +384,28 @@ def test_password_config_refused_without_password_encoder_secret(fresh_broker) -
     assert err.code() == KafkaError.INVALID_CONFIG
     assert err.str() == ("Invalid config value for resource ConfigResource(type=BROKER, "
                          "name='1'): Password encoder secret not configured")  # fmt: skip
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    whole = ConfigResource(ResourceType.BROKER, "1", set_config={name: "p4ss"})
-    try:
-        admin.alter_configs([whole])[whole].result(timeout=20)
-        raise AssertionError("AlterConfigs stored a password without a secret")
-    except Exception as exc:  # noqa: BLE001 - the KafkaException's error is the assertion
-        assert exc.args[0].code() == KafkaError.INVALID_CONFIG, exc
+    for validate_only in (False, True):  # AlterConfigs (whole set), also only validating
+        result = alter_default_raw(bootstrap, {name: "p4ss"}, "1", validate_only)
+        assert (result.error_code, result.error_message) == (KafkaError.INVALID_CONFIG, (
+            "Invalid config value for resource ConfigResource(type=BROKER, name='1'): "
+            "Password encoder secret not configured"))  # fmt: skip
     described = describe_raw(bootstrap, 4, "1", (name, "message.max.bytes"))
     assert described["message.max.bytes"].config_source == DEFAULT  # nothing of it applied
     assert name not in described or described[name].config_source != DYNAMIC_BROKER
+
+
+def test_bad_password_encoder_settings_stop_serve_with_one_line(tmp_path: Path) -> None:
+    for sets, message in (
+        (["password.encoder.old.secret=x"], "password.encoder.old.secret is set without "
+         "password.encoder.secret (the secret the passwords are re-encoded with)"),
+        (["password.encoder.secret=x", "password.encoder.key.length=100"],
+         "password.encoder.key.length=100 is not an AES key length (128, 192, 256)"),
+        (["password.encoder.secret=x", "password.encoder.cipher.algorithm=AES/ECB/NoPadding"],
+         "password.encoder.cipher.algorithm='AES/ECB/NoPadding' is not supported (one of "
+         "AES/CBC/PKCS5Padding, AES/GCM/NoPadding)"),
+    ):  # fmt: skip
+        args = [a for s in sets for a in ("--set", s)]
+        proc = strom("serve", "--data-dir", str(tmp_path / "d"), "--listen",
+                     f"127.0.0.1:{free_port()}", "--strict", *args)  # fmt: skip
+        assert assert_clean_error(proc) == f"strom serve: {message}"
+        assert not (tmp_path / "d").exists()
