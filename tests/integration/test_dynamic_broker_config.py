@@ -304,7 +304,8 @@ def served_subject(port: int, ca: Path) -> str:
           context.wrap_socket(sock, server_hostname="127.0.0.1") as conn):  # fmt: skip
         cert = conn.getpeercert()
     assert cert is not None
-    return str(dict(x[0] for x in cert["subject"])["commonName"])  # type: ignore[index]
+    rdns: Any = cert["subject"]  # ((("commonName", "..."),), ...)
+    return str(dict(pair for rdn in rdns for pair in rdn)["commonName"])
 
 
 def stored_broker_configs(data_dir: Path, entity: str) -> tuple[dict[str, str], bytes]:

@@ -52,11 +52,12 @@ PW = "listener.name.ssl.ssl.keystore.password"
 SECRET, OLD = "password.encoder.secret", "password.encoder.old.secret"
 
 
-def broker(store: EmbeddedStore, node_id: int = 1, **props: str) -> DynamicConfig:
+def broker(store: EmbeddedStore, props: dict[str, str] | None = None,
+           node_id: int = 1) -> DynamicConfig:  # fmt: skip
     """Broker ``node_id``'s dynamic configs on a real embedded store, no topics."""
     node = NodeIdentity(node_id, "c", ("localhost", 9092), ("127.0.0.1", 9092), None,
                         Path("/data"), (Path("/data"),))  # fmt: skip
-    return DynamicConfig(store, BrokerConfig(props), node, [])  # type: ignore[arg-type]
+    return DynamicConfig(store, BrokerConfig(props or {}), node, [])  # type: ignore[arg-type]
 
 
 async def stored(store: EmbeddedStore, entity: str = "1") -> dict[str, str]:
@@ -78,7 +79,7 @@ def test_passwords_are_stored_encrypted_and_decoded_after_a_restart(
 ) -> None:
     async def scenario() -> None:
         store = EmbeddedStore(tmp_path)
-        first = broker(store, **{SECRET: "secret-a"})
+        first = broker(store, {SECRET: "secret-a"})
         await first.load()
         await first.apply("1", {PW: "keystore-pass-1", "message.max.bytes": "2048"})
         assert first.config.values[PW] == "keystore-pass-1"
@@ -90,14 +91,14 @@ def test_passwords_are_stored_encrypted_and_decoded_after_a_restart(
         assert b"keystore-pass-1" not in on_disk(tmp_path)
 
         store = EmbeddedStore(tmp_path)  # a restart: the same secret decodes it
-        again = broker(store, **{SECRET: "secret-a"})
+        again = broker(store, {SECRET: "secret-a"})
         await again.load()
         assert again.config.dynamic_broker == {PW: "keystore-pass-1", "message.max.bytes": "2048"}
         await store.close()
 
         store = EmbeddedStore(tmp_path)  # a wrong secret: logged and ignored, the rest applies
         caplog.clear()
-        wrong = broker(store, **{SECRET: "secret-b"})
+        wrong = broker(store, {SECRET: "secret-b"})
         await wrong.load()
         assert wrong.config.dynamic_broker == {"message.max.bytes": "2048"}
         assert PW not in wrong.config.values
@@ -107,7 +108,7 @@ def test_passwords_are_stored_encrypted_and_decoded_after_a_restart(
         await store.close()
 
         store = EmbeddedStore(tmp_path)  # rotation: old secret decodes, new one re-encodes
-        rotated = broker(store, **{SECRET: "secret-b", OLD: "secret-a"})
+        rotated = broker(store, {SECRET: "secret-b", OLD: "secret-a"})
         await rotated.load()
         assert rotated.config.values[PW] == "keystore-pass-1"
         now = await stored(store)
@@ -118,7 +119,7 @@ def test_passwords_are_stored_encrypted_and_decoded_after_a_restart(
         await store.close()
 
         store = EmbeddedStore(tmp_path)  # the old secret gone: the new one alone decodes it
-        after = broker(store, **{SECRET: "secret-b"})
+        after = broker(store, {SECRET: "secret-b"})
         await after.load()
         assert after.config.values[PW] == "keystore-pass-1"
         await store.close()
@@ -172,7 +173,7 @@ def test_plain_passwords_of_an_older_strom_are_read_then_encrypted(
         await store.close()
 
         store = EmbeddedStore(tmp_path)  # with a secret: encrypted at start-up
-        new = broker(store, **{SECRET: "s"})
+        new = broker(store, {SECRET: "s"})
         await new.load()
         assert new.config.dynamic_broker == {PW: "old-plain", "message.max.bytes": "2048"}
         raw = await stored(store)
@@ -188,8 +189,8 @@ def test_a_change_written_through_another_broker_is_decoded_by_the_watch(tmp_pat
     async def scenario() -> None:
         store = EmbeddedStore(tmp_path)
         try:
-            one = broker(store, 1, **{SECRET: "shared"})
-            two = broker(store, 2, **{SECRET: "shared"})
+            one = broker(store, {SECRET: "shared"}, 1)
+            two = broker(store, {SECRET: "shared"}, 2)
             await one.load()
             await two.load()
             await two.apply("1", {PW: "from-two"})
@@ -201,7 +202,7 @@ def test_a_change_written_through_another_broker_is_decoded_by_the_watch(tmp_pat
             assert pe.PasswordEncoder("shared").decode((await stored(store))[PW]) == "from-two"
             # a broker with another secret alters broker 1's set: the password it cannot
             # decode is written back as it was, not lost
-            three = broker(store, 3, **{SECRET: "other"})
+            three = broker(store, {SECRET: "other"}, 3)
             await three.load()
             before = (await stored(store))[PW]
             current = await three.current("1")
