@@ -217,10 +217,11 @@ class DynamicConfig:
     async def _reencode(self, entity: str) -> None:
         """Kafka's start-up rotation: the entity's passwords encoded with the old secret (or
         in plain text by an older strom) written back encoded with the secret."""
-        rotated = self.passwords.rotate(await read(self.store, entity))
+        stored = await read(self.store, entity)
+        rotated = self.passwords.rotate(stored)
         if rotated is not None:
             await write(self.store, entity, rotated)
-            names = sorted(n for n in rotated if defs.is_dynamic_password(n))
+            names = sorted(n for n, v in rotated.items() if v != stored[n])
             log.info("dynamic password configs of broker entity %s re-encoded with %s: %s",
                      entity, pe.SECRET, ", ".join(names))  # fmt: skip
 
