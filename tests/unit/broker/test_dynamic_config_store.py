@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -108,8 +109,13 @@ def test_passwords_are_stored_encrypted_and_decoded_after_a_restart(
         await store.close()
 
         store = EmbeddedStore(tmp_path)  # rotation: old secret decodes, new one re-encodes
+        caplog.clear()
+        caplog.set_level(logging.INFO, "strom.broker.dynamic_config")
         rotated = broker(store, {SECRET: "secret-b", OLD: "secret-a"})
         await rotated.load()
+        assert (f"dynamic password configs of broker entity 1 re-encoded with {SECRET}: {PW}"
+                in caplog.text)  # fmt: skip
+        assert "could not be decoded" not in caplog.text
         assert rotated.config.values[PW] == "keystore-pass-1"
         now = await stored(store)
         assert now["message.max.bytes"] == "2048"
@@ -166,6 +172,7 @@ def test_plain_passwords_of_an_older_strom_are_read_then_encrypted(
         old = broker(store)  # no secret: read as it is, one warning
         await old.load()
         assert old.config.values[PW] == "old-plain"
+        assert await old.read("1") == {PW: "old-plain", "message.max.bytes": "2048"}
         assert caplog.text.count(f"{PW} of broker entity 1 is stored in plain text") == 1
         with pytest.raises(InvalidConfigError, match="Password encoder secret not configured"):
             await old.apply("1", {PW: "old-plain", "message.max.bytes": "4096"})
