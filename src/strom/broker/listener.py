@@ -28,8 +28,9 @@ async def drain(connections: set[KafkaConnection], timeout: float, grace: float 
     s from now (the caller closes what is left).
 
     Why, at shutdown after a controlled shutdown made this broker a follower: its waiting
-    acks=all Produce requests were just failed NOT_LEADER_OR_FOLLOWER, and the requests an
-    active producer sends next are refused the same way, each naming the new leader (KIP-951),
+    acks=all Produce requests are answered as soon as its new leader's HW covers their records
+    (or its truncation removed them), and the requests an active producer sends next are
+    refused NOT_LEADER_OR_FOLLOWER, each naming the new leader (KIP-951),
     so the producer moves at once. Closing the connection under them, or before the next
     request, leaves the producer to notice a dead connection and ask for metadata (librdkafka:
     up to its 1 s refresh of partitions whose leader is down)."""
