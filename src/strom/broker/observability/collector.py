@@ -143,7 +143,7 @@ def _sockets(broker: ObservedBroker, out: Writer) -> None:
                "Client connections accepted", [(listener, metrics.connections_created)])
     out.series("kafka_server_socket_server_metrics_connection_close", "counter",
                "Client connections closed", [(listener, metrics.connections_closed)])
-    out.series("kafka_server_socket_server_metrics_failed_authentication_total", "counter",
+    out.series("kafka_server_socket_server_metrics_failed_authentication", "counter",
                "Connections that failed to authenticate (TLS handshakes refused), by listener",
                ((labels(listener=name), count)
                 for name, count in sorted(metrics.failed_authentication.items())))  # fmt: skip
