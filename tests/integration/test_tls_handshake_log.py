@@ -3,7 +3,8 @@ wrong CA, speaking plaintext to the TLS port and without a client certificate on
 ssl.client.auth=required listener are refused; each case is one INFO line in the broker log
 (its default level) naming the listener, the peer and OpenSSL's reason, however often the
 client retries, and counted in failed_authentication_total of its listener; a TCP connection
-that sends nothing is neither; good clients are served afterwards."""
+that sends nothing is neither; on a SASL_SSL listener a refused handshake is logged the same
+way and a wrong password is counted too; good clients are served afterwards."""
 
 from __future__ import annotations
 
@@ -18,13 +19,15 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from strom.testing.process import BrokerProcess, free_port
+from strom.testing.process import BrokerProcess, free_port, wait_for_port
 from strom.testing.tls import CertificateAuthority, TlsFiles, make_tls_files
 from tests.integration.admin_http import scrape
 from tests.integration.clients import consume_all, produce
 
 METRIC = "kafka_server_socket_server_metrics_failed_authentication_total"
 API_VERSIONS = bytes.fromhex("0000001500120003000000010004746573740000000000")
+PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+              'username="admin" password="admin-secret" user_alice="alice-secret";')  # fmt: skip
 
 
 @dataclass
@@ -33,6 +36,7 @@ class Broker:
     files: TlsFiles
     ssl_port: int
     mtls_port: int
+    sasl_ssl_port: int
     tmp: Path
 
     def log(self) -> str:
@@ -40,9 +44,9 @@ class Broker:
 
     def failures(self, listener: str, reason: str) -> list[str]:
         """The broker's lines for a refused handshake on ``listener`` with ``reason``."""
-        pattern = re.compile(r"INFO strom\.broker\.tls_handshake: Failed authentication with "
-                             rf"127\.0\.0\.1:\d+ on listener {listener} \(SSL handshake "
-                             rf"failed: {reason}\)$")  # fmt: skip
+        pattern = re.compile(r"INFO strom\.broker\.tls_handshake: failed authentication with "
+                             rf"127\.0\.0\.1:\d+ \(listener {listener}\): SSL handshake "
+                             rf"failed: {reason}$")  # fmt: skip
         return [line for line in self.log().splitlines() if pattern.search(line)]
 
     def wait_failures(self, listener: str, reason: str, timeout: float = 10.0) -> list[str]:
@@ -61,21 +65,27 @@ class Broker:
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     tmp = tmp_path_factory.mktemp("tlslog")
     files = make_tls_files(tmp / "tls")
-    plain, ssl_port, mtls = free_port(), free_port(), free_port()
+    plain, ssl_port, mtls, sasl_ssl = free_port(), free_port(), free_port(), free_port()
     props = {
         "listeners": f"PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{ssl_port},"
-                     f"MTLS://127.0.0.1:{mtls}",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL",
+                     f"MTLS://127.0.0.1:{mtls},SASL_SSL://127.0.0.1:{sasl_ssl}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL,"
+                                          "SASL_SSL:SASL_SSL",
         "inter.broker.listener.name": "PLAINTEXT",
         "group.initial.rebalance.delay.ms": "0",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS,
         **files.listener_properties("SSL"),
         **files.listener_properties("MTLS", client_auth="required"),
+        **files.listener_properties("SASL_SSL"),
     }  # fmt: skip
     config = tmp / "server.properties"
     config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
     proc = BrokerProcess(tmp / "data", port=plain, config_file=config, admin=True)  # INFO
     with proc:
-        yield Broker(proc, files, ssl_port, mtls, tmp)
+        for port in (ssl_port, mtls, sasl_ssl):  # start-up waited for the first listener
+            assert wait_for_port("127.0.0.1", port, 20)
+        yield Broker(proc, files, ssl_port, mtls, sasl_ssl, tmp)
 
 
 def _refused(conf: dict[str, Any]) -> list[Any]:
@@ -88,8 +98,8 @@ def _refused(conf: dict[str, Any]) -> list[Any]:
     return errors
 
 
-def _served(broker: Broker, port: int, mtls: bool, topic: str) -> None:
-    conf = {k: v for k, v in broker.files.client_config(mtls).items()}
+def _served(broker: Broker, port: int, mtls: bool, topic: str, **sasl: str) -> None:
+    conf = {**broker.files.client_config(mtls), **sasl}
     bootstrap = f"127.0.0.1:{port}"
     sent = [f"{topic}-{i}".encode() for i in range(50)]
     produce(bootstrap, topic, [{"value": v, "partition": 0} for v in sent], **conf)
@@ -98,7 +108,7 @@ def _served(broker: Broker, port: int, mtls: bool, topic: str) -> None:
 
 
 def test_refused_clients_are_one_line_each_and_counted(broker: Broker) -> None:
-    assert broker.counted() == {"SSL": 0, "MTLS": 0}  # every TLS listener, from 0
+    assert broker.counted() == {"SSL": 0, "MTLS": 0, "SASL_SSL": 0}  # from 0
     files = broker.files
     # a client that trusts another CA refuses the broker's certificate
     other = CertificateAuthority("CN=another CA").write_pem(broker.tmp / "other-ca.pem")
@@ -150,3 +160,32 @@ def test_a_burst_is_counted_exactly_and_a_silent_connection_is_not(broker: Broke
     # the silent connection is not in the log at INFO
     assert "abandoned" not in broker.log()
     _served(broker, broker.mtls_port, True, "after-burst")
+
+
+def _sasl(password: str) -> dict[str, str]:
+    return {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
+            "sasl.username": "alice", "sasl.password": password}  # fmt: skip
+
+
+def test_sasl_ssl_refused_handshake_logged_wrong_password_counted(broker: Broker) -> None:
+    files = broker.files
+    before = broker.counted()["SASL_SSL"]
+    bootstrap = f"127.0.0.1:{broker.sasl_ssl_port}"
+    # the client refuses the broker's certificate: the handshake's line, as on SSL
+    other = CertificateAuthority("CN=third CA").write_pem(broker.tmp / "third-ca.pem")
+    conf = {"bootstrap.servers": bootstrap, **files.client_config(), **_sasl("alice-secret"),
+            "ssl.ca.location": str(other)}  # fmt: skip
+    assert [e is not None for e in _refused(conf)] == [True]
+    assert len(broker.wait_failures("SASL_SSL", "TLSV1_ALERT_UNKNOWN_CA")) == 1
+    handshakes = broker.counted()["SASL_SSL"] - before
+    assert handshakes >= 1
+    # a wrong password over TLS: SASL's own line, and one more count per attempt
+    conf = {"bootstrap.servers": bootstrap, **files.client_config(), **_sasl("wrong")}
+    assert [e is not None for e in _refused(conf)] == [True]
+    sasl_lines = [line for line in broker.log().splitlines()
+                  if "failed authentication with 127.0.0.1:" in line
+                  and "(connection " in line and "listener SASL_SSL, mechanism PLAIN)" in line]  # fmt: skip
+    assert sasl_lines, broker.log()[-2000:]
+    assert broker.counted()["SASL_SSL"] - before == handshakes + len(sasl_lines)
+    # a good SASL_SSL client is served
+    _served(broker, broker.sasl_ssl_port, False, "after-sasl-ssl", **_sasl("alice-secret"))

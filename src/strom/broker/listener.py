@@ -71,10 +71,12 @@ async def start_server(services: BrokerServices, connections: set[KafkaConnectio
     else:
         def factory() -> KafkaConnection:
             return KafkaConnection(services, connections, spec, tls)
+    metrics = services.metrics
+    if spec.uses_sasl or tls is not None:  # the listener's failed authentications: from 0
+        metrics.failed_authentication.setdefault(spec.name, 0)
     accept: Callable[[], asyncio.Protocol] = factory
     if tls is not None:  # the handshake is run here, not by create_server(ssl=): its failures
-        metrics = services.metrics  # are logged (tls_handshake's module doc)
-        metrics.failed_authentication.setdefault(spec.name, 0)
+        # are logged and counted (tls_handshake's module doc)
         failures = HandshakeFailures(spec.name, lambda: metrics.authentication_failed(spec.name))
 
         def accept() -> asyncio.Protocol:

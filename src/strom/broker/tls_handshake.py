@@ -1,5 +1,6 @@
 """The TLS handshake of each socket an SSL / SASL_SSL listener accepts, and its failures logged
-(Kafka's ``Failed authentication with /<ip> (... SSL handshake failed)``).
+(Kafka's ``Failed authentication with /<ip> (... SSL handshake failed)``; the shape of strom's
+SASL failure line, :mod:`strom.broker.sasl_connection`).
 
 Why the listener does not hand ``ssl=`` to ``loop.create_server``: asyncio's TLS server (and
 uvloop's, a port of it) drops a failed handshake silently. Its SSL protocol treats the
@@ -27,8 +28,8 @@ What is logged, by :class:`HandshakeLog`:
   ``TLSV1_ALERT_UNKNOWN_CA`` …): one INFO line, Kafka's level (the client is misconfigured, the
   broker is fine)::
 
-      Failed authentication with 127.0.0.1:50412 on listener SSL (SSL handshake failed: \
-CERTIFICATE_VERIFY_FAILED, certificate has expired)
+      failed authentication with 127.0.0.1:50412 (listener SSL): SSL handshake failed: \
+CERTIFICATE_VERIFY_FAILED, certificate has expired
 
   and one count in the listener's failed-authentication metric
   (:meth:`~strom.broker.observability.metrics.BrokerMetrics.authentication_failed`). A client
@@ -151,7 +152,7 @@ class HandshakeFailures:
         ended, first = self.limiter.failed(peer[0], reason, now)
         self._log(ended)
         if first:
-            log.info("Failed authentication with %s:%s on listener %s (SSL handshake failed: %s)",
+            log.info("failed authentication with %s:%s (listener %s): SSL handshake failed: %s",
                      peer[0], peer[1], self.listener, reason)  # fmt: skip
             # (the loop may run a timer a clock tick early: the window's end is passed as is)
             end = now + self.limiter.window_s
@@ -164,11 +165,13 @@ class HandshakeFailures:
 
     def _log(self, summaries: list[Summary]) -> None:
         for s in summaries:
-            source = "other peers" if s.host == OTHER_PEERS else s.host
-            reason = f" (SSL handshake failed: {s.reason})" if s.reason else ""
-            log.info("Failed authentication with %s on listener %s%s: %d more time(s) in the "
-                     "%.0f s after the last one logged", source, self.listener, reason, s.times,
-                     s.window_s)  # fmt: skip
+            if s.host == OTHER_PEERS:
+                source, reason = "other peers", f"(more than {self.limiter.max_peers} at once)"
+            else:
+                source, reason = s.host, s.reason
+            log.info("failed authentication with %s (listener %s), %d more time(s) in the %.0f s "
+                     "after the one logged: SSL handshake failed: %s", source, self.listener,
+                     s.times, s.window_s, reason)  # fmt: skip
 
 
 class TlsAcceptor(asyncio.Protocol):

@@ -144,7 +144,7 @@ def _sockets(broker: ObservedBroker, out: Writer) -> None:
     out.series("kafka_server_socket_server_metrics_connection_close", "counter",
                "Client connections closed", [(listener, metrics.connections_closed)])
     out.series("kafka_server_socket_server_metrics_failed_authentication", "counter",
-               "Connections that failed to authenticate (TLS handshakes refused), by listener",
+               "Failed authentications (TLS handshakes refused, SASL failures), by listener",
                ((labels(listener=name), count)
                 for name, count in sorted(metrics.failed_authentication.items())))  # fmt: skip
 
