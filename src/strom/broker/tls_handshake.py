@@ -19,7 +19,7 @@ connection's ``connection_made``: the request path is unchanged; the handshake c
 — plaintext, or a ClientHello — loses its first bytes; and ``start_tls`` hands the first
 decrypted bytes to the protocol before it returns the transport.)
 
-What is logged, by :class:`HandshakeLog`:
+What :class:`HandshakeFailures` logs (rate-limited by :class:`HandshakeLog`):
 
 - a handshake refused by TLS (an ``ssl.SSLError`` naming its reason: the client's certificate
   is not trusted or expired ``CERTIFICATE_VERIFY_FAILED``, no client certificate where
@@ -37,9 +37,9 @@ CERTIFICATE_VERIFY_FAILED, certificate has expired
   failures of one (peer host, reason), the first is logged, those in the
   :data:`WINDOW_S` seconds after it are only counted and summarised in one line when that time
   is up. At most :data:`MAX_PEERS` (host, reason) pairs are tracked at a time; failures of
-  further pairs share one summary ("other peers"). So a listener logs at most
-  ``2 * (MAX_PEERS + 1)`` of these lines a minute, whatever the clients do. Kafka logs every
-  failure; every one is still counted in the metric.
+  further pairs share one summary ("other peers"). So, whatever the clients do, a listener
+  logs two lines per window (its first failure, its summary) for at most ``MAX_PEERS + 1``
+  windows open at a time. Kafka logs every failure; every one is still counted in the metric.
 - a handshake the peer abandons (EOF or a reset before it completed with no TLS error: a port
   scanner, a TCP health check, a client giving up without an alert) or that times out: DEBUG,
   not counted as a failed authentication.
