@@ -325,20 +325,23 @@ class ReplicaManager:
         if key in self.purgatory.watched:
             self.purgatory.notify(key)
 
-    def _complete_delayed(self, part: Partition) -> None:
-        """Complete the acks=all waiters of ``part`` its high watermark satisfies."""
+    def _complete_delayed(self, part: Partition) -> int:
+        """Complete the acks=all waiters of ``part`` its high watermark satisfies (NONE, or
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR it knows is below
+        ``min.insync.replicas``); returns how many."""
         ok = part.log.config.min_insync_replicas <= len(part.maximal_isr)
         code = ErrorCode.none if ok else ErrorCode.not_enough_replicas_after_append
-        self.delayed.complete(part.key, part.log.high_watermark, code)
+        return self.delayed.complete(part.key, part.log.high_watermark, code)
 
     def follower_high_watermark(self, part: Partition, leader_hw: int) -> None:
         """A follower's HW from its leader's Fetch answer (capped by its log end). Waiters of
-        the leader it was whose records the HW now covers are answered NONE: the follower's
-        log was reconciled with the leader's (truncated where they differ) before it fetched,
-        so records still in it below the leader's HW are committed."""
+        the leader it was whose records the HW now covers are answered as a leader answers
+        them (NONE unless the ISR is below ``min.insync.replicas``): the follower's log was
+        reconciled with the leader's (truncated where they differ) before it fetched, so
+        records still in it below the leader's HW are committed."""
         part.follower_high_watermark(leader_hw)
         if part.key in self.delayed.pending:
-            done = self.delayed.complete(part.key, part.log.high_watermark, ErrorCode.none)
+            done = self._complete_delayed(part)  # the ISR of its last LeaderAndIsr
             if done:  # rare (a leadership moved under waiting requests): worth a line
                 log.info("%s-%d: %d acks=all request(s) of the leader this broker was answered: "
                          "the new leader's high watermark %d covers them", *part.key, done,
