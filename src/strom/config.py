@@ -153,6 +153,10 @@ EXTRA_KNOWN_KEYS: set[str] = {
     "authorizer.class.name",
     "super.users",  # User:a;User:b
     "allow.everyone.if.no.acl.found",
+    # dynamic password configs encrypted at rest (strom.broker.password_encoder)
+    "password.encoder.secret", "password.encoder.old.secret",
+    "password.encoder.keyfactory.algorithm", "password.encoder.cipher.algorithm",
+    "password.encoder.key.length", "password.encoder.iterations",
 }
 
 

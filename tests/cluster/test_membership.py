@@ -2,7 +2,8 @@
 topics, a killed broker's registration goes with its session, ids and cluster ids are checked.
 
 Partition leadership is not tested here (the controller's part): only the registrations, the
-topic registry every broker keeps from ZooKeeper's watches, and the dynamic broker configs.
+topic registry every broker keeps from ZooKeeper's watches, and the dynamic broker configs (a
+password one encrypted in its ZooKeeper node with the brokers' password.encoder.secret).
 """
 
 from __future__ import annotations
@@ -18,9 +19,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewTopic,
+)
 from kazoo.client import KazooClient
 
+from strom.broker.password_encoder import PasswordEncoder
 from strom.metadata.topics import uuid_from_kafka
 from strom.metadata.zk_model import BrokerRegistration
 from strom.testing import BrokerProcess
@@ -28,6 +37,8 @@ from strom.testing.zookeeper import ZooKeeperProcess, zookeeper_available
 
 pytestmark = pytest.mark.skipif(not zookeeper_available(), reason="apt-get install -y zookeeper")
 SESSION_MS = 3000
+ENCODER_SECRET = "cluster-encoder-secret-5d1e"
+DYNAMIC_BROKER_CONFIG = ConfigSource.DYNAMIC_BROKER_CONFIG
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +67,8 @@ def member(tmp_path: Path, zk: ZooKeeperProcess, chroot: str, broker_id: int,
            data: str | None = None, session_ms: int = SESSION_MS) -> BrokerProcess:  # fmt: skip
     return BrokerProcess(
         tmp_path / (data or f"b{broker_id}") / "data",
-        settings={"zookeeper.session.timeout.ms": str(session_ms), "broker.rack": f"r{broker_id}"},
+        settings={"zookeeper.session.timeout.ms": str(session_ms), "broker.rack": f"r{broker_id}",
+                  "password.encoder.secret": ENCODER_SECRET},
         extra_args=["--zookeeper", f"{zk.connect_string}{chroot}", "--broker-id", str(broker_id)],
     )
 
@@ -139,6 +151,26 @@ def test_brokers_register_see_each_other_and_a_killed_one_goes(
 
         wait_until(two_has_it, 20, "broker 2 to apply its dynamic config")
 
+        # a password config of broker 2 set through broker 1: encrypted in ZooKeeper, decoded
+        # by broker 2's watch (only a decoded value is in force: DYNAMIC_BROKER_CONFIG)
+        password_name, password = "listener.name.ssl.ssl.key.password", "key-pässword-0b7c"
+        res2 = ConfigResource("BROKER", "2", incremental_configs=[ConfigEntry(
+            password_name, password, incremental_operation=AlterConfigOpType.SET)])  # fmt: skip
+        admin1.incremental_alter_configs([res2])[res2].result(30)
+        node = zk_client.get("/config/brokers/2")[0]
+        assert password.encode() not in node and ENCODER_SECRET.encode() not in node
+        stored = json.loads(node)["config"][password_name]
+        assert PasswordEncoder(ENCODER_SECRET).decode(stored) == password
+
+        def two_has_the_password() -> bool:
+            res = ConfigResource("BROKER", "2")
+            got = admin2.describe_configs([res])[res].result(30)
+            entry = got.get(password_name)
+            return entry is not None and ConfigSource(entry.source) == DYNAMIC_BROKER_CONFIG and (
+                entry.value is None and entry.is_sensitive)
+
+        wait_until(two_has_the_password, 20, "broker 2 to decode its password config")
+
         # kill -9: the registration outlives the process until the session times out
         old_epoch = brokers[2][1]
         killed_at = time.monotonic()
@@ -154,6 +186,7 @@ def test_brokers_register_see_each_other_and_a_killed_one_goes(
         again = wait_until(lambda: registered(zk_client).get(2), 30, "broker 2 back")
         assert again[1] > old_epoch
         wait_until(seen_by_two, 20, "broker 2 to see the topic after its restart")
+        assert two_has_the_password()  # decoded at start-up
     finally:
         two.stop()
         one.stop()

@@ -1,10 +1,17 @@
 """Dynamic broker configs on the wire: AlterConfigs / IncrementalAlterConfigs on BROKER
 resources (this broker, ``"1"``, and the cluster default, ``""``), applied without a restart,
 kept across one, described with Kafka's sources, synonyms and types; read-only ones refused.
-Through confluent-kafka's AdminClient, kafka-python's admin client, raw requests and the CLI."""
+Through confluent-kafka's AdminClient, kafka-python's admin client, raw requests and the CLI.
+A password config (a TLS listener's key store password) is stored encrypted with
+password.encoder.secret, opens its key store again after a restart, and is refused with
+Kafka's error by a broker without a secret."""
 
 from __future__ import annotations
 
+import base64
+import json
+import socket
+import ssl
 import time
 from pathlib import Path
 from typing import Any
@@ -18,9 +25,13 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from strom.broker import password_encoder as pe
+from strom.metadata import journal
 from strom.testing import BrokerProcess
+from strom.testing.process import free_port, wait_for_port
+from strom.testing.tls import make_tls_files
 from tests.integration.cli_helpers import assert_clean_error, strom
-from tests.integration.clients import consume_all, create_topic
+from tests.integration.clients import consume_all, create_topic, produce
 from tests.integration.test_admin import nested, raw_call
 
 DYNAMIC_TOPIC, DYNAMIC_BROKER, DYNAMIC_DEFAULT, STATIC, DEFAULT = 1, 2, 3, 4, 5
@@ -159,12 +170,15 @@ def test_dynamic_broker_configs_apply_live_persist_and_describe(
         proc.stop()
 
 
-def alter_default_raw(bootstrap: str, configs: dict[str, str]) -> Any:
-    """AlterConfigs v1 on the cluster default (no client library can name ``""``)."""
+def alter_default_raw(bootstrap: str, configs: dict[str, str], broker: str = "",
+                      validate_only: bool = False) -> Any:  # fmt: skip
+    """AlterConfigs v1 on the cluster default (no client library can name ``""``), or on
+    ``broker``."""
     entries = tuple(nested(33, 1, "AlterableConfig", name=k, value=v) for k, v in configs.items())
-    resource = nested(33, 1, "AlterConfigsResource", resource_type=4, resource_name="",
+    resource = nested(33, 1, "AlterConfigsResource", resource_type=4, resource_name=broker,
                       configs=entries)  # fmt: skip
-    [result] = raw_call(bootstrap, 33, 1, resources=(resource,), validate_only=False).responses
+    [result] = raw_call(bootstrap, 33, 1, resources=(resource,),
+                        validate_only=validate_only).responses  # fmt: skip
     return result
 
 
@@ -275,3 +289,124 @@ def test_kafka_dynamic_configs_strom_does_not_act_on_are_kept(fresh_broker) -> N
     assert (got["compression.zstd.level"].value, got["compression.zstd.level"].config_source) \
         == ("7", DYNAMIC_TOPIC)
     assert got["remote.storage.enable"].value == "false"
+
+
+# --- password configs encrypted at rest (password.encoder.secret) ------------------------------
+
+KEYSTORE_PASSWORD = "keystore-pässword-7f3a"
+ENCODER_SECRET = "encoder-secret-91c2"
+
+
+def served_subject(port: int, ca: Path) -> str:
+    """The CN of the certificate a TLS listener serves now (a new connection)."""
+    context = ssl.create_default_context(cafile=str(ca))
+    with (socket.create_connection(("127.0.0.1", port), timeout=5) as sock,
+          context.wrap_socket(sock, server_hostname="127.0.0.1") as conn):  # fmt: skip
+        cert = conn.getpeercert()
+    assert cert is not None
+    rdns: Any = cert["subject"]  # ((("commonName", "..."),), ...)
+    return str(dict(pair for rdn in rdns for pair in rdn)["commonName"])
+
+
+def stored_broker_configs(data_dir: Path, entity: str) -> tuple[dict[str, str], bytes]:
+    """``/config/brokers/<entity>``'s configs as the stopped broker's embedded store files
+    hold them, and every node's data and every file of the store (to search for a secret)."""
+    image = journal.load(data_dir / journal.FILE_NAME, data_dir / journal.JOURNAL_NAME)
+    node = base64.b64decode(image.nodes[f"/config/brokers/{entity}"][0])
+    everything = b"".join(base64.b64decode(n[0]) for n in image.nodes.values())
+    everything += b"".join(p.read_bytes() for p in data_dir.iterdir() if p.is_file())
+    return dict(json.loads(node)["config"]), everything
+
+
+def test_keystore_password_is_encrypted_at_rest_and_opens_the_keystore_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    files = make_tls_files(tmp_path / "tls")
+    plain, ssl_port = free_port(), free_port()
+    props = {
+        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{ssl_port}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "password.encoder.secret": ENCODER_SECRET,
+        **files.listener_properties("SSL"),
+    }  # fmt: skip
+    config = tmp_path / "server.properties"
+    config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    data_dir = tmp_path / "data"
+    proc = BrokerProcess(data_dir, port=plain, config_file=config)
+    bootstrap = f"127.0.0.1:{plain}"
+    renewed = files.authority.issue("CN=strom-broker-renewed,O=strom",
+                                    hosts=["127.0.0.1", "localhost"])  # fmt: skip
+    store = renewed.write_pkcs12(tmp_path / "renewed.p12", KEYSTORE_PASSWORD)
+    prefix = "listener.name.ssl."
+    with proc:
+        assert wait_for_port("127.0.0.1", ssl_port, 10)  # bound after the PLAINTEXT one
+        assert served_subject(ssl_port, files.ca) == "strom-broker"
+        err = incremental(bootstrap, "1", **{
+            prefix + "ssl.keystore.type": "PKCS12", prefix + "ssl.keystore.location": str(store),
+            prefix + "ssl.keystore.password": KEYSTORE_PASSWORD})  # fmt: skip
+        assert err is None, err
+        deadline = time.monotonic() + 10
+        while served_subject(ssl_port, files.ca) != "strom-broker-renewed":
+            assert time.monotonic() < deadline, "the PKCS12 key store is not served"
+            time.sleep(0.2)
+        entry = describe_raw(bootstrap, 4, "1", (prefix + "ssl.keystore.password",))[
+            prefix + "ssl.keystore.password"]  # fmt: skip
+        assert (entry.value, entry.is_sensitive, entry.config_source) == (None, True,
+                                                                          DYNAMIC_BROKER)
+        assert synonyms(entry) == [(prefix + "ssl.keystore.password", None, DYNAMIC_BROKER)]
+        secret = describe_raw(bootstrap, 4, "1", ("password.encoder.secret",))[
+            "password.encoder.secret"]  # fmt: skip
+        assert (secret.value, secret.is_sensitive, secret.config_source, secret.read_only) == (
+            None, True, STATIC, True)
+    # the stopped broker's store: the password encrypted with the secret, nowhere in plain
+    configs, everything = stored_broker_configs(data_dir, "1")
+    assert configs[prefix + "ssl.keystore.location"] == str(store)  # the rest as before
+    assert configs[prefix + "ssl.keystore.type"] == "PKCS12"
+    encoded = configs[prefix + "ssl.keystore.password"]
+    assert encoded.startswith("keyFactoryAlgorithm:PBKDF2WithHmacSHA512,cipherAlgorithm:AES/CBC/")
+    assert KEYSTORE_PASSWORD.encode() not in everything
+    assert ENCODER_SECRET.encode() not in everything
+    assert pe.PasswordEncoder(ENCODER_SECRET).decode(encoded) == KEYSTORE_PASSWORD
+    # restarted, the broker decodes it and opens the key store with it: served at once
+    with proc:
+        assert wait_for_port("127.0.0.1", ssl_port, 10)
+        assert served_subject(ssl_port, files.ca) == "strom-broker-renewed"
+        conf = files.client_config()
+        produce(f"127.0.0.1:{ssl_port}", "after-restart", [{"value": b"tls"}], **conf)
+        assert [m.value() for m in consume_all(bootstrap, "after-restart", [0], 1)] == [b"tls"]
+
+
+def test_password_config_refused_without_password_encoder_secret(fresh_broker) -> None:
+    bootstrap = fresh_broker.bootstrap
+    name = "listener.name.ssl.ssl.key.password"
+    err = incremental(bootstrap, "1", **{name: "p4ss", "message.max.bytes": "2048"})
+    assert err is not None
+    assert err.code() == KafkaError.INVALID_CONFIG
+    assert err.str() == ("Invalid config value for resource ConfigResource(type=BROKER, "
+                         "name='1'): Password encoder secret not configured")  # fmt: skip
+    for validate_only in (False, True):  # AlterConfigs (whole set), also only validating
+        result = alter_default_raw(bootstrap, {name: "p4ss"}, "1", validate_only)
+        assert (result.error_code, result.error_message) == (KafkaError.INVALID_CONFIG, (
+            "Invalid config value for resource ConfigResource(type=BROKER, name='1'): "
+            "Password encoder secret not configured"))  # fmt: skip
+    described = describe_raw(bootstrap, 4, "1", (name, "message.max.bytes"))
+    assert described["message.max.bytes"].config_source == DEFAULT  # nothing of it applied
+    assert name not in described or described[name].config_source != DYNAMIC_BROKER
+
+
+def test_bad_password_encoder_settings_stop_serve_with_one_line(tmp_path: Path) -> None:
+    for sets, message in (
+        (["password.encoder.old.secret=x"], "password.encoder.old.secret is set without "
+         "password.encoder.secret (the secret the passwords are re-encoded with)"),
+        (["password.encoder.secret=x", "password.encoder.key.length=100"],
+         "password.encoder.key.length=100 is not an AES key length (128, 192, 256)"),
+        (["password.encoder.secret=x", "password.encoder.cipher.algorithm=AES/ECB/NoPadding"],
+         "password.encoder.cipher.algorithm='AES/ECB/NoPadding' is not supported (one of "
+         "AES/CBC/PKCS5Padding, AES/GCM/NoPadding)"),
+    ):  # fmt: skip
+        args = [a for s in sets for a in ("--set", s)]
+        proc = strom("serve", "--data-dir", str(tmp_path / "d"), "--listen",
+                     f"127.0.0.1:{free_port()}", "--strict", *args)  # fmt: skip
+        assert assert_clean_error(proc) == f"strom serve: {message}"
+        assert not (tmp_path / "d").exists()

@@ -5,16 +5,23 @@ and retries across a broker restart."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from strom.spark.batch_sender import BatchSender, eligible
 from strom.spark.options import WriteOptions
-from strom.spark.row_producer import RowProducer, drop_kept_producers, write_at_least_once
+from strom.spark.row_producer import (
+    RowProducer,
+    drop_kept_producers,
+    kept_producer,
+    write_at_least_once,
+)
 from strom.testing import BrokerProcess
 
 from .helpers import consume_all, create_topic
@@ -34,6 +41,7 @@ def _batch(values: list[bytes | None], keys: list[bytes | None] | None = None) -
 @pytest.mark.parametrize(("setting", "served"), [
     ({}, True),
     ({"acks": "1", "linger.ms": "5", "client.id": "x", "batch.size": "65536"}, True),
+    ({"max.in.flight.requests.per.connection": "1"}, True),  # one in flight per connection
     ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
       "sasl.username": "u", "sasl.password": "p"}, True),
     ({"compression.type": "lz4"}, False),
@@ -177,3 +185,111 @@ def test_an_unreachable_cluster_times_out_with_the_delivery_timeout() -> None:
     sender = BatchSender(config, "nowhere")
     with pytest.raises(KafkaException, match="_MSG_TIMED_OUT|MSG_TIMED_OUT"):
         sender.send(None, pa.array([b"v"], pa.binary()))
+
+
+# -- pipelined sends (submit: the answer is read when the next rows come, or at flush) --------
+def _set_min_insync(bootstrap: str, topic: str, value: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+        ConfigEntry("min.insync.replicas", value,
+                    incremental_operation=AlterConfigOpType.SET)])  # fmt: skip
+    admin.incremental_alter_configs([resource])[resource].result(30)
+
+
+def test_submit_returns_before_the_answer_and_flush_acknowledges(
+    spark_broker: BrokerProcess,
+) -> None:
+    # min.insync.replicas 2 on one broker: every acks=all Produce is refused with the
+    # retriable NOT_ENOUGH_REPLICAS (nothing appended), so submit() cannot have waited for an
+    # acknowledgement; once the topic allows it, flush() has every row written, in order
+    bs = spark_broker.bootstrap
+    topic = _name("sender-pipelined")
+    create_topic(bs, topic, 1, {"min.insync.replicas": "2"})
+    sender = BatchSender({"bootstrap.servers": bs, "acks": "all", "batch.size": "2048"}, topic)
+    try:
+        for n in range(3):
+            sender.submit(None, pa.array([b"%d-%03d" % (n, i) for i in range(200)], pa.binary()))
+        assert sender.retries >= 1  # the first batch was refused and sent again meanwhile
+        assert consume_all(bs, topic, [0]) == []
+        _set_min_insync(bs, topic, "1")
+        sender.flush()
+    finally:
+        sender.close()
+    got = [m.value() for m in consume_all(bs, topic, [0])]
+    # several batches per submit (batch.size), one in flight for the partition: a retried
+    # batch went before every later one, and a refused one was not appended
+    assert got == [b"%d-%03d" % (n, i) for n in range(3) for i in range(200)]
+
+
+def test_a_batch_in_flight_finally_refused_fails_the_task(spark_broker: BrokerProcess) -> None:
+    bs = spark_broker.bootstrap
+    topic = _name("sender-refused")
+    create_topic(bs, topic, 1, {"max.message.bytes": "2000"})
+    options = WriteOptions(client={"bootstrap.servers": bs}, topic=topic)
+    batches = [_batch([b"small-%d" % i for i in range(3)]), _batch([b"z" * 5000]),
+               _batch([b"later"])]  # fmt: skip
+    try:
+        # the client allows 1 MB, the topic 2,000 bytes: the broker refuses the second batch
+        # (MESSAGE_TOO_LARGE, not retriable) after it was sent without waiting
+        with pytest.raises(KafkaException, match="MESSAGE_TOO_LARGE") as raised:
+            write_at_least_once(options, iter(batches))
+        assert raised.value.args[0].code() == 10
+        assert kept_producer(options) is None  # a failed task's sender is not kept
+    finally:
+        drop_kept_producers()
+    assert [m.value() for m in consume_all(bs, topic, [0])] == [b"small-0", b"small-1",
+                                                                 b"small-2"]  # fmt: skip
+
+
+def test_a_batch_in_flight_never_acknowledged_times_out(spark_broker: BrokerProcess) -> None:
+    bs = spark_broker.bootstrap
+    topic = _name("sender-never")
+    create_topic(bs, topic, 1, {"min.insync.replicas": "2"})
+    sender = BatchSender({"bootstrap.servers": bs, "acks": "all", "delivery.timeout.ms": "700"},
+                         topic)  # fmt: skip
+    try:
+        sender.submit(None, pa.array([b"never"], pa.binary()))
+        with pytest.raises(KafkaException, match="_MSG_TIMED_OUT|MSG_TIMED_OUT") as raised:
+            sender.flush()
+        assert "NOT_ENOUGH_REPLICAS" in str(raised.value)
+        assert sender.retries >= 2
+    finally:
+        sender.close()
+    assert consume_all(bs, topic, [0]) == []
+
+
+def test_a_task_across_a_broker_restart_loses_nothing_and_keeps_order(tmp_path: Path) -> None:
+    broker = BrokerProcess(tmp_path / "data", settings={"num.partitions": "2"})
+    broker.start()
+    try:
+        topic = _name("task-restart")  # created by the sender's Metadata (auto-creation)
+        options = WriteOptions(client={"bootstrap.servers": broker.bootstrap, "acks": "all",
+                                       "batch.size": "4096"}, topic=topic)  # fmt: skip
+        keys = [b"k%d" % (i % 7) for i in range(300)]
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            for n in range(4):
+                if n == 2:  # mid-task, with the previous batches' requests in flight
+                    broker.stop()
+                    broker.start()
+                yield _batch([b"%d-%03d" % (n, i) for i in range(300)], keys)
+
+        try:
+            assert write_at_least_once(options, batches()) == 1200
+            sender = kept_producer(options)
+            assert sender is not None and sender.sender is not None
+            assert sender.sender.retries >= 1  # the restart broke the connection: retried
+        finally:
+            drop_kept_producers()
+        got = consume_all(broker.bootstrap, topic, [0, 1])
+        expected = {b"%d-%03d" % (n, i) for n in range(4) for i in range(300)}
+        assert {m.value() for m in got} == expected  # at least once: nothing lost
+        for partition in (0, 1):
+            # at-least-once may write a batch again (its answer lost in the restart), but a
+            # retried batch goes before any later one of its partition: the rows' first
+            # copies come in row order
+            values = [m.value() for m in got if m.partition() == partition]
+            first = list(dict.fromkeys(values))
+            assert first == sorted(first)
+    finally:
+        broker.stop()

@@ -81,13 +81,25 @@ class WireConnection:
         return bytes(chunks)
 
     def request(self, api_key: int, version: int, **fields: Any) -> Any:
+        """Send one request and wait for its answer (the decoded response)."""
+        return self.receive(api_key, version, self.send(api_key, version, **fields))
+
+    def send(self, api_key: int, version: int, **fields: Any) -> int:
+        """Send one request without waiting for its answer; returns its correlation id, which
+        :meth:`receive` takes. The broker answers one connection's requests in the order they
+        were sent, so answers are received in that order too."""
         self._correlation += 1
         req = build(request_class(api_key, version), **fields)
         header = RequestHeader(api_key, version, self._correlation, self.client_id)
         self.sock.sendall(encode_request(header, req))
-        correlation, response = decode_response(api_key, version, self.recv_frame())
-        if correlation != self._correlation:
-            raise ConnectionError(f"answer to request {correlation}, expected {self._correlation}")
+        return self._correlation
+
+    def receive(self, api_key: int, version: int, correlation: int) -> Any:
+        """The decoded answer to the request :meth:`send` sent as ``correlation`` (the oldest
+        one not yet received); ConnectionError if the broker answered another one."""
+        answered, response = decode_response(api_key, version, self.recv_frame())
+        if answered != correlation:
+            raise ConnectionError(f"answer to request {answered}, expected {correlation}")
         return response
 
 

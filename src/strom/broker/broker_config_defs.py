@@ -49,6 +49,22 @@ _STROM_ONLY: dict[str, BrokerConfigDef] = {
     "controlled.shutdown.max.retries": _B("int", "3", "controlled shutdown attempts"),
     "controlled.shutdown.retry.backoff.ms": _B("long", "5000",
         "wait between controlled shutdown attempts"),
+    # the static configs that encrypt dynamic password configs at rest (Kafka's, ZooKeeper
+    # mode; strom.broker.password_encoder)
+    "password.encoder.secret": _B("password", None,
+        "The secret used for encoding dynamically configured passwords for this broker."),
+    "password.encoder.old.secret": _B("password", None,
+        "The old secret that was used for encoding dynamically configured passwords: "
+        "at start-up they are decoded with it and re-encoded with password.encoder.secret"),
+    "password.encoder.keyfactory.algorithm": _B("string", None,
+        "The SecretKeyFactory algorithm used for encoding dynamically configured passwords "
+        "(unset: PBKDF2WithHmacSHA512)"),
+    "password.encoder.cipher.algorithm": _B("string", "AES/CBC/PKCS5Padding",
+        "The Cipher algorithm used for encoding dynamically configured passwords."),
+    "password.encoder.key.length": _B("int", "128",
+        "The key length used for encoding dynamically configured passwords."),
+    "password.encoder.iterations": _B("int", "4096",
+        "The iteration count used for encoding dynamically configured passwords."),
     "leader.imbalance.per.broker.percentage": _B("int", "10",
         "share of a broker's preferred partitions led elsewhere that triggers a rebalance"),
     "strom.admin.listener": _B("string", "127.0.0.1:9644",
@@ -108,6 +124,8 @@ DYNAMIC_CONFIGS = frozenset(n for n, d in BROKER_CONFIGS.items() if d.dynamic)
 #: dynamic only for one broker id, never at the cluster default (Kafka's PerBrokerConfigs)
 PER_BROKER_ONLY = frozenset(n for n, d in BROKER_CONFIGS.items()
                             if d.update_mode == kc.PER_BROKER)  # fmt: skip
+#: dynamic configs of Kafka's PASSWORD type: encrypted in the store (is_dynamic_password)
+DYNAMIC_PASSWORDS = frozenset(n for n in DYNAMIC_CONFIGS if BROKER_CONFIGS[n].type == "password")
 #: what DescribeConfigs lists for a broker: every name but Kafka's internal ones
 DESCRIBED = frozenset(n for n, d in BROKER_CONFIGS.items() if not d.internal)
 #: Kafka's dynamic configs strom stores and describes but does not act on (docs/configs.md)
@@ -162,3 +180,10 @@ def type_id(name: str) -> int:
 def is_sensitive(name: str) -> bool:
     spec = BROKER_CONFIGS.get(base_name(name))  # a listener's inline TLS key too
     return (spec is not None and spec.type == "password") or "password" in name
+
+
+def is_dynamic_password(name: str) -> bool:
+    """Whether dynamic config ``name`` is stored encrypted: Kafka's rule
+    (``DynamicBrokerConfig.isPasswordConfig``), a name ending with a dynamic PASSWORD config,
+    so a listener's (and a listener mechanism's) override is one too."""
+    return any(name == p or name.endswith("." + p) for p in DYNAMIC_PASSWORDS)

@@ -16,6 +16,18 @@ so a new ``log.retention.ms`` reaches every topic without its own ``retention.ms
 Every broker watches its own entity and the default (re-armed at each change, re-read after a
 lost store session), so a change written through any broker of a cluster applies on the broker
 it names; the broker that wrote it applies it at once as well.
+
+Password configs (Kafka's PASSWORD type, :func:`~strom.broker.broker_config_defs.is_dynamic_password`)
+are encrypted at rest, as Kafka's ZooKeeper-mode brokers do (:class:`StoredPasswords`,
+:mod:`strom.broker.password_encoder` for the stored format): a set holding one is only written
+with ``password.encoder.secret`` configured (else INVALID_CONFIG, Kafka's "Password encoder
+secret not configured"), and what is read is decoded before anything uses it; a value this
+broker cannot decode is logged and ignored (not applied), as Kafka does. Every other value, and
+the node's document, are stored as before. A password an older strom stored in plain text is
+read as it is (a warning, once per name), and re-encoded on the broker's next start-up with a
+secret, when its own entity is rewritten (:meth:`DynamicConfig.load`), or at the entity's next
+write. At start-up with ``password.encoder.old.secret`` too, the broker's own passwords that
+the old secret decodes are re-encoded with the new one and written back (Kafka's rotation).
 """
 
 from __future__ import annotations
@@ -27,6 +39,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from strom.broker import broker_config_defs as defs
+from strom.broker import password_encoder as pe
 from strom.kafka_configs import ConfigValueError
 from strom.metadata import config_changes
 from strom.metadata.store import (
@@ -79,6 +92,91 @@ async def write(store: MetadataStore, entity: str, configs: Mapping[str, str]) -
     await config_changes.notify(store, f"brokers/{entity}")
 
 
+class StoredPasswords:
+    """The password configs of an entity's set, encoded for the store and decoded from it.
+
+    ``encoder`` is ``password.encoder.secret``'s (None: unset), ``old`` is
+    ``password.encoder.old.secret``'s (rotation only). A value that already has the stored
+    format is written as it is: one this broker could not decode (another broker's secret)
+    stays as it was when a broker alters another broker's set."""
+
+    def __init__(self, encoder: pe.PasswordEncoder | None, old: pe.PasswordEncoder | None) -> None:
+        self.encoder = encoder
+        self.old = old
+        self._warned: set[tuple[str, str]] = set()
+
+    @classmethod
+    def from_config(cls, values: Mapping[str, str]) -> StoredPasswords:
+        """From the static ``password.encoder.*`` configs; a bad one is a ConfigError."""
+        return cls(*pe.encoders_from_config(values))
+
+    def check_can_store(self, entity: str, configs: Mapping[str, str]) -> None:
+        """Raise Kafka's INVALID_CONFIG when ``configs`` holds a password and no secret is
+        configured (Kafka's ``ConfigAdminManager`` message around ``ConfigException``)."""
+        if self.encoder is None and any(defs.is_dynamic_password(n) for n in configs):
+            name = "" if entity == DEFAULT_ENTITY else entity
+            raise InvalidConfigError(
+                f"Invalid config value for resource ConfigResource(type=BROKER, name='{name}'): "
+                "Password encoder secret not configured")
+
+    def encode(self, entity: str, configs: Mapping[str, str]) -> dict[str, str]:
+        """``configs`` as stored: each password encrypted (with a fresh salt and IV)."""
+        out = dict(configs)
+        for name, value in configs.items():
+            if defs.is_dynamic_password(name) and not pe.looks_encoded(value):
+                self.check_can_store(entity, {name: value})
+                assert self.encoder is not None
+                out[name] = self.encoder.encode(value)
+        return out
+
+    def decode(self, entity: str, stored: Mapping[str, str], keep: bool = False) -> dict[str, str]:
+        """``stored`` with each password decoded; one that cannot be is logged and left out
+        (``keep``: kept encoded, to be written back as it was)."""
+        out = dict(stored)
+        for name, value in stored.items():
+            if not defs.is_dynamic_password(name):
+                continue
+            if not pe.looks_encoded(value):
+                if (entity, name) not in self._warned:
+                    self._warned.add((entity, name))
+                    log.warning("dynamic password config %s of broker entity %s is stored in "
+                                "plain text (by an older strom): with %s set it is encrypted "
+                                "at the next start-up or write", name, entity,
+                                pe.SECRET)  # fmt: skip
+                continue
+            try:
+                if self.encoder is None:
+                    raise pe.PasswordDecodeError(f"{pe.SECRET} is not set")
+                out[name] = self.encoder.decode(value)
+            except pe.PasswordDecodeError as exc:
+                log.error("Dynamic password config %s of broker entity %s could not be decoded, "
+                          "ignoring: %s", name, entity, exc)  # fmt: skip
+                if not keep:
+                    del out[name]
+        return out
+
+    def rotate(self, stored: Mapping[str, str]) -> dict[str, str] | None:
+        """``stored`` with every password the old secret decodes (or an older strom left in
+        plain text) encoded with the secret; None when nothing changes."""
+        if self.encoder is None:
+            return None
+        out = dict(stored)
+        for name, value in stored.items():
+            if not defs.is_dynamic_password(name):
+                continue
+            if not pe.looks_encoded(value):
+                out[name] = self.encoder.encode(value)
+                continue
+            if self.old is None:
+                continue
+            try:
+                out[name] = self.encoder.encode(self.old.decode(value))
+            except pe.PasswordDecodeError:
+                log.debug("dynamic password config %s could not be decoded with the old "
+                          "secret; the new secret will be used", name)  # fmt: skip
+        return out if out != dict(stored) else None
+
+
 class DynamicConfig:
     """One broker's dynamic configs: loaded at start-up, watched, validated, applied.
 
@@ -94,6 +192,7 @@ class DynamicConfig:
         self.topics = topics
         self._listeners: list[Callable[[Mapping[str, str]], None]] = []
         self._watcher = _Watcher(self)
+        self.passwords = StoredPasswords.from_config(config.values)
 
     @property
     def node_id(self) -> int:
@@ -107,12 +206,29 @@ class DynamicConfig:
         and watch them: a change written through any broker of the cluster applies here."""
         watcher = self._watcher
         self.store.add_session_listener(watcher.on_session)
-        own = await read(self.store, str(self.node_id), watcher.on_change)
-        default = await read(self.store, DEFAULT_ENTITY, watcher.on_change)
+        await self._reencode(str(self.node_id))
+        own = await self.read(str(self.node_id), watcher.on_change)
+        default = await self.read(DEFAULT_ENTITY, watcher.on_change)
         self.config.set_dynamic(default, own, defs.synonyms)
         if own or default:
             log.info("dynamic broker configs: %d cluster-wide, %d for this broker", len(default),
                      len(own))  # fmt: skip
+
+    async def _reencode(self, entity: str) -> None:
+        """Kafka's start-up rotation: the entity's passwords encoded with the old secret (or
+        in plain text by an older strom) written back encoded with the secret."""
+        stored = await read(self.store, entity)
+        rotated = self.passwords.rotate(stored)
+        if rotated is not None:
+            await write(self.store, entity, rotated)
+            names = sorted(n for n, v in rotated.items() if v != stored[n])
+            log.info("dynamic password configs of broker entity %s re-encoded with %s: %s",
+                     entity, pe.SECRET, ", ".join(names))  # fmt: skip
+
+    async def read(self, entity: str, watch: WatchCallback | None = None,
+                   keep: bool = False) -> dict[str, str]:  # fmt: skip
+        """The entity's dynamic set from the store, passwords decoded (:meth:`StoredPasswords.decode`)."""
+        return self.passwords.decode(entity, await read(self.store, entity, watch), keep)
 
     def use(self, entity: str, configs: Mapping[str, str]) -> None:
         """Make ``configs`` the entity's dynamic set in this broker's config (if it is ours
@@ -139,7 +255,7 @@ class DynamicConfig:
             return dict(self.config.dynamic_default)
         if entity == str(self.node_id):
             return dict(self.config.dynamic_broker)
-        return await read(self.store, entity)
+        return await self.read(entity, keep=True)  # another broker's: its secret may differ
 
     def validate(self, entity: str, configs: Mapping[str, str]) -> None:
         """Raise unless ``configs`` may become ``entity``'s dynamic set, with Kafka's errors:
@@ -172,6 +288,7 @@ class DynamicConfig:
         cfg = self.config
         default = configs if entity == DEFAULT_ENTITY else cfg.dynamic_default
         own = configs if entity == str(self.node_id) else cfg.dynamic_broker
+        self.passwords.check_can_store(entity, configs)
         values = cfg.merged(default, own, defs.synonyms)
         LogConfig.from_configs({}, values)
         for topic in self.topics:
@@ -181,7 +298,7 @@ class DynamicConfig:
         """Validate, persist, then apply ``configs`` as ``entity``'s whole dynamic set (the
         other brokers apply it when their watch fires)."""
         self.validate(entity, configs)
-        await write(self.store, entity, configs)
+        await write(self.store, entity, self.passwords.encode(entity, configs))
         self.use(entity, configs)
 
     def broker_synonyms(self, names: Iterable[str], sensitive: bool) -> list[Synonym]:
@@ -227,7 +344,7 @@ class _Watcher:
 
     async def _reload(self, entity: str) -> None:
         try:
-            configs = await read(self.owner.store, entity, self.on_change)
+            configs = await self.owner.read(entity, self.on_change)
         except StoreError as exc:  # the session is gone: re-read when it is back
             log.warning("dynamic broker config %s could not be re-read: %s", entity, exc)
             return

@@ -1,6 +1,8 @@
 """The broker's client listener: the asyncio server that makes a :class:`KafkaConnection` per
 accepted socket (a :class:`~strom.broker.sasl_connection.SaslConnection` on a SASL_PLAINTEXT /
-SASL_SSL listener), and the drain of those connections at shutdown."""
+SASL_SSL listener; on an SSL / SASL_SSL listener once the socket's TLS handshake succeeded,
+:mod:`strom.broker.tls_handshake`, which logs and counts a failed one), and the drain of those
+connections at shutdown."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from strom.broker.sasl_connection import SaslConnection
 from strom.broker.server import KafkaConnection
+from strom.broker.tls_handshake import HandshakeFailures, TlsAcceptor
 from strom.security.sasl import SaslSettings, jwks
 
 if TYPE_CHECKING:
@@ -28,8 +31,9 @@ async def drain(connections: set[KafkaConnection], timeout: float, grace: float 
     s from now (the caller closes what is left).
 
     Why, at shutdown after a controlled shutdown made this broker a follower: its waiting
-    acks=all Produce requests were just failed NOT_LEADER_OR_FOLLOWER, and the requests an
-    active producer sends next are refused the same way, each naming the new leader (KIP-951),
+    acks=all Produce requests are answered as soon as its new leader's HW covers their records
+    (or its truncation removed them), and the requests an active producer sends next are
+    refused NOT_LEADER_OR_FOLLOWER, each naming the new leader (KIP-951),
     so the producer moves at once. Closing the connection under them, or before the next
     request, leaves the producer to notice a dead connection and ask for metadata (librdkafka:
     up to its 1 s refresh of partitions whose leader is down)."""
@@ -48,8 +52,9 @@ async def start_server(services: BrokerServices, connections: set[KafkaConnectio
                        spec: ListenerSpec, tls: ServerTls | None = None) -> asyncio.Server:  # fmt: skip
     """Listen as ``spec`` says (with ``tls``'s live context on an SSL / SASL_SSL listener);
     each accepted socket gets a :class:`KafkaConnection` of that listener once its TLS
-    handshake succeeded (a failed one never reaches the connection: nothing is read from it),
-    kept in ``connections`` while open."""
+    handshake succeeded (a failed one never reaches the connection: nothing is read from it;
+    it is logged and counted in ``failed_authentication``), kept in ``connections`` while
+    open."""
     loop = asyncio.get_running_loop()
     factory: Callable[[], KafkaConnection]
     refresher = None
@@ -66,9 +71,18 @@ async def start_server(services: BrokerServices, connections: set[KafkaConnectio
     else:
         def factory() -> KafkaConnection:
             return KafkaConnection(services, connections, spec, tls)
-    server = await loop.create_server(factory, spec.bind_host, spec.port, reuse_address=True,
-                                      backlog=1024,
-                                      ssl=tls.context if tls is not None else None)  # fmt: skip
+    metrics = services.metrics
+    if spec.uses_sasl or tls is not None:  # the listener's failed authentications: from 0
+        metrics.failed_authentication.setdefault(spec.name, 0)
+    accept: Callable[[], asyncio.Protocol] = factory
+    if tls is not None:  # the handshake is run here, not by create_server(ssl=): its failures
+        # are logged and counted (tls_handshake's module doc)
+        failures = HandshakeFailures(spec.name, lambda: metrics.authentication_failed(spec.name))
+
+        def accept() -> asyncio.Protocol:
+            return TlsAcceptor(factory, lambda: tls.context, failures)
+    server = await loop.create_server(accept, spec.bind_host, spec.port, reuse_address=True,
+                                      backlog=1024)  # fmt: skip
     if refresher is not None:  # kept current while the listener serves
         url, refresh_ms, keys, ok = refresher
         task = loop.create_task(jwks.keep_fresh(url, refresh_ms, keys, server.is_serving, ok))

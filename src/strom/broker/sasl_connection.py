@@ -10,7 +10,8 @@ Kafka does. After a v0 SaslHandshake the frames are bare SASL tokens (Kafka's v0
 closes the connection without an answer (v0 has no way to say why).
 
 A failed authentication (SASL_AUTHENTICATION_FAILED, an unsupported mechanism, a request out
-of order) is logged once (client address, the user tried, why) and answered after
+of order) is logged once (client address, the user tried, why), counted in the listener's
+failed-authentication metric, and answered after
 ``connection.failed.authentication.delay.ms`` (Kafka's default 100 ms), then the connection
 closes. The delay is a timer on the event loop (reading paused meanwhile), so a flood of
 failed logins slows the guessers, never the others.
@@ -106,7 +107,9 @@ class SaslConnection(KafkaConnection):
         self.close()
 
     def _log_failure(self) -> None:
+        """One line and one count (the listener's failed-authentication metric) per failure."""
         auth = self.auth
+        self.metrics.authentication_failed(auth.settings.listener)
         log.info("failed authentication with %s:%s (connection %s, listener %s, mechanism %s): "
                  "%s", *self.peer, self.id, auth.settings.listener, auth.mechanism or "-",
                  auth.failure)  # fmt: skip

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from strom import pidfile
+from strom.broker.password_encoder import encoders_from_config
 from strom.config import BrokerConfig, ConfigError
 from strom.replication.replica_selector import check_selector
 from strom.security.acl import authorizer_from_config
@@ -206,6 +207,7 @@ def run(args: argparse.Namespace) -> int:
         _check_unknown(config, args.strict)
         listeners = _listeners(config, args)
         _check_data_dir(data_dir)
+        encoders_from_config(config.values)  # password.encoder.*: checked before anything starts
         try:
             check_selector(config.get("replica.selector.class"))
             authorizer_from_config(config.get("authorizer.class.name"), config.get("super.users"),

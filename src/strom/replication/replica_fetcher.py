@@ -14,7 +14,9 @@ Then it fetches (Fetch v12, replica id = this broker, ``current_leader_epoch`` =
 of the LeaderAndIsr) from its log end offset over an incremental fetch session (KIP-227,
 :class:`FollowerSession`: after the first request only changed partitions are sent), appends what
 comes with ``AppendOrigin.REPLICATION`` (offsets and epochs kept, shape and CRC checked) and
-sets its high watermark to min(leader's HW, own log end). A partition error backs that
+sets its high watermark to min(leader's HW, own log end) — answering the acks=all waiters of
+the leader this broker was, whose records the truncation removed or the HW now covers
+(:mod:`strom.replication.delayed_produce`). A partition error backs that
 partition off (``replica.fetch.backoff.ms``) and re-truncates after OFFSET_OUT_OF_RANGE; a
 connection error backs the whole task off. A task sleeps while it has no partition and
 wakes when one is added; it ends when it is closed (its ``closed`` flag, then cancellation
@@ -253,6 +255,7 @@ class LeaderFetcher:
             log.info("truncating %s-%d from %d to %d (leader %d: epoch %d ends at %d)", *tp,
                      log_.log_end_offset, target, self.leader, leader_epoch, leader_end)  # fmt: skip
             log_.truncate_to(target)
+            self.replicas.truncated(tp)
 
     # --- fetching --------------------------------------------------------------------------------
 
@@ -317,6 +320,7 @@ class LeaderFetcher:
             log.warning("%s-%d ends at %d, below the log start %d of broker %d: starting over "
                         "there", *tp, log_.log_end_offset, leader_start, self.leader)  # fmt: skip
             log_.truncate_fully_and_start_at(leader_start)
+            self.replicas.truncated(tp, everything=True)
             return
         if code == ErrorCode.offset_out_of_range:
             log.warning("fetch of %s-%d is out of range on broker %d: truncating again", *tp,
@@ -352,7 +356,7 @@ class LeaderFetcher:
                 state.delayed_until = now + self.config.backoff_ms / 1000
                 return
             self.replicas.purgatory.notify(tp)
-        part.follower_high_watermark(int(p.high_watermark))
+        self.replicas.follower_high_watermark(part, int(p.high_watermark))
 
     def _written_later(self, tp: TopicPartition, state: FetchState, part: Partition,
                        pending: PendingAppend, leader_hw: int) -> None:  # fmt: skip
@@ -373,7 +377,7 @@ class LeaderFetcher:
                 state.delayed_until = 0.0
                 self.replicas.purgatory.notify(tp)
                 if self.replicas.partitions.get(tp) is part and not part.is_leader:  # still
-                    part.follower_high_watermark(leader_hw)  # following: the leader's HW
+                    self.replicas.follower_high_watermark(part, leader_hw)  # the leader's
             self.wake.set()
 
         def done(_f: Any) -> None:

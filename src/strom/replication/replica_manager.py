@@ -325,11 +325,45 @@ class ReplicaManager:
         if key in self.purgatory.watched:
             self.purgatory.notify(key)
 
-    def _complete_delayed(self, part: Partition) -> None:
-        """Complete the acks=all waiters of ``part`` its high watermark satisfies."""
+    def _complete_delayed(self, part: Partition) -> int:
+        """Complete the acks=all waiters of ``part`` its high watermark satisfies (NONE, or
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR it knows is below
+        ``min.insync.replicas``); returns how many."""
         ok = part.log.config.min_insync_replicas <= len(part.maximal_isr)
         code = ErrorCode.none if ok else ErrorCode.not_enough_replicas_after_append
-        self.delayed.complete(part.key, part.log.high_watermark, code)
+        return self.delayed.complete(part.key, part.log.high_watermark, code)
+
+    def follower_high_watermark(self, part: Partition, leader_hw: int) -> None:
+        """A follower's HW from its leader's Fetch answer (capped by its log end). Waiters of
+        the leader it was whose records the HW now covers are answered as a leader answers
+        them (NONE unless the ISR is below ``min.insync.replicas``): the follower's log was
+        reconciled with the leader's (truncated where they differ) before it fetched, so
+        records still in it below the leader's HW are committed."""
+        part.follower_high_watermark(leader_hw)
+        if part.key in self.delayed.pending:
+            done = self._complete_delayed(part)  # the ISR of its last LeaderAndIsr
+            if done:  # rare (a leadership moved under waiting requests): worth a line
+                log.info("%s-%d: %d acks=all request(s) of the leader this broker was answered: "
+                         "the new leader's high watermark %d covers them", *part.key, done,
+                         part.log.high_watermark)  # fmt: skip
+
+    def truncated(self, part_key: TopicPartition, everything: bool = False) -> None:
+        """A follower's log was cut to its leader's (``everything``: replaced by an empty one
+        starting at the leader's log start): waiters of the leader it was whose records went
+        are answered NOT_LEADER_OR_FOLLOWER (they are not in the partition)."""
+        if part_key not in self.delayed.pending:
+            return
+        log_ = self.logs.get(*part_key)
+        before = self.delayed.waiting(part_key)
+        if everything or log_ is None:
+            self.delayed.fail_all(part_key, ErrorCode.not_leader_or_follower)
+        else:
+            self.delayed.truncated(part_key, log_.log_end_offset,
+                                   ErrorCode.not_leader_or_follower)
+        if gone := before - self.delayed.waiting(part_key):
+            log.info("%s-%d: %d acks=all request(s) of the leader this broker was answered "
+                     "NOT_LEADER_OR_FOLLOWER: the truncation removed their records", *part_key,
+                     gone)  # fmt: skip
 
     def high_watermark(self, topic: str, partition: int) -> int:
         return self.get_log(topic, partition).high_watermark
@@ -470,8 +504,9 @@ class ReplicaManager:
                          leader, topic, index, leader_epoch, log_.log_end_offset)  # fmt: skip
                 if self.fetchers is not None:
                     self.fetchers.add(key, leader, leader_epoch)
-            if was_leader:
-                self.delayed.fail_all(key, ErrorCode.not_leader_or_follower)
+            if was_leader:  # a client's waiting acks=all Produce is answered once its
+                # records' fate is known (strom.replication.delayed_produce says why not now)
+                self.delayed.leadership_lost(key, ErrorCode.not_leader_or_follower)
             self.ownership.resigned(topic, index)
             self.purgatory.notify(key)
         return ErrorCode.none

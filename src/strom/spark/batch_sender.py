@@ -10,13 +10,27 @@ them as Produce requests, one per leader at a time, over :class:`strom.spark.wir
 the same codec for the same reason (issue 20): librdkafka costs about a microsecond of the
 calling thread per record, more than the rest of the sink.
 
+Pipelined: :meth:`BatchSender.submit` sends an Arrow batch's records and returns without
+waiting for the answer; the answer is read when the next Arrow batch has been encoded (just
+before its records are sent) or by :meth:`BatchSender.flush` at the end of the task. So the
+broker appends batch N while Spark hands the sink batch N+1 and it is encoded, where a
+synchronous send left both sides waiting for each other in turn. One request stays in flight
+per leader, and so one batch per partition: with two in flight, a retriable refusal of the
+first (or a connection broken under it) could let the second be written before the first is
+sent again, and what one partition receives would leave row order (Kafka's producer keeps
+order with several in flight only through idempotence's sequence numbers, which this path
+does not use).
+
 What it honours, as librdkafka would for these settings:
 
 - ``acks`` / ``request.required.acks`` (default all; 0 is not served here, see
   :func:`eligible`), ``request.timeout.ms`` (30 s, the broker's wait for acks=all);
 - ``message.timeout.ms`` / ``delivery.timeout.ms`` (300 s): retriable errors
   (:data:`RETRIABLE`, a broken connection) are retried with the leader looked up again, until
-  then; past it the task fails with ``_MSG_TIMED_OUT``;
+  then (counted from the rows' :meth:`~BatchSender.submit`); past it the task fails with
+  ``_MSG_TIMED_OUT``;
+- ``max.in.flight.requests.per.connection`` / ``max.in.flight`` (1,000,000): never more than
+  one request is in flight per connection here, within any value it may have;
 - ``message.max.bytes`` (1,000,000): a record too large for it fails the task with
   ``MSG_SIZE_TOO_LARGE`` before anything of the Arrow batch is sent, as librdkafka refuses it
   in ``produce()``; ``batch.size`` (1,000,000) caps a batch;
@@ -36,6 +50,7 @@ messages do not depend on which path wrote.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -77,6 +92,7 @@ _SETTINGS = frozenset({
     "queue.buffering.max.kbytes", "retries", "message.send.max.retries", "retry.backoff.ms",
     "topic.metadata.refresh.interval.ms", "socket.timeout.ms", "security.protocol",
     "compression.type", "compression.codec", "enable.idempotence",
+    "max.in.flight.requests.per.connection", "max.in.flight",
 })  # fmt: skip
 _SECURITY_PREFIXES = ("ssl.", "sasl.")
 
@@ -139,6 +155,21 @@ def _arrow_buffers(array: pa.Array) -> tuple[Any, Any, Any, int, int]:
 
 
 @dataclass
+class _Queued:
+    batch: bytes  # one record batch of one partition
+    deadline: float  # monotonic time: delivery.timeout.ms after its rows were submitted
+
+
+@dataclass
+class _Request:
+    """A Produce request in flight to one leader: the batch of each partition it carries."""
+
+    conn: Connection
+    correlation: int
+    batches: dict[int, _Queued]
+
+
+@dataclass
 class _Leaders:
     partitions: int
     leader_of: dict[int, int]  # partition -> broker id
@@ -169,21 +200,39 @@ class BatchSender:
         self._leaders: _Leaders | None = None
         self._connections: dict[int, Connection] = {}
         self._null_key_partition = 0
+        #: partition -> its batches not acknowledged and not in flight, in row order
+        self._queued: dict[int, deque[_Queued]] = {}
+        #: leader -> the one request in flight to it (so one batch in flight per partition)
+        self._in_flight: dict[int, _Request] = {}
         #: requests sent again after a retriable error or a broken connection (since created)
         self.retries = 0
 
     def close(self) -> None:
+        """Close the connections; batches submitted and not acknowledged are forgotten (the
+        task that submitted them fails)."""
+        self._queued.clear()
+        self._in_flight.clear()
         for conn in self._connections.values():
             conn.close()
         self._connections.clear()
 
     # -- sending -------------------------------------------------------------------------
     def send(self, keys: pa.Array | None, values: pa.Array) -> None:
-        """Write every row of ``values`` (with ``keys``, if any); return once each row is
-        acknowledged as ``acks`` asks, raise ``KafkaException`` if one cannot be."""
+        """Write every row of ``values`` (with ``keys``, if any); return once each row (and
+        every one submitted before) is acknowledged as ``acks`` asks, raise
+        ``KafkaException`` if one cannot be."""
+        self.submit(keys, values)
+        self.flush()
+
+    def submit(self, keys: pa.Array | None, values: pa.Array) -> None:
+        """Encode the rows and send what may go now, without waiting for the answer to what
+        this call sends (module doc: pipelining); :meth:`flush` waits for every answer. Raises
+        ``KafkaException`` for a record larger than ``message.max.bytes`` (nothing of these rows
+        is sent) and for a refusal, or a timeout, of rows submitted before."""
         if not len(values):
             return
-        deadline = time.monotonic() + self.delivery_timeout_s
+        now = time.monotonic()
+        deadline = now + self.delivery_timeout_s
         leaders = self._metadata(deadline)
         null_partition = self._null_key_partition % leaders.partitions
         self._null_key_partition = null_partition + 1
@@ -197,68 +246,138 @@ class BatchSender:
                         KafkaError.MSG_SIZE_TOO_LARGE,
                         f"{self.topic}-{partition}: a record of {len(batch)} bytes as a batch "
                         f"is larger than message.max.bytes ({self.max_message_bytes})"))
-        pending = {p: list(reversed(chunks)) for p, chunks in batches.items()}  # pop() = next
-        while pending:
-            failed = self._send_round(pending, leaders)
-            if not pending:
-                return
-            if time.monotonic() >= deadline:
-                raise KafkaException(KafkaError(
-                    KafkaError._MSG_TIMED_OUT,
-                    f"{self.topic}: records not acknowledged within "
-                    f"{self.delivery_timeout_s:g} s (last error: {failed})"))
-            self.retries += 1
-            time.sleep(RETRY_BACKOFF_S)
-            leaders = self._metadata(deadline, refresh=True)
+        for partition, chunks in batches.items():
+            self._queued.setdefault(partition, deque()).extend(
+                _Queued(batch, deadline) for batch in chunks)
+        self._advance()
 
-    def _send_round(self, pending: dict[int, list[bytes]], leaders: _Leaders) -> str:
-        """One request per leader holding the next batch of each of its pending partitions;
-        acknowledged batches leave ``pending``. Returns the last retriable failure ("" if
-        none); raises on a fatal one."""
+    def flush(self) -> None:
+        """Return once every submitted row is acknowledged; raise ``KafkaException`` if one is
+        refused or not acknowledged within ``delivery.timeout.ms`` of its submission."""
+        while self._queued or self._in_flight:
+            self._advance()
+
+    def _advance(self) -> None:
+        """Receive the answer to every request in flight, then send each partition's next
+        batch (one request per leader). A retriable failure is retried here, after a backoff
+        and a new metadata lookup, until the oldest unacknowledged batch's deadline."""
+        failure = self._complete()
+        while True:
+            if failure:
+                oldest = min((q[0].deadline for q in self._queued.values() if q), default=None)
+                if oldest is not None and time.monotonic() >= oldest:
+                    self._abandon()
+                    raise KafkaException(KafkaError(
+                        KafkaError._MSG_TIMED_OUT,
+                        f"{self.topic}: records not acknowledged within "
+                        f"{self.delivery_timeout_s:g} s (last error: {failure})"))
+                self.retries += 1
+                time.sleep(RETRY_BACKOFF_S)
+                try:
+                    self._metadata(oldest if oldest is not None else time.monotonic(),
+                                   refresh=True)  # fmt: skip
+                except KafkaException:
+                    self._abandon()
+                    raise
+            failure = self._dispatch()
+            if not failure:
+                return
+
+    def _dispatch(self) -> str:
+        """Send the first queued batch of every partition that has none in flight, one request
+        per leader that has none in flight. Returns the last failure ("" if none): a partition
+        without a known leader, a connection that could not be made or broke."""
+        leaders = self._leaders
+        assert leaders is not None  # submit() looked the topic up
         by_leader: dict[int, list[int]] = {}
         failure = ""
-        for partition in pending:
+        for partition, queue in self._queued.items():
             leader = leaders.leader_of.get(partition, -1)
             if leader < 0 or leader not in leaders.addresses:
                 failure = f"{self.topic}-{partition}: no leader"
                 continue
-            by_leader.setdefault(leader, []).append(partition)
+            if queue and leader not in self._in_flight:
+                by_leader.setdefault(leader, []).append(partition)
         for leader, partitions in by_leader.items():
+            batches = {p: self._queued[p].popleft() for p in partitions}
+            for p in partitions:
+                if not self._queued[p]:
+                    del self._queued[p]
             try:
-                answers = self._produce(leader, leaders.addresses[leader],
-                                        {p: pending[p][-1] for p in partitions})  # fmt: skip
+                conn = self._connection(leader, leaders.addresses[leader])
+                correlation = self._send_produce(conn, batches)
             except WireError as exc:
                 self._drop(leader)
+                self._requeue(batches)
                 failure = str(exc)
                 continue
-            for partition in partitions:
+            self._in_flight[leader] = _Request(conn, correlation, batches)
+        return failure
+
+    def _complete(self) -> str:
+        """Receive the answer to every request in flight: acknowledged batches are done,
+        the others queued again in front of their partition's later batches. Returns the last
+        retriable failure ("" if none); raises on a fatal one (after forgetting every batch:
+        the task fails, and a task retried writes its rows again)."""
+        failure = ""
+        for leader in list(self._in_flight):
+            request = self._in_flight.pop(leader)
+            try:
+                answers = self._receive_produce(request)
+            except WireError as exc:
+                self._drop(leader)
+                self._requeue(request.batches)
+                failure = str(exc)
+                continue
+            retry: dict[int, _Queued] = {}
+            for partition, queued in request.batches.items():
                 code, message = answers.get(partition, (ErrorCode.network_exception,
                                                         "no answer for the partition"))
                 if code == ErrorCode.none:
-                    pending[partition].pop()
-                    if not pending[partition]:
-                        del pending[partition]
-                elif code in RETRIABLE:
+                    continue
+                if code in RETRIABLE:
                     failure = f"{self.topic}-{partition}: {code.name.upper()}"
-                    self._drop(leader)  # a moved leader: connect again after the lookup
-                else:
-                    raise KafkaException(KafkaError(
-                        int(code), f"{self.topic}-{partition}: {code.name.upper()}"
-                        + (f": {message}" if message else "")))
+                    retry[partition] = queued
+                    continue
+                self._abandon()
+                raise KafkaException(KafkaError(
+                    int(code), f"{self.topic}-{partition}: {code.name.upper()}"
+                    + (f": {message}" if message else "")))
+            if retry:
+                self._drop(leader)  # a moved leader: connect again after the lookup
+                self._requeue(retry)
         return failure
 
-    def _produce(self, leader: int, address: str,
-                 batches: dict[int, bytes]) -> dict[int, tuple[ErrorCode, str]]:  # fmt: skip
+    def _requeue(self, batches: dict[int, _Queued]) -> None:
+        """Put batches not acknowledged back in front of their partitions' queues: each was
+        its partition's first unacknowledged one, so the partition's order is kept."""
+        for partition, queued in batches.items():
+            self._queued.setdefault(partition, deque()).appendleft(queued)
+
+    def _abandon(self) -> None:
+        """Forget every batch not acknowledged and close the connections (after a failure that
+        fails the task)."""
+        self._queued.clear()
+        self._in_flight.clear()
+        self.close()
+
+    def _connection(self, leader: int, address: str) -> Connection:
         conn = self._connections.get(leader)
         if conn is None:
             conn = Connection(address, self.socket_timeout_s, self.client_id, self.security)
             self._connections[leader] = conn
+        return conn
+
+    def _send_produce(self, conn: Connection, batches: dict[int, _Queued]) -> int:
         data = part(PRODUCE, PRODUCE_VERSION, "TopicProduceData", name=self.topic,
                     partition_data=tuple(
                         part(PRODUCE, PRODUCE_VERSION, "PartitionProduceData", index=p,
-                             records=batch) for p, batch in batches.items()))  # fmt: skip
-        response = conn.request(PRODUCE, PRODUCE_VERSION, transactional_id=None, acks=self.acks,
-                                timeout=self.request_timeout_ms, topic_data=(data,))  # fmt: skip
+                             records=queued.batch) for p, queued in batches.items()))  # fmt: skip
+        return conn.send(PRODUCE, PRODUCE_VERSION, transactional_id=None, acks=self.acks,
+                         timeout=self.request_timeout_ms, topic_data=(data,))  # fmt: skip
+
+    def _receive_produce(self, request: _Request) -> dict[int, tuple[ErrorCode, str]]:
+        response = request.conn.receive(PRODUCE, PRODUCE_VERSION, request.correlation)
         answers: dict[int, tuple[ErrorCode, str]] = {}
         for topic in response.responses:
             if str(topic.name) != self.topic:

@@ -72,7 +72,7 @@ class RowProducer:
             keys = batch.column(names.index("key")) if "key" in names else None
             values = batch.column(names.index("value"))
             if sendable(values) and (keys is None or sendable(keys)):
-                self.sender.send(keys, values)
+                self.sender.submit(keys, values)  # acknowledged by flush()
                 self.count += batch.num_rows
                 return
         values = _column(batch, "value")
@@ -146,7 +146,9 @@ class RowProducer:
             raise KafkaException(self.error)
 
     def flush(self, timeout: float) -> None:
-        """Wait for the Producer's rows (the sender's are acknowledged when ``send`` returns)."""
+        """Wait for every row: the sender's (within its delivery timeout) and the Producer's."""
+        if self.sender is not None:
+            self.sender.flush()
         if self._producer is None:
             self.check()
             return

@@ -85,6 +85,21 @@ class Connection:
         except (OSError, ConnectionError) as exc:
             raise WireError(f"request to {self.address} failed: {exc}") from None
 
+    def send(self, api_key: int, version: int, **fields: Any) -> int:
+        """Send a request without waiting for its answer (its correlation id, for
+        :meth:`receive`)."""
+        try:
+            return self.wire.send(api_key, version, **fields)
+        except (OSError, ConnectionError) as exc:
+            raise WireError(f"request to {self.address} failed: {exc}") from None
+
+    def receive(self, api_key: int, version: int, correlation: int) -> Any:
+        """The answer to the request sent as ``correlation`` (answers come in sending order)."""
+        try:
+            return self.wire.receive(api_key, version, correlation)
+        except (OSError, ConnectionError) as exc:
+            raise WireError(f"request to {self.address} failed: {exc}") from None
+
     def close(self) -> None:
         self.wire.close()
 

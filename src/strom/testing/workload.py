@@ -20,9 +20,12 @@ would then miss acknowledged ones at the end.
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
@@ -37,6 +40,27 @@ class _Quiet:
 
 
 QUIET = _Quiet()
+
+#: a directory: each Writer then runs with librdkafka's ``debug=eos,msg`` and logs into
+#: ``<dir>/<writer name>.log`` (the client's side of an idempotence finding: its epoch bumps,
+#: retries and the errors it acted on)
+DEBUG_DIR_ENV = "STROM_WRITER_DEBUG_DIR"
+
+
+def _client_log(name: str) -> dict[str, Any]:
+    """librdkafka logging for a writer: silent, or its EOS debug log in a file (env above)."""
+    folder = os.environ.get(DEBUG_DIR_ENV)
+    if not folder:
+        return {"logger": QUIET}
+    logger = logging.getLogger(f"strom.testing.writer.{name}")
+    logger.propagate = False
+    logger.setLevel(logging.DEBUG)
+    if not logger.handlers:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(Path(folder) / f"{name}.log")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        logger.addHandler(handler)
+    return {"logger": logger, "debug": "eos,msg"}
 
 
 class Writer:
@@ -64,7 +88,7 @@ class Writer:
             "acks": "all",
             "enable.idempotence": True,
             "message.timeout.ms": 60_000,
-            "logger": QUIET,
+            **_client_log(name),
             **(config or {}),
         }
         self.sent = 0

@@ -85,11 +85,65 @@ def test_acks_all_waits_for_the_isr(replicas: ReplicaManager) -> None:
         with pytest.raises(KafkaError) as exc:
             replicas.check_min_isr(part)
         assert exc.value.error_code == ErrorCode.not_enough_replicas
-        # losing leadership fails the waiters
-        result = replicas.append("t", 0, _records())
-        lost = replicas.delayed.watch(("t", 0), result.last_offset + 10)
-        replicas.become_leader_or_follower(_state(2, 2, (2,)), 1, {})
-        assert lost.result() == ErrorCode.not_leader_or_follower
+    asyncio.run(run())
+
+
+def test_a_waiter_outlives_the_leadership_until_its_records_fate_is_known(
+        replicas: ReplicaManager) -> None:  # fmt: skip
+    """Losing leadership answers nothing: the follower's truncation (records gone:
+    NOT_LEADER_OR_FOLLOWER), its leader's HW passing them (NONE), or leading again with them
+    committed (NONE) does; librdkafka reads NOT_LEADER_OR_FOLLOWER as "not persisted"."""
+    key = ("t", 0)
+
+    async def run() -> None:
+        replicas.become_leader_or_follower(_state(1, 1, (1, 2)), 1, {})
+        part = replicas.leader_partition("t", 0)
+        replicas.append("t", 0, _records(3))
+        replicas.follower_fetched(part, 2, 3)  # HW 3
+        def watch() -> asyncio.Future[ErrorCode]:
+            offset = replicas.append("t", 0, _records()).last_offset
+            return replicas.delayed.watch(key, offset, outlive_leadership=True)
+
+        kept, cut = watch(), watch()
+        own = replicas.delayed.watch(key, cut_offset := replicas.get_log("t", 0).log_end_offset - 1)
+        assert (kept.done(), cut.done(), own.done()) == (False, False, False)
+        # broker 2 leads (epoch 2): both records' fate is open; the broker's own writer (a
+        # coordinator, unloaded now) is answered at once, as Kafka does
+        replicas.become_leader_or_follower(_state(2, 2, (1, 2)), 1, {})
+        await asyncio.sleep(0)
+        assert (kept.done(), cut.done()) == (False, False)
+        assert own.result() == ErrorCode.not_leader_or_follower and cut_offset == 4
+        # its Fetch answers say its HW covers offset 3, which this log still holds
+        replicas.follower_high_watermark(part, 4)
+        assert kept.result() == ErrorCode.none and not cut.done()
+        # the truncation to the leader's log removes offset 4
+        log_ = replicas.get_log("t", 0)
+        log_.truncate_to(4)
+        replicas.truncated(key)
+        assert cut.result() == ErrorCode.not_leader_or_follower
+        assert replicas.delayed.waiting(key) == 0
+
+        # leading again with the record still in the log: committed when the ISR has it
+        replicas.become_leader_or_follower(_state(1, 3, (1, 2)), 1, {})
+        again = watch()
+        replicas.become_leader_or_follower(_state(2, 4, (1, 2)), 1, {})
+        replicas.become_leader_or_follower(_state(1, 5, (1, 2)), 1, {})
+        assert not again.done()
+        replicas.follower_fetched(replicas.leader_partition("t", 0), 2, log_.log_end_offset)
+        assert again.result() == ErrorCode.none
+
+        # a follower whose log is replaced (below its leader's log start): gone
+        gone = watch()
+        replicas.become_leader_or_follower(_state(2, 6, (1, 2)), 1, {})
+        log_.truncate_fully_and_start_at(100)
+        replicas.truncated(key, everything=True)
+        assert gone.result() == ErrorCode.not_leader_or_follower
+
+        # the partition stopping here answers at once
+        replicas.become_leader_or_follower(_state(1, 7, (1, 2)), 1, {})
+        stopped = watch()
+        assert replicas.stop_replica("t", 0, 7, delete=False) == ErrorCode.none
+        assert stopped.result() == ErrorCode.not_leader_or_follower
 
     asyncio.run(run())
 

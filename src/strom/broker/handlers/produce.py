@@ -17,7 +17,8 @@ acks=0 gets no response at all, as Kafka's protocol says. Only the partition's l
 (NOT_LEADER_OR_FOLLOWER elsewhere). acks=all checks ``min.insync.replicas`` against the ISR
 first (NOT_ENOUGH_REPLICAS) and answers once the high watermark passes the records
 (:mod:`strom.replication.delayed_produce`: NOT_ENOUGH_REPLICAS_AFTER_APPEND, or REQUEST_TIMED_OUT
-at the request's timeout). v10+ carries KIP-951's leader hints: a partition answered
+at the request's timeout; a leadership lost meanwhile answers only once the records' fate is
+known, not NOT_LEADER_OR_FOLLOWER at once as Kafka does: that module says why). v10+ carries KIP-951's leader hints: a partition answered
 NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names the leader this broker knows (the newer
 epoch of its own replica's LeaderAndIsr and of the metadata cache: right after a controlled
 shutdown the LeaderAndIsr that made this broker a follower comes before the UpdateMetadata)
@@ -224,7 +225,8 @@ def _appended(services: BrokerServices, counters: Any, part: Partition, topic: s
         index, 0, result.base_offset, result.log_append_time, result.log_start_offset, None, (),
         None))  # fmt: skip
     if acks == -1 and part.log.high_watermark <= result.last_offset:
-        future = services.replicas.delayed.watch((topic, index), result.last_offset)
+        future = services.replicas.delayed.watch((topic, index), result.last_offset,
+                                                 outlive_leadership=True)
         replicated.append(_Waiter(future, answer))
     return answer
 

@@ -143,6 +143,10 @@ def _sockets(broker: ObservedBroker, out: Writer) -> None:
                "Client connections accepted", [(listener, metrics.connections_created)])
     out.series("kafka_server_socket_server_metrics_connection_close", "counter",
                "Client connections closed", [(listener, metrics.connections_closed)])
+    out.series("kafka_server_socket_server_metrics_failed_authentication", "counter",
+               "Failed authentications (TLS handshakes refused, SASL failures), by listener",
+               ((labels(listener=name), count)
+                for name, count in sorted(metrics.failed_authentication.items())))  # fmt: skip
 
 
 def _logs(services: BrokerServices, out: Writer) -> None:

@@ -137,7 +137,15 @@ class BrokerMetrics:
         self.requests = [RequestCounters() for _ in range(MAX_API_KEYS)]
         self.connections_created = 0
         self.connections_closed = 0
+        #: per listener name: TLS handshakes refused and SASL authentications failed (Kafka's
+        #: failed-authentication-total); a TLS or SASL listener is here, at 0, from its start
+        self.failed_authentication: dict[str, int] = {}
         self.replication = ReplicationMetrics()
+
+    def authentication_failed(self, listener: str) -> None:
+        """A client failed to authenticate on ``listener`` (its TLS handshake was refused, or
+        its SASL authentication failed)."""
+        self.failed_authentication[listener] = self.failed_authentication.get(listener, 0) + 1
 
     def topic(self, name: str) -> TopicCounters:
         counters = self.topics.get(name)
