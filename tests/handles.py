@@ -8,9 +8,9 @@ failures), costs CPU, and can connect to a later test's broker that reuses the p
 - frees the handles only a reference cycle still holds (``gc.collect()``, only when the
   process has a handle at all), and drops the locals of a failed test's frames, which pytest
   keeps in ``sys.last_value`` for post-mortem debugging;
-- when the tests of a module (or of one topology of a ``both_topologies`` module) are over,
-  and with them every fixture that might rightly hold a client, fails that last teardown if
-  any handle is still alive, naming what holds each one (a module's global, a thread's frame).
+- when the tests of a module are over, and with them every fixture that might rightly hold a
+  client, fails that last teardown if any handle is still alive, naming what holds each one
+  (a module's global, a thread's frame).
   A handle that something still holds between two tests of one module is allowed: a module
   fixture may keep a client next to its broker.
 """
@@ -31,14 +31,12 @@ from strom.testing.handles import (
 )
 
 
-def _unit_ends(item: pytest.Item, nextitem: pytest.Item | None) -> bool:
-    """Whether the module-scoped fixtures of ``item`` are torn down after it: the next test is
-    in another module, or runs another parameter of a module-scoped fixture (a topology)."""
-    if nextitem is None or getattr(nextitem, "module", None) is not getattr(item, "module", None):
-        return True
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    next_params = getattr(getattr(nextitem, "callspec", None), "params", {})
-    return bool(params.get("topology") != next_params.get("topology"))
+def _module_ends(item: pytest.Item, nextitem: pytest.Item | None) -> bool:
+    """Whether ``item`` is the last test of its module here, so that its teardown finalizes the
+    module-scoped fixtures. (A module-scoped fixture of another parameter, such as the broker of
+    a ``both_topologies`` module's other topology, is finalized only in the next test's setup:
+    the end of a topology is no safe point to look.)"""
+    return nextitem is None or getattr(nextitem, "module", None) is not getattr(item, "module", None)
 
 
 def _holders_report() -> str:
@@ -68,7 +66,7 @@ class HandleGuard:
         if left and getattr(sys, "last_value", None) is not None:
             drop_exception_locals(sys.last_value)
             left = release_unreachable_handles()
-        if left and _unit_ends(item, nextitem) and live_handles():  # the count is a hint
+        if left and _module_ends(item, nextitem) and live_handles():  # the count is a hint
             raise AssertionError(
                 "librdkafka handle(s) still alive after the tests of "
                 f"{item.nodeid.partition('::')[0]} (close consumers, drop producers and admin "
