@@ -175,11 +175,11 @@ class ClusterProcess:
 
     def close(self) -> None:
         """Heal every network fault, stop every broker (SIGTERM, in parallel), then ZooKeeper."""
+        self._admin = None  # first: a client kept past its brokers reconnects to them in a loop
         for fault in self._faults:
             fault.close()
         self._faults.clear()
         self._parallel(lambda b: b.stop(), self.brokers.values())
-        self._admin = None
         if self.zookeeper is not None:
             self.zookeeper.stop()
         _live.discard(self)
