@@ -50,19 +50,31 @@ def test_then_another():
     pass
 """
 
+FAILING = """
+from confluent_kafka import Producer
 
-def test_the_guard_frees_cycles_and_names_what_holds_the_rest(tmp_path: Path) -> None:
-    nowhere = f"127.0.0.1:{free_port()}"
-    (tmp_path / "conftest.py").write_text(CONFTEST)
-    (tmp_path / "test_cyclic.py").write_text(CYCLIC.format(nowhere=nowhere))
-    (tmp_path / "test_leaky.py").write_text(LEAKY.format(nowhere=nowhere))
+def test_fails_holding_one():
+    producer = Producer({{"bootstrap.servers": "{nowhere}"}})
+    assert producer is None  # fails: pytest keeps this frame in sys.last_value
+"""
+
+
+def run_pytest(directory: Path, *modules: str) -> subprocess.CompletedProcess[str]:
+    """A pytest run in ``directory`` with only the guard registered (its conftest)."""
+    (directory / "conftest.py").write_text(CONFTEST)
     root = Path(__file__).resolve().parents[3]  # where ``tests`` is a package
     env = {**os.environ,
            "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
-    run = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-         "test_cyclic.py", "test_leaky.py"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+         *modules], cwd=directory, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_the_guard_frees_cycles_and_names_what_holds_the_rest(tmp_path: Path) -> None:
+    nowhere = f"127.0.0.1:{free_port()}"
+    (tmp_path / "test_cyclic.py").write_text(CYCLIC.format(nowhere=nowhere))
+    (tmp_path / "test_leaky.py").write_text(LEAKY.format(nowhere=nowhere))
+    run = run_pytest(tmp_path, "test_cyclic.py", "test_leaky.py")
     out = run.stdout
     assert run.returncode == 1, out
     assert out.startswith("....E"), out  # four tests passed: the cycle was freed in between
@@ -71,3 +83,13 @@ def test_the_guard_frees_cycles_and_names_what_holds_the_rest(tmp_path: Path) ->
     assert "ERROR at teardown of test_then_another" in out, out
     assert "librdkafka handle(s) still alive after the tests of test_leaky.py" in out, out
     assert "Producer held by: KEPT of module test_leaky" in out, out
+
+
+def test_a_failed_test_is_not_also_a_leak(tmp_path: Path) -> None:
+    """pytest keeps a failed test's exception, and with it the frame that holds the client:
+    the guard clears that frame's locals instead of reporting a leak on top of the failure."""
+    (tmp_path / "test_failing.py").write_text(FAILING.format(nowhere=f"127.0.0.1:{free_port()}"))
+    out = run_pytest(tmp_path, "test_failing.py").stdout
+    assert out.startswith("F"), out
+    assert "assert producer is None" in out, out  # the failure itself is reported in full
+    assert "ERROR" not in out and "still alive" not in out, out
