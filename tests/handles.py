@@ -11,15 +11,20 @@ failures), costs CPU, and can connect to a later test's broker that reuses the p
 - when the tests of a module are over, and with them every fixture that might rightly hold a
   client, fails that last teardown if any handle is still alive, naming what holds each one
   (a module's global, a thread's frame).
-  A handle that something still holds between two tests of one module is allowed: a module
-  fixture may keep a client next to its broker.
+  A handle that something still holds between two tests of one module is allowed (a module
+  fixture may keep a client next to its broker), and so is one that a session- or
+  package-scoped fixture's value leads to (a shared cluster's kept admin client).
 """
 
 from __future__ import annotations
 
+import collections
+import gc
 import sys
 import threading
+import types
 from collections.abc import Generator
+from typing import Any
 
 import pytest
 
@@ -30,6 +35,9 @@ from strom.testing.handles import (
     release_unreachable_handles,
 )
 
+#: What :func:`_reachable_from` does not look into.
+_OPAQUE = (types.ModuleType, type, types.FunctionType, types.FrameType)
+
 
 def _module_ends(item: pytest.Item, nextitem: pytest.Item | None) -> bool:
     """Whether ``item`` is the last test of its module here, so that its teardown finalizes the
@@ -39,10 +47,25 @@ def _module_ends(item: pytest.Item, nextitem: pytest.Item | None) -> bool:
     return nextitem is None or getattr(nextitem, "module", None) is not getattr(item, "module", None)
 
 
-def _holders_report() -> str:
-    """One line per live handle: its type and what holds it; and the threads still running
+def _reachable_from(roots: list[object], limit: int = 20_000) -> set[int]:
+    """The ids of the objects reachable from ``roots`` (breadth first, at most ``limit``
+    objects; never through a module or its globals, a class, a function or a frame, which
+    reach everything)."""
+    barrier = {id(vars(m)) for m in list(sys.modules.values()) if m is not None}
+    seen: set[int] = set()
+    todo = collections.deque(roots)
+    while todo and len(seen) < limit:
+        obj = todo.popleft()
+        if id(obj) in seen or id(obj) in barrier or isinstance(obj, _OPAQUE):
+            continue
+        seen.add(id(obj))
+        todo.extend(gc.get_referents(obj))
+    return seen
+
+
+def _holders_report(handles: list[object]) -> str:
+    """One line per handle: its type and what holds it; and the threads still running
     (a running frame's local variables are not among what the collector can name)."""
-    handles = live_handles()
     lines = []
     for handle in handles:
         holders = "; ".join(describe_holders(handle, ignore=[handles])) or "?"
@@ -56,6 +79,22 @@ def _holders_report() -> str:
 class HandleGuard:
     """The pytest plugin: see the module's docstring."""
 
+    def __init__(self) -> None:
+        #: the values of the session- and package-scoped fixtures set up and not yet
+        #: finalized, by their FixtureDef's id: what they hold outlives a module rightly
+        self._wide: dict[int, object] = {}
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_fixture_setup(self, fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest
+                             ) -> Generator[None, object, object]:  # fmt: skip
+        value = yield
+        if fixturedef.scope in ("session", "package"):
+            self._wide[id(fixturedef)] = value
+        return value
+
+    def pytest_fixture_post_finalizer(self, fixturedef: pytest.FixtureDef[Any]) -> None:
+        self._wide.pop(id(fixturedef), None)
+
     # trylast: inside the capture plugin's wrapper, so that what librdkafka logs while the
     # collector destroys a handle is the teardown's captured output, as any test output is
     @pytest.hookimpl(wrapper=True, trylast=True)
@@ -66,9 +105,12 @@ class HandleGuard:
         if left and getattr(sys, "last_value", None) is not None:
             drop_exception_locals(sys.last_value)
             left = release_unreachable_handles()
-        if left and _module_ends(item, nextitem) and live_handles():  # the count is a hint
-            raise AssertionError(
-                "librdkafka handle(s) still alive after the tests of "
-                f"{item.nodeid.partition('::')[0]} (close consumers, drop producers and admin "
-                "clients before the test ends):\n" + _holders_report())
+        if left and _module_ends(item, nextitem):  # the count is a hint: look at the objects
+            kept = _reachable_from(list(self._wide.values()))
+            leaked = [h for h in live_handles() if id(h) not in kept]
+            if leaked:
+                raise AssertionError(
+                    "librdkafka handle(s) still alive after the tests of "
+                    f"{item.nodeid.partition('::')[0]} (close consumers, drop producers and "
+                    "admin clients before the test ends):\n" + _holders_report(leaked))
         return result

@@ -16,16 +16,31 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="counts librdkafka's threads in /proc")
 
 CONFTEST = """
+import pytest
+from confluent_kafka import Producer
 from tests.handles import HandleGuard
 
 def pytest_configure(config):
     config.pluginmanager.register(HandleGuard(), "strom-handle-guard")
+
+class Shared:
+    def __init__(self):
+        self.clients = {{"producer": Producer({{"bootstrap.servers": "{nowhere}"}})}}
+
+@pytest.fixture(scope="session")
+def shared():
+    yield Shared()  # a session's client: it outlives every module rightly
+"""
+
+SHARED = """
+def test_uses_the_session_client(shared):
+    assert shared.clients["producer"] is not None
 """
 
 CYCLIC = """
 import gc
 from confluent_kafka import Producer
-from strom.testing.handles import live_handle_count
+from strom.testing.handles import live_handles
 
 gc.disable()  # only the guard collects in this run
 
@@ -34,7 +49,7 @@ def test_leaves_a_cycle():
     box["self"] = box
 
 def test_starts_without_it():
-    assert live_handle_count() == 0
+    assert len(live_handles()) == 1  # the session fixture's, not the cycle's
 """
 
 LEAKY = """
@@ -61,7 +76,7 @@ def test_fails_holding_one():
 
 def run_pytest(directory: Path, *modules: str) -> subprocess.CompletedProcess[str]:
     """A pytest run in ``directory`` with only the guard registered (its conftest)."""
-    (directory / "conftest.py").write_text(CONFTEST)
+    (directory / "conftest.py").write_text(CONFTEST.format(nowhere=f"127.0.0.1:{free_port()}"))
     root = Path(__file__).resolve().parents[3]  # where ``tests`` is a package
     env = {**os.environ,
            "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
@@ -74,10 +89,11 @@ def test_the_guard_frees_cycles_and_names_what_holds_the_rest(tmp_path: Path) ->
     nowhere = f"127.0.0.1:{free_port()}"
     (tmp_path / "test_cyclic.py").write_text(CYCLIC.format(nowhere=nowhere))
     (tmp_path / "test_leaky.py").write_text(LEAKY.format(nowhere=nowhere))
-    run = run_pytest(tmp_path, "test_cyclic.py", "test_leaky.py")
+    (tmp_path / "test_shared.py").write_text(SHARED)
+    run = run_pytest(tmp_path, "test_shared.py", "test_cyclic.py", "test_leaky.py")
     out = run.stdout
     assert run.returncode == 1, out
-    assert out.startswith("....E"), out  # four tests passed: the cycle was freed in between
+    assert out.startswith(".....E"), out  # five tests passed: the cycle was freed in between
     assert "FAILED" not in out, out
     assert out.count("ERROR at teardown") == 1, out  # only after the module that leaks
     assert "ERROR at teardown of test_then_another" in out, out
