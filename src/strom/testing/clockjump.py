@@ -56,6 +56,8 @@ class ClockJump:
         while time.monotonic() < deadline:
             seen = []
             for path in self.dir.glob("applied-*"):
+                if path.suffix == ".tmp":  # a child writing its next answer (then renamed)
+                    continue
                 pid = int(path.name.partition("-")[2])
                 with contextlib.suppress(OSError, ValueError):
                     os.kill(pid, 0)
