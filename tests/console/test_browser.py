@@ -31,7 +31,8 @@ from selenium import webdriver  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
-from selenium.webdriver.support.ui import Select  # noqa: E402
+from selenium.webdriver.support import expected_conditions  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -89,6 +90,17 @@ def shot(driver: WebDriver, artifacts: Path, name: str) -> None:
 
 def text(driver: WebDriver, css: str) -> str:
     return str(driver.find_element(By.CSS_SELECTOR, css).text)
+
+
+def click_to_load(driver: WebDriver, element: Any) -> None:
+    """Click ``element`` (a plain form's submit or a link) and wait until the page it loads
+    replaced the current one and is complete: a read right after ``click()`` can otherwise meet
+    the old page's nodes being detached ("Node ... does not belong to the document")."""
+    old = driver.find_element(By.TAG_NAME, "html")
+    element.click()
+    WebDriverWait(driver, 15).until(expected_conditions.staleness_of(old))
+    WebDriverWait(driver, 15).until(
+        lambda d: d.execute_script("return document.readyState") == "complete")
 
 
 def cells(driver: WebDriver, table_id: str) -> list[list[str]]:
@@ -158,7 +170,7 @@ def test_produce_and_find_by_key(browser: WebDriver, console: ConsoleProcess, br
     key_filter.clear()
     key_filter.send_keys("needle")
     Select(browser.find_element(By.ID, "mode")).select_by_value("earliest")
-    browser.find_element(By.ID, "search").click()
+    click_to_load(browser, browser.find_element(By.ID, "search"))
     rows = cells(browser, "messages")
     assert len(rows) == 1
     assert rows[0][3] == "needle-7"
