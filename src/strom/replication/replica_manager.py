@@ -504,9 +504,12 @@ class ReplicaManager:
                          leader, topic, index, leader_epoch, log_.log_end_offset)  # fmt: skip
                 if self.fetchers is not None:
                     self.fetchers.add(key, leader, leader_epoch)
-            if was_leader:  # a client's waiting acks=all Produce is answered once its
-                # records' fate is known (strom.replication.delayed_produce says why not now)
+            if was_leader and leader in self.cache.brokers:  # a client's waiting acks=all
+                # Produce is answered once its records' fate is known: its new leader's
+                # answers tell (strom.replication.delayed_produce says why not now)
                 self.delayed.leadership_lost(key, ErrorCode.not_leader_or_follower)
+            elif was_leader:  # a leader this broker does not know of cannot tell it: Kafka's
+                self.delayed.fail_all(key, ErrorCode.not_leader_or_follower)  # answer at once
             self.ownership.resigned(topic, index)
             self.purgatory.notify(key)
         return ErrorCode.none

@@ -94,6 +94,7 @@ def test_a_waiter_outlives_the_leadership_until_its_records_fate_is_known(
     NOT_LEADER_OR_FOLLOWER), its leader's HW passing them (NONE), or leading again with them
     committed (NONE) does; librdkafka reads NOT_LEADER_OR_FOLLOWER as "not persisted"."""
     key = ("t", 0)
+    replicas.cache.brokers[2] = SimpleNamespace(node_id=2)  # type: ignore[assignment]
 
     async def run() -> None:
         replicas.become_leader_or_follower(_state(1, 1, (1, 2)), 1, {})
