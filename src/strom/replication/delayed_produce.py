@@ -23,7 +23,9 @@ idempotent epoch (an OUT_OF_ORDER_SEQUENCE_NUMBER on a later in-flight batch: it
 sequence numbers" recovery) it sends those records again under new sequence numbers, and a
 record this broker did keep is written twice (librdkafka issue #4953, seen against Kafka too;
 found here by the nemesis). So a waiter is answered only once its fate is known, or at its
-timeout, whose REQUEST_TIMED_OUT a client treats as "possibly persisted". The broker's own
+timeout, whose REQUEST_TIMED_OUT a client treats as "possibly persisted" — when the new leader
+is a broker this one knows of (its metadata); a leader it does not know can never tell it, so
+then the answer is Kafka's, at once (the replica manager decides). The broker's own
 writers (group, transaction and share-state coordinators, transaction markers) keep Kafka's
 rule: their waiters are answered NOT_LEADER_OR_FOLLOWER when leadership is lost
 (:meth:`DelayedProducePurgatory.leadership_lost`), as their coordinators unload then.
