@@ -95,6 +95,27 @@ def wait_for_port(host: str, port: int, timeout: float) -> bool:
     return False
 
 
+def wait_stopped(pid: int, timeout: float = 10.0) -> None:
+    """Wait until every thread of ``pid`` is in the stopped state (``T`` in
+    ``/proc/<pid>/task/<tid>/stat``) after a SIGSTOP; RuntimeError after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        states = []
+        try:
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/stat", encoding="ascii", errors="replace") as f:
+                    states.append(f.read().rpartition(")")[2].split()[0])
+        except FileNotFoundError:  # exited, or a thread ended while we looked
+            if not os.path.exists(f"/proc/{pid}"):
+                return
+            continue
+        if states and all(s in ("T", "t") for s in states):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"process {pid} did not stop after SIGSTOP: thread states {states}")
+        time.sleep(0.005)
+
+
 class ChildProcess:
     """A strom command run as a child process that listens on ``self.host``:``self.port``.
 
@@ -184,9 +205,13 @@ class ChildProcess:
         return self._signal_and_wait(signal.SIGKILL, 10.0)
 
     def pause(self) -> None:
-        """SIGSTOP: the process stops answering; its connections stay open."""
+        """SIGSTOP: the process stops answering; its connections stay open. Returns once every
+        thread of it has stopped: the signal is delivered to each thread as it is next
+        scheduled, and a thread running at that moment on a loaded machine could still
+        answer one more request (a test that checks the pause landed saw an answer)."""
         if self._proc is not None and self._proc.poll() is None:
             os.kill(self._proc.pid, signal.SIGSTOP)
+            wait_stopped(self._proc.pid)
 
     def resume(self) -> None:
         """SIGCONT after :meth:`pause`."""

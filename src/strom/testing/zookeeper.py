@@ -22,9 +22,7 @@ timeout). The data directory survives :meth:`stop`, so :meth:`start` again is a 
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import socket
 import time
 from pathlib import Path
@@ -135,16 +133,6 @@ class ZooKeeperProcess(ChildProcess):
             time.sleep(0.1)
         self.kill()
         raise RuntimeError(f"zookeeper did not answer ruok within {timeout}s:\n{self.log_tail()}")
-
-    def pause(self) -> None:
-        """SIGSTOP: the server stops answering, its sessions' clocks keep running."""
-        if self.pid is not None:
-            os.kill(self.pid, signal.SIGSTOP)
-
-    def resume(self) -> None:
-        """SIGCONT after :meth:`pause`."""
-        if self.pid is not None:
-            os.kill(self.pid, signal.SIGCONT)
 
     def stop(self, timeout: float = 15.0) -> int | None:
         self.resume()  # a stopped process cannot handle SIGTERM
