@@ -48,3 +48,24 @@ def describe_kafka_error(err: KafkaError | KafkaException | BaseException) -> st
         name = err.name()
         return text if name and name in text else f"{text} ({name})"
     return str(err) or type(err).__name__
+
+
+def forget_frames(exc: BaseException) -> None:
+    """Drop what a caught exception holds of the frames it passed through (its traceback) and
+    of the exception it was raised while handling.
+
+    For confluent-kafka's exceptions: with 2.16, the KafkaException ``commit_transaction``
+    raises for timed-out messages is never freed (one reference no collectable object owns),
+    and its traceback would keep every local of those frames alive, producers included, which
+    go on connecting to their cluster. Re-raise a fresh copy (:func:`fresh`) rather than the
+    caught one, whose traceback would grow again as it propagates."""
+    exc.__traceback__ = None
+    exc.__context__ = None
+    exc.__cause__ = None
+
+
+def fresh(exc: KafkaException) -> KafkaException:
+    """``exc``, let go of (:func:`forget_frames`), as a new KafkaException with the same
+    KafkaError: what to raise in its place (``raise fresh(exc) from None``)."""
+    forget_frames(exc)
+    return KafkaException(*exc.args)

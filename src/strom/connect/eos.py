@@ -40,6 +40,7 @@ from typing import Any
 
 from confluent_kafka import KafkaException, Producer
 
+from strom.admin.errors import forget_frames, fresh
 from strom.connect.api import (
     ConnectorTransactionBoundaries,
     ExactlyOnceSupport,
@@ -220,6 +221,7 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
                 try:
                     producer.abort_transaction(10)
                 except KafkaException as exc:
+                    forget_frames(exc)
                     LOG.warning("task %s-%d: abort failed: %s", self.connector, self.task_id,
                                 exc)
             producer.flush(10)
@@ -290,8 +292,10 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
                     break
                 except BufferError:
                     producer.poll(0.1)
-        # Raises on any failed record: the task fails and restarts from committed offsets.
-        producer.commit_transaction(60)
+        try:  # raises on any failed record: the task fails and restarts from committed offsets
+            producer.commit_transaction(60)
+        except KafkaException as exc:  # not the caught one: it would pin this task's frames
+            raise fresh(exc) from None
         self.in_txn = False
         offsets, self.txn_offsets = self.txn_offsets, {}
         if self.connector_offsets is not None:

@@ -34,6 +34,7 @@ from typing import Any
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from strom.admin.errors import forget_frames, fresh
 from strom.spark.options import WriteOptions
 from strom.spark.row_producer import QUEUE_MESSAGES, RowProducer
 
@@ -118,11 +119,14 @@ def write_exactly_once(
                 [record], consumer.consumer_group_metadata(), timeout
             )
             producer.commit_transaction(timeout)
-        except BaseException:
+        except BaseException as exc:
             try:
                 producer.abort_transaction(timeout)
-            except KafkaException as exc:  # fenced or broken: the next attempt's init aborts it
-                log.warning("%s: abort failed: %s", txn_id, exc)
+            except KafkaException as abort_exc:  # fenced or broken: the next init aborts it
+                forget_frames(abort_exc)
+                log.warning("%s: abort failed: %s", txn_id, abort_exc)
+            if isinstance(exc, KafkaException):  # a reused Python worker would keep the batches
+                raise fresh(exc) from None
             raise
         return rows.count, False
     finally:

@@ -44,6 +44,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from strom.admin.errors import forget_frames
 from strom.testing.workload import QUIET
 
 COMMITTED, ABORTED, UNKNOWN = "committed", "aborted", "unknown"
@@ -309,14 +310,14 @@ class TransactionalWriter:
                 txn.commit_asked = time.monotonic()
                 txn.outcome = self._commit(producer)
         except KafkaException as exc:
-            _let_go(exc)
+            forget_frames(exc)
             err = exc.args[0]
             if err.txn_requires_abort():
                 try:
                     producer.abort_transaction(30)
                     txn.outcome = ABORTED
                 except KafkaException as abort_exc:
-                    _let_go(abort_exc)
+                    forget_frames(abort_exc)
                     txn.outcome = UNKNOWN
             else:
                 txn.outcome = UNKNOWN
@@ -335,20 +336,10 @@ class TransactionalWriter:
             except KafkaException as exc:
                 err = exc.args[0]
                 if err.retriable() and not err.txn_requires_abort():
-                    _let_go(exc)
+                    forget_frames(exc)
                     continue  # librdkafka allows the commit to be retried after a timeout
                 raise
         return UNKNOWN
-
-
-def _let_go(exc: BaseException) -> None:
-    """Drop what a caught client exception holds of this thread's frames (its traceback and
-    the exception it was raised during): a KafkaException that ``commit_transaction`` raises for
-    timed-out messages is never freed (seen with confluent-kafka 2.16: no collectable object
-    holds it), and through its traceback it would keep every producer in those frames alive,
-    connected to a cluster long gone."""
-    exc.__traceback__ = None
-    exc.__context__ = None
 
 
 class GroupReader:
