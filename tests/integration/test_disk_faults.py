@@ -266,6 +266,18 @@ def _files(root: Path, pattern: str) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob(pattern))}
 
 
+def _no_temp_files_left(data: Path, within: float = 3.0) -> bool:
+    """Whether a look at ``data`` finds no ``*.tmp`` file within ``within`` seconds. A checkpoint
+    write still failing every 200 ms has its temp file for the moment between its creation and
+    its removal (a CI run looked at that moment); one left behind is there at every look."""
+    deadline = time.monotonic() + within
+    while list(data.rglob("*.tmp")):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def test_failed_checkpoint_snapshot_and_index_writes_leave_the_previous_files(tmp_path: Path
                                                                                ) -> None:  # fmt: skip
     """A full disk that fails only the small files (ENOSPC from the I/O seam on the checkpoints'
@@ -310,7 +322,7 @@ def test_failed_checkpoint_snapshot_and_index_writes_leave_the_previous_files(tm
         time.sleep(0.5)  # more checkpoint writes fail meanwhile
         assert _files(data, "*checkpoint") == checkpoints, "a failed write changed a checkpoint"
         assert _files(data / "meta-0", "*.snapshot") == snapshots
-        assert not list(data.rglob("*.tmp")), "a failed write left its temp file"
+        assert _no_temp_files_left(data), "a failed write left its temp file"
         assert read_all(broker.bootstrap, "meta") == acked  # reads go on, and appends did
         faults.clear()
         deadline = time.monotonic() + 10  # the next checkpoint writes succeed: files move on

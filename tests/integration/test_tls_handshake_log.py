@@ -55,9 +55,9 @@ class Broker:
             time.sleep(0.1)
         return lines
 
-    def counted(self) -> dict[str, float]:
-        """failed_authentication_total by listener."""
-        series = scrape(self.proc.admin_url).series(METRIC)
+    def counted(self, metric: str = METRIC) -> dict[str, float]:
+        """failed_authentication_total (or another per-listener series) by listener."""
+        series = scrape(self.proc.admin_url).series(metric)
         return {dict(labels)["listener"]: value for labels, value in series.items()}
 
 
@@ -133,6 +133,10 @@ def test_refused_clients_are_one_line_each_and_counted(broker: Broker) -> None:
     # good clients are served on both listeners
     _served(broker, broker.ssl_port, False, "after-ssl")
     _served(broker, broker.mtls_port, True, "after-mtls")
+    # the connections are counted on their own listeners (a refused handshake is not one)
+    created = broker.counted("kafka_server_socket_server_metrics_connection_creation_total")
+    assert {"PLAINTEXT", "SSL", "MTLS", "SASL_SSL"} <= set(created), created
+    assert created["SSL"] >= 1 and created["MTLS"] >= 1, created
 
 
 def _plaintext(port: int) -> None:

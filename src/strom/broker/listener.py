@@ -72,6 +72,8 @@ async def start_server(services: BrokerServices, connections: set[KafkaConnectio
         def factory() -> KafkaConnection:
             return KafkaConnection(services, connections, spec, tls)
     metrics = services.metrics
+    metrics.connections_created.setdefault(spec.name, 0)
+    metrics.connections_closed.setdefault(spec.name, 0)
     if spec.uses_sasl or tls is not None:  # the listener's failed authentications: from 0
         metrics.failed_authentication.setdefault(spec.name, 0)
     accept: Callable[[], asyncio.Protocol] = factory

@@ -136,6 +136,11 @@ class KafkaConnection(asyncio.Protocol):
         return Client(host, port, self.id, listener=spec.name,
                       security_protocol=spec.security_protocol)  # fmt: skip
 
+    @property
+    def listener_name(self) -> str:
+        """The name of the listener this connection came in on (its metrics' label)."""
+        return self.listener.name if self.listener is not None else "PLAINTEXT"
+
     # asyncio.Protocol callbacks -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
@@ -145,7 +150,8 @@ class KafkaConnection(asyncio.Protocol):
             self.client = self._client(*self.peer)
         self.sock_fd = zero_copy.socket_fd(transport)
         self.connections.add(self)
-        self.metrics.connections_created += 1  # connection_lost counts it closed, refused or not
+        created = self.metrics.connections_created  # connection_lost counts it closed, refused
+        created[self.listener_name] = created.get(self.listener_name, 0) + 1  # or not
         log.debug("connection %s from %s:%s", self.id, *self.peer)
         if self.tls is not None and self.client.security_protocol == "SSL":
             try:  # SASL_SSL: SASL names the principal
@@ -193,7 +199,8 @@ class KafkaConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         log.debug("connection %s from %s:%s closed", self.id, *self.peer)
         self.connections.discard(self)
-        self.metrics.connections_closed += 1
+        closed = self.metrics.connections_closed
+        closed[self.listener_name] = closed.get(self.listener_name, 0) + 1
         self.services.shares.connection_closed(self.id)  # its share sessions end with it
         self.can_write.set()
         if self.task is not None:

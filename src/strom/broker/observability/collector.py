@@ -135,18 +135,23 @@ def _requests(broker: ObservedBroker, out: Writer) -> None:
 
 
 def _sockets(broker: ObservedBroker, out: Writer) -> None:
+    """Kafka's socket-server metrics, one series per listener (its name, as Kafka labels them)."""
     metrics = broker.metrics
-    listener = '{listener="PLAINTEXT"}'
-    out.series("kafka_server_socket_server_metrics_connection_count", "gauge",
-               "Open client connections", [(listener, len(broker.connections))])
-    out.series("kafka_server_socket_server_metrics_connection_creation", "counter",
-               "Client connections accepted", [(listener, metrics.connections_created)])
-    out.series("kafka_server_socket_server_metrics_connection_close", "counter",
-               "Client connections closed", [(listener, metrics.connections_closed)])
-    out.series("kafka_server_socket_server_metrics_failed_authentication", "counter",
-               "Failed authentications (TLS handshakes refused, SASL failures), by listener",
-               ((labels(listener=name), count)
-                for name, count in sorted(metrics.failed_authentication.items())))  # fmt: skip
+    open_by_listener: dict[str, int] = dict.fromkeys(metrics.connections_created, 0)
+    for conn in broker.connections:
+        name = conn.listener_name
+        open_by_listener[name] = open_by_listener.get(name, 0) + 1
+    for metric, doc, counts in (
+        ("connection_count", "Open client connections", open_by_listener),
+        ("connection_creation", "Client connections accepted", metrics.connections_created),
+        ("connection_close", "Client connections closed", metrics.connections_closed),
+        ("failed_authentication",
+         "Failed authentications (TLS handshakes refused, SASL failures), by listener",
+         metrics.failed_authentication),
+    ):  # fmt: skip
+        kind = "gauge" if metric == "connection_count" else "counter"
+        out.series(f"kafka_server_socket_server_metrics_{metric}", kind, doc,
+                   ((labels(listener=name), n) for name, n in sorted(counts.items())))  # fmt: skip
 
 
 def _logs(services: BrokerServices, out: Writer) -> None:

@@ -22,7 +22,7 @@ A check that raises counts as failing (and is logged once per failure streak).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sized
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, Protocol
 
 from strom.broker.observability import cluster_state
@@ -33,6 +33,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 Check = Callable[[], bool]
+
+
+class ObservedConnection(Protocol):
+    """What the scrape reads of an open client connection: its listener's name."""
+
+    @property
+    def listener_name(self) -> str: ...
 
 
 class ObservedBroker(Protocol):
@@ -49,7 +56,7 @@ class ObservedBroker(Protocol):
     def services(self) -> BrokerServices | None: ...
 
     @property
-    def connections(self) -> Sized: ...
+    def connections(self) -> Collection[ObservedConnection]: ...
 
     @property
     def started(self) -> bool: ...

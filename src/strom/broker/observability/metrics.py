@@ -135,8 +135,10 @@ class BrokerMetrics:
         self.topics: dict[str, TopicCounters] = {}
         self.retired = TopicCounters()  # counters of topics deleted since start
         self.requests = [RequestCounters() for _ in range(MAX_API_KEYS)]
-        self.connections_created = 0
-        self.connections_closed = 0
+        #: per listener name: connections accepted (a TLS one once its handshake succeeded)
+        #: and closed; a listener is here, at 0, from its start
+        self.connections_created: dict[str, int] = {}
+        self.connections_closed: dict[str, int] = {}
         #: per listener name: TLS handshakes refused and SASL authentications failed (Kafka's
         #: failed-authentication-total); a TLS or SASL listener is here, at 0, from its start
         self.failed_authentication: dict[str, int] = {}
