@@ -32,6 +32,7 @@ from strom.protocol.errors import ErrorCode
 from strom.testing.process import BrokerProcess, free_port, wait_for_port
 from strom.testing.raw import RawConnection
 from strom.testing.tls import TlsFiles, make_tls_files
+from tests.integration.admin_http import scrape
 
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
               'username="admin" password="admin-secret" '
@@ -100,7 +101,7 @@ def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslBroker
     # the first SCRAM user, with no broker running (kafka-storage format --add-scram)
     made = strom("user", "create", "bob", "--password", "bob-secret", "--data-dir", str(data))
     assert made.returncode == 0, made.stderr
-    proc = BrokerProcess(data, port=internal, config_file=props)
+    proc = BrokerProcess(data, port=internal, config_file=props, admin=True)  # its metrics
     with proc:
         for port in (sasl, reauth, sasl_ssl):  # start-up waited for the first listener only
             assert wait_for_port("127.0.0.1", port, 20)
@@ -347,6 +348,40 @@ def test_wrong_password_refused_and_logged_once(sasl_broker: SaslBroker) -> None
     assert any("user 'alice'" in line for line in lines)
     assert any("unknown user 'nobody'" in line for line in lines)
     assert all("wrong-password" not in line for line in lines)
+
+
+def test_a_guessing_client_is_one_line_and_every_guess_counted(sasl_broker: SaslBroker) -> None:
+    """Failed logins are rate-limited as failed TLS handshakes are (strom.broker.auth_failures):
+    the first of a (host, reason) is logged, the rest of its minute only counted."""
+    metric = "kafka_server_socket_server_metrics_failed_authentication_total"
+
+    def counted() -> float:
+        return scrape(sasl_broker.proc.admin_url).get(metric, listener="REAUTH") or 0.0
+
+    def guess(user: bytes, password: bytes) -> None:
+        with RawConnection(sasl_broker.reauth) as conn:
+            assert conn.request(17, 1, mechanism="PLAIN").error_code == ErrorCode.none
+            answer = conn.request(36, 2, auth_bytes=b"\0" + user + b"\0" + password)
+            assert answer.error_code == ErrorCode.sasl_authentication_failed
+            assert conn.is_closed_by_peer(5)
+
+    before = counted()
+    for i in range(6):
+        guess(b"alice", b"guess-%d" % i)
+    guess(b"mallory", b"anything")  # another reason (an unknown user): its own line
+
+    def lines(user: str) -> list[str]:
+        return [line for line in sasl_broker.log().splitlines()
+                if "failed authentication with 127.0.0.1:" in line
+                and "listener REAUTH, mechanism PLAIN" in line and user in line]  # fmt: skip
+
+    deadline = time.monotonic() + 10
+    while not lines("mallory") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(lines("'alice'")) == 1, lines("'alice'")
+    assert len(lines("'mallory'")) == 1, lines("'mallory'")
+    assert all("guess-" not in line for line in lines("'alice'"))  # never the password
+    assert counted() - before == 7
 
 
 def test_expired_token_refused_then_closed(sasl_broker: SaslBroker) -> None:

@@ -44,7 +44,7 @@ class Broker:
 
     def failures(self, listener: str, reason: str) -> list[str]:
         """The broker's lines for a refused handshake on ``listener`` with ``reason``."""
-        pattern = re.compile(r"INFO strom\.broker\.tls_handshake: failed authentication with "
+        pattern = re.compile(r"INFO strom\.broker\.auth_failures: failed authentication with "
                              rf"127\.0\.0\.1:\d+ \(listener {listener}\): SSL handshake "
                              rf"failed: {reason}$")  # fmt: skip
         return [line for line in self.log().splitlines() if pattern.search(line)]
@@ -189,7 +189,9 @@ def test_sasl_ssl_refused_handshake_logged_wrong_password_counted(broker: Broker
     sasl_lines = [line for line in broker.log().splitlines()
                   if "failed authentication with 127.0.0.1:" in line
                   and "(connection " in line and "listener SASL_SSL, mechanism PLAIN)" in line]  # fmt: skip
-    assert sasl_lines, broker.log()[-2000:]
-    assert broker.counted()["SASL_SSL"] - before == handshakes + len(sasl_lines)
+    # one line however often librdkafka tried again (the minute's summary comes later); each
+    # attempt counted
+    assert len(sasl_lines) == 1, broker.log()[-2000:]
+    assert broker.counted()["SASL_SSL"] - before >= handshakes + 1
     # a good SASL_SSL client is served
     _served(broker, broker.sasl_ssl_port, False, "after-sasl-ssl", **_sasl("alice-secret"))

@@ -56,6 +56,13 @@ async def start_server(services: BrokerServices, connections: set[KafkaConnectio
     it is logged and counted in ``failed_authentication``), kept in ``connections`` while
     open."""
     loop = asyncio.get_running_loop()
+    metrics = services.metrics
+    metrics.connections_created.setdefault(spec.name, 0)
+    metrics.connections_closed.setdefault(spec.name, 0)
+    if spec.uses_sasl or tls is not None:  # the listener's failed authentications: from 0
+        metrics.failed_authentication.setdefault(spec.name, 0)
+    # one rate limit for the listener's TLS and SASL failures (auth_failures' module doc)
+    failures = HandshakeFailures(spec.name, lambda: metrics.authentication_failed(spec.name))
     factory: Callable[[], KafkaConnection]
     refresher = None
     if spec.uses_sasl:
@@ -67,19 +74,13 @@ async def start_server(services: BrokerServices, connections: set[KafkaConnectio
             refresher = (url, refresh_ms, keys, ok)
 
         def factory() -> KafkaConnection:
-            return SaslConnection(services, connections, spec, sasl, tls)
+            return SaslConnection(services, connections, spec, sasl, failures, tls)
     else:
         def factory() -> KafkaConnection:
             return KafkaConnection(services, connections, spec, tls)
-    metrics = services.metrics
-    metrics.connections_created.setdefault(spec.name, 0)
-    metrics.connections_closed.setdefault(spec.name, 0)
-    if spec.uses_sasl or tls is not None:  # the listener's failed authentications: from 0
-        metrics.failed_authentication.setdefault(spec.name, 0)
     accept: Callable[[], asyncio.Protocol] = factory
     if tls is not None:  # the handshake is run here, not by create_server(ssl=): its failures
         # are logged and counted (tls_handshake's module doc)
-        failures = HandshakeFailures(spec.name, lambda: metrics.authentication_failed(spec.name))
 
         def accept() -> asyncio.Protocol:
             return TlsAcceptor(factory, lambda: tls.context, failures)

@@ -10,7 +10,8 @@ Kafka does. After a v0 SaslHandshake the frames are bare SASL tokens (Kafka's v0
 closes the connection without an answer (v0 has no way to say why).
 
 A failed authentication (SASL_AUTHENTICATION_FAILED, an unsupported mechanism, a request out
-of order) is logged once (client address, the user tried, why), counted in the listener's
+of order) is logged (client address, the user tried, why; a client failing the same way again
+within the minute is summarised, :mod:`strom.broker.auth_failures`), counted in the listener's
 failed-authentication metric, and answered after
 ``connection.failed.authentication.delay.ms`` (Kafka's default 100 ms), then the connection
 closes. The delay is a timer on the event loop (reading paused meanwhile), so a flood of
@@ -22,7 +23,6 @@ Plaintext listeners use :class:`KafkaConnection` itself: the gate costs them not
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import TYPE_CHECKING
 
 from strom.broker.connection import CloseConnection
@@ -30,20 +30,20 @@ from strom.broker.server import Answer, KafkaConnection, Pending
 from strom.security.sasl.authenticator import Authenticator
 
 if TYPE_CHECKING:
+    from strom.broker.auth_failures import AuthenticationFailures
     from strom.broker.services import BrokerServices
     from strom.security.listeners import ListenerSpec
     from strom.security.sasl import SaslSettings
     from strom.security.tls import ServerTls
 
-log = logging.getLogger(__name__)
-
 
 class SaslConnection(KafkaConnection):
     def __init__(self, services: BrokerServices, connections: set[KafkaConnection],
                  listener: ListenerSpec, settings: SaslSettings,
-                 tls: ServerTls | None = None) -> None:  # fmt: skip
+                 failures: AuthenticationFailures, tls: ServerTls | None = None) -> None:  # fmt: skip
         super().__init__(services, connections, listener, tls)
         self.auth = Authenticator(settings)
+        self.failures = failures  # the listener's: counts and logs (rate-limited) each failure
         self.client.sasl = self.auth
         self.failing = False  # a failure is being answered: every later frame is dropped
 
@@ -107,9 +107,12 @@ class SaslConnection(KafkaConnection):
         self.close()
 
     def _log_failure(self) -> None:
-        """One line and one count (the listener's failed-authentication metric) per failure."""
+        """One count (the listener's failed-authentication metric) per failure, and its line
+        (unless the same host failed the same way within the minute: auth_failures)."""
         auth = self.auth
-        self.metrics.authentication_failed(auth.settings.listener)
-        log.info("failed authentication with %s:%s (connection %s, listener %s, mechanism %s): "
-                 "%s", *self.peer, self.id, auth.settings.listener, auth.mechanism or "-",
-                 auth.failure)  # fmt: skip
+        mechanism = auth.mechanism or "-"
+        host, port = self.peer
+        self.failures.failed(
+            self.peer, f"mechanism {mechanism}: {auth.failure}",
+            f"failed authentication with {host}:{port} (connection {self.id}, listener "
+            f"{auth.settings.listener}, mechanism {mechanism}): {auth.failure}")  # fmt: skip

@@ -18,22 +18,18 @@ from pathlib import Path
 
 import pytest
 
-from strom.broker.tls_handshake import (
-    OTHER_PEERS,
-    HandshakeFailures,
-    HandshakeLog,
-    Summary,
-    TlsAcceptor,
-)
+from strom.broker.auth_failures import OTHER_PEERS, FailureWindows, Summary
+from strom.broker.tls_handshake import HandshakeFailures, TlsAcceptor
 from strom.testing.tls import CertificateAuthority, TlsFiles, make_tls_files
 
-LOGGER = "strom.broker.tls_handshake"
+LOGGER = "strom.broker.tls_handshake"  # an abandoned handshake's DEBUG line
+FAILURES = "strom.broker.auth_failures"  # a refused one's INFO line and its summary
 # an ApiVersions v3 request: what a Kafka client sends first, here in plaintext
 API_VERSIONS = bytes.fromhex("00000015001200030000000100047465737400000000 00".replace(" ", ""))
 
 
 def test_first_failure_of_a_pair_logged_the_rest_of_its_window_summarised() -> None:
-    limiter = HandshakeLog(window_s=60.0)
+    limiter = FailureWindows(window_s=60.0)
     assert limiter.failed("10.0.0.7", "CERTIFICATE_VERIFY_FAILED", 100.0) == ([], True)
     # the same pair within the window: counted, not logged
     for now in (101.0, 130.0, 159.9):
@@ -50,14 +46,14 @@ def test_first_failure_of_a_pair_logged_the_rest_of_its_window_summarised() -> N
 
 
 def test_a_window_whose_timer_is_late_is_summarised_before_the_next_failure() -> None:
-    limiter = HandshakeLog(window_s=10.0)
+    limiter = FailureWindows(window_s=10.0)
     assert limiter.failed("h", "R", 0.0) == ([], True)
     assert limiter.failed("h", "R", 5.0) == ([], False)
     assert limiter.failed("h", "R", 10.5) == ([Summary("h", "R", 1, 10.0)], True)
 
 
 def test_pairs_beyond_max_peers_share_one_summary() -> None:
-    limiter = HandshakeLog(window_s=60.0, max_peers=3)
+    limiter = FailureWindows(window_s=60.0, max_peers=3)
     logged = [limiter.failed(f"10.0.0.{i}", "R", 0.0)[1] for i in range(10)]
     # three pairs tracked; the fourth opens the shared window (logged), the rest count in it
     assert logged == [True, True, True, True] + [False] * 6
@@ -100,7 +96,7 @@ class Listener:
         self.loop_factory = loop_factory
         self.context = context
         self.counted = 0
-        self.failures = HandshakeFailures("SSL", self._count, HandshakeLog(window_s=window_s))
+        self.failures = HandshakeFailures("SSL", self._count, FailureWindows(window_s=window_s))
 
     def _count(self) -> None:
         self.counted += 1
@@ -175,7 +171,8 @@ def _refused_port(attempt: Callable[[], object]) -> int:
 
 
 def _lines(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == LOGGER and r.levelno == level]
+    return [r.getMessage() for r in caplog.records
+            if r.name in (LOGGER, FAILURES) and r.levelno == level]  # fmt: skip
 
 
 def _plaintext(port: int) -> int:
@@ -192,6 +189,7 @@ def test_refused_handshakes_are_one_info_line_each_and_counted(
         loop_factory: Callable[[], asyncio.AbstractEventLoop], files: TlsFiles, tmp_path: Path,
         caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
     caplog.set_level(logging.DEBUG, logger=LOGGER)
+    caplog.set_level(logging.DEBUG, logger=FAILURES)
     other_ca = CertificateAuthority("CN=another CA").write_pem(tmp_path / "other-ca.pem")
     listener = Listener(loop_factory, _server_context(files, required=True))
     rogue = CertificateAuthority("CN=rogue CA").issue("CN=mallory", hosts=())
@@ -243,6 +241,7 @@ def test_abandoned_connection_is_debug_only_and_not_counted(
         loop_factory: Callable[[], asyncio.AbstractEventLoop], files: TlsFiles,
         caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
     caplog.set_level(logging.DEBUG, logger=LOGGER)
+    caplog.set_level(logging.DEBUG, logger=FAILURES)
     listener = Listener(loop_factory, _server_context(files, required=False))
 
     def clients(port: int) -> tuple[int, bytes]:
@@ -265,7 +264,7 @@ def test_abandoned_connection_is_debug_only_and_not_counted(
 def test_a_burst_of_failures_is_one_line_then_one_summary(
         loop_factory: Callable[[], asyncio.AbstractEventLoop], files: TlsFiles,
         caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
-    caplog.set_level(logging.INFO, logger=LOGGER)
+    caplog.set_level(logging.INFO, logger=FAILURES)
     window = 2.0
     listener = Listener(loop_factory, _server_context(files, required=False), window_s=window)
 
