@@ -20,9 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
     ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialUpsertion,
@@ -79,6 +83,7 @@ def write_properties(path: Path, internal: int, sasl: int, reauth: int,
         "listener.name.reauth.sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256\n"
         f"listener.name.reauth.connections.max.reauth.ms={REAUTH_MS}\n"
         "connection.failed.authentication.delay.ms=100\n"
+        "password.encoder.secret=sasl-test-encoder-secret\n"  # dynamic JAAS configs, encrypted
         "group.initial.rebalance.delay.ms=0\n"
         "offsets.topic.num.partitions=3\n"
     )
@@ -382,6 +387,62 @@ def test_a_guessing_client_is_one_line_and_every_guess_counted(sasl_broker: Sasl
     assert len(lines("'mallory'")) == 1, lines("'mallory'")
     assert all("guess-" not in line for line in lines("'alice'"))  # never the password
     assert counted() - before == 7
+
+
+def _plain_login(bootstrap: str, user: bytes, password: bytes) -> int:
+    """A PLAIN exchange on a raw connection: SaslAuthenticate's error code."""
+    with RawConnection(bootstrap) as conn:
+        assert conn.request(17, 1, mechanism="PLAIN").error_code == ErrorCode.none
+        return int(conn.request(36, 2, auth_bytes=b"\0" + user + b"\0" + password).error_code)
+
+
+def _alter_broker(sasl_broker: SaslBroker, name: str, value: str | None) -> Any:
+    """IncrementalAlterConfigs of this broker's ``name`` (None: delete): the error or None."""
+    admin = AdminClient({"bootstrap.servers": sasl_broker.internal})
+    node = str(next(iter(admin.list_topics(timeout=10).brokers)))
+    resource = ConfigResource(ResourceType.BROKER, node)
+    op = AlterConfigOpType.SET if value is not None else AlterConfigOpType.DELETE
+    resource.add_incremental_config(ConfigEntry(name, value, incremental_operation=op))
+    try:
+        admin.incremental_alter_configs([resource])[resource].result(timeout=20)
+    except KafkaException as exc:
+        return exc.args[0]
+    return None
+
+
+def test_a_plain_user_added_without_a_restart(sasl_broker: SaslBroker) -> None:
+    """KIP-226: listener.name.<l>.<mechanism>.sasl.jaas.config is a dynamic per-broker config;
+    the listener's new connections authenticate against it, a JAAS config that does not parse
+    is refused and changes nothing, and deleting it brings the static one back."""
+    name = "listener.name.reauth.plain.sasl.jaas.config"
+    bootstrap = sasl_broker.reauth
+    assert _plain_login(bootstrap, b"dave", b"dave-secret") == ErrorCode.sasl_authentication_failed
+    with_dave = PLAIN_JAAS.replace(";", ' user_dave="dave-secret";')
+    assert _alter_broker(sasl_broker, name, with_dave) is None
+
+    def logs_in(user: bytes, password: bytes) -> bool:
+        return _plain_login(bootstrap, user, password) == ErrorCode.none
+
+    deadline = time.monotonic() + 10  # the broker applies it from its config store's watch
+    while not logs_in(b"dave", b"dave-secret"):
+        assert time.monotonic() < deadline, "the new PLAIN user never logged in"
+        time.sleep(0.1)
+    assert logs_in(b"alice", b"alice-secret")  # the users kept
+    assert _plain_login(sasl_broker.sasl, b"dave", b"dave-secret") != ErrorCode.none  # one listener
+    # a JAAS config that does not parse: refused as Kafka refuses it, nothing changed
+    error = _alter_broker(sasl_broker, name, "org.apache.kafka.common.security.plain."
+                          "PlainLoginModule required user_eve=;")  # fmt: skip
+    assert error is not None and error.code() == KafkaError.INVALID_REQUEST, error
+    assert name in error.str(), error.str()
+    assert logs_in(b"dave", b"dave-secret")
+    assert "dave-secret" not in sasl_broker.log()  # the new value is never logged
+    # deleted: the static config again
+    assert _alter_broker(sasl_broker, name, None) is None
+    deadline = time.monotonic() + 10
+    while logs_in(b"dave", b"dave-secret"):
+        assert time.monotonic() < deadline, "the deleted PLAIN user still logs in"
+        time.sleep(0.1)
+    assert logs_in(b"alice", b"alice-secret")
 
 
 def test_expired_token_refused_then_closed(sasl_broker: SaslBroker) -> None:

@@ -55,7 +55,7 @@ from strom.broker.dynamic_config import DynamicConfig
 from strom.broker.fetch_session import FetchSessionCache
 from strom.broker.group.service import GroupService
 from strom.broker.internal_topics import InternalTopics
-from strom.broker.listener import drain, start_server
+from strom.broker.listener import LiveSasl, drain, start_server
 from strom.broker.log_cleaner import LogCleaner
 from strom.broker.log_dir_failure_handler import LogDirFailureHandler
 from strom.broker.log_mover import LogMover
@@ -92,6 +92,7 @@ from strom.security.listeners import Listeners
 from strom.security.listeners import from_config as listeners_from_config
 from strom.security.quota_store import QuotaStore
 from strom.security.quotas import ClientQuotas
+from strom.security.sasl import SaslConfigError
 from strom.security.sasl import client as sasl_client
 from strom.security.scram_credentials import ScramCredentials
 from strom.security.tls import ServerTls, TlsConfigError, client_context
@@ -168,6 +169,7 @@ class Broker:
         self._server: asyncio.Server | None = None  # the first listener's (tests read its port)
         self._servers: list[asyncio.Server] = []
         self._tls: list[ServerTls] = []  # the TLS listeners' live contexts (reloaded: KIP-226)
+        self._sasl: list[LiveSasl] = []  # the SASL listeners' live settings (reloaded too)
         self._stops: list[tuple[str, StopStep]] = []  # what started, in order (stop: reversed)
         self._prepare_stop: Callable[[], Awaitable[None]] | None = None
         self._stopping = asyncio.Event()
@@ -323,14 +325,20 @@ class Broker:
             tls = ServerTls(spec) if spec.uses_tls else None
             if tls is not None:
                 self._tls.append(tls)
-            server = await start_server(self.services, self.connections, spec, tls)
+            # read at start (a bad SASL setting fails the start, naming the property), then
+            # whenever a dynamic config changes it
+            sasl = LiveSasl(spec, self.services.scram.lookup) if spec.uses_sasl else None
+            if sasl is not None:
+                self._sasl.append(sasl)
+                configs.check_with(sasl.check)
+            server = await start_server(self.services, self.connections, spec, tls, sasl)
             self._servers.append(server)
             log.info("listener %s (%s) on %s:%s", spec.name, spec.security_protocol,
                      spec.host or "*", server.sockets[0].getsockname()[1] if server.sockets
                      else spec.port)  # fmt: skip
         self._server = self._servers[0]
-        if self._tls:
-            configs.on_change(lambda _values: self._reload_tls())
+        if self._tls or self._sasl:
+            configs.on_change(lambda _values: self._reload_listeners())
         host, port = self.listen
         self.periodic.every(log_maintenance.interval_s(config), lambda: log_maintenance.tick(logs))
         checkpoint_ms = max(config.get_int("log.flush.offset.checkpoint.interval.ms"), 100)
@@ -342,15 +350,21 @@ class Broker:
             node_id, host, port, *self.advertised, self.data_dir, cluster_id,
         )
 
-    def _reload_tls(self) -> None:
+    def _reload_listeners(self) -> None:
         """A dynamic config changed: each TLS listener reloads its key and trust stores if
-        their settings (or the key store file) changed; a bad new store is logged and the
-        listener keeps serving with the old one."""
+        their settings (or the key store file) changed, each SASL listener its settings if
+        theirs did; a bad new store or setting (one written before this broker could check
+        it, or a key store file replaced) is logged and the listener keeps the old one."""
         for tls in self._tls:
             try:
                 tls.reload()
             except TlsConfigError as exc:
                 log.error("%s; the listener keeps its current certificate", exc)
+        for sasl in self._sasl:
+            try:
+                sasl.reload()
+            except SaslConfigError as exc:
+                log.error("%s; listener %s keeps its current SASL settings", exc, sasl.spec.name)
 
     async def _start_authorizer(self, store: MetadataStore) -> tuple[Authorizer | None, AclStore | None]:
         """The authorizer ``authorizer.class.name`` asks for, with every ACL of the store

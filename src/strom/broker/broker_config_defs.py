@@ -154,12 +154,18 @@ def check_value(name: str, value: str) -> None:
 
 def base_name(name: str) -> str:
     """The config a listener's override ``listener.name.<listener>.<name>`` sets (Kafka's
-    listener-prefixed dynamic configs, e.g. a TLS listener's key store, KIP-226); other
-    names unchanged."""
+    listener-prefixed dynamic configs, e.g. a TLS listener's key store, KIP-226), or a SASL
+    mechanism's on a listener, ``listener.name.<listener>.<mechanism>.<name>`` (e.g.
+    ``listener.name.sasl_ssl.plain.sasl.jaas.config``: a ``sasl.*`` config or
+    ``connections.max.reauth.ms``); other names unchanged."""
     if name.startswith("listener.name."):
         parts = name.split(".", 3)
         if len(parts) == 4 and parts[3] in BROKER_CONFIGS:
             return parts[3]
+        parts = name.split(".", 4)
+        if len(parts) == 5 and parts[4] in BROKER_CONFIGS and (
+                parts[4].startswith("sasl.") or parts[4] == "connections.max.reauth.ms"):
+            return parts[4]
     return name
 
 

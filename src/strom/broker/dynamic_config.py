@@ -191,6 +191,9 @@ class DynamicConfig:
         self.node = node
         self.topics = topics
         self._listeners: list[Callable[[Mapping[str, str]], None]] = []
+        #: checks of a whole new set of values (a SASL listener's settings must build):
+        #: each raises ValueError with Kafka's message
+        self._checks: list[Callable[[Mapping[str, str]], object]] = []
         self._watcher = _Watcher(self)
         self.passwords = StoredPasswords.from_config(config.values)
 
@@ -200,6 +203,12 @@ class DynamicConfig:
 
     def on_change(self, listener: Callable[[Mapping[str, str]], None]) -> None:
         self._listeners.append(listener)
+
+    def check_with(self, check: Callable[[Mapping[str, str]], object]) -> None:
+        """Have :meth:`validate` refuse a change after which ``check(values)`` raises
+        ValueError (INVALID_REQUEST with its message, as Kafka refuses a reconfiguration
+        its listener's ``validateReconfiguration`` refuses)."""
+        self._checks.append(check)
 
     async def load(self) -> None:
         """Read both entities into the broker's config (at start-up, before the logs open),
@@ -290,6 +299,11 @@ class DynamicConfig:
         own = configs if entity == str(self.node_id) else cfg.dynamic_broker
         self.passwords.check_can_store(entity, configs)
         values = cfg.merged(default, own, defs.synonyms)
+        for check in self._checks:
+            try:
+                check(values)
+            except ValueError as exc:
+                raise KafkaError(ErrorCode.invalid_request, str(exc)) from None
         LogConfig.from_configs({}, values)
         for topic in self.topics:
             LogConfig.from_configs(topic.configs, values)
