@@ -35,6 +35,17 @@ def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
     return batch.column(index).to_pylist() if index >= 0 else None
 
 
+class _FirstError:
+    """A producer's delivery callback that keeps the first error."""
+
+    def __init__(self) -> None:
+        self.error: KafkaError | None = None
+
+    def __call__(self, err: KafkaError | None, _msg: Any) -> None:
+        if err is not None and self.error is None:
+            self.error = err
+
+
 class RowProducer:
     """Produces the rows of Arrow batches; remembers the first delivery error.
 
@@ -52,19 +63,21 @@ class RowProducer:
                        if default_topic and eligible(config, default_topic) else None)  # fmt: skip
         self._producer: Producer | None = None
         self.default_topic = default_topic
-        self.error: KafkaError | None = None
+        self._failures = _FirstError()
         self.count = 0
 
     @property
+    def error(self) -> KafkaError | None:
+        """The first delivery error (None: none so far)."""
+        return self._failures.error
+
+    @property
     def producer(self) -> Producer:
-        if self._producer is None:
-            self._producer = Producer({**self.config, "on_delivery": self._delivered,
+        if self._producer is None:  # its callback holds the error's keeper, not this object:
+            # no cycle, so a dropped RowProducer frees its producer at once
+            self._producer = Producer({**self.config, "on_delivery": self._failures,
                                        "delivery.report.only.error": True})  # fmt: skip
         return self._producer
-
-    def _delivered(self, err: KafkaError | None, _msg: Any) -> None:
-        if err is not None and self.error is None:
-            self.error = err
 
     def produce_batch(self, batch: pa.RecordBatch) -> None:
         names = batch.schema.names
