@@ -237,7 +237,10 @@ class DynamicConfig:
     async def read(self, entity: str, watch: WatchCallback | None = None,
                    keep: bool = False) -> dict[str, str]:  # fmt: skip
         """The entity's dynamic set from the store, passwords decoded (:meth:`StoredPasswords.decode`)."""
-        return self.passwords.decode(entity, await read(self.store, entity, watch), keep)
+        stored = await read(self.store, entity, watch)
+        if any(defs.is_dynamic_password(n) for n in stored):  # PBKDF2: milliseconds each,
+            return await asyncio.to_thread(self.passwords.decode, entity, stored, keep)  # off the loop
+        return self.passwords.decode(entity, stored, keep)
 
     def use(self, entity: str, configs: Mapping[str, str]) -> None:
         """Make ``configs`` the entity's dynamic set in this broker's config (if it is ours
@@ -312,7 +315,10 @@ class DynamicConfig:
         """Validate, persist, then apply ``configs`` as ``entity``'s whole dynamic set (the
         other brokers apply it when their watch fires)."""
         self.validate(entity, configs)
-        await write(self.store, entity, self.passwords.encode(entity, configs))
+        stored: Mapping[str, str] = configs
+        if any(defs.is_dynamic_password(n) for n in configs):  # PBKDF2 off the loop, as above
+            stored = await asyncio.to_thread(self.passwords.encode, entity, configs)
+        await write(self.store, entity, stored)
         self.use(entity, configs)
 
     def broker_synonyms(self, names: Iterable[str], sensitive: bool) -> list[Synonym]:
