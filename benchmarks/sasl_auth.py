@@ -11,7 +11,8 @@ offline with ``strom user create --data-dir``), then:
    (SaslHandshake + SaslAuthenticate, each answered SASL_AUTHENTICATION_FAILED after
    ``connection.failed.authentication.delay.ms``, then closed). Reported: the producer's
    messages/s in both phases and their ratio (1.0 = the flood costs the producer nothing),
-   the failed logins per second, and that the broker logged each failure exactly once; then
+   the failed logins per second, and the lines the broker logged for them (one per (host,
+   reason) per minute: strom.broker.auth_failures; every one before session 35); then
    the flood alone for ``--seconds``/2: the broker's CPU per failed login.
 2. **cpu per connection**: ``--connections`` sequential connections each authenticate
    (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; SCRAM through scramp's client, the RFC's algorithm)

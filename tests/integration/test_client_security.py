@@ -25,6 +25,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from strom.testing import BrokerProcess, free_port
 from strom.testing.connect import ConnectWorkerProcess
+from strom.testing.process import properties_file
 from strom.testing.tls import make_tls_files
 from tests.integration.cli_helpers import assert_clean_error, strom
 from tests.integration.connect_helpers import wait_for
@@ -68,8 +69,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
         "group.initial.rebalance.delay.ms": "0",
         **files.listener_properties("MTLS", client_auth="required"),
     }
-    config = folder / "server.properties"
-    config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    config = properties_file(folder / "server.properties", props)
     broker = BrokerProcess(folder / "data", port=plain, config_file=config)
     broker.start()
     try:

@@ -28,7 +28,7 @@ from confluent_kafka.admin import (
 from strom.broker import password_encoder as pe
 from strom.metadata import journal
 from strom.testing import BrokerProcess
-from strom.testing.process import free_port, wait_for_port
+from strom.testing.process import free_port, properties_file, wait_for_port
 from strom.testing.tls import make_tls_files
 from tests.integration.cli_helpers import assert_clean_error, strom
 from tests.integration.clients import consume_all, create_topic, produce
@@ -330,8 +330,7 @@ def test_keystore_password_is_encrypted_at_rest_and_opens_the_keystore_after_a_r
         "password.encoder.secret": ENCODER_SECRET,
         **files.listener_properties("SSL"),
     }  # fmt: skip
-    config = tmp_path / "server.properties"
-    config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    config = properties_file(tmp_path / "server.properties", props)
     data_dir = tmp_path / "data"
     proc = BrokerProcess(data_dir, port=plain, config_file=config)
     bootstrap = f"127.0.0.1:{plain}"

@@ -22,7 +22,7 @@ import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
-from strom.testing.process import BrokerProcess, free_port
+from strom.testing.process import BrokerProcess, free_port, properties_file
 from strom.testing.tls import CertificateAuthority, TlsFiles, make_tls_files
 from tests.integration.clients import consume_all, produce
 
@@ -76,8 +76,7 @@ def tls_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsBroker]:
         **files.listener_properties("SSL"),
         **files.listener_properties("MTLS", client_auth="required"),
     }  # fmt: skip
-    config = tmp / "server.properties"
-    config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    config = properties_file(tmp / "server.properties", props)
     # DEBUG: the broker logs each TLS connection's principal (what the test observes)
     proc = BrokerProcess(tmp / "data", port=plain, config_file=config,
                          extra_args=["--log-level", "DEBUG"])  # fmt: skip

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from strom.testing.process import BrokerProcess, free_port, wait_for_port
+from strom.testing.process import BrokerProcess, free_port, properties_file, wait_for_port
 from strom.testing.tls import CertificateAuthority, TlsFiles, make_tls_files
 from tests.integration.admin_http import scrape
 from tests.integration.clients import consume_all, produce
@@ -79,8 +79,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
         **files.listener_properties("MTLS", client_auth="required"),
         **files.listener_properties("SASL_SSL"),
     }  # fmt: skip
-    config = tmp / "server.properties"
-    config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    config = properties_file(tmp / "server.properties", props)
     proc = BrokerProcess(tmp / "data", port=plain, config_file=config, admin=True)  # INFO
     with proc:
         for port in (ssl_port, mtls, sasl_ssl):  # start-up waited for the first listener

@@ -37,6 +37,13 @@ def port_range() -> tuple[int, int] | None:
     return lo, hi
 
 
+def properties_file(path: Path, props: Mapping[str, str]) -> Path:
+    """Write ``props`` to ``path`` as a Java properties file (``key=value`` lines, the values as
+    given: no escaping), the shape ``strom serve --config`` and Connect's worker read; ``path``."""
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    return path
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port on ``host`` that was free a moment ago.
 
