@@ -133,14 +133,17 @@ async def start_server(services: BrokerServices, connections: set[KafkaConnectio
     failures = HandshakeFailures(spec.name, lambda: metrics.authentication_failed(spec.name))
     factory: Callable[[], KafkaConnection]
     refresher = None
+    if spec.uses_sasl and sasl is None:  # never a SASL listener without its gate
+        sasl = LiveSasl(spec, services.scram.lookup)
     if sasl is not None:
-        if sasl.settings.jwks is not None:  # OAUTHBEARER's key set: fetched before the first login
-            url, refresh_ms, keys = sasl.settings.jwks
+        live = sasl
+        if live.settings.jwks is not None:  # OAUTHBEARER's key set: fetched before the 1st login
+            url, refresh_ms, keys = live.settings.jwks
             ok = await jwks.refresh(url, keys)
             refresher = (url, refresh_ms, keys, ok)
 
         def factory() -> KafkaConnection:  # the settings in force when the client connects
-            return SaslConnection(services, connections, spec, sasl.settings, failures, tls)
+            return SaslConnection(services, connections, spec, live.settings, failures, tls)
     else:
         def factory() -> KafkaConnection:
             return KafkaConnection(services, connections, spec, tls)
