@@ -84,7 +84,6 @@ class FailureWindows:
         return out
 
 
-
 class AuthenticationFailures:
     """One listener's failed authentications: counted by ``count`` (the listener's
     failed-authentication metric) and logged through a :class:`FailureWindows` (module doc)."""
