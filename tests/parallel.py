@@ -21,7 +21,11 @@ This plugin (registered by ``tests/conftest.py``) is what makes that safe and qu
 - **Order.** Units start longest first (``--no-loadscope-reorder`` keeps this order), from
   the seconds each took in a recorded run (:data:`DURATIONS_FILE`, rewritten by
   ``--store-durations``; a unit it does not know is guessed from its directory), so no long
-  module starts last while the other workers idle. Units holding a ``serial`` test go last.
+  module starts last while the other workers idle. A module's ``serial`` tests are a unit of
+  their own (``<module>!serial``), and those units go last: the module's other tests run
+  beside everything else instead of in the tail, where every worker waits on each serial
+  test. The controller learns which tests are serial from a file the workers write as they
+  collect (:data:`SERIAL_IDS_FILE`): it knows tests by node id alone.
 - **``serial`` tests** (``@pytest.mark.serial``: they measure time, or break the network,
   or kill processes in storms) run while no test runs in any other worker: every test holds
   a shared lock on a file of the run while it runs (setup to teardown), a ``serial`` one an
@@ -36,7 +40,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -63,18 +67,42 @@ DEFAULT_PORTS = (16000, 31999)
 #: The test ids of the two runs of a ``both_topologies`` module (tests/conftest.py).
 TOPOLOGY_IDS = (SINGLE, CLUSTER3)
 LOCK_DIR_KEY = "strom_lock_dir"
+#: In the run's lock directory: the node ids of the ``serial`` tests (JSON), written by each
+#: worker as it collects, read by the controller (which knows tests by node id alone)
+SERIAL_IDS_FILE = "serial-ids.json"
+#: What a unit's name ends with when it holds the ``serial`` tests of its module or topology
+SERIAL_SUFFIX = "!serial"
 
 
-def unit_of(nodeid: str) -> str:
+def unit_of(nodeid: str, serial: frozenset[str] = frozenset()) -> str:
     """The unit of work of the test ``nodeid``: its module's path, with the topology of a
-    ``both_topologies`` module after a colon (one of the ids in its brackets)."""
+    ``both_topologies`` module after a colon (one of the ids in its brackets); a ``serial``
+    test (its id in ``serial``) in a unit of its module's serial tests alone, so that the
+    module's other tests run beside everything else, not in the serial tail of the run."""
     module, _, rest = nodeid.partition("::")
+    unit = module
     if rest.endswith("]") and "[" in rest:
         ids = rest[rest.index("[") + 1 : -1].split("-")
         topology = next((t for t in TOPOLOGY_IDS if t in ids), None)
         if topology is not None:
-            return f"{module}:{topology}"
-    return module
+            unit = f"{module}:{topology}"
+    return unit + SERIAL_SUFFIX if nodeid in serial else unit
+
+
+def write_serial_ids(directory: Path, ids: frozenset[str]) -> None:
+    """Record the run's serial tests for the controller (atomically: each worker writes the
+    same list, and the controller may read it at any time after the collections arrive)."""
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".serial-")
+    with os.fdopen(fd, "w") as f:
+        json.dump(sorted(ids), f)
+    os.replace(tmp, directory / SERIAL_IDS_FILE)
+
+
+def read_serial_ids(directory: Path) -> frozenset[str]:
+    try:
+        return frozenset(json.loads((directory / SERIAL_IDS_FILE).read_text()))
+    except (OSError, ValueError):
+        return frozenset()
 
 
 def guess_seconds(unit: str) -> float:
@@ -135,12 +163,15 @@ class ParallelRun:
         self.lock_dir: Path | None = None  # made by the controller, which removes it
         self.durations: dict[str, float] = {}
         self.store = bool(config.getoption("store_durations"))
+        self._serial: frozenset[str] | None = None  # the serial tests' ids, once known
+        self.run_dir: Path | None = None  # a worker's: the run's lock directory
         if workerinput is not None:  # a pytest-xdist worker
             lo, hi = worker_ports(int(workerinput["workerid"].removeprefix("gw")),
                                   int(workerinput["workercount"]))  # fmt: skip
             os.environ[PORT_RANGE_ENV] = f"{lo}-{hi}"
             if LOCK_DIR_KEY in workerinput:
-                self.lock = RunLock(Path(workerinput[LOCK_DIR_KEY]))
+                self.run_dir = Path(workerinput[LOCK_DIR_KEY])
+                self.lock = RunLock(self.run_dir)
         elif is_controller(config):
             self.lock_dir = Path(tempfile.mkdtemp(prefix="strom-tests-lock-"))
         else:  # a run without workers: every port
@@ -148,6 +179,14 @@ class ParallelRun:
             os.environ[PORT_RANGE_ENV] = f"{lo}-{hi}"
 
     # -- the controller --------------------------------------------------------------------
+
+    def serial_ids(self) -> frozenset[str]:
+        """The controller's copy of the serial tests' ids, read at its first use: when the
+        scheduler splits the collection into units, every worker has written the file (before
+        it sent its collection). Read once, so that a test's unit never changes."""
+        if self._serial is None:
+            self._serial = read_serial_ids(self.lock_dir) if self.lock_dir else frozenset()
+        return self._serial
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
@@ -165,7 +204,7 @@ class ParallelRun:
         """Units of work (``unit_of``) in place of ``--dist loadfile``'s modules."""
         if config.getvalue("dist") != "loadfile" or LoadScopeScheduling is None:
             return None
-        return UnitScheduling(config, log)
+        return UnitScheduling(config, log, self.serial_ids)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -178,15 +217,18 @@ class ParallelRun:
         if getattr(self.config, "workerinput", None) is None:
             return  # a run without workers keeps pytest's order
         recorded = load_durations()
-        serial_units = {unit_of(i.nodeid) for i in session.items if i.get_closest_marker("serial")}
+        serial = frozenset(i.nodeid for i in session.items if i.get_closest_marker("serial"))
+        if self.run_dir is not None:  # for the controller's scheduler (it sees node ids alone)
+            write_serial_ids(self.run_dir, serial)
         first_seen: dict[str, int] = {}
         for index, item in enumerate(session.items):
-            first_seen.setdefault(unit_of(item.nodeid), index)
+            first_seen.setdefault(unit_of(item.nodeid, serial), index)
 
         def rank(item: pytest.Item) -> tuple[bool, float, int]:
-            unit = unit_of(item.nodeid)
-            seconds = recorded.get(unit, guess_seconds(unit))
-            return unit in serial_units, -seconds, first_seen[unit]
+            unit = unit_of(item.nodeid, serial)
+            seconds = recorded.get(unit, recorded.get(unit.removesuffix(SERIAL_SUFFIX),
+                                                      guess_seconds(unit)))  # fmt: skip
+            return unit.endswith(SERIAL_SUFFIX), -seconds, first_seen[unit]
 
         session.items.sort(key=rank)
 
@@ -201,7 +243,7 @@ class ParallelRun:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self.store:
-            unit = unit_of(report.nodeid)
+            unit = unit_of(report.nodeid, self.serial_ids())
             self.durations[unit] = self.durations.get(unit, 0.0) + report.duration
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -233,10 +275,15 @@ if LoadScopeScheduling is not None:
 
     class UnitScheduling(LoadScopeScheduling):  # type: ignore[misc,valid-type]
         """pytest-xdist's scope scheduling (a worker gets a whole scope, scopes in the order
-        of the collection) with :func:`unit_of` as the scope."""
+        of the collection) with :func:`unit_of` as the scope (the serial tests apart)."""
+
+        def __init__(self, config: pytest.Config, log: Any,
+                     serial_ids: Callable[[], frozenset[str]]) -> None:  # fmt: skip
+            super().__init__(config, log)
+            self.serial_ids = serial_ids
 
         def _split_scope(self, nodeid: str) -> str:
-            return unit_of(nodeid)
+            return unit_of(nodeid, self.serial_ids())
 
         def _assign_work_unit(self, node: Any) -> None:
             """Units with no test left to run are dropped, not handed out.
