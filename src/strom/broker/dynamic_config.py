@@ -238,8 +238,8 @@ class DynamicConfig:
                    keep: bool = False) -> dict[str, str]:  # fmt: skip
         """The entity's dynamic set from the store, passwords decoded (:meth:`StoredPasswords.decode`)."""
         stored = await read(self.store, entity, watch)
-        if any(defs.is_dynamic_password(n) for n in stored):  # PBKDF2: milliseconds each,
-            return await asyncio.to_thread(self.passwords.decode, entity, stored, keep)  # off the loop
+        if any(defs.is_dynamic_password(n) for n in stored):  # PBKDF2, milliseconds a password:
+            return await asyncio.to_thread(self.passwords.decode, entity, stored, keep)  # a thread
         return self.passwords.decode(entity, stored, keep)
 
     def use(self, entity: str, configs: Mapping[str, str]) -> None:

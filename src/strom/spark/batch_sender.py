@@ -231,8 +231,7 @@ class BatchSender:
         is sent) and for a refusal, or a timeout, of rows submitted before."""
         if not len(values):
             return
-        now = time.monotonic()
-        deadline = now + self.delivery_timeout_s
+        deadline = time.monotonic() + self.delivery_timeout_s
         leaders = self._metadata(deadline)
         null_partition = self._null_key_partition % leaders.partitions
         self._null_key_partition = null_partition + 1
@@ -266,7 +265,7 @@ class BatchSender:
             if failure:
                 oldest = min((q[0].deadline for q in self._queued.values() if q), default=None)
                 if oldest is not None and time.monotonic() >= oldest:
-                    self._abandon()
+                    self.close()  # the task fails: what is not acknowledged is forgotten
                     raise KafkaException(KafkaError(
                         KafkaError._MSG_TIMED_OUT,
                         f"{self.topic}: records not acknowledged within "
@@ -277,7 +276,7 @@ class BatchSender:
                     self._metadata(oldest if oldest is not None else time.monotonic(),
                                    refresh=True)  # fmt: skip
                 except KafkaException:
-                    self._abandon()
+                    self.close()  # the task fails: what is not acknowledged is forgotten
                     raise
             failure = self._dispatch()
             if not failure:
@@ -339,7 +338,7 @@ class BatchSender:
                     failure = f"{self.topic}-{partition}: {code.name.upper()}"
                     retry[partition] = queued
                     continue
-                self._abandon()
+                self.close()  # the task fails: what is not acknowledged is forgotten
                 raise KafkaException(KafkaError(
                     int(code), f"{self.topic}-{partition}: {code.name.upper()}"
                     + (f": {message}" if message else "")))
@@ -353,13 +352,6 @@ class BatchSender:
         its partition's first unacknowledged one, so the partition's order is kept."""
         for partition, queued in batches.items():
             self._queued.setdefault(partition, deque()).appendleft(queued)
-
-    def _abandon(self) -> None:
-        """Forget every batch not acknowledged and close the connections (after a failure that
-        fails the task)."""
-        self._queued.clear()
-        self._in_flight.clear()
-        self.close()
 
     def _connection(self, leader: int, address: str) -> Connection:
         conn = self._connections.get(leader)

@@ -80,10 +80,8 @@ class Connection:
             raise WireError(f"cannot connect to {address}: {exc}") from None
 
     def request(self, api_key: int, version: int, **fields: Any) -> Any:
-        try:
-            return self.wire.request(api_key, version, **fields)
-        except (OSError, ConnectionError) as exc:
-            raise WireError(f"request to {self.address} failed: {exc}") from None
+        """Send a request and wait for its answer."""
+        return self.receive(api_key, version, self.send(api_key, version, **fields))
 
     def send(self, api_key: int, version: int, **fields: Any) -> int:
         """Send a request without waiting for its answer (its correlation id, for

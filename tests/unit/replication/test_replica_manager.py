@@ -149,6 +149,24 @@ def test_a_waiter_outlives_the_leadership_until_its_records_fate_is_known(
     asyncio.run(run())
 
 
+def test_a_waiter_is_answered_at_once_when_the_new_leader_is_unknown(
+        replicas: ReplicaManager) -> None:  # fmt: skip
+    """A leader this broker's metadata does not list (a stray or fuzzed LeaderAndIsr) can never
+    tell it the records' fate: Kafka's NOT_LEADER_OR_FOLLOWER at once, not a wait until the
+    request's timeout."""
+    assert 3 not in replicas.cache.brokers
+
+    async def run() -> None:
+        replicas.become_leader_or_follower(_state(1, 1, (1, 3)), 1, {})
+        offset = replicas.append("t", 0, _records()).last_offset
+        waiting = replicas.delayed.watch(("t", 0), offset, outlive_leadership=True)
+        replicas.become_leader_or_follower(_state(3, 2, (1, 3)), 1, {})
+        assert waiting.result() == ErrorCode.not_leader_or_follower
+        assert replicas.delayed.waiting(("t", 0)) == 0
+
+    asyncio.run(run())
+
+
 class _Listener:
     def __init__(self) -> None:
         self.events: list[tuple[str, int, int]] = []
